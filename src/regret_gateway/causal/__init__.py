@@ -1,0 +1,1 @@
+"""Nuisance stage of the causal router: propensity, outcome models and counterfactual scores."""

@@ -1,0 +1,103 @@
+"""Outcome models r_t(x): one MLP (2 hidden layers of 200, GELU) per model t, fitted on the rows t answered.
+
+Each network has two heads: quality (a logit, binary cross-entropy, so soft scores in [0, 1] work) and
+cost (mean squared error on cost divided by the model's mean logged cost). Quality and cost are fitted
+separately from the utility because the doubly robust score is linear in y:
+Y^lambda(t) = A(t) - lambda * C(t) for every lambda from one fit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from regret_gateway.data import LoggedFeedback
+from regret_gateway.policy.networks import StackedMLP
+from regret_gateway.policy.training import TrainConfig, train_members
+
+
+def _padded(index_lists: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(T, n_max) row indices (0 where padded) and (T, n_max) float mask."""
+    n_max = max(len(ix) for ix in index_lists)
+    rows = torch.zeros(len(index_lists), n_max, dtype=torch.long)
+    mask = torch.zeros(len(index_lists), n_max)
+    for t, ix in enumerate(index_lists):
+        rows[t, : len(ix)] = torch.as_tensor(ix, dtype=torch.long)
+        mask[t, : len(ix)] = 1.0
+    return rows, mask
+
+
+class OutcomeModel:
+    """Per-model outcome regressions r_t(x) = (E[a | x, t], E[c | x, t]).
+
+    Args:
+        hidden: hidden layer sizes (paper: (200, 200)).
+        train: optimiser and early-stopping settings.
+        val_fraction: share of each model's rows held out for early stopping.
+        random_state: seed of the split, the initialisation and the batch order.
+    """
+
+    def __init__(
+        self,
+        *,
+        hidden: tuple[int, ...] = (200, 200),
+        train: TrainConfig = TrainConfig(),
+        val_fraction: float = 0.2,
+        random_state: int = 0,
+    ) -> None:
+        self.hidden = hidden
+        self.train = train
+        self.val_fraction = val_fraction
+        self.random_state = random_state
+
+    def fit(self, logs: LoggedFeedback) -> "OutcomeModel":
+        logs.require_all_models(minimum=1)
+        T = logs.n_models
+        rng = np.random.default_rng(self.random_state)
+        train_ix, val_ix = [], []
+        for t in range(T):
+            ix = rng.permutation(np.flatnonzero(logs.action == t))
+            n_val = int(round(self.val_fraction * len(ix))) if len(ix) >= 5 else 0
+            train_ix.append(ix[n_val:])
+            val_ix.append(ix[:n_val] if n_val else ix)  # tiny models: validate on the training rows
+        scale = np.array([logs.cost[logs.action == t].mean() for t in range(T)])
+        self.cost_scale_ = np.where(scale > 0, scale, 1.0)
+
+        X = torch.tensor(logs.X)
+        q = torch.tensor(logs.quality, dtype=torch.float32)
+        c = torch.as_tensor(logs.cost / self.cost_scale_[logs.action], dtype=torch.float32)
+        tr_rows, tr_mask = _padded(train_ix)
+        va_rows, va_mask = _padded(val_ix)
+
+        torch.manual_seed(self.random_state)
+        net = StackedMLP(T, X.shape[1], 2, self.hidden)
+
+        def loss_on(rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            out = net(X[rows])  # (T, b, 2)
+            bce = torch.nn.functional.binary_cross_entropy_with_logits(out[..., 0], q[rows], reduction="none")
+            mse = (out[..., 1] - c[rows]) ** 2
+            return ((bce + mse) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+        result = train_members(
+            net,
+            tr_rows.shape[1],
+            lambda idx: loss_on(tr_rows[:, idx], tr_mask[:, idx]),
+            lambda: loss_on(va_rows, va_mask),
+            self.train,
+            seed=self.random_state,
+        )
+        self.net_ = net
+        self.n_models_ = T
+        self.epochs_ = result.epochs
+        self.val_loss_ = result.best_score.numpy()
+        return self
+
+    @torch.no_grad()
+    def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Return (quality_hat, cost_hat), each (n, T): r_t(x) for every model t."""
+        if not hasattr(self, "net_"):
+            raise RuntimeError("OutcomeModel is not fitted; call fit() first")
+        out = self.net_(torch.as_tensor(np.asarray(X, dtype=np.float32)))  # (T, n, 2)
+        quality = torch.sigmoid(out[..., 0]).T.numpy().astype(np.float64)
+        cost = out[..., 1].T.numpy().astype(np.float64) * self.cost_scale_[None, :]
+        return quality, np.maximum(cost, 0.0)

@@ -1,0 +1,230 @@
+"""Validated containers for routing data.
+
+Two kinds of data, named as in the paper:
+
+* :class:`FullFeedback` -- every model answered every prompt (a benchmark such as RouterBench):
+  ``X`` (n, d) embeddings, ``quality`` (n, T) in [0, 1], ``cost`` (n, T) in US dollars.
+* :class:`LoggedFeedback` -- observational data, one model per prompt (what a gateway logs):
+  ``X`` (n, d), ``action`` (n,) the index of the model that answered, its ``quality`` (n,) and
+  ``cost`` (n,), and optionally the exact ``propensity`` (n,) p(action | x) of the logging policy.
+
+Both are frozen and validated once, at construction; errors name the rule that was broken.
+Utility is ``y = a - lambda * c`` (the paper's Y^lambda).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def _as_float_array(name: str, value, ndim: int) -> np.ndarray:
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim != ndim:
+        raise ValueError(f"`{name}` must be {ndim}-dimensional, got shape {arr.shape}")
+    return arr
+
+
+def _require_finite(name: str, arr: np.ndarray) -> None:
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        first = np.argwhere(bad)[0].tolist()
+        raise ValueError(f"`{name}` must be finite, got {int(bad.sum())} NaN/inf values (first at {first})")
+
+
+def _require_range(name: str, arr: np.ndarray, low: float, high: float | None = None) -> None:
+    if arr.size == 0:
+        return
+    if arr.min() < low or (high is not None and arr.max() > high):
+        upper = "inf)" if high is None else f"{high}]"
+        raise ValueError(f"`{name}` must be in [{low}, {upper}, got min={arr.min():.6g}, max={arr.max():.6g}")
+
+
+def _require_rows(name: str, arr: np.ndarray, n: int) -> None:
+    if arr.shape[0] != n:
+        raise ValueError(f"`{name}` has {arr.shape[0]} rows but `X` has {n}")
+
+
+def _freeze(arr: np.ndarray) -> np.ndarray:
+    arr.setflags(write=False)
+    return arr
+
+
+@dataclass(frozen=True)
+class FullFeedback:
+    """Every model's outcome on every prompt.
+
+    Attributes:
+        X: (n, d) prompt embeddings.
+        quality: (n, T) quality a_x(t) in [0, 1].
+        cost: (n, T) cost c_x(t) in US dollars, >= 0.
+        model_names: T names, one per column.
+        groups: optional (n,) task/dataset name per prompt (RouterBench's ``eval_name``).
+    """
+
+    X: np.ndarray
+    quality: np.ndarray
+    cost: np.ndarray
+    model_names: tuple[str, ...]
+    groups: np.ndarray | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        X = _as_float_array("X", self.X, 2).astype(np.float32)
+        quality = _as_float_array("quality", self.quality, 2)
+        cost = _as_float_array("cost", self.cost, 2)
+        names = tuple(str(m) for m in self.model_names)
+        n = X.shape[0]
+        for name, arr in (("quality", quality), ("cost", cost)):
+            _require_rows(name, arr, n)
+            if arr.shape[1] != len(names):
+                raise ValueError(f"`{name}` has {arr.shape[1]} columns but there are {len(names)} model names")
+        if len(set(names)) != len(names):
+            raise ValueError(f"`model_names` must be unique, got {names}")
+        if len(names) < 2:
+            raise ValueError(f"routing needs at least 2 models, got {len(names)}")
+        _require_finite("X", X)
+        _require_finite("quality", quality)
+        _require_finite("cost", cost)
+        _require_range("quality", quality, 0.0, 1.0)
+        _require_range("cost", cost, 0.0)
+        groups = None
+        if self.groups is not None:
+            groups = np.asarray(self.groups, dtype=object)
+            _require_rows("groups", groups.reshape(-1, 1), n)
+        object.__setattr__(self, "X", _freeze(X))
+        object.__setattr__(self, "quality", _freeze(quality))
+        object.__setattr__(self, "cost", _freeze(cost))
+        object.__setattr__(self, "model_names", names)
+        object.__setattr__(self, "groups", groups if groups is None else _freeze(groups))
+
+    @property
+    def n_samples(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def n_models(self) -> int:
+        return len(self.model_names)
+
+    def utility(self, lam: float) -> np.ndarray:
+        """(n, T) utility matrix a - lambda * c."""
+        return self.quality - lam * self.cost
+
+    def subset(self, index: np.ndarray) -> "FullFeedback":
+        return FullFeedback(
+            X=self.X[index],
+            quality=self.quality[index],
+            cost=self.cost[index],
+            model_names=self.model_names,
+            groups=None if self.groups is None else self.groups[index],
+        )
+
+
+@dataclass(frozen=True)
+class LoggedFeedback:
+    """Observational data: for each prompt only the model that answered is observed.
+
+    Attributes:
+        X: (n, d) prompt embeddings.
+        action: (n,) index in ``model_names`` of the model that answered.
+        quality: (n,) observed quality a in [0, 1].
+        cost: (n,) observed cost c in US dollars, >= 0.
+        model_names: T model names.
+        propensity: optional (n,) exact p(action | x) of the logging policy, in (0, 1].
+        lam: optional (n,) lambda of the caller's tier when the request was routed.
+    """
+
+    X: np.ndarray
+    action: np.ndarray
+    quality: np.ndarray
+    cost: np.ndarray
+    model_names: tuple[str, ...]
+    propensity: np.ndarray | None = None
+    lam: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        X = _as_float_array("X", self.X, 2).astype(np.float32)
+        n = X.shape[0]
+        names = tuple(str(m) for m in self.model_names)
+        if len(set(names)) != len(names):
+            raise ValueError(f"`model_names` must be unique, got {names}")
+        if len(names) < 2:
+            raise ValueError(f"routing needs at least 2 models, got {len(names)}")
+        action_raw = np.asarray(self.action)
+        if action_raw.ndim != 1:
+            raise ValueError(f"`action` must be 1-dimensional, got shape {action_raw.shape}")
+        if action_raw.size and not np.all(np.equal(np.mod(action_raw, 1), 0)):
+            raise ValueError("`action` must hold integer model indices")
+        action = action_raw.astype(np.int64)
+        _require_rows("action", action, n)
+        if action.size and (action.min() < 0 or action.max() >= len(names)):
+            raise ValueError(
+                f"`action` must be in [0, {len(names) - 1}] (one index per model), "
+                f"got min={action.min()}, max={action.max()}"
+            )
+        quality = _as_float_array("quality", self.quality, 1)
+        cost = _as_float_array("cost", self.cost, 1)
+        _require_rows("quality", quality, n)
+        _require_rows("cost", cost, n)
+        _require_finite("X", X)
+        _require_finite("quality", quality)
+        _require_finite("cost", cost)
+        _require_range("quality", quality, 0.0, 1.0)
+        _require_range("cost", cost, 0.0)
+        propensity = None
+        if self.propensity is not None:
+            propensity = _as_float_array("propensity", self.propensity, 1)
+            _require_rows("propensity", propensity, n)
+            _require_finite("propensity", propensity)
+            if propensity.size and (propensity.min() <= 0.0 or propensity.max() > 1.0):
+                raise ValueError(
+                    f"`propensity` must be in (0, 1], got min={propensity.min():.6g}, max={propensity.max():.6g}"
+                )
+            propensity = _freeze(propensity)
+        lam = None
+        if self.lam is not None:
+            lam = _as_float_array("lam", self.lam, 1)
+            _require_rows("lam", lam, n)
+            _require_finite("lam", lam)
+            _require_range("lam", lam, 0.0)
+            lam = _freeze(lam)
+        object.__setattr__(self, "X", _freeze(X))
+        object.__setattr__(self, "action", _freeze(action))
+        object.__setattr__(self, "quality", _freeze(quality))
+        object.__setattr__(self, "cost", _freeze(cost))
+        object.__setattr__(self, "model_names", names)
+        object.__setattr__(self, "propensity", propensity)
+        object.__setattr__(self, "lam", lam)
+
+    @property
+    def n_samples(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def n_models(self) -> int:
+        return len(self.model_names)
+
+    def counts(self) -> np.ndarray:
+        """(T,) number of logged rows per model."""
+        return np.bincount(self.action, minlength=self.n_models)
+
+    def require_all_models(self, minimum: int = 1) -> None:
+        """Raise if some model has fewer than ``minimum`` logged rows (its outcome cannot be learned)."""
+        counts = self.counts()
+        missing = [f"'{self.model_names[t]}' ({int(c)})" for t, c in enumerate(counts) if c < minimum]
+        if missing:
+            raise ValueError(
+                f"every model needs at least {minimum} logged rows; too few for: {', '.join(missing)}. "
+                "Log more traffic to these models (raise exploration) or remove them from the model list."
+            )
+
+    def subset(self, index: np.ndarray) -> "LoggedFeedback":
+        return LoggedFeedback(
+            X=self.X[index],
+            action=self.action[index],
+            quality=self.quality[index],
+            cost=self.cost[index],
+            model_names=self.model_names,
+            propensity=None if self.propensity is None else self.propensity[index],
+            lam=None if self.lam is None else self.lam[index],
+        )

@@ -1,0 +1,1 @@
+"""Offline evaluation: benchmark loaders, simulated logs, the offline experiment and its report."""

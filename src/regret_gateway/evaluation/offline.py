@@ -1,0 +1,200 @@
+"""The paper's offline experiment: simulate logs from full feedback, learn routers, score them on test.
+
+Per trial (seed = seed + trial): the benchmark's test split is fixed; the validation rows are the
+benchmark's own ``val`` split, or else a seeded 1/9 of the train pool (~10% of all prompts). Logs are
+simulated on train + val, the nuisance stage is fitted on the train logs, every router is trained, and
+each is evaluated on the test prompts with the true outcome matrix: utility = mean_i a_i(t_i) -
+lambda * c_i(t_i) (reported x100), accuracy and cost.
+
+Two reference rows: ``single-best`` (the one model with the best mean train utility at that lambda --
+chosen with full feedback on train, so slightly optimistic) and ``oracle`` (per-query best on test).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from regret_gateway.causal.estimators import ESTIMATORS, Nuisance
+from regret_gateway.data import FullFeedback
+from regret_gateway.evaluation.loaders import Benchmark
+from regret_gateway.evaluation.simulation import simulate_logs
+from regret_gateway.policy.methods import TrainingData, make_router, method_names
+from regret_gateway.policy.training import preset
+
+REFERENCES = ("single-best", "oracle")
+DEFAULT_LAMBDAS = tuple(float(l) for l in range(0, 1001, 100))
+
+
+@dataclass(frozen=True)
+class OfflineConfig:
+    lambdas: tuple[float, ...] = DEFAULT_LAMBDAS
+    trials: int = 10
+    methods: tuple[str, ...] = field(default_factory=lambda: tuple(method_names()))
+    seed: int = 0
+    logging_policy: str = "accuracy-softmax"
+    logging_temperature: float = 1.0
+    propensity: str = "xgboost"  # "xgboost" (paper) or "logged" (exact)
+    estimator: str = "dr"
+    clip: tuple[float, float] | None = (5.0, 95.0)
+    clip_scope: str = "column"
+    max_weight: float | None = None
+    self_normalize: bool = False
+    correction: float = 1.0
+    cross_fit: int = 1
+    train_preset: str = "fast"
+    tau: float = 100.0
+    ties: str = "share"
+    evaluate_on: str = "test"  # "val": score on the validation prompts (to choose settings without test)
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.methods if m not in method_names()]
+        if unknown:
+            raise ValueError(f"unknown methods {unknown}; choose from {', '.join(method_names())}")
+        if self.trials < 1:
+            raise ValueError(f"`trials` must be >= 1, got {self.trials}")
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"unknown estimator '{self.estimator}'; choose from {sorted(ESTIMATORS)}")
+        preset(self.train_preset)
+        if self.evaluate_on not in ("test", "val"):
+            raise ValueError(f"`evaluate_on` must be 'test' or 'val', got {self.evaluate_on!r}")
+        if "rm-interval" in self.methods and len(self.lambdas) < 3:
+            raise ValueError("rm-interval needs at least 3 lambdas (tiers on the even ones, evaluated between)")
+
+    def estimator_object(self):
+        kwargs = {"clip": self.clip, "clip_scope": self.clip_scope, "max_weight": self.max_weight, "self_normalize": self.self_normalize}
+        if self.estimator == "dr":
+            kwargs["correction"] = self.correction
+        return ESTIMATORS[self.estimator](**kwargs)
+
+    def router_kwargs(self, name: str) -> dict:
+        if name in ("rm-softmax", "rm-interval"):
+            return {"tau": self.tau}
+        if name in ("rm-classification", "full-feedback"):
+            return {"ties": self.ties}
+        return {}
+
+
+def _split(bench: Benchmark, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    test = np.flatnonzero(bench.split == "test")
+    if test.size == 0:
+        raise ValueError("the benchmark has no test rows")
+    val = np.flatnonzero(bench.split == "val")
+    train = np.flatnonzero(bench.split == "train")
+    if val.size == 0:
+        pool = rng.permutation(train)
+        n_val = max(1, int(round(len(pool) / 9)))
+        val, train = np.sort(pool[:n_val]), np.sort(pool[n_val:])
+    if train.size == 0:
+        raise ValueError("the benchmark has no train rows")
+    return train, val, test
+
+
+def evaluate_actions(full: FullFeedback, lambdas, actions: np.ndarray) -> dict[str, np.ndarray]:
+    """Mean utility (x100), accuracy and cost of (L, n) chosen model indices, per lambda."""
+    rows = np.arange(full.n_samples)
+    acc = np.array([full.quality[rows, a].mean() for a in actions])
+    cost = np.array([full.cost[rows, a].mean() for a in actions])
+    util = np.array([100.0 * (full.quality[rows, a] - l * full.cost[rows, a]).mean() for l, a in zip(lambdas, actions)])
+    return {"utility": util, "accuracy": acc, "cost": cost}
+
+
+def reference_actions(name: str, train: FullFeedback, test: FullFeedback, lambdas) -> np.ndarray:
+    if name == "single-best":
+        return np.stack([np.full(test.n_samples, np.argmax(train.utility(l).mean(0))) for l in lambdas])
+    if name == "oracle":
+        return np.stack([np.argmax(test.utility(l), axis=1) for l in lambdas])
+    raise ValueError(f"unknown reference '{name}'")
+
+
+def _diagnostics(nuisance: Nuisance, scores, logs, full_train: FullFeedback) -> dict[str, float]:
+    q_hat, _ = nuisance.outcome_.predict(logs.X)
+    rows = np.arange(logs.n_samples)
+    p_hat = nuisance.observed_propensity_
+    lam_mid = 500.0
+    Y_raw = scores.quality - lam_mid * scores.cost
+    clipped = float(np.mean(scores.utility(lam_mid) != Y_raw))
+    observed = np.zeros(scores.quality.shape, dtype=bool)
+    observed[rows, logs.action] = True
+    return {
+        "dr_rmse_quality": float(np.sqrt(np.mean((scores.quality - full_train.quality) ** 2))),
+        "dm_rmse_quality": float(np.sqrt(np.mean((q_hat - full_train.quality) ** 2))),
+        "propensity_mae": float(np.mean(np.abs(p_hat - logs.propensity))),
+        "logged_propensity_min": float(logs.propensity.min()),
+        "logged_propensity_max": float(logs.propensity.max()),
+        "clipped_share_lambda500": clipped,
+        "clipped_share_observed_lambda500": float(np.mean((scores.utility(lam_mid) != Y_raw)[observed])),
+    }
+
+
+def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progress: bool = True) -> dict:
+    """Run every method for every trial; returns raw per-trial arrays (see :mod:`.report`)."""
+    lambdas = np.asarray(config.lambdas, dtype=np.float64)
+    full = bench.full_feedback(X)
+    train_cfg = preset(config.train_preset)
+    names = list(config.methods) + list(REFERENCES)
+    raw = {m: {"utility": [], "accuracy": [], "cost": [], "seconds": []} for m in names}
+    diagnostics = []
+    steps = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        steps = tqdm(total=config.trials * (len(config.methods) + 1), desc="offline bench", unit="step")
+    for trial in range(config.trials):
+        seed = config.seed + trial
+        rng = np.random.default_rng(seed)
+        train, val, test = _split(bench, rng)
+        pool = np.concatenate([train, val])
+        logs_pool = simulate_logs(full.subset(pool), policy=config.logging_policy, temperature=config.logging_temperature, seed=seed)
+        logs_train = logs_pool.subset(np.arange(len(train)))
+        logs_val = logs_pool.subset(np.arange(len(train), len(pool)))
+        full_train, full_val = full.subset(train), full.subset(val)
+        full_test = full_val if config.evaluate_on == "val" else full.subset(test)
+
+        t0 = time.perf_counter()
+        nuisance = Nuisance(
+            estimator=config.estimator_object(),
+            propensity=config.propensity,
+            outcome_train=train_cfg,
+            cross_fit=config.cross_fit,
+            random_state=seed,
+        )
+        scores = nuisance.fit_scores(logs_train)
+        val_scores = nuisance.scores(logs_val)
+        diag = _diagnostics(nuisance, scores, logs_train, full_train)
+        diag["nuisance_seconds"] = time.perf_counter() - t0
+        diagnostics.append(diag)
+        if steps is not None:
+            steps.update(1)
+        data = TrainingData(
+            logs=logs_train, scores=scores, val_logs=logs_val, val_scores=val_scores,
+            nuisance=nuisance, full=full_train, full_val=full_val,
+        )
+        for name in config.methods:
+            t0 = time.perf_counter()
+            router = make_router(name, train=train_cfg, random_state=seed, **config.router_kwargs(name))
+            actions = router.fit(data, lambdas).predict(full_test.X, lambdas)
+            seconds = time.perf_counter() - t0
+            for key, value in evaluate_actions(full_test, lambdas, actions).items():
+                raw[name][key].append(value)
+            raw[name]["seconds"].append(seconds)
+            if steps is not None:
+                steps.set_postfix_str(f"trial {trial + 1}: {name} {seconds:.1f}s")
+                steps.update(1)
+        for name in REFERENCES:
+            actions = reference_actions(name, full_train, full_test, lambdas)
+            for key, value in evaluate_actions(full_test, lambdas, actions).items():
+                raw[name][key].append(value)
+            raw[name]["seconds"].append(0.0)
+    if steps is not None:
+        steps.close()
+    config_dict = asdict(config)
+    return {
+        "dataset": bench.describe() | {"n_train": int(len(train)), "n_val": int(len(val)), "n_test": int(len(test))},
+        "config": config_dict,
+        "lambdas": lambdas.tolist(),
+        "raw": {m: {k: np.asarray(v).tolist() for k, v in d.items()} for m, d in raw.items()},
+        "diagnostics": diagnostics,
+    }

@@ -1,0 +1,139 @@
+"""Tables, curves and files of an offline run: results.json, utility.md, accuracy_cost.png.
+
+* utility: mean +/- std over trials of the test utility x100 per lambda, and its mean over lambda;
+* accuracy-cost curve: the (mean cost, mean accuracy) points of a method over lambda; its AUC is the
+  trapezoid area (sklearn.metrics.auc style) with cost normalised by the mean cost of the most expensive
+  model (x in [0, 1]); the curve is extended flat from its most expensive point to x = 1;
+* paired comparison: per-trial difference of the mean-over-lambda utility between two methods (same
+  seed, same logs), with its mean, std and the number of trials won.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+PAIRS = (("rm-softmax", "single-best"), ("rm-softmax", "r-and-c"), ("rm-softmax", "baseline"), ("full-feedback", "rm-softmax"))
+
+
+def trapezoid_auc(x: np.ndarray, y: np.ndarray) -> float:
+    """Area under y(x) by the trapezoid rule; x is sorted first (ties keep the higher y last)."""
+    order = np.lexsort((y, x))
+    x, y = np.asarray(x)[order], np.asarray(y)[order]
+    return float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2.0))
+
+
+def curve_auc(cost: np.ndarray, accuracy: np.ndarray, cost_max: float) -> float:
+    x = np.clip(np.asarray(cost) / cost_max, 0.0, 1.0)
+    y = np.asarray(accuracy)
+    i = int(np.argmax(x))
+    x, y = np.append(x, 1.0), np.append(y, y[i])
+    return trapezoid_auc(x, y)
+
+
+def summarize(run: dict) -> dict:
+    """The results.json document: dataset, config, and per method the mean/std curves and AUC."""
+    cost_max = max(run["dataset"]["mean_cost"].values())
+    methods = {}
+    for name, raw in run["raw"].items():
+        util, acc, cost = (np.asarray(raw[k]) for k in ("utility", "accuracy", "cost"))
+        aucs = [curve_auc(c, a, cost_max) for c, a in zip(cost, acc)]
+        methods[name] = {
+            "lambda": run["lambdas"],
+            "utility_mean": util.mean(0).tolist(),
+            "utility_std": util.std(0).tolist(),
+            "accuracy_mean": acc.mean(0).tolist(),
+            "cost_mean": cost.mean(0).tolist(),
+            "auc": float(np.mean(aucs)),
+            "auc_std": float(np.std(aucs)),
+            "utility_over_lambda_mean": float(util.mean(1).mean()),
+            "utility_over_lambda_std": float(util.mean(1).std()),
+            "seconds_per_trial": float(np.mean(raw["seconds"])),
+        }
+    paired = {}
+    for a, b in PAIRS:
+        if a in run["raw"] and b in run["raw"]:
+            d = np.asarray(run["raw"][a]["utility"]).mean(1) - np.asarray(run["raw"][b]["utility"]).mean(1)
+            paired[f"{a} - {b}"] = {
+                "mean": float(d.mean()),
+                "std": float(d.std(ddof=1)) if len(d) > 1 else 0.0,
+                "wins": int((d > 0).sum()),
+                "trials": int(len(d)),
+            }
+    diag = run.get("diagnostics", [])
+    diag_mean = {k: float(np.mean([d[k] for d in diag])) for k in (diag[0] if diag else {})}
+    return {
+        "dataset": run["dataset"],
+        "config": run["config"],
+        "methods": methods,
+        "paired": paired,
+        "diagnostics": diag_mean,
+        "raw": run["raw"],
+    }
+
+
+def utility_table(results: dict) -> str:
+    methods = results["methods"]
+    lambdas = next(iter(methods.values()))["lambda"]
+    trials = results["config"]["trials"]
+    lines = [
+        f"Test utility x100 (mean +/- std over {trials} trials), a - lambda * c; "
+        "`mean` is the mean over lambda, AUC of the accuracy-cost curve.",
+        "",
+        "| method | " + " | ".join(f"λ={l:g}" for l in lambdas) + " | mean | AUC |",
+        "|---|" + "---:|" * (len(lambdas) + 2),
+    ]
+    for name, m in methods.items():
+        cells = [f"{u:.1f}±{s:.1f}" for u, s in zip(m["utility_mean"], m["utility_std"])]
+        mean = f"**{m['utility_over_lambda_mean']:.2f}**±{m['utility_over_lambda_std']:.2f}"
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {mean} | {m['auc']:.3f} |")
+    if results.get("paired"):
+        lines += ["", "Paired differences of the mean-over-lambda utility (same seeds, same logs):", ""]
+        lines += ["| comparison | mean | std | trials won |", "|---|---:|---:|---:|"]
+        for key, p in results["paired"].items():
+            lines.append(f"| {key} | {p['mean']:+.2f} | {p['std']:.2f} | {p['wins']}/{p['trials']} |")
+    if results.get("diagnostics"):
+        lines += ["", "Nuisance diagnostics (mean over trials): " + ", ".join(f"{k}={v:.3g}" for k, v in results["diagnostics"].items())]
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    for name, m in results["methods"].items():
+        style = {"linestyle": "--"} if name in ("oracle", "single-best", "full-feedback") else {}
+        order = np.argsort(m["cost_mean"])
+        ax.plot(
+            np.asarray(m["cost_mean"])[order] * 1000,
+            np.asarray(m["accuracy_mean"])[order],
+            marker="o", markersize=3, label=f"{name} (AUC {m['auc']:.3f})", **style,
+        )
+    models = results["dataset"]
+    ax.scatter(
+        np.asarray(list(models["mean_cost"].values())) * 1000, list(models["mean_accuracy"].values()),
+        marker="x", color="grey", label="single models",
+    )
+    ax.set_xscale("log")
+    ax.set_xlabel("mean cost per 1k requests (US$, log scale)")
+    ax.set_ylabel("mean accuracy")
+    ax.set_title(f"Accuracy-cost curves over lambda ({results['config']['trials']} trials)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_outputs(results: dict, out_dir: Path) -> dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out_dir / "results.json", "table": out_dir / "utility.md", "plot": out_dir / "accuracy_cost.png"}
+    paths["json"].write_text(json.dumps(results, indent=2))
+    paths["table"].write_text(utility_table(results))
+    plot_curves(results, paths["plot"])
+    return paths

@@ -1,0 +1,1 @@
+"""Routing policies: networks, objectives, the training loop, the method registry and tiers."""

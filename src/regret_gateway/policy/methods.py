@@ -1,0 +1,344 @@
+"""Every router of the paper behind one small interface, and the registry name -> class.
+
+A router is fitted on a :class:`TrainingData` (logged train rows with their counterfactual scores, the
+validation rows used for early stopping, and -- for the Full-Feedback oracle only -- the true matrices)
+for a list of lambdas, and ``predict(X, lambdas)`` returns (L, n) model indices.
+
+Two families:
+
+* decoupled routers predict quality and cost per model and pick argmax_t A(t) - lambda * C(t)
+  (``baseline``, ``r-and-c``, ``carrot-knn``, ``carrot-embednet``): one fit serves every lambda;
+* end-to-end policies train one network per lambda (``full-feedback``, ``cf-regression``,
+  ``rm-classification``, ``rm-softmax``), all lambdas stacked and trained together
+  (see :mod:`regret_gateway.policy.networks`); ``rm-interval`` lives in :mod:`.tiers`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from regret_gateway.causal.estimators import CounterfactualScores, Nuisance
+from regret_gateway.data import FullFeedback, LoggedFeedback
+from regret_gateway.policy import objectives
+from regret_gateway.policy.networks import StackedMLP
+from regret_gateway.policy.training import TrainConfig, train_members
+
+
+@dataclass(frozen=True)
+class TrainingData:
+    """What a router may learn from.
+
+    Attributes:
+        logs, scores: logged training rows and their counterfactual scores.
+        val_logs, val_scores: held-out logged rows (early stopping, model selection).
+        nuisance: the fitted nuisance stage (R&C reuses its outcome models).
+        full, full_val: true full-feedback matrices of the same rows; only ``full-feedback`` may use them.
+    """
+
+    logs: LoggedFeedback
+    scores: CounterfactualScores
+    val_logs: LoggedFeedback
+    val_scores: CounterfactualScores
+    nuisance: Nuisance | None = None
+    full: FullFeedback | None = None
+    full_val: FullFeedback | None = None
+
+
+class Router:
+    """Base router. ``fit`` returns self; ``predict`` refuses an unfitted router."""
+
+    name = "router"
+
+    def __init__(self, *, train: TrainConfig = TrainConfig(), hidden: tuple[int, ...] = (200, 200), random_state: int = 0):
+        self.train = train
+        self.hidden = hidden
+        self.random_state = random_state
+
+    def fit(self, data: TrainingData, lambdas: Sequence[float]) -> "Router":
+        raise NotImplementedError
+
+    def predict(self, X: np.ndarray, lambdas: Sequence[float]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _check_fitted(self) -> None:
+        if not getattr(self, "fitted_", False):
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() first")
+
+
+def _lambdas(lambdas: Sequence[float]) -> np.ndarray:
+    lam = np.asarray(list(lambdas), dtype=np.float64)
+    if lam.ndim != 1 or lam.size == 0:
+        raise ValueError("`lambdas` must be a non-empty list of numbers")
+    if not np.all(np.isfinite(lam)) or lam.min() < 0:
+        raise ValueError(f"`lambdas` must be finite and >= 0, got {lam.tolist()}")
+    return lam
+
+
+# -- decoupled routers --------------------------------------------------------------------------
+class DecoupledRouter(Router):
+    """Predicts (A, C) per model; routes to argmax_t A(t) - lambda * C(t) for any lambda."""
+
+    def predict_outcomes(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def predict(self, X: np.ndarray, lambdas: Sequence[float]) -> np.ndarray:
+        self._check_fitted()
+        A, C = self.predict_outcomes(X)
+        lam = _lambdas(lambdas)
+        return np.stack([np.argmax(A - l * C, axis=1) for l in lam])
+
+
+class _Regressor(DecoupledRouter):
+    """One MLP x -> (A(1..T), C(1..T)) trained on masked targets; cost scaled by its mean."""
+
+    def _targets(self, data: TrainingData, val: bool):
+        raise NotImplementedError
+
+    def fit(self, data: TrainingData, lambdas: Sequence[float]) -> "_Regressor":
+        T = data.logs.n_models
+        self.cost_scale_ = float(np.mean(data.logs.cost)) or 1.0
+        torch.manual_seed(self.random_state)
+        net = StackedMLP(1, data.logs.X.shape[1], 2 * T, self.hidden)
+        X, Xv = torch.tensor(data.logs.X), torch.tensor(data.val_logs.X)
+        (qa, ca, ma), (qv, cv, mv) = self._targets(data, False), self._targets(data, True)
+
+        def loss(x, q, c, m, idx=None):
+            if idx is not None:
+                x, q, c, m = x[idx], q[idx], c[idx], m[idx]
+            out = net(x)[0]
+            err = (out[:, :T] - q) ** 2 + (out[:, T:] - c) ** 2
+            return ((err * m).sum() / m.sum().clamp(min=1.0)).reshape(1)
+
+        train_members(
+            net, len(X), lambda idx: loss(X, qa, ca, ma, idx), lambda: loss(Xv, qv, cv, mv), self.train, seed=self.random_state
+        )
+        self.net_, self.n_models_, self.fitted_ = net, T, True
+        return self
+
+    @torch.no_grad()
+    def predict_outcomes(self, X):
+        out = self.net_(torch.as_tensor(np.asarray(X, dtype=np.float32)))[0].numpy().astype(np.float64)
+        T = self.n_models_
+        return out[:, :T], out[:, T:] * self.cost_scale_
+
+
+class Baseline(_Regressor):
+    """CARROT-style decoupled predictors of quality and cost fitted on the observed rows only (no bias
+    correction): the naive way to learn from logs."""
+
+    name = "baseline"
+
+    def _targets(self, data, val):
+        logs = data.val_logs if val else data.logs
+        n, T = logs.n_samples, logs.n_models
+        q, c, m = np.zeros((n, T)), np.zeros((n, T)), np.zeros((n, T))
+        rows = np.arange(n)
+        q[rows, logs.action], c[rows, logs.action], m[rows, logs.action] = logs.quality, logs.cost / self.cost_scale_, 1.0
+        return tuple(torch.as_tensor(a, dtype=torch.float32) for a in (q, c, m))
+
+
+class CarrotEmbedNet(_Regressor):
+    """Causal-CARROT EmbedNet: an MLP regressing the doubly robust quality and cost scores of all models."""
+
+    name = "carrot-embednet"
+
+    def _targets(self, data, val):
+        s = data.val_scores if val else data.scores
+        m = np.ones_like(s.quality)
+        return tuple(torch.as_tensor(a, dtype=torch.float32) for a in (s.quality, s.cost / self.cost_scale_, m))
+
+
+class RandC(DecoupledRouter):
+    """R&C: argmax of the nuisance stage's outcome models r_t(x) (regress, then compare)."""
+
+    name = "r-and-c"
+
+    def fit(self, data: TrainingData, lambdas: Sequence[float]) -> "RandC":
+        if data.nuisance is None or not hasattr(data.nuisance, "outcome_"):
+            raise ValueError("r-and-c needs the fitted nuisance stage in TrainingData.nuisance")
+        self.outcome_, self.fitted_ = data.nuisance.outcome_, True
+        return self
+
+    def predict_outcomes(self, X):
+        return self.outcome_.predict(X)
+
+
+class CarrotKNN(DecoupledRouter):
+    """Causal-CARROT kNN: quality and cost of each model = mean doubly robust score of the k nearest
+    logged prompts (cosine similarity); k chosen on validation regret averaged over the lambdas."""
+
+    name = "carrot-knn"
+
+    def __init__(self, *, ks: tuple[int, ...] = (5, 10, 20, 40, 80), **kwargs):
+        super().__init__(**kwargs)
+        self.ks = ks
+
+    def _neighbour_means(self, X: np.ndarray, k: int):
+        q = torch.nn.functional.normalize(torch.as_tensor(np.asarray(X, dtype=np.float32)), dim=1)
+        sims = q @ self.keys_.T
+        idx = sims.topk(min(k, self.keys_.shape[0]), dim=1).indices.numpy()
+        return self.quality_[idx].mean(1), self.cost_[idx].mean(1)
+
+    def fit(self, data: TrainingData, lambdas: Sequence[float]) -> "CarrotKNN":
+        lam = _lambdas(lambdas)
+        self.keys_ = torch.nn.functional.normalize(torch.tensor(data.logs.X), dim=1)
+        self.quality_, self.cost_ = data.scores.quality, data.scores.cost
+        best = None
+        for k in self.ks:
+            A, C = self._neighbour_means(data.val_logs.X, k)
+            reg = np.mean([_dr_regret(data.val_scores.utility(l), np.argmax(A - l * C, 1)) for l in lam])
+            if best is None or reg < best[0]:
+                best = (reg, k)
+        self.k_, self.fitted_ = best[1], True
+        return self
+
+    def predict_outcomes(self, X):
+        return self._neighbour_means(X, self.k_)
+
+
+def _dr_regret(Y: np.ndarray, actions: np.ndarray) -> float:
+    return float(np.mean(Y.max(1) - Y[np.arange(len(actions)), actions]))
+
+
+# -- one network per lambda ---------------------------------------------------------------------
+class PerLambdaPolicy(Router):
+    """One policy network f_lambda(x) -> T logits per lambda; early stopping on validation regret."""
+
+    def _utilities(self, data: TrainingData, lam: np.ndarray, val: bool) -> np.ndarray:
+        """(L, n, T) utility targets."""
+        scores = data.val_scores if val else data.scores
+        return np.stack([scores.utility(l) for l in lam])
+
+    def _loss(self, out: torch.Tensor, Y: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _targets(self, Y: np.ndarray, data: TrainingData, lam: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(Y, dtype=torch.float32)
+
+    def fit(self, data: TrainingData, lambdas: Sequence[float]) -> "PerLambdaPolicy":
+        lam = _lambdas(lambdas)
+        Y = self._utilities(data, lam, val=False)
+        Yv = torch.as_tensor(self._utilities(data, lam, val=True), dtype=torch.float32)
+        target = self._targets(Y, data, lam)
+        Y = torch.as_tensor(Y, dtype=torch.float32)
+        X, Xv = torch.tensor(data.logs.X), torch.tensor(data.val_logs.X)
+        torch.manual_seed(self.random_state)
+        net = StackedMLP(len(lam), X.shape[1], data.logs.n_models, self.hidden)
+        result = train_members(
+            net,
+            len(X),
+            lambda idx: self._loss(net(X[idx]), Y[:, idx], target[:, idx]),
+            lambda: objectives.regret(Yv, net(Xv)),
+            self.train,
+            seed=self.random_state,
+        )
+        self.net_, self.lambdas_, self.fitted_ = net, lam, True
+        self.epochs_, self.val_regret_ = result.epochs, result.best_score.numpy()
+        return self
+
+    def _members(self, lambdas: Sequence[float]) -> list[int]:
+        members = []
+        for l in _lambdas(lambdas):
+            hit = np.flatnonzero(np.isclose(self.lambdas_, l))
+            if hit.size == 0:
+                raise ValueError(f"{self.name} was trained for lambdas {self.lambdas_.tolist()}, not {l}")
+            members.append(int(hit[0]))
+        return members
+
+    @torch.no_grad()
+    def logits(self, X: np.ndarray, lambdas: Sequence[float]) -> torch.Tensor:
+        """(L, n, T) policy logits for the requested (trained) lambdas."""
+        self._check_fitted()
+        out = self.net_(torch.as_tensor(np.asarray(X, dtype=np.float32)))
+        return out[self._members(lambdas)]
+
+    def predict(self, X: np.ndarray, lambdas: Sequence[float]) -> np.ndarray:
+        return self.logits(X, lambdas).argmax(-1).numpy()
+
+
+class RMSoftmax(PerLambdaPolicy):
+    """RM-Softmax: minimise the softmax-weighted regret on doubly robust scores (the paper's method)."""
+
+    name = "rm-softmax"
+
+    def __init__(self, *, tau: float = 100.0, **kwargs):
+        super().__init__(**kwargs)
+        if tau <= 0:
+            raise ValueError(f"`tau` must be > 0, got {tau}")
+        self.tau = tau
+
+    def _loss(self, out, Y, targets):
+        return objectives.softmax_regret(out, Y, self.tau)
+
+
+class RMClassification(PerLambdaPolicy):
+    """RM-Classification: cross-entropy to argmax_t of the doubly robust scores (tie-aware labels)."""
+
+    name = "rm-classification"
+
+    def __init__(self, *, ties: str = "share", **kwargs):
+        super().__init__(**kwargs)
+        self.ties = ties
+
+    def _targets(self, Y, data, lam):
+        cost = data.scores.cost if self.ties == "cheapest" else None
+        return torch.as_tensor(
+            np.stack([objectives.argmax_labels(y, ties=self.ties, cost=cost) for y in Y]), dtype=torch.float32
+        )
+
+    def _loss(self, out, Y, targets):
+        return objectives.classification(out, targets)
+
+
+class FullFeedbackPolicy(RMClassification):
+    """Full-Feedback oracle: classification to the true best model (every outcome observed); the ceiling
+    for methods trained on logs. Ties in the true utility are shared (or broken by cost)."""
+
+    name = "full-feedback"
+
+    def _utilities(self, data, lam, val):
+        full = data.full_val if val else data.full
+        if full is None:
+            raise ValueError("full-feedback needs the true matrices in TrainingData.full / full_val")
+        return np.stack([full.utility(l) for l in lam])
+
+    def _targets(self, Y, data, lam):
+        cost = data.full.cost if self.ties == "cheapest" else None
+        return torch.as_tensor(
+            np.stack([objectives.argmax_labels(y, ties=self.ties, cost=cost) for y in Y]), dtype=torch.float32
+        )
+
+
+class CFRegression(PerLambdaPolicy):
+    """CF-Regression: regress the doubly robust utility of every model (MSE), route to the argmax."""
+
+    name = "cf-regression"
+
+    def _loss(self, out, Y, targets):
+        return objectives.regression(out, targets)
+
+
+def _registry() -> dict[str, type[Router]]:
+    from regret_gateway.policy.tiers import RMInterval
+
+    classes = [
+        FullFeedbackPolicy, Baseline, RandC, CarrotKNN, CarrotEmbedNet, CFRegression,
+        RMClassification, RMSoftmax, RMInterval,
+    ]
+    return {cls.name: cls for cls in classes}
+
+
+def method_names() -> list[str]:
+    return list(_registry())
+
+
+def make_router(name: str, **kwargs) -> Router:
+    """Instantiate a router by its registry name (``full-feedback``, ``rm-softmax``, ...)."""
+    registry = _registry()
+    if name not in registry:
+        raise ValueError(f"unknown method '{name}'; choose from {', '.join(registry)}")
+    return registry[name](**kwargs)

@@ -1,0 +1,33 @@
+import numpy as np
+import pytest
+
+from regret_gateway.evaluation.report import curve_auc, trapezoid_auc
+from regret_gateway.evaluation.simulation import logging_probabilities, simulate_logs
+from tests.conftest import make_world
+
+
+def test_logged_propensities_are_the_exact_sampling_probabilities():
+    world = make_world(n=20000, seed=5)
+    probs = logging_probabilities(world, "accuracy-softmax")
+    assert np.allclose(probs.sum(1), 1.0)
+    logs = simulate_logs(world, policy="accuracy-softmax", seed=5)
+    assert np.allclose(logs.propensity, probs[np.arange(world.n_samples), logs.action])
+    freq = np.bincount(logs.action, minlength=3) / world.n_samples
+    assert np.allclose(freq, probs.mean(0), atol=0.01)
+    assert np.array_equal(logs.quality, world.quality[np.arange(world.n_samples), logs.action])
+
+
+def test_x_only_policy_depends_on_x_alone():
+    world = make_world(n=100, seed=6)
+    p1 = logging_probabilities(world, "x-only", seed=1)
+    flipped = world.subset(np.arange(100))
+    assert np.allclose(p1, logging_probabilities(flipped, "x-only", seed=1))
+    assert not np.allclose(p1, p1.mean(0))
+    with pytest.raises(ValueError, match="unknown logging policy"):
+        logging_probabilities(world, "greedy")
+
+
+def test_trapezoid_auc_matches_the_known_area():
+    assert trapezoid_auc(np.array([0.0, 1.0, 0.5]), np.array([0.0, 1.0, 0.5])) == pytest.approx(0.5)
+    # a flat curve at 0.8 from x=0.2 extended to x=1 has area 0.8 * 0.8
+    assert curve_auc(np.array([0.2, 0.2]), np.array([0.8, 0.8]), cost_max=1.0) == pytest.approx(0.64)

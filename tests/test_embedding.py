@@ -1,0 +1,44 @@
+import numpy as np
+import pytest
+
+from regret_gateway.embedding import PAPER_TEMPLATE, Embedder
+
+
+@pytest.fixture(scope="module")
+def embedder(tmp_path_factory):
+    return Embedder(device="cpu", cache_dir=tmp_path_factory.mktemp("emb"), progress=False)
+
+
+def test_bundled_minilm_gives_unit_vectors_that_capture_meaning(embedder):
+    texts = ["How do I sort a list in Python?", "Sorting a Python list", "What is the capital of France?"]
+    X = embedder.encode(texts)
+    assert X.shape == (3, 384) and X.dtype == np.float32
+    assert np.allclose(np.linalg.norm(X, axis=1), 1.0, atol=1e-5)
+    sims = X @ X.T
+    assert sims[0, 1] > sims[0, 2] + 0.2
+
+
+def test_batching_and_order_do_not_change_embeddings(embedder, tmp_path):
+    texts = [f"prompt number {i} " * (i % 5 + 1) for i in range(7)]
+    one_batch = embedder.encode(texts)
+    small = Embedder(device="cpu", batch_size=2, progress=False).encode(texts)
+    assert np.allclose(one_batch, small, atol=1e-5)
+
+
+def test_cache_is_keyed_by_template_and_reused(embedder):
+    texts = ["a cached prompt"]
+    first = embedder.encode(texts)
+    files = sorted(embedder.cache_dir.glob("emb-*.npy"))
+    assert files
+    assert np.array_equal(embedder.encode(texts), first)
+    assert sorted(embedder.cache_dir.glob("emb-*.npy")) == files
+    templated = Embedder(device="cpu", template=PAPER_TEMPLATE, cache_dir=embedder.cache_dir, progress=False)
+    assert templated.format(texts, ["mbpp"]) == ["The following prompt comes from the dataset mbpp. The prompt is: a cached prompt"]
+    assert not np.allclose(templated.encode(texts, ["mbpp"]), first)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="must contain"):
+        Embedder(template="no placeholder")
+    with pytest.raises(FileNotFoundError, match="cannot load embedding model"):
+        Embedder("/nonexistent/model/path", progress=False).encode(["x"])

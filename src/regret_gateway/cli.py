@@ -53,7 +53,7 @@ def bench_offline(
     correction: float = typer.Option(1.0, "--correction", min=0.0, max=1.0, help="DR correction scale (1 = DR, 0 = DM)."),
     cross_fit: int = typer.Option(1, "--cross-fit", min=1, help="k-fold cross-fitting of the nuisance models (1 = off)."),
     train_preset: str = typer.Option("fast", "--train-preset", help="fast (full-batch, lr 1e-3) | paper (lr 1e-4, batch 128, patience 100)."),
-    tau: float = typer.Option(100.0, "--tau", help="RM-Softmax sharpness tau."),
+    tau: float = typer.Option(1.0, "--tau", help="RM-Softmax sharpness tau in softmax(tau*f) (default chosen on validation; the paper's is 100)."),
     ties: str = typer.Option("share", "--ties", help="Argmax labels on ties: share | cheapest | first."),
     logging_policy: str = typer.Option("accuracy-softmax", "--logging-policy", help="Simulated logging policy: accuracy-softmax | x-only | uniform."),
     logging_temperature: float = typer.Option(1.0, "--logging-temperature", help="Temperature of the logging softmax."),

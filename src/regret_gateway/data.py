@@ -51,6 +51,24 @@ def _freeze(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
+def _model_names(value) -> tuple[str, ...]:
+    names = tuple(str(m) for m in value)
+    if len(set(names)) != len(names):
+        raise ValueError(f"`model_names` must be unique, got {names}")
+    if len(names) < 2:
+        raise ValueError(f"routing needs at least 2 models, got {len(names)}")
+    return names
+
+
+def _require_outcomes(X: np.ndarray, quality: np.ndarray, cost: np.ndarray) -> None:
+    """X, quality and cost finite; quality in [0, 1]; cost >= 0."""
+    _require_finite("X", X)
+    _require_finite("quality", quality)
+    _require_finite("cost", cost)
+    _require_range("quality", quality, 0.0, 1.0)
+    _require_range("cost", cost, 0.0)
+
+
 @dataclass(frozen=True)
 class FullFeedback:
     """Every model's outcome on every prompt.
@@ -73,21 +91,13 @@ class FullFeedback:
         X = _as_float_array("X", self.X, 2).astype(np.float32)
         quality = _as_float_array("quality", self.quality, 2)
         cost = _as_float_array("cost", self.cost, 2)
-        names = tuple(str(m) for m in self.model_names)
+        names = _model_names(self.model_names)
         n = X.shape[0]
         for name, arr in (("quality", quality), ("cost", cost)):
             _require_rows(name, arr, n)
             if arr.shape[1] != len(names):
                 raise ValueError(f"`{name}` has {arr.shape[1]} columns but there are {len(names)} model names")
-        if len(set(names)) != len(names):
-            raise ValueError(f"`model_names` must be unique, got {names}")
-        if len(names) < 2:
-            raise ValueError(f"routing needs at least 2 models, got {len(names)}")
-        _require_finite("X", X)
-        _require_finite("quality", quality)
-        _require_finite("cost", cost)
-        _require_range("quality", quality, 0.0, 1.0)
-        _require_range("cost", cost, 0.0)
+        _require_outcomes(X, quality, cost)
         groups = None
         if self.groups is not None:
             groups = np.asarray(self.groups, dtype=object)
@@ -145,11 +155,7 @@ class LoggedFeedback:
     def __post_init__(self) -> None:
         X = _as_float_array("X", self.X, 2).astype(np.float32)
         n = X.shape[0]
-        names = tuple(str(m) for m in self.model_names)
-        if len(set(names)) != len(names):
-            raise ValueError(f"`model_names` must be unique, got {names}")
-        if len(names) < 2:
-            raise ValueError(f"routing needs at least 2 models, got {len(names)}")
+        names = _model_names(self.model_names)
         action_raw = np.asarray(self.action)
         if action_raw.ndim != 1:
             raise ValueError(f"`action` must be 1-dimensional, got shape {action_raw.shape}")
@@ -166,11 +172,7 @@ class LoggedFeedback:
         cost = _as_float_array("cost", self.cost, 1)
         _require_rows("quality", quality, n)
         _require_rows("cost", cost, n)
-        _require_finite("X", X)
-        _require_finite("quality", quality)
-        _require_finite("cost", cost)
-        _require_range("quality", quality, 0.0, 1.0)
-        _require_range("cost", cost, 0.0)
+        _require_outcomes(X, quality, cost)
         propensity = None
         if self.propensity is not None:
             propensity = _as_float_array("propensity", self.propensity, 1)

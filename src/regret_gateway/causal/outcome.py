@@ -97,7 +97,7 @@ class OutcomeModel:
         """Return (quality_hat, cost_hat), each (n, T): r_t(x) for every model t."""
         if not hasattr(self, "net_"):
             raise RuntimeError("OutcomeModel is not fitted; call fit() first")
-        out = self.net_(torch.as_tensor(np.asarray(X, dtype=np.float32)))  # (T, n, 2)
+        out = self.net_(torch.tensor(np.asarray(X, dtype=np.float32)))  # (T, n, 2)
         quality = torch.sigmoid(out[..., 0]).T.numpy().astype(np.float64)
         cost = out[..., 1].T.numpy().astype(np.float64) * self.cost_scale_[None, :]
         return quality, np.maximum(cost, 0.0)

@@ -45,7 +45,7 @@ class OfflineConfig:
     correction: float = 1.0
     cross_fit: int = 1
     train_preset: str = "fast"
-    tau: float = 100.0
+    tau: float = 1.0  # chosen on validation (README); the paper's value is 100
     ties: str = "share"
     evaluate_on: str = "test"  # "val": score on the validation prompts (to choose settings without test)
 

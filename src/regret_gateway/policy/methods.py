@@ -121,7 +121,7 @@ class _Regressor(DecoupledRouter):
 
     @torch.no_grad()
     def predict_outcomes(self, X):
-        out = self.net_(torch.as_tensor(np.asarray(X, dtype=np.float32)))[0].numpy().astype(np.float64)
+        out = self.net_(torch.tensor(np.asarray(X, dtype=np.float32)))[0].numpy().astype(np.float64)
         T = self.n_models_
         return out[:, :T], out[:, T:] * self.cost_scale_
 
@@ -178,7 +178,7 @@ class CarrotKNN(DecoupledRouter):
         self.ks = ks
 
     def _neighbour_means(self, X: np.ndarray, k: int):
-        q = torch.nn.functional.normalize(torch.as_tensor(np.asarray(X, dtype=np.float32)), dim=1)
+        q = torch.nn.functional.normalize(torch.tensor(np.asarray(X, dtype=np.float32)), dim=1)
         sims = q @ self.keys_.T
         idx = sims.topk(min(k, self.keys_.shape[0]), dim=1).indices.numpy()
         return self.quality_[idx].mean(1), self.cost_[idx].mean(1)
@@ -253,7 +253,7 @@ class PerLambdaPolicy(Router):
     def logits(self, X: np.ndarray, lambdas: Sequence[float]) -> torch.Tensor:
         """(L, n, T) policy logits for the requested (trained) lambdas."""
         self._check_fitted()
-        out = self.net_(torch.as_tensor(np.asarray(X, dtype=np.float32)))
+        out = self.net_(torch.tensor(np.asarray(X, dtype=np.float32)))
         return out[self._members(lambdas)]
 
     def predict(self, X: np.ndarray, lambdas: Sequence[float]) -> np.ndarray:
@@ -265,7 +265,7 @@ class RMSoftmax(PerLambdaPolicy):
 
     name = "rm-softmax"
 
-    def __init__(self, *, tau: float = 100.0, **kwargs):
+    def __init__(self, *, tau: float = 1.0, **kwargs):
         super().__init__(**kwargs)
         if tau <= 0:
             raise ValueError(f"`tau` must be > 0, got {tau}")
@@ -284,8 +284,12 @@ class RMClassification(PerLambdaPolicy):
         super().__init__(**kwargs)
         self.ties = ties
 
+    def _tie_cost(self, data: TrainingData) -> np.ndarray:
+        """Cost matrix used to break ties (``ties="cheapest"``)."""
+        return data.scores.cost
+
     def _targets(self, Y, data, lam):
-        cost = data.scores.cost if self.ties == "cheapest" else None
+        cost = self._tie_cost(data) if self.ties == "cheapest" else None
         return torch.as_tensor(
             np.stack([objectives.argmax_labels(y, ties=self.ties, cost=cost) for y in Y]), dtype=torch.float32
         )
@@ -306,11 +310,8 @@ class FullFeedbackPolicy(RMClassification):
             raise ValueError("full-feedback needs the true matrices in TrainingData.full / full_val")
         return np.stack([full.utility(l) for l in lam])
 
-    def _targets(self, Y, data, lam):
-        cost = data.full.cost if self.ties == "cheapest" else None
-        return torch.as_tensor(
-            np.stack([objectives.argmax_labels(y, ties=self.ties, cost=cost) for y in Y]), dtype=torch.float32
-        )
+    def _tie_cost(self, data):
+        return data.full.cost
 
 
 class CFRegression(PerLambdaPolicy):

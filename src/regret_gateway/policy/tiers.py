@@ -5,7 +5,7 @@ Tiers Lambda = {l_1 < ... < l_m}. One RM-Softmax policy f_l per tier. For each i
     f(x, l) = Linear_out( [f_lj(x), f_lj+1(x)] + g(s) ),   g(s) = GELU(Linear(s)),
     s = (l - l_j) / (l_j+1 - l_j) in [0, 1],
 
-fine-tuned (tier networks frozen) on the softmax regret at both ends, with tau = 1000:
+fine-tuned (tier networks frozen) on the softmax regret at both ends, with interval_tau (paper 1000):
 loss = R_tau(f(x, l_j), Y^{l_j}) + R_tau(f(x, l_j+1), Y^{l_j+1}). Since the utility is affine in lambda,
 the optimal decision is piecewise constant in lambda and the net interpolates between its ends.
 
@@ -52,13 +52,14 @@ class RMInterval(Router):
     Args:
         tiers: the tier lambdas; default: every other lambda passed to ``fit`` (the paper trains on the
             even lambdas and evaluates on the odd ones).
-        tau: sharpness of the tier policies' softmax regret (paper: 100).
-        interval_tau: sharpness used to fine-tune the interval nets (paper: 1000).
+        tau: sharpness of the tier policies' softmax regret (default 1, chosen on validation; paper: 100).
+        interval_tau: sharpness used to fine-tune the interval nets (default 10; paper: 1000, the same
+            10x ratio).
     """
 
     name = "rm-interval"
 
-    def __init__(self, *, tiers: Sequence[float] | None = None, tau: float = 100.0, interval_tau: float = 1000.0, **kwargs):
+    def __init__(self, *, tiers: Sequence[float] | None = None, tau: float = 1.0, interval_tau: float = 10.0, **kwargs):
         super().__init__(**kwargs)
         self.tiers = tiers
         self.tau = tau
@@ -118,7 +119,7 @@ class RMInterval(Router):
             return self.policies_.logits(X, [tiers[j]])[0]
         j = int(np.searchsorted(tiers, lam) - 1)  # tiers[j] < lam < tiers[j+1]
         s = (lam - tiers[j]) / (tiers[j + 1] - tiers[j])
-        ends = self._ends(torch.as_tensor(np.asarray(X, dtype=np.float32)))[j : j + 1]
+        ends = self._ends(torch.tensor(np.asarray(X, dtype=np.float32)))[j : j + 1]
         return self.intervals_(ends, float(s), slice(j, j + 1))[0]
 
     def predict(self, X: np.ndarray, lambdas: Sequence[float]) -> np.ndarray:

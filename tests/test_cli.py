@@ -44,3 +44,33 @@ def test_bench_offline_clear_errors(tmp_path):
     write_routerbench(tmp_path / "t_train.csv", [rb_row(i) for i in range(5)])
     result = runner.invoke(app, ["bench", "offline", "--data", str(tmp_path / "t_train.csv"), "--out", str(tmp_path), "--methods", "rm-softmax,bogus"])
     assert result.exit_code == 2 and "unknown methods ['bogus']" in result.output
+
+
+def test_db_upgrade_status_export(tmp_path):
+    import numpy as np
+    from sqlalchemy.orm import Session
+
+    from regret_gateway.store.engine import make_engine
+    from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
+    from regret_gateway.store.repository import record_decisions, record_feedback
+
+    url = f"sqlite:///{tmp_path}/gw.db"
+    status = runner.invoke(app, ["db", "status", "--url", url])
+    assert status.exit_code == 1 and "pending migrations: 0001" in status.output
+    up = runner.invoke(app, ["db", "upgrade", "--url", url])
+    assert up.exit_code == 0 and "at revision 0001" in up.output
+    engine = make_engine(url)
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [DecisionRecord(request_id=f"r{i}", tier="t", lam=0.0, embedding_model="m", embedding=np.ones(3),
+                                            chosen_model=("a", "b")[i % 2], propensity=0.5, team="x",
+                                            outcome=OutcomeRecord(f"r{i}", cost_usd=0.001)) for i in range(4)])
+        record_feedback(s, [FeedbackRecord("r0", 1.0), FeedbackRecord("r1", 0.0), FeedbackRecord("r2", 0.5)])
+    engine.dispose()
+    status = runner.invoke(app, ["db", "status", "--url", url])
+    assert status.exit_code == 0 and "decisions: 4 rows" in status.output and "feedback: 3 rows" in status.output
+    out = tmp_path / "train.csv"
+    export = runner.invoke(app, ["db", "export", str(out), "--url", url])
+    assert export.exit_code == 0 and "wrote 3 rows" in export.output and "no_feedback=1" in export.output
+    assert len(out.read_text().splitlines()) == 4
+    bad = runner.invoke(app, ["db", "export", str(tmp_path / "x.txt"), "--url", url])
+    assert bad.exit_code == 2 and "must end in .parquet, .csv or .csv.gz" in bad.output

@@ -4,14 +4,118 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 app = typer.Typer(help="regret-gateway: causal regret-minimising LLM routing for the LiteLLM proxy.", no_args_is_help=True)
-bench_app = typer.Typer(help="Benchmarks: offline reproduction of the paper.", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks: offline reproduction of the paper, store throughput.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
+db_app = typer.Typer(help="The SQL store: migrations, status, export of the training data.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+CONFIG_OPTION = typer.Option(None, "--config", "-c", help="Settings YAML, or the LiteLLM config.yaml with a `regret_gateway:` section.")
+URL_OPTION = typer.Option(None, "--url", help="Database URL (default: from settings / REGRET_GATEWAY_STORE_URL, else sqlite:///regret-gateway.db).")
+
+
+def _fail(exc: Exception) -> None:
+    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(2) from None
+
+
+def _store_url(config: Optional[Path], url: Optional[str]) -> str:
+    from regret_gateway.config import load_settings
+
+    try:
+        return load_settings(config, store_url=url).store.url
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+        raise  # unreachable
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    config: Optional[Path] = CONFIG_OPTION,
+    url: Optional[str] = URL_OPTION,
+    revision: str = typer.Option("head", "--revision", help="Target Alembic revision."),
+) -> None:
+    """Create or migrate the store's tables (Alembic) to the latest revision."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from regret_gateway.store.migrate import status, upgrade
+
+    target = _store_url(config, url)
+    try:
+        upgrade(target, revision=revision)
+        st = status(target)
+    except SQLAlchemyError as exc:
+        _fail(exc)
+    typer.echo(f"{st['url']}: at revision {st['current']} (head {st['head']})")
+
+
+@db_app.command("status")
+def db_status(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_OPTION) -> None:
+    """Show the store's migration revision and row counts. Exit code 1 if migrations are pending."""
+    from sqlalchemy import func, inspect, select
+    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.orm import Session
+
+    from regret_gateway.store.engine import make_engine
+    from regret_gateway.store.migrate import status
+    from regret_gateway.store.schema import Base
+
+    target = _store_url(config, url)
+    try:
+        st = status(target)
+        typer.echo(f"database: {st['url']}\nrevision: {st['current'] or '(empty)'} (head {st['head']})")
+        engine = make_engine(target)
+        present = set(inspect(engine).get_table_names())
+        with Session(engine) as session:
+            for name, table in Base.metadata.tables.items():
+                if name in present:
+                    typer.echo(f"{name}: {session.scalar(select(func.count()).select_from(table))} rows")
+        engine.dispose()
+    except SQLAlchemyError as exc:
+        _fail(exc)
+    if not st["up_to_date"]:
+        typer.secho(f"pending migrations: {', '.join(st['pending'])} -- run `regret-gateway db upgrade`", fg=typer.colors.YELLOW)
+        raise typer.Exit(1)
+
+
+@db_app.command("export")
+def db_export(
+    out: Path = typer.Argument(..., help="Output file: .parquet, .csv or .csv.gz."),
+    config: Optional[Path] = CONFIG_OPTION,
+    url: Optional[str] = URL_OPTION,
+    team: Optional[str] = typer.Option(None, "--team", help="Only this team's requests."),
+    since: Optional[datetime] = typer.Option(None, "--since", help="Only requests at or after this time (UTC)."),
+    until: Optional[datetime] = typer.Option(None, "--until", help="Only requests before this time (UTC)."),
+) -> None:
+    """Export the training set (decisions with outcome and quality score) for offline work."""
+    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.orm import Session
+
+    from regret_gateway.store.engine import make_engine
+    from regret_gateway.store.repository import export_training_set, training_set
+
+    target = _store_url(config, url)
+    engine = make_engine(target)
+    try:
+        with Session(engine) as session:
+            ts = training_set(session, team=team, since=_utc(since), until=_utc(until))
+        path = export_training_set(ts, out)
+    except (SQLAlchemyError, ValueError, ImportError) as exc:
+        _fail(exc)
+    finally:
+        engine.dispose()
+    skipped = ", ".join(f"{k}={v}" for k, v in ts.skipped.items() if v) or "none"
+    typer.echo(f"wrote {ts.n_rows} rows to {path} (left out: {skipped})")
+
+
+def _utc(ts: Optional[datetime]) -> Optional[datetime]:
+    return None if ts is None or ts.tzinfo is not None else ts.replace(tzinfo=timezone.utc)
 
 
 def default_cache_dir() -> Path:
@@ -94,6 +198,36 @@ def bench_offline(
     paths = write_outputs(results, out)
     typer.echo(paths["table"].read_text())
     typer.echo(f"wrote {paths['json']}, {paths['table']}, {paths['plot']} in {results['timing']['total_seconds']:.0f}s")
+
+
+DEFAULT_PG_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
+
+
+@bench_app.command("store")
+def bench_store(
+    url: list[str] = typer.Option(["sqlite", DEFAULT_PG_URL], "--url", help="Database URL(s) to compare; 'sqlite' = a temporary file. PostgreSQL runs in a scratch schema that is dropped."),
+    rows: int = typer.Option(20_000, "--rows", min=1, help="Decisions (with outcomes) to write per database."),
+    dim: int = typer.Option(384, "--dim", min=1, help="Embedding size (MiniLM: 384)."),
+    batch_size: int = typer.Option(500, "--batch-size", min=1, help="Writer batch size."),
+) -> None:
+    """Sustained write throughput (rows/s) of the batched writer, databases side by side in one run."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from regret_gateway.store.benchmark import write_throughput
+
+    results = []
+    for u in url:
+        try:
+            results.append(write_throughput(u, rows=rows, dim=dim, batch_size=batch_size))
+        except SQLAlchemyError as exc:
+            typer.secho(f"skipped {u}: {type(exc).__name__}: {str(exc).splitlines()[0]}", fg=typer.colors.YELLOW, err=True)
+    if not results:
+        _fail(RuntimeError("no database could be benchmarked"))
+    typer.echo(f"| backend | rows | seconds | rows/s | submit µs/row | spilled | replayed | ratio to first |")
+    typer.echo("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        typer.echo(f"| {r['backend']} | {r['rows']} | {r['seconds']:.2f} | {r['rows_per_s']:,.0f} | {r['submit_us_per_row']:.1f} | "
+                   f"{r['spilled']} | {r['replayed']} | {r['rows_per_s'] / results[0]['rows_per_s']:.2f} |")
 
 
 def main() -> None:  # pragma: no cover

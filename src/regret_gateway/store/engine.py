@@ -1,0 +1,30 @@
+"""Engines for the store: SQLite (the embedded default) or PostgreSQL (production), same code."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+
+def make_engine(url: str, *, sqlite_busy_timeout_ms: int = 5000, **kwargs) -> Engine:
+    """An engine for ``url``. SQLite gets WAL, foreign keys and a busy timeout (several gateway workers
+    may share one file); other databases get ``pool_pre_ping`` so a restarted server is noticed."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, **kwargs)
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - exercised through every sqlite test
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute(f"PRAGMA busy_timeout={int(sqlite_busy_timeout_ms)}")
+            if ":memory:" not in url and url not in ("sqlite://", "sqlite:///"):
+                cur.execute("PRAGMA journal_mode=WAL")
+            cur.close()
+
+        return engine
+    kwargs.setdefault("pool_pre_ping", True)
+    return create_engine(url, **kwargs)
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)

@@ -1,0 +1,52 @@
+"""Alembic from Python: ``upgrade`` and ``status`` on a URL or an open connection.
+
+The migration scripts live in the repository's top-level ``migrations/`` and are installed with the
+package as ``regret_gateway.migrations``, so ``regret-gateway db upgrade`` works from a wheel.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection
+
+from regret_gateway.store.engine import make_engine
+
+
+def migrations_dir() -> Path:
+    return Path(str(resources.files("regret_gateway.migrations")))
+
+
+def alembic_config(url: str | None = None, connection: Connection | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    if url is not None:
+        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def upgrade(url: str | None = None, *, revision: str = "head", connection: Connection | None = None) -> None:
+    """Migrate the database at ``url`` (or on ``connection``) to ``revision``."""
+    command.upgrade(alembic_config(url, connection), revision)
+
+
+def status(url: str) -> dict:
+    """Current revision, head revision and the revisions still to apply."""
+    script = ScriptDirectory.from_config(alembic_config(url))
+    head = script.get_current_head()
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            current = MigrationContext.configure(conn).get_current_revision()
+    finally:
+        engine.dispose()
+    pending = [rev.revision for rev in script.iterate_revisions(head, current)] if current != head else []
+    return {"url": engine.url.render_as_string(hide_password=True), "current": current, "head": head,
+            "pending": list(reversed(pending)), "up_to_date": current == head}

@@ -1,0 +1,183 @@
+"""What the gateway writes: validated, frozen records, checked before anything touches the database.
+
+A bad record raises :class:`StoreInputError` (a ``ValueError``) naming the rule and the request id, so a
+batch with one bad record is refused whole and changes nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+from regret_gateway.store.schema import DECISION_MODES, OUTCOME_STATUSES
+
+
+class StoreInputError(ValueError):
+    """A record breaks a rule of the store; nothing was written."""
+
+
+class UnknownRequestError(StoreInputError):
+    """Outcome or feedback for a request id that has no routing decision."""
+
+    def __init__(self, request_ids: list[str]):
+        self.request_ids = request_ids
+        shown = ", ".join(repr(r) for r in request_ids[:5]) + (" ..." if len(request_ids) > 5 else "")
+        super().__init__(f"unknown request id(s) (no routing decision recorded): {shown}")
+
+
+def prompt_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _require(cond: bool, request_id: str, message: str) -> None:
+    if not cond:
+        raise StoreInputError(f"request {request_id!r}: {message}")
+
+
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool) and math.isfinite(float(value))
+
+
+def _aware(ts: datetime | None) -> datetime:
+    if ts is None:
+        return datetime.now(timezone.utc)
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class OutcomeRecord:
+    """What happened upstream: cost in USD (LiteLLM's ``response_cost``), tokens, latency, status."""
+
+    request_id: str
+    cost_usd: float
+    status: str = "success"
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_ms: float | None = None
+    error: str | None = None
+    created_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        rid = self.request_id
+        _require(isinstance(rid, str) and 0 < len(rid) <= 128, str(rid), "`request_id` must be a non-empty string of <= 128 chars")
+        _require(_finite_number(self.cost_usd) and float(self.cost_usd) >= 0, rid, f"`cost_usd` must be a finite number >= 0, got {self.cost_usd!r}")
+        _require(self.status in OUTCOME_STATUSES, rid, f"`status` must be one of {OUTCOME_STATUSES}, got {self.status!r}")
+        for name in ("prompt_tokens", "completion_tokens"):
+            v = getattr(self, name)
+            _require(v is None or (isinstance(v, (int, np.integer)) and v >= 0), rid, f"`{name}` must be an integer >= 0, got {v!r}")
+        _require(self.latency_ms is None or (_finite_number(self.latency_ms) and self.latency_ms >= 0), rid,
+                 f"`latency_ms` must be a finite number >= 0, got {self.latency_ms!r}")
+        object.__setattr__(self, "cost_usd", float(self.cost_usd))
+        object.__setattr__(self, "created_at", _aware(self.created_at))
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id, "created_at": self.created_at, "cost_usd": self.cost_usd,
+            "prompt_tokens": None if self.prompt_tokens is None else int(self.prompt_tokens),
+            "completion_tokens": None if self.completion_tokens is None else int(self.completion_tokens),
+            "latency_ms": None if self.latency_ms is None else float(self.latency_ms),
+            "status": self.status, "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    """One routing decision. ``embedding`` is the (d,) vector the router saw; ``propensity`` the exact
+    probability with which the gateway's sampling picked ``chosen_model``. ``outcome`` may ride along
+    (the gateway writes both at the end of the request)."""
+
+    request_id: str
+    tier: str
+    lam: float
+    embedding_model: str
+    embedding: np.ndarray
+    chosen_model: str
+    propensity: float
+    mode: str = "policy"
+    team: str | None = None
+    router_version: str | None = None
+    prompt_hash: str = ""
+    prompt_text: str | None = None
+    scores: dict[str, float] | None = None
+    created_at: datetime | None = None
+    outcome: OutcomeRecord | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        rid = self.request_id
+        _require(isinstance(rid, str) and 0 < len(rid) <= 128, str(rid), "`request_id` must be a non-empty string of <= 128 chars")
+        _require(bool(self.tier), rid, "`tier` must be non-empty")
+        _require(bool(self.chosen_model), rid, "`chosen_model` must be non-empty")
+        _require(bool(self.embedding_model), rid, "`embedding_model` must be non-empty")
+        _require(_finite_number(self.lam) and float(self.lam) >= 0, rid, f"`lam` must be a finite number >= 0, got {self.lam!r}")
+        _require(_finite_number(self.propensity) and 0 < float(self.propensity) <= 1, rid,
+                 f"`propensity` must be in (0, 1], got {self.propensity!r}")
+        _require(self.mode in DECISION_MODES, rid, f"`mode` must be one of {DECISION_MODES}, got {self.mode!r}")
+        emb = np.asarray(self.embedding, dtype=np.float32)
+        _require(emb.ndim == 1 and emb.size > 0, rid, f"`embedding` must be a non-empty 1-d vector, got shape {emb.shape}")
+        _require(bool(np.isfinite(emb).all()), rid, "`embedding` must be finite")
+        if self.outcome is not None:
+            _require(self.outcome.request_id == rid, rid, f"outcome belongs to {self.outcome.request_id!r}")
+        emb.setflags(write=False)
+        object.__setattr__(self, "embedding", emb)
+        object.__setattr__(self, "lam", float(self.lam))
+        object.__setattr__(self, "propensity", float(self.propensity))
+        object.__setattr__(self, "created_at", _aware(self.created_at))
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id, "created_at": self.created_at, "team": self.team, "tier": self.tier,
+            "lam": self.lam, "router_version": self.router_version, "embedding_model": self.embedding_model,
+            "embedding_dim": int(self.embedding.size), "embedding": self.embedding.astype("<f4").tobytes(),
+            "chosen_model": self.chosen_model, "propensity": self.propensity, "mode": self.mode,
+            "prompt_hash": self.prompt_hash, "prompt_text": self.prompt_text,
+            "scores": None if self.scores is None else {k: float(v) for k, v in self.scores.items()},
+        }
+
+    # The spill file is JSON lines: one record per line, embedding as base64 float32.
+    def to_json(self) -> dict[str, Any]:
+        d = self.row()
+        d["embedding"] = base64.b64encode(d["embedding"]).decode("ascii")
+        d["created_at"] = self.created_at.isoformat()
+        if self.outcome is not None:
+            o = self.outcome.row()
+            o["created_at"] = self.outcome.created_at.isoformat()
+            d["outcome"] = o
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "DecisionRecord":
+        d = dict(d)
+        dim = d.pop("embedding_dim")
+        emb = np.frombuffer(base64.b64decode(d.pop("embedding")), dtype="<f4")
+        if emb.size != dim:
+            raise StoreInputError(f"request {d.get('request_id')!r}: spilled embedding has {emb.size} values, expected {dim}")
+        outcome = d.pop("outcome", None)
+        d["created_at"] = datetime.fromisoformat(d["created_at"])
+        if outcome is not None:
+            outcome["created_at"] = datetime.fromisoformat(outcome["created_at"])
+            outcome = OutcomeRecord(**outcome)
+        return cls(embedding=emb, outcome=outcome, **d)
+
+
+@dataclass(frozen=True)
+class FeedbackRecord:
+    """A quality score in [0, 1] for one request (user thumbs, an LLM judge, an import)."""
+
+    request_id: str
+    score: float
+    source: str = "user"
+    created_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        rid = self.request_id
+        _require(isinstance(rid, str) and 0 < len(rid) <= 128, str(rid), "`request_id` must be a non-empty string of <= 128 chars")
+        _require(_finite_number(self.score) and 0.0 <= float(self.score) <= 1.0, rid, f"`score` must be in [0, 1], got {self.score!r}")
+        _require(isinstance(self.source, str) and 0 < len(self.source) <= 32, rid, f"`source` must be a non-empty string of <= 32 chars, got {self.source!r}")
+        object.__setattr__(self, "score", float(self.score))
+        object.__setattr__(self, "created_at", _aware(self.created_at))

@@ -1,0 +1,290 @@
+"""Repository functions over a :class:`~sqlalchemy.orm.Session`: the only code that writes or reads rows.
+
+Writes take batches of validated records and are idempotent on the request id: decisions and outcomes
+already present are left as they are, feedback replaces the one current score (``revision`` counts the
+re-scorings). Every check runs before the first write, so a refused batch changes nothing. The caller
+owns the transaction (``with session.begin(): ...``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from regret_gateway.data import LoggedFeedback
+from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord, StoreInputError, UnknownRequestError
+from regret_gateway.store.schema import Decision, Feedback, Outcome, RouterVersion, utcnow
+
+_ID_CHUNK = 1000  # ids per IN (...) list
+_ROW_CHUNK = 1000  # rows per multi-row INSERT (SQLite allows 32,766 bound parameters)
+
+
+def _chunks(items: Sequence, size: int) -> Iterable[Sequence]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _insert(session: Session):
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    else:
+        raise NotImplementedError(f"the store supports SQLite and PostgreSQL, not {dialect!r}")
+    return insert
+
+
+def _existing(session: Session, column, ids: Sequence[str]) -> set[str]:
+    found: set[str] = set()
+    for chunk in _chunks(list(ids), _ID_CHUNK):
+        found.update(session.scalars(select(column).where(column.in_(chunk))))
+    return found
+
+
+def _unique_last(records: Sequence, key=lambda r: r.request_id) -> list:
+    """One record per request id; the last one wins (a re-score within one batch)."""
+    return list({key(r): r for r in records}.values())
+
+
+def record_decisions(session: Session, records: Sequence[DecisionRecord]) -> int:
+    """Insert decisions (and the outcomes riding on them). Returns the number of new decisions.
+
+    Refuses the whole batch (:class:`StoreInputError`) when an embedding's size differs from other
+    embeddings of the same embedding model, in the batch or already stored."""
+    if not records:
+        return 0
+    dims: dict[str, int] = {}
+    for r in records:
+        expected = dims.setdefault(r.embedding_model, int(r.embedding.size))
+        if r.embedding.size != expected:
+            raise StoreInputError(
+                f"request {r.request_id!r}: embedding has {r.embedding.size} values but other '{r.embedding_model}' "
+                f"embeddings in this batch have {expected}")
+    for model, dim in dims.items():
+        stored = session.scalar(select(Decision.embedding_dim).where(Decision.embedding_model == model).limit(1))
+        if stored is not None and stored != dim:
+            raise StoreInputError(f"embedding model '{model}' has {stored}-d embeddings in the store, got {dim}-d")
+    first = {r.request_id: r for r in reversed(records)}  # the first record of an id wins
+    present = _existing(session, Decision.request_id, list(first))
+    new = [r for rid, r in first.items() if rid not in present]
+    insert = _insert(session)
+    for chunk in _chunks(new, _ROW_CHUNK):
+        session.execute(insert(Decision).on_conflict_do_nothing(index_elements=["request_id"]), [r.row() for r in chunk])
+    outcomes = [r.outcome for r in records if r.outcome is not None]
+    if outcomes:
+        _insert_outcomes(session, outcomes)
+    return len(new)
+
+
+def _insert_outcomes(session: Session, records: Sequence[OutcomeRecord]) -> int:
+    first = {r.request_id: r for r in reversed(records)}
+    present = _existing(session, Outcome.request_id, list(first))
+    new = [r for rid, r in first.items() if rid not in present]
+    insert = _insert(session)
+    for chunk in _chunks(new, _ROW_CHUNK):
+        session.execute(insert(Outcome).on_conflict_do_nothing(index_elements=["request_id"]), [r.row() for r in chunk])
+    return len(new)
+
+
+def _require_known(session: Session, ids: Sequence[str]) -> None:
+    unknown = sorted(set(ids) - _existing(session, Decision.request_id, ids))
+    if unknown:
+        raise UnknownRequestError(unknown)
+
+
+def record_outcomes(session: Session, records: Sequence[OutcomeRecord]) -> int:
+    """Insert outcomes of known decisions; the first outcome of a request is kept. Returns new rows."""
+    if not records:
+        return 0
+    _require_known(session, [r.request_id for r in records])
+    return _insert_outcomes(session, records)
+
+
+def record_feedback(session: Session, records: Sequence[FeedbackRecord]) -> int:
+    """Set the current quality score of known requests (insert, or replace and bump ``revision``).
+    Returns the number of records applied."""
+    if not records:
+        return 0
+    latest = _unique_last(records)
+    _require_known(session, [r.request_id for r in latest])
+    insert = _insert(session)
+    for chunk in _chunks(latest, _ROW_CHUNK):
+        stmt = insert(Feedback)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["request_id"],
+            set_={"score": stmt.excluded.score, "source": stmt.excluded.source,
+                  "updated_at": stmt.excluded.updated_at, "revision": Feedback.revision + 1},
+        )
+        session.execute(stmt, [{"request_id": r.request_id, "score": r.score, "source": r.source,
+                                "created_at": r.created_at, "updated_at": r.created_at, "revision": 1} for r in chunk])
+    return len(latest)
+
+
+def get_decision(session: Session, request_id: str) -> dict | None:
+    """The audit view of one request: its decision, outcome and current feedback (None if unknown)."""
+    row = session.execute(
+        select(Decision, Outcome, Feedback)
+        .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
+        .outerjoin(Feedback, Feedback.request_id == Decision.request_id)
+        .where(Decision.request_id == request_id)
+    ).first()
+    if row is None:
+        return None
+    d, o, f = row
+    return {
+        "request_id": d.request_id, "created_at": d.created_at.isoformat(), "team": d.team, "tier": d.tier,
+        "lam": d.lam, "router_version": d.router_version, "chosen_model": d.chosen_model,
+        "propensity": d.propensity, "mode": d.mode, "scores": d.scores, "embedding_model": d.embedding_model,
+        "outcome": None if o is None else {"cost_usd": o.cost_usd, "prompt_tokens": o.prompt_tokens,
+                                           "completion_tokens": o.completion_tokens, "latency_ms": o.latency_ms,
+                                           "status": o.status, "error": o.error},
+        "feedback": None if f is None else {"score": f.score, "source": f.source, "revision": f.revision,
+                                            "updated_at": f.updated_at.isoformat()},
+    }
+
+
+def decision_team(session: Session, request_id: str) -> tuple[bool, str | None]:
+    """(exists, team) of a request: who may read or score it."""
+    team = session.execute(select(Decision.team).where(Decision.request_id == request_id)).first()
+    return (False, None) if team is None else (True, team[0])
+
+
+@dataclass(frozen=True)
+class TrainingSet:
+    """Logged feedback built from the store, with what was left out and why."""
+
+    logged: LoggedFeedback | None  # None when no row is usable
+    request_ids: tuple[str, ...]
+    created_at: np.ndarray  # (n,) datetime64[us]
+    teams: tuple[str | None, ...]
+    tiers: tuple[str, ...]
+    modes: tuple[str, ...]
+    embedding_model: str | None
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.request_ids)
+
+
+def training_set(
+    session: Session,
+    *,
+    model_names: Sequence[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    team: str | None = None,
+    embedding_model: str | None = None,
+) -> TrainingSet:
+    """Decisions joined with their outcome and current feedback, as :class:`LoggedFeedback`.
+
+    Rows are kept when the request succeeded, has a quality score, was embedded by ``embedding_model``
+    (default: the most frequent one in the window) and chose one of ``model_names`` (default: every
+    model seen, sorted). The rest are counted in ``skipped``: ``no_outcome``, ``failed``,
+    ``no_feedback``, ``other_embedder``, ``unknown_model``."""
+    q = (
+        select(Decision.request_id, Decision.created_at, Decision.team, Decision.tier, Decision.lam,
+               Decision.embedding_model, Decision.embedding_dim, Decision.embedding, Decision.chosen_model,
+               Decision.propensity, Decision.mode, Outcome.cost_usd, Outcome.status, Feedback.score)
+        .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
+        .outerjoin(Feedback, Feedback.request_id == Decision.request_id)
+        .order_by(Decision.created_at, Decision.request_id)
+    )
+    if since is not None:
+        q = q.where(Decision.created_at >= since)
+    if until is not None:
+        q = q.where(Decision.created_at < until)
+    if team is not None:
+        q = q.where(Decision.team == team)
+    rows = session.execute(q).all()
+    skipped = {"no_outcome": 0, "failed": 0, "no_feedback": 0, "other_embedder": 0, "unknown_model": 0}
+    if embedding_model is None and rows:
+        names, counts = np.unique([r.embedding_model for r in rows], return_counts=True)
+        embedding_model = str(names[np.argmax(counts)])
+    usable = []
+    for r in rows:
+        if r.cost_usd is None:
+            skipped["no_outcome"] += 1
+        elif r.status != "success":
+            skipped["failed"] += 1
+        elif r.score is None:
+            skipped["no_feedback"] += 1
+        elif r.embedding_model != embedding_model:
+            skipped["other_embedder"] += 1
+        else:
+            usable.append(r)
+    names = tuple(model_names) if model_names is not None else tuple(sorted({r.chosen_model for r in usable}))
+    index = {m: i for i, m in enumerate(names)}
+    kept = [r for r in usable if r.chosen_model in index]
+    skipped["unknown_model"] = len(usable) - len(kept)
+    logged = None
+    if kept:
+        dim = kept[0].embedding_dim
+        X = np.frombuffer(b"".join(r.embedding for r in kept), dtype="<f4").reshape(len(kept), dim)
+        logged = LoggedFeedback(
+            X=X, action=np.array([index[r.chosen_model] for r in kept]),
+            quality=np.array([r.score for r in kept]), cost=np.array([r.cost_usd for r in kept]),
+            model_names=names, propensity=np.array([r.propensity for r in kept]),
+            lam=np.array([r.lam for r in kept]),
+        )
+    return TrainingSet(
+        logged=logged, request_ids=tuple(r.request_id for r in kept),
+        created_at=np.array([r.created_at.replace(tzinfo=None) for r in kept], dtype="datetime64[us]"),
+        teams=tuple(r.team for r in kept), tiers=tuple(r.tier for r in kept), modes=tuple(r.mode for r in kept),
+        embedding_model=embedding_model, skipped=skipped,
+    )
+
+
+def export_training_set(ts: TrainingSet, path: str | Path) -> Path:
+    """Write a training set for offline work: ``.parquet`` (needs pyarrow) or ``.csv``/``.csv.gz``.
+    Columns: request_id, created_at, team, tier, lam, mode, model, propensity, quality, cost_usd, x0..x{d-1}."""
+    path = Path(path)
+    if ts.logged is None:
+        raise ValueError("the training set is empty: nothing to export")
+    lg = ts.logged
+    columns: dict[str, object] = {
+        "request_id": list(ts.request_ids), "created_at": ts.created_at.astype(str).tolist(),
+        "team": list(ts.teams), "tier": list(ts.tiers), "lam": lg.lam.tolist(), "mode": list(ts.modes),
+        "model": [lg.model_names[a] for a in lg.action], "propensity": lg.propensity.tolist(),
+        "quality": lg.quality.tolist(), "cost_usd": lg.cost.tolist(),
+    }
+    for j in range(lg.X.shape[1]):
+        columns[f"x{j}"] = lg.X[:, j].tolist()
+    name = path.name.lower()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if name.endswith(".parquet"):
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise ImportError("Parquet export needs pyarrow: pip install 'regret-gateway[formats]' (or use .csv)") from None
+        pq.write_table(pa.table(columns), path)
+    elif name.endswith(".csv") or name.endswith(".csv.gz"):
+        import csv
+        import gzip
+
+        opener = gzip.open if name.endswith(".gz") else open
+        with opener(path, "wt", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(list(columns))
+            writer.writerows(zip(*columns.values()))
+    else:
+        raise ValueError(f"export path must end in .parquet, .csv or .csv.gz, got {path.name}")
+    return path
+
+
+def publish_version(session: Session, version_id: str, artifact_path: str, metrics: dict) -> None:
+    """Add a router version and make it the only active one."""
+    session.execute(update(RouterVersion).where(RouterVersion.active.is_(True)).values(active=False))
+    session.add(RouterVersion(id=version_id, artifact_path=artifact_path, metrics=metrics, active=True, created_at=utcnow()))
+
+
+def active_version(session: Session) -> RouterVersion | None:
+    return session.scalars(select(RouterVersion).where(RouterVersion.active.is_(True)).order_by(RouterVersion.created_at.desc())).first()

@@ -1,0 +1,92 @@
+"""The SQL schema (SQLAlchemy 2.0 typed ORM): routing decisions, their outcomes, feedback, router versions.
+
+One row per request in each of ``decisions``, ``outcomes`` and ``feedback``, keyed by the request id
+(LiteLLM's ``litellm_call_id``): writing the same request twice is a no-op (decisions, outcomes) or an
+update of the one current score (feedback), never a second row. The Alembic migrations in
+``migrations/`` create exactly this schema (a test compares them).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import JSON, CheckConstraint, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text, Boolean
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# How a decision was made: the router's policy, epsilon exploration, the fail-open fallback, or the
+# uniform/default choice before any router was trained.
+DECISION_MODES = ("policy", "exploration", "fallback", "cold_start")
+OUTCOME_STATUSES = ("success", "failure")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class RouterVersion(Base):
+    __tablename__ = "router_versions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    artifact_path: Mapped[str] = mapped_column(Text)
+    metrics: Mapped[dict] = mapped_column(JSON, default=dict)
+    active: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
+
+
+class Decision(Base):
+    __tablename__ = "decisions"
+    __table_args__ = (
+        CheckConstraint("propensity > 0 AND propensity <= 1", name="ck_decisions_propensity"),
+        CheckConstraint("lam >= 0", name="ck_decisions_lam"),
+        CheckConstraint(f"mode IN ({', '.join(repr(m) for m in DECISION_MODES)})", name="ck_decisions_mode"),
+        Index("ix_decisions_team_created", "team", "created_at"),
+    )
+
+    request_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    team: Mapped[str | None] = mapped_column(String(128))
+    tier: Mapped[str] = mapped_column(String(64))
+    lam: Mapped[float] = mapped_column(Float)
+    router_version: Mapped[str | None] = mapped_column(String(64))
+    embedding_model: Mapped[str] = mapped_column(String(256))
+    embedding_dim: Mapped[int] = mapped_column(Integer)
+    embedding: Mapped[bytes] = mapped_column(LargeBinary)  # float32 little-endian, embedding_dim values
+    chosen_model: Mapped[str] = mapped_column(String(256))
+    propensity: Mapped[float] = mapped_column(Float)  # exact p(chosen_model | x) of the gateway's sampling
+    mode: Mapped[str] = mapped_column(String(16))
+    prompt_hash: Mapped[str] = mapped_column(String(64))  # sha256 hex of the routed text
+    prompt_text: Mapped[str | None] = mapped_column(Text)  # only when the deployment opts in
+    scores: Mapped[dict | None] = mapped_column(JSON)  # the router's per-model scores (audit)
+
+
+class Outcome(Base):
+    __tablename__ = "outcomes"
+    __table_args__ = (
+        CheckConstraint("cost_usd >= 0", name="ck_outcomes_cost"),
+        CheckConstraint(f"status IN ({', '.join(repr(s) for s in OUTCOME_STATUSES)})", name="ck_outcomes_status"),
+    )
+
+    request_id: Mapped[str] = mapped_column(ForeignKey("decisions.request_id", ondelete="CASCADE"), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    cost_usd: Mapped[float] = mapped_column(Float)
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    completion_tokens: Mapped[int | None] = mapped_column(Integer)
+    latency_ms: Mapped[float | None] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class Feedback(Base):
+    __tablename__ = "feedback"
+    __table_args__ = (CheckConstraint("score >= 0 AND score <= 1", name="ck_feedback_score"),)
+
+    request_id: Mapped[str] = mapped_column(ForeignKey("decisions.request_id", ondelete="CASCADE"), primary_key=True)
+    score: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revision: Mapped[int] = mapped_column(Integer, default=1)  # 1 + number of re-scorings

@@ -1,0 +1,328 @@
+"""The gateway's batched writer: requests never wait for the database, and no decision is lost.
+
+``submit`` puts a record into a bounded in-memory queue and returns at once (it never raises and never
+blocks on the database). A background thread takes batches (``batch_size`` records, or whatever arrived
+within ``flush_interval_s``) and writes them in one transaction. When the database is unavailable it
+retries with exponential backoff; if the outage lasts longer than ``spill_after_s`` the batch is appended
+to a local spill file (JSON lines) and the thread goes on draining the queue, so memory stays bounded by
+``queue_size``. A full queue also spills (from the caller, one line). Once a probe succeeds, the spill
+files are replayed in chunks. Writes are idempotent on the request id, so a batch that is replayed after
+a write whose commit was in doubt is never stored twice.
+
+Counters (``stats()``): queued, written (records committed), new_rows, duplicates, spilled, replayed,
+retries, outages, dropped (a record is dropped only if it can be neither written nor spilled, e.g. the
+disk is full; it is logged) and max_queue_depth.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from regret_gateway.store.records import DecisionRecord
+from regret_gateway.store.repository import record_decisions
+
+log = logging.getLogger(__name__)
+
+_STOP = object()
+
+
+class BatchedWriter:
+    def __init__(
+        self,
+        engine: Engine,
+        spill_dir: str | Path,
+        *,
+        queue_size: int = 10_000,
+        batch_size: int = 500,
+        flush_interval_s: float = 1.0,
+        retry_initial_s: float = 0.05,
+        retry_max_s: float = 5.0,
+        spill_after_s: float = 2.0,
+        replay_chunk: int = 500,
+    ):
+        if queue_size < 1 or batch_size < 1 or replay_chunk < 1:
+            raise ValueError("`queue_size`, `batch_size` and `replay_chunk` must be >= 1")
+        if flush_interval_s <= 0 or retry_initial_s <= 0 or retry_max_s < retry_initial_s or spill_after_s < 0:
+            raise ValueError("intervals must be > 0, `retry_max_s` >= `retry_initial_s`, `spill_after_s` >= 0")
+        self.engine = engine
+        self.spill_dir = Path(spill_dir)
+        self.spill_dir.mkdir(parents=True, exist_ok=True)
+        self.batch_size = batch_size
+        self.flush_interval_s = flush_interval_s
+        self.retry_initial_s = retry_initial_s
+        self.retry_max_s = retry_max_s
+        self.spill_after_s = spill_after_s
+        self.replay_chunk = replay_chunk
+        self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
+        pid = os.getpid()
+        self._spill_file = self.spill_dir / f"spill-{pid}.jsonl"  # written by the writer thread
+        self._overflow_file = self.spill_dir / f"overflow-{pid}.jsonl"  # written by callers when the queue is full
+        self._spill_lock = threading.Lock()
+        self._overflow_lock = threading.Lock()
+        self._stats_lock = threading.Lock()
+        self._stats = {k: 0 for k in ("queued", "written", "new_rows", "duplicates", "spilled", "replayed",
+                                      "retries", "outages", "dropped", "max_queue_depth")}
+        self._down_since: float | None = None
+        self._backoff = retry_initial_s
+        self._next_probe = 0.0
+        self._busy = False
+        self._thread: threading.Thread | None = None
+
+    # ---- caller side -------------------------------------------------------------------------------
+    def start(self) -> "BatchedWriter":
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="regret-gateway-writer", daemon=True)
+            self._thread.start()
+        return self
+
+    def submit(self, record: DecisionRecord) -> None:
+        """Queue one decision (with its outcome). Never blocks on the database; never raises."""
+        try:
+            self._queue.put_nowait(record)
+        except queue.Full:
+            self._append(self._overflow_file, self._overflow_lock, [record])
+            return
+        with self._stats_lock:
+            self._stats["queued"] += 1
+            depth = self._queue.qsize()
+            if depth > self._stats["max_queue_depth"]:
+                self._stats["max_queue_depth"] = depth
+
+    def stats(self) -> dict[str, int]:
+        with self._stats_lock:
+            out = dict(self._stats)
+        out["queue_depth"] = self._queue.qsize()
+        out["pending_spill_files"] = len(self._spill_files())
+        out["database_down"] = int(self._down_since is not None)
+        return out
+
+    def drain(self, timeout: float = 30.0) -> bool:
+        """Wait until the queue is empty, nothing is in flight and every spill file has been replayed.
+        False if that did not happen within ``timeout`` (e.g. the database is still down)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._queue.empty() and not self._busy and not self._spill_files():
+                return True
+            time.sleep(0.02)
+        return False
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop after writing (or spilling) everything queued. Spilled records stay on disk and are
+        replayed by the next writer that starts on the same spill folder."""
+        if self._thread is None:
+            return
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._queue.put(_STOP, timeout=0.1)
+                break
+            except queue.Full:
+                if time.monotonic() > deadline:
+                    break
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        self._thread = None
+
+    # ---- writer thread ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        self._replay()  # what an earlier process left behind
+        stopping = False
+        while not stopping:
+            batch, stopping = self._take_batch()
+            self._busy = True
+            try:
+                if batch:
+                    self._deliver(batch)
+                if self._spill_files() and time.monotonic() >= self._next_probe:
+                    self._replay()
+            except Exception:  # never let the thread die: log and keep going
+                log.exception("regret-gateway writer: unexpected error")
+            finally:
+                self._busy = False
+        # drain whatever is still queued (close() after a burst)
+        rest = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _STOP:
+                rest.append(item)
+        if rest:
+            self._deliver(rest, final=True)
+
+    def _take_batch(self) -> tuple[list[DecisionRecord], bool]:
+        batch: list[DecisionRecord] = []
+        wait = self.flush_interval_s
+        if self._spill_files():
+            wait = max(0.01, min(wait, self._next_probe - time.monotonic()))
+        deadline = time.monotonic() + wait
+        while len(batch) < self.batch_size:
+            remaining = deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=max(remaining, 0.0)) if remaining > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                return batch, True
+            batch.append(item)
+        return batch, False
+
+    def _write(self, records: list[DecisionRecord]) -> int:
+        with Session(self.engine) as session, session.begin():
+            return record_decisions(session, records)
+
+    def _mark_up(self) -> None:
+        if self._down_since is not None:
+            log.warning("regret-gateway writer: database reachable again after %.1fs", time.monotonic() - self._down_since)
+        self._down_since = None
+        self._backoff = self.retry_initial_s
+        self._next_probe = 0.0
+
+    def _mark_down(self, exc: Exception) -> None:
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = now
+            with self._stats_lock:
+                self._stats["outages"] += 1
+            log.warning("regret-gateway writer: database unavailable (%s); retrying", type(exc).__name__)
+        self._next_probe = now + self._backoff
+        self._backoff = min(self._backoff * 2, self.retry_max_s)
+
+    def _count_written(self, n: int, new_rows: int, replayed: bool) -> None:
+        with self._stats_lock:
+            self._stats["written"] += n
+            self._stats["new_rows"] += new_rows
+            self._stats["duplicates"] += n - new_rows
+            if replayed:
+                self._stats["replayed"] += n
+
+    def _deliver(self, batch: list[DecisionRecord], final: bool = False) -> None:
+        """Write one batch: retry while the outage is young, spill once it lasts (or at shutdown)."""
+        while True:
+            if self._down_since is not None and time.monotonic() < self._next_probe:
+                if final or time.monotonic() - self._down_since >= self.spill_after_s:
+                    self._append(self._spill_file, self._spill_lock, batch, spilled=True)
+                    return
+                time.sleep(max(0.0, self._next_probe - time.monotonic()))
+            try:
+                new_rows = self._write(batch)
+            except IntegrityError:
+                self._write_one_by_one(batch)
+                self._mark_up()
+                return
+            except SQLAlchemyError as exc:
+                with self._stats_lock:
+                    self._stats["retries"] += 1
+                self._mark_down(exc)
+                continue
+            self._count_written(len(batch), new_rows, replayed=False)
+            self._mark_up()
+            return
+
+    def _write_one_by_one(self, batch: list[DecisionRecord]) -> None:
+        """A constraint refused the batch: keep every good record, spill the refused one(s) aside."""
+        for record in batch:
+            try:
+                self._count_written(1, self._write([record]), replayed=False)
+            except IntegrityError as exc:
+                log.error("regret-gateway writer: request %r refused by the database (%s); kept in %s",
+                          record.request_id, exc.orig, self.spill_dir / "refused.jsonl")
+                self._append(self.spill_dir / "refused.jsonl", self._spill_lock, [record])
+
+    def _append(self, path: Path, lock: threading.Lock, records: list[DecisionRecord], spilled: bool = True) -> None:
+        lines = "".join(json.dumps(r.to_json(), separators=(",", ":")) + "\n" for r in records)
+        try:
+            with lock, open(path, "a", encoding="utf-8") as fh:
+                fh.write(lines)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError:
+            log.exception("regret-gateway writer: could not spill %d records to %s; they are lost", len(records), path)
+            with self._stats_lock:
+                self._stats["dropped"] += len(records)
+            return
+        if spilled:
+            with self._stats_lock:
+                self._stats["spilled"] += len(records)
+
+    def _spill_files(self) -> list[Path]:
+        """Spill files to replay: ours, those being replayed, and those of processes that are gone."""
+        files = []
+        for path in sorted(self.spill_dir.glob("*.jsonl*")):
+            if path.name.startswith("refused"):
+                continue
+            pid = path.name.split("-")[1].split(".")[0] if "-" in path.name else ""
+            if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+                continue  # a live worker's own file
+            files.append(path)
+        return files
+
+    def _replay(self) -> None:
+        """Write every spill file back in chunks; a file is deleted only once all of it is committed."""
+        for path in self._spill_files():
+            if path.name.endswith(".jsonl"):  # freeze it: new spills go to a fresh file
+                lock = self._overflow_lock if path.name.startswith("overflow") else self._spill_lock
+                frozen = path.with_name(f"{path.name}.replaying-{time.time_ns()}")
+                with lock:
+                    if not path.exists():
+                        continue
+                    path.rename(frozen)
+                path = frozen
+            if not self._replay_file(path):
+                return
+            path.unlink()
+
+    def _replay_file(self, path: Path) -> bool:
+        chunk: list[DecisionRecord] = []
+        try:
+            fh = open(path, encoding="utf-8")
+        except FileNotFoundError:  # another worker replayed it meanwhile
+            return True
+        with fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    chunk.append(DecisionRecord.from_json(json.loads(line)))
+                except (ValueError, TypeError, KeyError):
+                    log.error("regret-gateway writer: %s line %d is not a decision record; skipped", path, lineno)
+                    continue
+                if len(chunk) >= self.replay_chunk:
+                    if not self._replay_chunk(chunk):
+                        return False
+                    chunk = []
+        return not chunk or self._replay_chunk(chunk)
+
+    def _replay_chunk(self, chunk: list[DecisionRecord]) -> bool:
+        try:
+            new_rows = self._write(chunk)
+        except IntegrityError:
+            self._write_one_by_one(chunk)
+            return True
+        except SQLAlchemyError as exc:
+            self._mark_down(exc)
+            return False
+        self._count_written(len(chunk), new_rows, replayed=True)
+        self._mark_up()
+        return True
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+

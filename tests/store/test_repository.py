@@ -1,0 +1,148 @@
+"""Repository functions: round trips, idempotence, one current score, refusals that change nothing,
+the training set as LoggedFeedback, export. Each test runs on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord, StoreInputError, UnknownRequestError
+from regret_gateway.store.repository import (
+    active_version, export_training_set, get_decision, publish_version, record_decisions, record_feedback,
+    record_outcomes, training_set,
+)
+from regret_gateway.store.schema import Decision, Feedback, Outcome, RouterVersion
+
+T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+
+def decision(i: int, *, model: str = "small", team: str = "a", dim: int = 4, outcome: bool = True, **kw) -> DecisionRecord:
+    rid = f"r{i}"
+    return DecisionRecord(
+        request_id=rid, tier="standard", lam=100.0, embedding_model="mini", embedding=np.full(dim, i, dtype=np.float32),
+        chosen_model=model, propensity=0.5, team=team, prompt_hash="h", created_at=T0 + timedelta(minutes=i),
+        outcome=OutcomeRecord(request_id=rid, cost_usd=1e-4 * (i + 1), latency_ms=10.0) if outcome else None, **kw,
+    )
+
+
+def counts(session: Session) -> tuple[int, int, int]:
+    return tuple(session.scalar(select(func.count()).select_from(t)) for t in (Decision, Outcome, Feedback))
+
+
+def test_round_trip_and_idempotence(engine):
+    with Session(engine) as s, s.begin():
+        assert record_decisions(s, [decision(0, scores={"small": 0.7, "large": 0.2}), decision(1, model="large")]) == 2
+    with Session(engine) as s, s.begin():
+        # the same requests again (a replay after a commit in doubt): nothing new, nothing twice
+        assert record_decisions(s, [decision(0), decision(1), decision(2)]) == 1
+    with Session(engine) as s:
+        assert counts(s) == (3, 3, 0)
+        audit = get_decision(s, "r0")
+    assert audit["chosen_model"] == "small" and audit["propensity"] == 0.5 and audit["scores"] == {"small": 0.7, "large": 0.2}
+    assert audit["outcome"]["cost_usd"] == pytest.approx(1e-4) and audit["feedback"] is None
+    with Session(engine) as s:
+        row = s.get(Decision, "r1")
+        assert np.array_equal(np.frombuffer(row.embedding, dtype="<f4"), np.full(4, 1, dtype=np.float32))
+
+
+def test_rescoring_keeps_one_current_score(engine):
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [decision(0)])
+        record_feedback(s, [FeedbackRecord("r0", 0.2, source="user")])
+    with Session(engine) as s, s.begin():
+        record_feedback(s, [FeedbackRecord("r0", 0.9, source="judge"), FeedbackRecord("r0", 1.0, source="judge")])
+    with Session(engine) as s:
+        assert counts(s)[2] == 1
+        fb = get_decision(s, "r0")["feedback"]
+    assert fb["score"] == 1.0 and fb["source"] == "judge" and fb["revision"] == 2
+
+
+@pytest.mark.parametrize("make_bad, message", [
+    (lambda: FeedbackRecord("r0", 1.5), "`score` must be in [0, 1]"),
+    (lambda: FeedbackRecord("r0", float("nan")), "`score` must be in [0, 1]"),
+    (lambda: OutcomeRecord("r0", cost_usd=math.nan), "`cost_usd` must be a finite number >= 0"),
+    (lambda: OutcomeRecord("r0", cost_usd=-1.0), "`cost_usd` must be a finite number >= 0"),
+    (lambda: DecisionRecord(
+        request_id="r9", tier="t", lam=1.0, embedding_model="mini", embedding=np.zeros(4), chosen_model="m", propensity=0.0),
+     "`propensity` must be in (0, 1]"),
+])
+def test_bad_records_are_refused_at_construction(make_bad, message):
+    with pytest.raises(StoreInputError, match=message.replace("[", r"\[").replace("(", r"\(").replace("]", r"\]").replace(")", r"\)")):
+        make_bad()
+
+
+def test_refused_batches_change_nothing(engine):
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [decision(0), decision(1)])
+        record_feedback(s, [FeedbackRecord("r0", 0.5)])
+    with Session(engine) as s:
+        before = counts(s)
+    # unknown request id anywhere in a feedback batch: the whole batch is refused
+    with Session(engine) as s, s.begin(), pytest.raises(UnknownRequestError, match="'nope'"):
+        record_feedback(s, [FeedbackRecord("r1", 1.0), FeedbackRecord("nope", 1.0)])
+    with Session(engine) as s, s.begin(), pytest.raises(UnknownRequestError):
+        record_outcomes(s, [OutcomeRecord("ghost", cost_usd=0.1)])
+    # wrong embedding size, against the store and within a batch
+    with Session(engine) as s, s.begin(), pytest.raises(StoreInputError, match="has 4-d embeddings in the store, got 8-d"):
+        record_decisions(s, [decision(5, dim=8)])
+    with Session(engine) as s, s.begin(), pytest.raises(StoreInputError, match="embedding has 8 values"):
+        record_decisions(s, [decision(6), decision(7, dim=8)])
+    with Session(engine) as s:
+        assert counts(s) == before
+        assert get_decision(s, "r1")["feedback"] is None and get_decision(s, "r0")["feedback"]["score"] == 0.5
+
+
+def test_training_set_joins_filters_and_counts(engine):
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [decision(i, model=("small", "large")[i % 2], team=("a", "b")[i % 2 == 0 and i >= 6])
+                             for i in range(10)])
+        record_decisions(s, [decision(20, outcome=False)])  # no outcome yet
+        record_decisions(s, [DecisionRecord(request_id="f", tier="standard", lam=0.0, embedding_model="mini",
+                                            embedding=np.zeros(4), chosen_model="small", propensity=1.0, mode="fallback",
+                                            outcome=OutcomeRecord("f", cost_usd=0.0, status="failure", error="timeout"))])
+        record_feedback(s, [FeedbackRecord(f"r{i}", float(i % 3 == 0)) for i in range(8)] + [FeedbackRecord("f", 0.0)])
+    with Session(engine) as s:
+        ts = training_set(s)
+        assert ts.n_rows == 8 and ts.skipped == {"no_outcome": 1, "failed": 1, "no_feedback": 2, "other_embedder": 0, "unknown_model": 0}
+        lg = ts.logged
+        assert lg.model_names == ("large", "small") and lg.X.shape == (8, 4)
+        assert list(lg.action) == [1, 0, 1, 0, 1, 0, 1, 0] and list(lg.quality) == [1, 0, 0, 1, 0, 0, 1, 0]
+        np.testing.assert_allclose(lg.cost, [1e-4 * (i + 1) for i in range(8)])
+        assert np.all(lg.propensity == 0.5) and np.all(lg.lam == 100.0)
+        assert np.array_equal(lg.X[:, 0], np.arange(8, dtype=np.float32))
+        # team filter, time window and a fixed model list
+        assert training_set(s, team="b", model_names=["large", "small"]).request_ids == ("r6",)
+        assert training_set(s, since=T0 + timedelta(minutes=2), until=T0 + timedelta(minutes=5)).request_ids == ("r2", "r3", "r4")
+        fixed = training_set(s, model_names=["small", "medium"])
+        assert fixed.skipped["unknown_model"] == 4 and fixed.logged.counts().tolist() == [4, 0]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".csv.gz", ".parquet"])
+def test_export_round_trip(engine, tmp_path, suffix):
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [decision(i, model=("small", "large")[i % 2]) for i in range(6)])
+        record_feedback(s, [FeedbackRecord(f"r{i}", i / 5) for i in range(6)])
+    with Session(engine) as s:
+        ts = training_set(s)
+    path = export_training_set(ts, tmp_path / f"train{suffix}")
+    pd = pytest.importorskip("pandas")
+    df = pd.read_parquet(path) if suffix == ".parquet" else pd.read_csv(path)
+    assert len(df) == 6 and list(df["request_id"]) == [f"r{i}" for i in range(6)]
+    np.testing.assert_allclose(df["quality"], [i / 5 for i in range(6)])
+    np.testing.assert_allclose(df[["x0", "x1", "x2", "x3"]].to_numpy(), ts.logged.X)
+    assert list(df["model"]) == ["small", "large"] * 3
+
+
+def test_one_active_router_version(engine):
+    with Session(engine) as s, s.begin():
+        publish_version(s, "v1", "/art/v1", {"utility": 0.5})
+    with Session(engine) as s, s.begin():
+        publish_version(s, "v2", "/art/v2", {"utility": 0.6})
+    with Session(engine) as s:
+        assert active_version(s).id == "v2"
+        assert s.scalar(select(func.count()).select_from(RouterVersion).where(RouterVersion.active.is_(True))) == 1

@@ -1,0 +1,56 @@
+"""Settings: from a LiteLLM config's `regret_gateway:` section or a file of their own, env overrides,
+clear errors on inconsistent tiers."""
+
+import pytest
+
+from regret_gateway.config import DEFAULT_STORE_URL, load_settings
+
+LITELLM_CONFIG = """
+model_list:
+  - model_name: small
+    litellm_params: {model: openai/small}
+regret_gateway:
+  models: [small, large]
+  default_tier: standard
+  tiers:
+    premium: {lam: 0, fallback: large}
+    standard: {lam: 200}
+  teams:
+    research: {tier: premium, allowed_tiers: [standard]}
+"""
+
+
+def test_defaults_without_a_file(monkeypatch):
+    monkeypatch.delenv("REGRET_GATEWAY_STORE_URL", raising=False)
+    s = load_settings()
+    assert s.store.url == DEFAULT_STORE_URL and s.virtual_model == "regret-router" and s.default_tier in s.tiers
+
+
+def test_section_of_a_litellm_config_and_overrides(tmp_path, monkeypatch):
+    path = tmp_path / "config.yaml"
+    path.write_text(LITELLM_CONFIG)
+    monkeypatch.setenv("REGRET_GATEWAY_STORE_URL", "postgresql://db/prod")
+    s = load_settings(path)
+    assert s.models == ("small", "large") and s.tiers["premium"].fallback == "large"
+    assert [name for name, _ in s.tiers_by_lambda()] == ["premium", "standard"]
+    assert s.teams["research"].allowed_tiers == ("standard",) and s.store.url == "postgresql://db/prod"
+    assert load_settings(path, store_url="sqlite:///x.db").store.url == "sqlite:///x.db"  # CLI --url wins
+
+
+@pytest.mark.parametrize("yaml_text, message", [
+    ("tiers: {a: {lam: 0}}\ndefault_tier: b\n", "`default_tier` 'b' is not one of the tiers"),
+    ("tiers: {a: {lam: -1}}\ndefault_tier: a\n", "greater than or equal to 0"),
+    ("tiers: {a: {lam: 0}}\ndefault_tier: a\nteams: {t: {tier: gold}}\n", "team 't': tier 'gold' is not one of the tiers"),
+    ("models: [x, y]\ntiers: {a: {lam: 0, fallback: z}}\ndefault_tier: a\n", "fallback 'z' is not one of `models`"),
+    ("tiers: {a: {lam: 0}}\ndefault_tier: a\ntypo_key: 1\n", "typo_key"),
+])
+def test_inconsistent_settings_are_refused(tmp_path, yaml_text, message):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml_text)
+    with pytest.raises(ValueError, match=message):
+        load_settings(path)
+
+
+def test_missing_file():
+    with pytest.raises(FileNotFoundError, match="config file not found"):
+        load_settings("/nonexistent/config.yaml")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -62,7 +62,6 @@ class EmbedderSpec(_Strict):
     device: str = "auto"
     paper_template: bool = False
     max_length: int = Field(default=256, ge=8)
-    timeout_s: float = Field(default=2.0, gt=0)
 
 
 class StoreSpec(_Strict):
@@ -83,6 +82,10 @@ class Settings(_Strict):
     embedder: EmbedderSpec = Field(default_factory=EmbedderSpec)
     store: StoreSpec = Field(default_factory=StoreSpec)
     artifacts_dir: str = ".regret-gateway/artifacts"
+    cold_start: Literal["uniform", "fallback"] = "uniform"  # before any router: uniform, or each tier's fallback
+    reload_interval_s: float = Field(default=10.0, gt=0)  # how often the gateway looks for a new active version
+    route_timeout_s: float = Field(default=2.0, gt=0)  # embedding + routing budget; past it: fallback
+    api_keys: dict[str, str] = Field(default_factory=dict)  # key -> team, for proxies without a database
 
     @model_validator(mode="after")
     def _consistent(self) -> "Settings":

@@ -108,7 +108,7 @@ def test_training_set_joins_filters_and_counts(engine):
         record_feedback(s, [FeedbackRecord(f"r{i}", float(i % 3 == 0)) for i in range(8)] + [FeedbackRecord("f", 0.0)])
     with Session(engine) as s:
         ts = training_set(s)
-        assert ts.n_rows == 8 and ts.skipped == {"no_outcome": 1, "failed": 1, "no_feedback": 2, "other_embedder": 0, "unknown_model": 0}
+        assert ts.n_rows == 8 and ts.skipped == {"no_outcome": 1, "failed": 1, "no_feedback": 2, "fallback": 0, "other_embedder": 0, "unknown_model": 0}
         lg = ts.logged
         assert lg.model_names == ("large", "small") and lg.X.shape == (8, 4)
         assert list(lg.action) == [1, 0, 1, 0, 1, 0, 1, 0] and list(lg.quality) == [1, 0, 0, 1, 0, 0, 1, 0]

@@ -23,6 +23,7 @@ from torch import nn
 
 from regret_gateway.policy import objectives
 from regret_gateway.policy.methods import RMSoftmax, Router, TrainingData, _lambdas
+from regret_gateway.policy.networks import StackedMLP
 from regret_gateway.policy.training import TrainConfig, train_members
 
 
@@ -124,3 +125,31 @@ class RMInterval(Router):
 
     def predict(self, X: np.ndarray, lambdas: Sequence[float]) -> np.ndarray:
         return np.stack([self.route_logits(X, l).argmax(-1).numpy() for l in _lambdas(lambdas)])
+
+    def state(self) -> dict:
+        """Everything needed to route again (tensors and plain values only: loadable with
+        ``torch.load(weights_only=True)``)."""
+        self._check_fitted()
+        net = self.policies_.net_
+        return {
+            "tiers": [float(t) for t in self.tiers_], "d_in": net.d_in, "n_models": net.d_out, "hidden": list(net.hidden),
+            "tau": self.tau, "interval_tau": self.interval_tau,
+            "policies": net.state_dict(), "intervals": None if self.intervals_ is None else self.intervals_.state_dict(),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> "RMInterval":
+        """The fitted router that :meth:`state` described (raises on shape mismatches)."""
+        tiers = np.asarray(state["tiers"], dtype=np.float64)
+        hidden = tuple(int(h) for h in state["hidden"])
+        router = cls(tiers=tiers, tau=float(state["tau"]), interval_tau=float(state["interval_tau"]), hidden=hidden)
+        policies = RMSoftmax(tau=router.tau, hidden=hidden)
+        policies.net_ = StackedMLP(len(tiers), int(state["d_in"]), int(state["n_models"]), hidden)
+        policies.net_.load_state_dict(state["policies"])
+        policies.lambdas_, policies.fitted_ = tiers, True
+        router.policies_, router.tiers_, router.intervals_ = policies, tiers, None
+        if state["intervals"] is not None:
+            router.intervals_ = IntervalNets(len(tiers) - 1, int(state["n_models"]))
+            router.intervals_.load_state_dict(state["intervals"])
+        router.fitted_ = True
+        return router

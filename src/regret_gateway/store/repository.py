@@ -186,9 +186,9 @@ def training_set(
     """Decisions joined with their outcome and current feedback, as :class:`LoggedFeedback`.
 
     Rows are kept when the request succeeded, has a quality score, was embedded by ``embedding_model``
-    (default: the most frequent one in the window) and chose one of ``model_names`` (default: every
-    model seen, sorted). The rest are counted in ``skipped``: ``no_outcome``, ``failed``,
-    ``no_feedback``, ``other_embedder``, ``unknown_model``."""
+    (default: the most frequent one in the window), was not a fail-open fallback and chose one of
+    ``model_names`` (default: every model seen, sorted). The rest are counted in ``skipped``:
+    ``no_outcome``, ``failed``, ``no_feedback``, ``fallback``, ``other_embedder``, ``unknown_model``."""
     q = (
         select(Decision.request_id, Decision.created_at, Decision.team, Decision.tier, Decision.lam,
                Decision.embedding_model, Decision.embedding_dim, Decision.embedding, Decision.chosen_model,
@@ -204,9 +204,10 @@ def training_set(
     if team is not None:
         q = q.where(Decision.team == team)
     rows = session.execute(q).all()
-    skipped = {"no_outcome": 0, "failed": 0, "no_feedback": 0, "other_embedder": 0, "unknown_model": 0}
+    skipped = {"no_outcome": 0, "failed": 0, "no_feedback": 0, "fallback": 0, "other_embedder": 0, "unknown_model": 0}
     if embedding_model is None and rows:
-        names, counts = np.unique([r.embedding_model for r in rows], return_counts=True)
+        names, counts = np.unique([r.embedding_model for r in rows if r.mode != "fallback"] or [r.embedding_model for r in rows],
+                                  return_counts=True)
         embedding_model = str(names[np.argmax(counts)])
     usable = []
     for r in rows:
@@ -216,6 +217,8 @@ def training_set(
             skipped["failed"] += 1
         elif r.score is None:
             skipped["no_feedback"] += 1
+        elif r.mode == "fallback":  # routing failed: not a draw of the logging policy
+            skipped["fallback"] += 1
         elif r.embedding_model != embedding_model:
             skipped["other_embedder"] += 1
         else:

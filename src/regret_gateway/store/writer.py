@@ -11,7 +11,8 @@ a write whose commit was in doubt is never stored twice.
 
 Counters (``stats()``): queued, written (records committed), new_rows, duplicates, spilled, replayed,
 retries, outages, dropped (a record is dropped only if it can be neither written nor spilled, e.g. the
-disk is full; it is logged) and max_queue_depth.
+disk is full; it is logged) and max_queue_depth. A record the store refuses (e.g. an embedding whose size
+contradicts the stored ones) is written aside to ``refused.jsonl`` in the spill folder, with a log line.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from regret_gateway.store.records import DecisionRecord
+from regret_gateway.store.records import DecisionRecord, StoreInputError
 from regret_gateway.store.repository import record_decisions
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ class BatchedWriter:
         False if that did not happen within ``timeout`` (e.g. the database is still down)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._queue.empty() and not self._busy and not self._spill_files():
+            if self._queue.unfinished_tasks == 0 and not self._busy and not self._spill_files():
                 return True
             time.sleep(0.02)
         return False
@@ -147,6 +148,8 @@ class BatchedWriter:
             except Exception:  # never let the thread die: log and keep going
                 log.exception("regret-gateway writer: unexpected error")
             finally:
+                for _ in range(len(batch) + stopping):
+                    self._queue.task_done()
                 self._busy = False
         # drain whatever is still queued (close() after a burst)
         rest = []
@@ -159,6 +162,8 @@ class BatchedWriter:
                 rest.append(item)
         if rest:
             self._deliver(rest, final=True)
+        for _ in range(len(rest)):
+            self._queue.task_done()
 
     def _take_batch(self) -> tuple[list[DecisionRecord], bool]:
         batch: list[DecisionRecord] = []
@@ -216,7 +221,7 @@ class BatchedWriter:
                 time.sleep(max(0.0, self._next_probe - time.monotonic()))
             try:
                 new_rows = self._write(batch)
-            except IntegrityError:
+            except (IntegrityError, StoreInputError):
                 self._write_one_by_one(batch)
                 self._mark_up()
                 return
@@ -234,9 +239,9 @@ class BatchedWriter:
         for record in batch:
             try:
                 self._count_written(1, self._write([record]), replayed=False)
-            except IntegrityError as exc:
-                log.error("regret-gateway writer: request %r refused by the database (%s); kept in %s",
-                          record.request_id, exc.orig, self.spill_dir / "refused.jsonl")
+            except (IntegrityError, StoreInputError) as exc:
+                log.error("regret-gateway writer: request %r refused by the store (%s); kept in %s",
+                          record.request_id, exc, self.spill_dir / "refused.jsonl")
                 self._append(self.spill_dir / "refused.jsonl", self._spill_lock, [record])
 
     def _append(self, path: Path, lock: threading.Lock, records: list[DecisionRecord], spilled: bool = True) -> None:
@@ -306,7 +311,7 @@ class BatchedWriter:
     def _replay_chunk(self, chunk: list[DecisionRecord]) -> bool:
         try:
             new_rows = self._write(chunk)
-        except IntegrityError:
+        except (IntegrityError, StoreInputError):
             self._write_one_by_one(chunk)
             return True
         except SQLAlchemyError as exc:

@@ -1,0 +1,146 @@
+"""Versioned router bundles on disk, and the ``ACTIVE`` pointer the gateway watches.
+
+Layout of an artifact folder::
+
+    <root>/ACTIVE                      the active version id (replaced atomically on publish)
+    <root>/<version>/manifest.json     format, version, created, model names, tiers {name: lambda},
+                                       embedder {model, dim, paper_template}, metrics, sha256 of files
+    <root>/<version>/weights.pt        the RM-Interval state (tier policies + interval nets)
+
+A version folder is written under a temporary name and renamed into place, so a reader never sees half
+of one. :func:`load_artifact` verifies the checksum and the shapes and refuses (``ArtifactError``) a
+corrupted or incompatible bundle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from regret_gateway.policy.tiers import RMInterval
+
+FORMAT = 1
+ACTIVE = "ACTIVE"
+
+
+class ArtifactError(ValueError):
+    """A router bundle that cannot be used: missing, corrupted or incompatible."""
+
+
+@dataclass(frozen=True)
+class RouterArtifact:
+    """A trained router ready to serve: ``router.route_logits(X, lam)`` gives (n, T) logits over
+    ``model_names`` for any lambda >= 0 (exact tier, interval net between tiers, nearest tier outside)."""
+
+    version: str
+    model_names: tuple[str, ...]
+    tiers: dict[str, float]
+    embedder: dict
+    router: RMInterval
+    metrics: dict = field(default_factory=dict)
+    created_at: str = ""
+
+    def logits(self, X: np.ndarray, lam: float) -> np.ndarray:
+        return self.router.route_logits(np.asarray(X, dtype=np.float32), lam).numpy()
+
+
+def new_version_id() -> str:
+    return datetime.now(timezone.utc).strftime("v%Y%m%d-%H%M%S-") + os.urandom(3).hex()
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def save_artifact(root: str | Path, *, router: RMInterval, model_names, tiers: dict[str, float], embedder: dict,
+                  metrics: dict | None = None, version: str | None = None) -> Path:
+    """Write a new version folder under ``root`` (not yet active). Returns its path."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    version = version or new_version_id()
+    final = root / version
+    if final.exists():
+        raise ArtifactError(f"version {version} already exists in {root}")
+    state = router.state()
+    if state["n_models"] != len(model_names):
+        raise ArtifactError(f"router has {state['n_models']} outputs but {len(model_names)} model names were given")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=root))
+    try:
+        torch.save(state, tmp / "weights.pt")
+        manifest = {
+            "format": FORMAT, "version": version, "created_at": datetime.now(timezone.utc).isoformat(),
+            "model_names": list(model_names), "tiers": {k: float(v) for k, v in tiers.items()},
+            "embedder": {**embedder, "dim": int(state["d_in"])}, "metrics": metrics or {},
+            "files": {"weights.pt": _sha256(tmp / "weights.pt")},
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=float))
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def activate(root: str | Path, version: str) -> None:
+    """Point ``root/ACTIVE`` at ``version`` (atomic replace); the version must load."""
+    root = Path(root)
+    load_artifact(root / version)
+    tmp = root / f".{ACTIVE}.{os.getpid()}"
+    tmp.write_text(version + "\n")
+    os.replace(tmp, root / ACTIVE)
+
+
+def active_version_id(root: str | Path) -> str | None:
+    try:
+        return (Path(root) / ACTIVE).read_text().strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def load_artifact(path: str | Path, *, models: tuple[str, ...] | None = None, embedder_model: str | None = None) -> RouterArtifact:
+    """Load and check one version folder. ``models``: the models the deployment can call (every model of
+    the artifact must be one of them); ``embedder_model``: the embedder the gateway runs (must match)."""
+    path = Path(path)
+    try:
+        manifest = json.loads((path / "manifest.json").read_text())
+    except FileNotFoundError:
+        raise ArtifactError(f"{path}: no manifest.json (not a router artifact)") from None
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{path}: manifest.json is not valid JSON ({exc})") from None
+    if manifest.get("format") != FORMAT:
+        raise ArtifactError(f"{path}: artifact format {manifest.get('format')!r}, this gateway reads format {FORMAT}")
+    weights = path / "weights.pt"
+    if not weights.is_file():
+        raise ArtifactError(f"{path}: weights.pt is missing")
+    expected = manifest.get("files", {}).get("weights.pt")
+    if expected != _sha256(weights):
+        raise ArtifactError(f"{path}: weights.pt checksum mismatch (corrupted or partially copied)")
+    names = tuple(manifest["model_names"])
+    if models is not None and (unknown := [m for m in names if m not in models]):
+        raise ArtifactError(f"{path}: routes to models the gateway does not serve: {unknown} (configured: {list(models)})")
+    if embedder_model is not None and manifest["embedder"].get("model") != embedder_model:
+        raise ArtifactError(f"{path}: trained on embeddings of {manifest['embedder'].get('model')!r}, "
+                            f"the gateway embeds with {embedder_model!r}")
+    try:
+        state = torch.load(weights, map_location="cpu", weights_only=True)
+        router = RMInterval.from_state(state)
+    except Exception as exc:  # noqa: BLE001 - any failure here means an unusable bundle
+        raise ArtifactError(f"{path}: weights cannot be loaded ({type(exc).__name__}: {exc})") from None
+    if state["n_models"] != len(names) or state["d_in"] != manifest["embedder"].get("dim"):
+        raise ArtifactError(f"{path}: weights do not match the manifest (models/embedding size)")
+    return RouterArtifact(version=manifest["version"], model_names=names, tiers=manifest["tiers"],
+                          embedder=manifest["embedder"], router=router, metrics=manifest.get("metrics", {}),
+                          created_at=manifest.get("created_at", ""))

@@ -1,0 +1,1 @@
+"""The LiteLLM proxy integration: tier resolution, routing decisions, the hook, the feedback routes."""

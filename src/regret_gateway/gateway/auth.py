@@ -1,0 +1,34 @@
+"""Team identity for proxies without a database: LiteLLM ``custom_auth`` over the ``api_keys`` map of the
+settings (key -> team). With LiteLLM's own database, virtual keys carry ``team_id`` and this is not used.
+
+    general_settings:
+      master_key: os.environ/LITELLM_MASTER_KEY
+      custom_auth: regret_gateway.gateway.auth.user_api_key_auth
+    regret_gateway:
+      api_keys: {sk-research-123: research, sk-support-456: support}
+"""
+
+from __future__ import annotations
+
+import os
+
+from fastapi import HTTPException, Request
+from litellm.proxy._types import LitellmUserRoles, UserAPIKeyAuth
+
+
+def _resolve(value: str) -> str:
+    return os.environ.get(value[len("os.environ/"):], "") if value.startswith("os.environ/") else value
+
+
+async def user_api_key_auth(request: Request, api_key: str) -> UserAPIKeyAuth:
+    from regret_gateway.gateway.hook import handler
+
+    key = (api_key or "").removeprefix("Bearer ").strip()
+    master = os.environ.get("LITELLM_MASTER_KEY")
+    if master and key == master:
+        return UserAPIKeyAuth(api_key=key, user_role=LitellmUserRoles.PROXY_ADMIN)
+    teams = {_resolve(k): team for k, team in handler.settings.api_keys.items()}
+    team = teams.get(key)
+    if not key or team is None:
+        raise HTTPException(status_code=401, detail="invalid API key")
+    return UserAPIKeyAuth(api_key=key, team_id=team)

@@ -1,0 +1,215 @@
+"""The LiteLLM ``CustomLogger`` that routes requests to the virtual model and logs every decision.
+
+Register it in the proxy's config.yaml::
+
+    litellm_settings:
+      callbacks: ["regret_gateway.gateway.hook.handler"]
+
+Settings come from the ``regret_gateway:`` section of that same file (LiteLLM exports its path as
+``CONFIG_FILE_PATH``) or from ``REGRET_GATEWAY_CONFIG``. Nothing heavy happens at import: the embedder,
+the store and the router are loaded on the first routed request.
+
+Per request to ``virtual_model`` (``async_pre_call_hook``): team -> tier (403 if the request asks for a
+tier its team may not use), embed the last user turn (micro-batched with concurrent requests), choose
+with the active router for the tier's lambda plus epsilon exploration, rewrite ``data["model"]``. Any
+error or timeout there sends the request to the tier's fallback model (mode ``fallback``, counted): the
+router never fails a request. The decision goes to the store's batched writer at once; on the
+success/failure event it is submitted again with its outcome (LiteLLM's ``response_cost``, tokens,
+latency, status) -- the decision insert is idempotent, the outcome is added.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+from fastapi import HTTPException
+from litellm.integrations.custom_logger import CustomLogger
+
+from regret_gateway.config import Settings, load_settings
+from regret_gateway.gateway.decisions import ActiveRouter, Choice, fallback_model
+from regret_gateway.gateway.tiers import TierNotAllowed, resolve_tier
+from regret_gateway.store.records import DecisionRecord, OutcomeRecord, prompt_hash
+
+log = logging.getLogger(__name__)
+
+NO_EMBEDDING = "none"  # embedding_model of fallback decisions made before an embedding existed
+_MAX_PENDING = 100_000  # decisions waiting for their success/failure event
+
+
+def routed_text(messages: list | None) -> str:
+    """The text the router sees: the last user turn (and the system prompt, if any), as plain text."""
+    if not messages:
+        return ""
+
+    def content(m) -> str:
+        c = m.get("content") if isinstance(m, dict) else None
+        if isinstance(c, list):  # OpenAI content parts
+            return " ".join(p.get("text", "") for p in c if isinstance(p, dict))
+        return c if isinstance(c, str) else ""
+
+    users = [content(m) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    system = [content(m) for m in messages if isinstance(m, dict) and m.get("role") == "system"]
+    return "\n".join([*system[:1], *(users[-1:] or [content(messages[-1])])]).strip()
+
+
+@dataclass
+class _Pending:
+    record: DecisionRecord
+    started: float
+
+
+class RegretRouterHook(CustomLogger):
+    def __init__(self, settings: Settings | None = None, *, encode=None, engine=None, spill_dir: str | None = None, seed: int | None = None):
+        super().__init__()
+        self._settings = settings
+        self._encode = encode  # optional override of the embedder (tests)
+        self._engine = engine
+        self._spill_dir = spill_dir
+        self._rng = np.random.default_rng(seed)
+        self._ready = False
+        self._init_lock = threading.Lock()
+        self._pending: OrderedDict[str, _Pending] = OrderedDict()
+        self.counters = {"routed": 0, "fallback": 0, "exploration": 0, "cold_start": 0, "passthrough": 0, "forbidden": 0}
+        self._last_refresh = 0.0
+
+    # ---- lazy start-up -------------------------------------------------------------------------
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            path = os.environ.get("REGRET_GATEWAY_CONFIG") or os.environ.get("CONFIG_FILE_PATH")
+            self._settings = load_settings(path)
+        return self._settings
+
+    def _start(self) -> None:
+        with self._init_lock:
+            if self._ready:
+                return
+            from regret_gateway.gateway.batcher import EmbeddingBatcher
+            from regret_gateway.store.engine import make_engine
+            from regret_gateway.store.migrate import upgrade
+            from regret_gateway.store.writer import BatchedWriter
+
+            s = self.settings
+            if len(s.models) < 2:
+                raise ValueError("regret_gateway.models must list at least 2 LiteLLM model groups to route between")
+            if self._encode is None:
+                from regret_gateway.embedding import PAPER_TEMPLATE, Embedder
+
+                embedder = Embedder(s.embedder.model, device=s.embedder.device, max_length=s.embedder.max_length,
+                                    template=PAPER_TEMPLATE if s.embedder.paper_template else None, progress=False)
+                self._encode = embedder.encode
+            self._encode(["warm-up"])  # load the model now, not inside the first request's time budget
+            self.batcher = EmbeddingBatcher(self._encode)
+            if self._engine is None:
+                self._engine = make_engine(s.store.url)
+                upgrade(s.store.url)  # idempotent; a new deployment gets its tables
+            self.writer = BatchedWriter(self._engine, self._spill_dir or s.store.spill_dir, queue_size=s.store.queue_size,
+                                        batch_size=s.store.batch_size, flush_interval_s=s.store.flush_interval_s).start()
+            self.router = ActiveRouter(s)
+            self.router.refresh()
+            self._last_refresh = time.monotonic()
+            self._ready = True
+
+    def _maybe_refresh(self) -> None:
+        if time.monotonic() - self._last_refresh >= self.settings.reload_interval_s:
+            self._last_refresh = time.monotonic()
+            self.router.refresh()
+
+    # ---- routing -------------------------------------------------------------------------------
+    async def _route(self, text: str, tier: str) -> tuple[Choice, np.ndarray]:
+        x = np.asarray(await self.batcher.embed(text), dtype=np.float32)
+        return self.router.choose(x, tier, self._rng), x
+
+    async def async_pre_call_hook(self, user_api_key_dict, cache, data: dict, call_type):
+        if not isinstance(data, dict) or data.get("model") != self.settings.virtual_model:
+            self.counters["passthrough"] += 1
+            return data
+        if not self._ready:
+            await asyncio.get_running_loop().run_in_executor(None, self._start)
+        s = self.settings
+        metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+        requested = data.pop("regret_tier", None) or metadata.get("regret_tier")
+        team = getattr(user_api_key_dict, "team_id", None)
+        try:
+            tier = resolve_tier(s, team, getattr(user_api_key_dict, "team_metadata", None), requested)
+        except TierNotAllowed as exc:
+            self.counters["forbidden"] += 1
+            raise HTTPException(status_code=403, detail=str(exc)) from None
+        call_id = data.get("litellm_call_id") or str(uuid.uuid4())
+        data["litellm_call_id"] = call_id
+        text = routed_text(data.get("messages"))
+        x: np.ndarray | None = None
+        try:
+            self._maybe_refresh()
+            choice, x = await asyncio.wait_for(self._route(text, tier), timeout=s.route_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - fail open, always
+            log.warning("regret-gateway: routing failed (%s: %s); tier %s falls back", type(exc).__name__, exc, tier)
+            choice = Choice(fallback_model(s, tier), 1.0, "fallback", getattr(self.router.artifact, "version", None))
+        self.counters["routed"] += 1
+        if choice.mode in ("fallback", "exploration", "cold_start"):
+            self.counters[choice.mode] += 1
+        data["model"] = choice.model
+        metadata["regret_gateway"] = {"request_id": call_id, "tier": tier, "lam": s.tiers[tier].lam, "model": choice.model,
+                                      "propensity": choice.propensity, "mode": choice.mode, "router_version": choice.router_version}
+        data["metadata"] = metadata
+        record = DecisionRecord(
+            request_id=call_id, tier=tier, lam=s.tiers[tier].lam, team=team, router_version=choice.router_version,
+            embedding_model=s.embedder.model if x is not None else NO_EMBEDDING,
+            embedding=x if x is not None else np.zeros(1, dtype=np.float32), chosen_model=choice.model,
+            propensity=choice.propensity, mode=choice.mode, prompt_hash=prompt_hash(text),
+            prompt_text=text if s.store.store_prompts else None, scores=choice.scores,
+        )
+        self.writer.submit(record)  # logged now (feedback may come before the outcome); the outcome follows
+        self._pending[call_id] = _Pending(record, time.monotonic())
+        while len(self._pending) > _MAX_PENDING:  # events that never came: the decision is logged already
+            self._pending.popitem(last=False)
+        return data
+
+    # ---- outcomes ------------------------------------------------------------------------------
+    def _finish(self, kwargs: dict, status: str) -> None:
+        slo = kwargs.get("standard_logging_object") or {}
+        call_id = kwargs.get("litellm_call_id") or slo.get("litellm_call_id")
+        pending = self._pending.pop(call_id, None) if call_id else None
+        if pending is None:
+            return  # not a routed request (or a retry of one already logged)
+        cost = slo.get("response_cost", kwargs.get("response_cost")) or 0.0
+        start, end = slo.get("startTime"), slo.get("endTime")
+        latency_ms = 1000.0 * (end - start) if isinstance(start, (int, float)) and isinstance(end, (int, float)) else \
+            1000.0 * (time.monotonic() - pending.started)
+        try:
+            outcome = OutcomeRecord(
+                request_id=call_id, cost_usd=float(cost) if np.isfinite(cost) and cost >= 0 else 0.0, status=status,
+                prompt_tokens=slo.get("prompt_tokens") or None, completion_tokens=slo.get("completion_tokens") or None,
+                latency_ms=max(0.0, latency_ms), error=(slo.get("error_str") or None) if status == "failure" else None,
+            )
+        except ValueError as exc:
+            log.error("regret-gateway: outcome of %s not recorded (%s); the decision is", call_id, exc)
+            outcome = None
+        record = pending.record
+        self.writer.submit(DecisionRecord(**{**record.__dict__, "outcome": outcome}))
+
+    async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
+        self._finish(kwargs, "success")
+
+    async def async_log_failure_event(self, kwargs, response_obj, start_time, end_time):
+        self._finish(kwargs, "failure")
+
+    def stats(self) -> dict:
+        out = dict(self.counters)
+        if self._ready:
+            out.update({f"writer_{k}": v for k, v in self.writer.stats().items()})
+            out["router_version"] = getattr(self.router.artifact, "version", None)
+            out["router_reloads"] = self.router.reloads
+            out["embedding_batches"] = self.batcher.batches
+        return out
+
+
+handler = RegretRouterHook()

@@ -1,0 +1,80 @@
+"""``POST /regret/feedback`` and ``GET /regret/decisions/{request_id}`` on the proxy app.
+
+Both authenticate with the caller's LiteLLM key (LiteLLM's own auth dependency); only the team that made
+a request may read or score it (the proxy admin may do both). Scores are idempotent: posting again
+replaces the current score.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Depends, HTTPException
+from litellm.proxy._types import LitellmUserRoles, UserAPIKeyAuth
+from litellm.proxy.auth.user_api_key_auth import user_api_key_auth
+from pydantic import BaseModel, Field
+from sqlalchemy.orm import Session
+
+from regret_gateway.store.records import FeedbackRecord, StoreInputError
+from regret_gateway.store.repository import decision_team, get_decision, record_feedback
+
+router = APIRouter(prefix="/regret", tags=["regret-gateway"])
+
+
+class FeedbackIn(BaseModel):
+    request_id: str = Field(min_length=1, max_length=128, description="The x-litellm-call-id of the request.")
+    score: float = Field(ge=0.0, le=1.0, description="Quality of the answer in [0, 1].")
+    source: str = Field(default="user", min_length=1, max_length=32)
+
+
+def _hook():
+    from regret_gateway.gateway.hook import handler
+
+    if not handler._ready:
+        handler._start()
+    return handler
+
+
+def _lookup(hook, request_id: str) -> tuple[bool, str | None]:
+    with Session(hook._engine) as session:
+        return decision_team(session, request_id)
+
+
+def _authorize(hook, request_id: str, auth: UserAPIKeyAuth) -> None:
+    exists, team = _lookup(hook, request_id)
+    if not exists:
+        hook.writer.drain(timeout=2.0)  # the decision may still be in the writer's queue
+        exists, team = _lookup(hook, request_id)
+    if not exists:
+        raise HTTPException(status_code=404, detail=f"unknown request id {request_id!r}")
+    if auth.user_role != LitellmUserRoles.PROXY_ADMIN and auth.team_id != team:
+        raise HTTPException(status_code=403, detail="this request was made by another team")
+
+
+def _post_feedback(body: FeedbackIn, auth: UserAPIKeyAuth) -> dict:
+    hook = _hook()
+    _authorize(hook, body.request_id, auth)
+    with Session(hook._engine) as session, session.begin():
+        record_feedback(session, [FeedbackRecord(body.request_id, body.score, source=body.source)])
+    with Session(hook._engine) as session:
+        return {"request_id": body.request_id, **get_decision(session, body.request_id)["feedback"]}
+
+
+def _get_decision(request_id: str, auth: UserAPIKeyAuth) -> dict:
+    hook = _hook()
+    _authorize(hook, request_id, auth)
+    with Session(hook._engine) as session:
+        return get_decision(session, request_id)
+
+
+@router.post("/feedback")
+async def post_feedback(body: FeedbackIn, auth: UserAPIKeyAuth = Depends(user_api_key_auth)) -> dict:
+    try:
+        return await asyncio.to_thread(_post_feedback, body, auth)
+    except StoreInputError as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from None
+
+
+@router.get("/decisions/{request_id}")
+async def read_decision(request_id: str, auth: UserAPIKeyAuth = Depends(user_api_key_auth)) -> dict:
+    return await asyncio.to_thread(_get_decision, request_id, auth)

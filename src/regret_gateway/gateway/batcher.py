@@ -1,5 +1,10 @@
-"""Micro-batching of concurrent embedding requests: requests that arrive within ``max_wait_ms`` of each
-other (up to ``max_batch``) are embedded in one forward pass, off the event loop."""
+"""Micro-batching of concurrent embedding requests, without a fixed wait.
+
+While no batch is being embedded, a request is embedded at once (no added latency at low load). While a
+batch is in flight, arriving requests accumulate and go together as the next batch (up to
+``max_batch``) as soon as the current one finishes: under load, one forward pass serves many requests.
+The encoder runs in a worker thread, off the event loop.
+"""
 
 from __future__ import annotations
 
@@ -10,35 +15,32 @@ import numpy as np
 
 
 class EmbeddingBatcher:
-    def __init__(self, encode: Callable[[Sequence[str]], np.ndarray], *, max_batch: int = 32, max_wait_ms: float = 5.0):
-        if max_batch < 1 or max_wait_ms < 0:
-            raise ValueError("`max_batch` must be >= 1 and `max_wait_ms` >= 0")
+    def __init__(self, encode: Callable[[Sequence[str]], np.ndarray], *, max_batch: int = 32):
+        if max_batch < 1:
+            raise ValueError("`max_batch` must be >= 1")
         self.encode = encode
         self.max_batch = max_batch
-        self.max_wait_s = max_wait_ms / 1000.0
         self._pending: list[tuple[str, asyncio.Future]] = []
-        self._timer: asyncio.TimerHandle | None = None
+        self._busy = False
         self.batches = 0
         self.texts = 0
 
     async def embed(self, text: str) -> np.ndarray:
         """The (d,) embedding of ``text``; raises what the encoder raised."""
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
+        fut = asyncio.get_running_loop().create_future()
         self._pending.append((text, fut))
-        if len(self._pending) >= self.max_batch:
-            self._flush()
-        elif self._timer is None:
-            self._timer = loop.call_later(self.max_wait_s, self._flush)
+        if not self._busy:
+            self._busy = True
+            asyncio.get_running_loop().create_task(self._drain())
         return await fut
 
-    def _flush(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        batch, self._pending = self._pending, []
-        if batch:
-            asyncio.get_running_loop().create_task(self._run(batch))
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch:]
+                await self._run(batch)
+        finally:
+            self._busy = False
 
     async def _run(self, batch: list[tuple[str, asyncio.Future]]) -> None:
         self.batches += 1

@@ -127,6 +127,33 @@ def record_feedback(session: Session, records: Sequence[FeedbackRecord]) -> int:
     return len(latest)
 
 
+def read_feedback_file(path: str | Path, *, default_source: str = "import") -> list[FeedbackRecord]:
+    """Feedback records from a CSV (header ``request_id,score[,source]``) or JSON-lines file; a bad row
+    raises :class:`StoreInputError` naming its line."""
+    import csv
+    import json
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"feedback file not found: {path}")
+    with open(path, encoding="utf-8") as fh:
+        if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+            rows = [(i, json.loads(line)) for i, line in enumerate(fh, 1) if line.strip()]
+        else:
+            reader = csv.DictReader(fh)
+            if not reader.fieldnames or not {"request_id", "score"} <= set(reader.fieldnames):
+                raise StoreInputError(f"{path}: the CSV header must have request_id and score, got {reader.fieldnames}")
+            rows = list(enumerate(reader, 2))
+    records = []
+    for line, row in rows:
+        try:
+            score = float(row["score"])
+            records.append(FeedbackRecord(str(row["request_id"]), score, source=row.get("source") or default_source))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreInputError(f"{path} line {line}: {exc}") from None
+    return records
+
+
 def get_decision(session: Session, request_id: str) -> dict | None:
     """The audit view of one request: its decision, outcome and current feedback (None if unknown)."""
     row = session.execute(

@@ -1,0 +1,22 @@
+"""A client of the gateway: the OpenAI SDK, unchanged -- only base_url, the team's key and the model name.
+
+    RESEARCH_KEY=sk-... python examples/client.py "Write a haiku about routers"
+"""
+
+import os
+import sys
+
+from openai import OpenAI
+
+client = OpenAI(base_url=os.environ.get("GATEWAY_URL", "http://localhost:4000/v1"), api_key=os.environ["RESEARCH_KEY"])
+prompt = " ".join(sys.argv[1:]) or "Explain doubly robust estimation in two sentences."
+
+raw = client.chat.completions.with_raw_response.create(model="regret-router", messages=[{"role": "user", "content": prompt}])
+reply = raw.parse()
+print(reply.choices[0].message.content)
+print(f"\nanswered by {reply.model}; request id {raw.headers.get('x-litellm-call-id')}")
+
+# A request may ask for another tier if its team allows it (research may use economy):
+cheap = client.chat.completions.create(model="regret-router", messages=[{"role": "user", "content": prompt}],
+                                       extra_body={"regret_tier": "economy"})
+print(f"economy tier answered by {cheap.model}")

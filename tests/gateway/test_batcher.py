@@ -1,0 +1,45 @@
+"""Micro-batching: one call at low load, shared forward passes under load, results to the right caller."""
+
+import asyncio
+import time
+
+import numpy as np
+
+from regret_gateway.gateway.batcher import EmbeddingBatcher
+
+
+def slow_encoder(calls):
+    def encode(texts):
+        calls.append(list(texts))
+        time.sleep(0.02)
+        return np.array([[float(t.split("-")[1])] for t in texts])
+    return encode
+
+
+def test_concurrent_requests_share_batches_and_get_their_own_rows():
+    calls = []
+    batcher = EmbeddingBatcher(slow_encoder(calls), max_batch=16)
+
+    async def main():
+        return await asyncio.gather(*(batcher.embed(f"t-{i}") for i in range(64)))
+
+    out = asyncio.run(main())
+    assert [float(o[0]) for o in out] == [float(i) for i in range(64)]
+    assert len(calls) <= 6 and max(len(c) for c in calls) <= 16  # 64 requests in a handful of passes
+    assert sum(len(c) for c in calls) == 64
+
+
+def test_a_lone_request_is_embedded_at_once_and_errors_reach_every_waiter():
+    calls = []
+    batcher = EmbeddingBatcher(slow_encoder(calls))
+    assert asyncio.run(batcher.embed("t-7"))[0] == 7.0 and calls == [["t-7"]]
+
+    def broken(texts):
+        raise RuntimeError("boom")
+
+    failing = EmbeddingBatcher(broken)
+
+    async def main():
+        return await asyncio.gather(*(failing.embed(f"t-{i}") for i in range(3)), return_exceptions=True)
+
+    assert all(isinstance(r, RuntimeError) for r in asyncio.run(main()))

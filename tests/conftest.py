@@ -33,3 +33,11 @@ def make_world(n: int = 1200, d: int = 8, seed: int = 0) -> FullFeedback:
 @pytest.fixture
 def world() -> FullFeedback:
     return make_world()
+
+
+@pytest.fixture(scope="session")
+def encoder():
+    """The bundled MiniLM on CPU, loaded once per test session."""
+    from regret_gateway.embedding import Embedder
+
+    return Embedder(device="cpu", progress=False).encode

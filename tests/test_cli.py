@@ -109,3 +109,15 @@ def test_feedback_import_all_or_nothing(tmp_path):
     partial = runner.invoke(app, ["feedback", "import", str(with_unknown), "--url", url, "--skip-unknown"])
     assert partial.exit_code == 0 and "imported 1 scores" in partial.output and "skipped 1 unknown" in partial.output
     engine.dispose()
+
+
+def test_retrain_refuses_an_empty_store_and_status_reports_cold_start(tmp_path):
+    cfg = tmp_path / "settings.yaml"
+    cfg.write_text(f"models: [a, b]\ndefault_tier: std\ntiers: {{std: {{lam: 100}}}}\n"
+                   f"store: {{url: 'sqlite:///{tmp_path}/gw.db'}}\nartifacts_dir: {tmp_path}/artifacts\n")
+    result = runner.invoke(app, ["retrain", "--config", str(cfg)])
+    assert result.exit_code == 2 and "refused: no usable rows" in result.output
+    status = runner.invoke(app, ["status", "--config", str(cfg)])
+    assert status.exit_code == 0 and "cold start" in status.output and "requests in total: 0" in status.output
+    bad = runner.invoke(app, ["retrain", "--config", str(cfg), "--every", "soon"])
+    assert bad.exit_code == 2 and "--every must look like" in bad.output

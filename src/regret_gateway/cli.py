@@ -263,6 +263,111 @@ def feedback_import(
     typer.echo(f"imported {n} scores from {file}" + (f"; skipped {len(skipped)} unknown request ids" if skipped else ""))
 
 
+def _duration(text: Optional[str], what: str) -> Optional[float]:
+    """'90s', '30m', '6h', '7d' -> seconds."""
+    if text is None:
+        return None
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        value = float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
+    except (ValueError, IndexError):
+        raise typer.BadParameter(f"{what} must look like 90s, 30m, 6h or 7d, got {text!r}") from None
+    if value <= 0:
+        raise typer.BadParameter(f"{what} must be > 0")
+    return value
+
+
+@app.command("retrain")
+def retrain_cmd(
+    config: Optional[Path] = CONFIG_OPTION,
+    url: Optional[str] = URL_OPTION,
+    since: Optional[datetime] = typer.Option(None, "--since", help="Only requests at or after this time (UTC)."),
+    window: Optional[str] = typer.Option(None, "--window", help="Only the last DURATION of requests, e.g. 7d (instead of --since)."),
+    team: Optional[str] = typer.Option(None, "--team", help="Only this team's requests."),
+    margin: float = typer.Option(0.0, "--margin", min=0.0, help="Publish unless a tier's estimated utility drops by more than this (utility units; 0.01 = 1 point x100)."),
+    force: bool = typer.Option(False, "--force", help="Publish even if the new router looks worse."),
+    every: Optional[str] = typer.Option(None, "--every", help="Repeat forever every DURATION (e.g. 6h); without it, run once."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: the new version's folder)."),
+) -> None:
+    """Retrain the router from the gateway's logs and publish it if it is not worse (the gateway hot-swaps it).
+
+    Reads decisions with outcomes and quality scores, checks that they can support a router, fits the
+    propensity/outcome/doubly robust stage and the RM policy of every tier, evaluates new vs active on
+    held-out logs (DR, SNIPS, bootstrap CIs) and publishes. Exit code: 0 published, 1 kept, 2 refused.
+    """
+    from datetime import timedelta
+
+    from regret_gateway.config import load_settings
+    from regret_gateway.retrain import RetrainOptions, report_table, retrain
+    from regret_gateway.store.engine import make_engine
+    from regret_gateway.store.migrate import upgrade
+
+    try:
+        settings = load_settings(config, store_url=url)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    period = _duration(every, "--every")
+    span = _duration(window, "--window")
+    upgrade(settings.store.url)
+    engine = make_engine(settings.store.url)
+    codes = {"published": 0, "kept": 1, "refused": 2}
+    while True:
+        start = _utc(since) if span is None else datetime.now(timezone.utc) - timedelta(seconds=span)
+        result = retrain(settings, engine, RetrainOptions(since=start, team=team, margin=margin, force=force, out=out))
+        color = {"published": typer.colors.GREEN, "kept": typer.colors.YELLOW, "refused": typer.colors.RED}[result.status]
+        typer.secho(f"{datetime.now():%Y-%m-%d %H:%M:%S} {result.status}: {result.reason}", fg=color)
+        if result.tiers:
+            typer.echo(report_table(result))
+        if result.data.get("rows"):
+            typer.echo(f"rows: {result.data['rows']} (left out: {result.data.get('left_out')})")
+        typer.echo(f"report: {', '.join(result.report_paths.values())}")
+        if period is None:
+            engine.dispose()
+            raise typer.Exit(codes[result.status])
+        time.sleep(period)
+
+
+@app.command("status")
+def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_OPTION) -> None:
+    """The active router version and its age, rows logged since, feedback coverage, fallback and exploration counts."""
+    from regret_gateway.artifacts import ArtifactError, active_version_id, load_artifact
+    from regret_gateway.config import load_settings
+    from regret_gateway.store.engine import make_engine
+    from regret_gateway.store.repository import traffic_summary
+
+    try:
+        settings = load_settings(config, store_url=url)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    version = active_version_id(settings.artifacts_dir)
+    since = None
+    if version is None:
+        typer.echo("active router: none (cold start: uniform exploration)")
+    else:
+        try:
+            art = load_artifact(Path(settings.artifacts_dir) / version)
+            since = datetime.fromisoformat(art.created_at)
+            age = datetime.now(timezone.utc) - since
+            typer.echo(f"active router: {version}, created {art.created_at} ({age.total_seconds() / 3600:.1f} h ago), tiers {art.tiers}")
+        except ArtifactError as exc:
+            typer.secho(f"active router: {version} is NOT loadable: {exc}", fg=typer.colors.RED)
+    engine = make_engine(settings.store.url)
+    try:
+        from sqlalchemy.orm import Session
+
+        with Session(engine) as session:
+            summary = traffic_summary(session, since=since)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+    finally:
+        engine.dispose()
+    label = "since it was published" if since else "in total"
+    typer.echo(f"requests {label}: {summary['requests']} (with outcome {summary['with_outcome']}, "
+               f"with feedback {summary['with_feedback']} = {100 * summary['feedback_coverage']:.1f}%)")
+    typer.echo("by mode: " + ", ".join(f"{k}={v}" for k, v in summary["by_mode"].items()))
+    typer.echo("by tier: " + ", ".join(f"{k}={v}" for k, v in summary["by_tier"].items()))
+
+
 DEFAULT_PG_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
 
 

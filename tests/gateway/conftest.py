@@ -56,14 +56,6 @@ def request_cost(model: str) -> float:
 
 
 @pytest.fixture(scope="session")
-def encoder():
-    from regret_gateway.embedding import Embedder
-
-    emb = Embedder(device="cpu", progress=False)
-    return emb.encode
-
-
-@pytest.fixture(scope="session")
 def prompt_world(encoder) -> FullFeedback:
     texts, family = prompts()
     reps = 4  # each prompt 4 times with independent outcomes: 320 rows

@@ -310,6 +310,20 @@ def export_training_set(ts: TrainingSet, path: str | Path) -> Path:
     return path
 
 
+def traffic_summary(session: Session, *, since: datetime | None = None) -> dict:
+    """Counts for `regret-gateway status`: requests, outcomes, feedback coverage, by mode and tier."""
+    from sqlalchemy import func
+
+    where = [] if since is None else [Decision.created_at >= since]
+    total = session.scalar(select(func.count()).select_from(Decision).where(*where)) or 0
+    outcome = session.scalar(select(func.count()).select_from(Decision).join(Outcome).where(*where)) or 0
+    scored = session.scalar(select(func.count()).select_from(Decision).join(Feedback).where(*where)) or 0
+    by_mode = dict(session.execute(select(Decision.mode, func.count()).where(*where).group_by(Decision.mode)).all())
+    by_tier = dict(session.execute(select(Decision.tier, func.count()).where(*where).group_by(Decision.tier)).all())
+    return {"requests": total, "with_outcome": outcome, "with_feedback": scored,
+            "feedback_coverage": scored / total if total else 0.0, "by_mode": by_mode, "by_tier": by_tier}
+
+
 def publish_version(session: Session, version_id: str, artifact_path: str, metrics: dict) -> None:
     """Add a router version and make it the only active one."""
     session.execute(update(RouterVersion).where(RouterVersion.active.is_(True)).values(active=False))

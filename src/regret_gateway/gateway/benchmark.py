@@ -10,58 +10,17 @@ the production shape (3 tiers, 200x200 per tier) with random weights: its cost d
 from __future__ import annotations
 
 import asyncio
-import socket
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import yaml
-from fastapi import FastAPI, Request
+
+from regret_gateway.gateway.local import LocalServer, free_port, mock_upstream
 
 MODELS = ("model-a", "model-b", "model-c")
 MASTER_KEY = "sk-bench-master-0123456789abcdef"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _mock_upstream():
-    app = FastAPI()
-
-    @app.post("/v1/chat/completions")
-    async def complete(request: Request) -> dict:
-        body = await request.json()
-        return {"id": "chatcmpl-bench", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}}
-
-    return app
-
-
-class _Server:
-    def __init__(self, app, port: int):
-        import uvicorn
-
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        deadline = time.monotonic() + 120
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("server did not start")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc):
-        self.server.should_exit = True
-        self.thread.join(10)
 
 
 def _publish_random_router(root: Path, dim: int, tiers: dict[str, float], embedder: str) -> None:
@@ -127,7 +86,7 @@ def run_gateway_bench(*, requests: int = 200, concurrencies: tuple[int, ...] = (
         dim = Embedder(embedder, device="cpu", progress=False).dimension
         tiers = {"premium": 0.0, "standard": 200.0, "economy": 1000.0}
         _publish_random_router(tmp / "artifacts", dim, tiers, embedder)
-        up_port, proxy_port = _free_port(), _free_port()
+        up_port, proxy_port = free_port(), free_port()
         config = {
             "model_list": [{"model_name": m, "litellm_params": {"model": f"openai/{m}", "api_base": f"http://127.0.0.1:{up_port}/v1",
                                                                "api_key": "sk-upstream", "input_cost_per_token": 1e-6,
@@ -143,7 +102,7 @@ def run_gateway_bench(*, requests: int = 200, concurrencies: tuple[int, ...] = (
         (tmp / "config.yaml").write_text(yaml.safe_dump(config))
         app = build_app(tmp / "config.yaml")
         rows = []
-        with _Server(_mock_upstream(), up_port), _Server(app, proxy_port):
+        with LocalServer(mock_upstream(lambda model, text: ("ok", 20, 5)), up_port), LocalServer(app, proxy_port):
             for target, model in (("plain LiteLLM", MODELS[0]), ("regret-gateway hook", "regret-router")):  # warm both paths
                 asyncio.run(_load(proxy_port, model, _prompts(warmup, 99), 4))
             for c in concurrencies:

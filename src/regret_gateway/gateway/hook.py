@@ -88,7 +88,7 @@ class RegretRouterHook(CustomLogger):
             self._settings = load_settings(path)
         return self._settings
 
-    def _start(self) -> None:
+    def start(self) -> None:
         with self._init_lock:
             if self._ready:
                 return
@@ -133,7 +133,7 @@ class RegretRouterHook(CustomLogger):
             self.counters["passthrough"] += 1
             return data
         if not self._ready:
-            await asyncio.get_running_loop().run_in_executor(None, self._start)
+            await asyncio.get_running_loop().run_in_executor(None, self.start)
         s = self.settings
         metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
         requested = data.pop("regret_tier", None) or metadata.get("regret_tier")

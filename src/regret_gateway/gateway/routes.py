@@ -31,7 +31,7 @@ def _hook():
     from regret_gateway.gateway.hook import handler
 
     if not handler._ready:
-        handler._start()
+        handler.start()
     return handler
 
 

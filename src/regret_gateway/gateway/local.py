@@ -1,0 +1,60 @@
+"""Run ASGI apps on local ports in background threads (benchmarks and the demo), and a mock upstream
+that answers OpenAI chat completions with whatever a ``respond(model, prompt)`` function returns."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from fastapi import FastAPI, Request
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalServer:
+    """``with LocalServer(app, port): ...`` -- uvicorn in a daemon thread, started and stopped cleanly."""
+
+    def __init__(self, app, port: int):
+        import uvicorn
+
+        self.port = port
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> "LocalServer":
+        self.thread.start()
+        deadline = time.monotonic() + 120
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError(f"server on port {self.port} did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def mock_upstream(respond: Callable[[str, str], tuple[str, int, int]]) -> FastAPI:
+    """An OpenAI-compatible upstream: ``respond(model, last_user_text) -> (content, prompt_tokens,
+    completion_tokens)``."""
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def complete(request: Request) -> dict:
+        body = await request.json()
+        messages = body.get("messages") or [{}]
+        text = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
+        content, prompt_tokens, completion_tokens = respond(body["model"], text if isinstance(text, str) else str(text))
+        return {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                          "total_tokens": prompt_tokens + completion_tokens}}
+
+    return app

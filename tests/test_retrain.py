@@ -120,3 +120,34 @@ def test_degenerate_logs_are_refused_and_the_active_router_stays(tmp_path, world
     assert active_version_id(settings.artifacts_dir) == "v-previous"
     assert sorted(p.name for p in (tmp_path / "artifacts").iterdir()) == ["ACTIVE", "reports"]
     engine.dispose()
+
+
+def test_imported_logs_without_propensities_train_a_router(tmp_path, world):
+    """Historical logs (no propensities) go in through import-logs; retrain estimates the propensity."""
+    import pandas as pd
+
+    from regret_gateway.importer import import_logs
+    from regret_gateway.store.records import StoreInputError
+
+    bench, X = world
+    settings = settings_for(tmp_path, bench)
+    engine = new_engine(settings)
+    P = logging_policy(bench)[:1500]
+    rng = np.random.default_rng(5)
+    actions = np.array([rng.choice(4, p=p) for p in P])
+    rows = np.arange(1500)
+    df = pd.DataFrame({"model": [bench.model_names[a] for a in actions], "quality": bench.quality[rows, actions],
+                       "cost_usd": bench.cost[rows, actions], "team": "t",
+                       **{f"x{j}": X[:1500, j] for j in range(X.shape[1])}})
+    bad = df.copy()
+    bad.loc[7, "cost_usd"] = float("nan")
+    bad.to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(StoreInputError, match="row 9: cost and quality must not be NaN"):
+        import_logs(tmp_path / "bad.csv", settings, engine)
+    df.to_parquet(tmp_path / "history.parquet")
+    assert import_logs(tmp_path / "history.parquet", settings, engine) == 1500
+    assert import_logs(tmp_path / "history.parquet", settings, engine) == 0  # idempotent
+    result = retrain(settings, engine, RetrainOptions(n_boot=100))
+    assert result.status == "published", result.reason
+    assert result.data["propensity"].startswith("estimated (XGBoost)")
+    engine.dispose()

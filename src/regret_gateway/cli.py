@@ -393,6 +393,40 @@ def demo(
                         epsilon=epsilon, seed=seed, out=out, device=device), echo=typer.echo)
 
 
+@app.command("import-logs")
+def import_logs_cmd(
+    file: Path = typer.Argument(..., help="Historical logs: CSV, CSV.gz, Parquet or JSON lines (columns: model, quality, cost_usd, prompt or x0..)."),
+    config: Optional[Path] = CONFIG_OPTION,
+    url: Optional[str] = URL_OPTION,
+) -> None:
+    """Load historical request logs (without propensities) so retrain can start from them. Prompts are
+    embedded with the configured embedder; propensities are then estimated with XGBoost at retrain."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from regret_gateway.config import load_settings
+    from regret_gateway.embedding import PAPER_TEMPLATE, Embedder
+    from regret_gateway.importer import import_logs
+    from regret_gateway.store.engine import make_engine
+    from regret_gateway.store.migrate import upgrade
+    from regret_gateway.store.records import StoreInputError
+
+    try:
+        settings = load_settings(config, store_url=url)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    emb = Embedder(settings.embedder.model, device=settings.embedder.device, max_length=settings.embedder.max_length,
+                   template=PAPER_TEMPLATE if settings.embedder.paper_template else None)
+    upgrade(settings.store.url)
+    engine = make_engine(settings.store.url)
+    try:
+        n = import_logs(file, settings, engine, encode=emb.encode)
+    except (StoreInputError, FileNotFoundError, SQLAlchemyError, ImportError) as exc:
+        _fail(exc)
+    finally:
+        engine.dispose()
+    typer.echo(f"imported {n} new requests from {file} into {settings.store.url}")
+
+
 DEFAULT_PG_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
 
 
@@ -448,6 +482,24 @@ def bench_gateway(
     hook = result["hook"]
     typer.echo(f"hook: routed={hook['routed']} fallback={hook['fallback']} exploration={hook['exploration']} "
                f"embedding batches={hook.get('embedding_batches')} written={hook.get('writer_written')}")
+
+
+@bench_app.command("retrain")
+def bench_retrain(
+    rows: str = typer.Option("25000,50000,100000", "--rows", help="Comma-separated numbers of logged rows."),
+    dim: int = typer.Option(384, "--dim", min=2, help="Embedding size."),
+) -> None:
+    """Retrain time (read, fit, evaluate, publish) for growing numbers of logged rows, 3 tiers, one run."""
+    from regret_gateway.evaluation.retrain_timing import time_retrain
+
+    sizes = [int(v) for v in _floats(rows, "--rows")]
+    results = time_retrain(sizes, dim=dim, echo=typer.echo)
+    base = results[0]
+    typer.echo("| rows | total s | read s | fit s | evaluate s | s per 10k rows | time ratio vs first | rows ratio |")
+    typer.echo("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        typer.echo(f"| {r['rows']} | {r['total_s']:.1f} | {r['read_s']:.1f} | {r['fit_s']:.1f} | {r['evaluate_s']:.1f} | "
+                   f"{1e4 * r['total_s'] / r['rows']:.2f} | {r['total_s'] / base['total_s']:.2f} | {r['rows'] / base['rows']:.1f} |")
 
 
 def main() -> None:  # pragma: no cover

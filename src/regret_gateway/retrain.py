@@ -5,7 +5,8 @@
 2. Check the data: enough rows, enough per model, randomised logging (propensities < 1), overlap
    (minimum propensity, effective sample size per model). Refuse with a clear message otherwise.
 3. Hold out a share of the rows for evaluation; fit the nuisance stage on the rest (the logged
-   propensities -- exact, the gateway sampled them -- and the outcome MLPs), doubly robust scores.
+   propensities -- exact, the gateway sampled them; XGBoost estimates when some rows were imported
+   without one -- and the outcome MLPs), doubly robust scores.
 4. Train RM-Interval: one RM-Softmax policy per configured tier lambda, interval nets between them.
 5. Off-policy evaluation on the held-out rows, per tier: DR and SNIPS value of the new router, of the
    active one (or, before any, of the logging policy itself), bootstrap intervals, ESS, and the share of
@@ -80,9 +81,11 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
     if few:
         raise RetrainRefused(f"too few logged rows for {', '.join(few)}; every model needs {opts.min_rows_per_model}. "
                              "Raise exploration (tier epsilon) or remove the model from `models`.")
+    info = {"rows": int(logged.n_samples), "rows_per_model": {m: int(c) for m, c in zip(logged.model_names, counts)},
+            "left_out": dict(skipped)}
     p = logged.propensity
-    if p is None:
-        raise RetrainRefused("the logs carry no propensities")
+    if p is None:  # imported logs among the rows: propensities are estimated (XGBoost), overlap unknown here
+        return {**info, "propensity": "estimated (XGBoost): some rows were imported without a logged propensity"}
     if np.all(p >= 1.0 - 1e-12):
         raise RetrainRefused("every logged propensity is 1: the logging was not randomised, so the outcome of any "
                              "other model cannot be estimated without bias. Set epsilon > 0 on the tiers and log more.")
@@ -94,20 +97,17 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
     if low:
         raise RetrainRefused(f"effective sample size too small for {', '.join(low)} (need {opts.min_ess_per_model}): "
                              "a few rows with tiny propensities dominate")
-    for name, arr in (("quality", logged.quality), ("cost", logged.cost)):
-        if not np.all(np.isfinite(arr)):
-            raise RetrainRefused(f"`{name}` has non-finite values")
-    return {"rows": int(logged.n_samples), "rows_per_model": {m: int(c) for m, c in zip(logged.model_names, counts)},
-            "left_out": dict(skipped), "min_propensity": float(p.min()), "ess_per_model": ess}
+    return {**info, "propensity": "logged", "min_propensity": float(p.min()), "ess_per_model": ess}
 
 
 def _train_config(n: int):
-    """Full-batch training up to 20k rows; mini-batches and fewer epochs beyond (same optimiser)."""
+    """Full-batch training (the ``fast`` preset) up to 5,000 rows; beyond, mini-batches of 1,024 for at
+    most 40 epochs (patience 5): a fixed number of passes, so the time grows linearly with the rows."""
     from regret_gateway.policy.training import TrainConfig
 
-    if n <= 20_000:
+    if n <= 5_000:
         return TrainConfig()
-    return TrainConfig(batch_size=4096, max_epochs=60, patience=8)
+    return TrainConfig(batch_size=1024, max_epochs=40, patience=5)
 
 
 def _split(n: int, share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -127,7 +127,8 @@ def fit_router(logged: LoggedFeedback, tier_lams: list[float], *, seed: int = 0)
     train_ix, val_ix = _split(logged.n_samples, 0.125, seed + 1)  # validation: early stopping only
     tr, va = logged.subset(train_ix), logged.subset(val_ix)
     config = _train_config(tr.n_samples)
-    nuisance = Nuisance(propensity="logged", outcome_train=config, estimator=DoublyRobust(), random_state=seed)
+    source = "logged" if logged.propensity is not None else "xgboost"
+    nuisance = Nuisance(propensity=source, outcome_train=config, estimator=DoublyRobust(), random_state=seed)
     scores = nuisance.fit_scores(tr)
     data = TrainingData(tr, scores, va, nuisance.scores(va), nuisance)
     lams = sorted(tier_lams)
@@ -167,6 +168,8 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     t2 = time.perf_counter()
     hold = logged.subset(hold_ix)
     q_hat, c_hat = nuisance.outcome_.predict(hold.X)
+    p_hold = hold.propensity if hold.propensity is not None else np.clip(
+        nuisance.propensity_model_.predict_observed(hold.X, hold.action), 1e-3, 1.0)
     active = None
     if active_id is not None:
         try:
@@ -177,7 +180,7 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     index = {m: i for i, m in enumerate(logged.model_names)}
     rows, worse = [], []
     for name, spec in tiers:
-        kw = dict(logged=hold.action, quality=hold.quality, cost=hold.cost, propensity=hold.propensity,
+        kw = dict(logged=hold.action, quality=hold.quality, cost=hold.cost, propensity=p_hold,
                   quality_hat=q_hat, cost_hat=c_hat, lam=spec.lam, n_boot=opts.n_boot, seed=opts.seed)
         new_actions = router.route_logits(hold.X, spec.lam).argmax(-1).numpy()
         new = policy_value(new_actions, **kw)

@@ -98,7 +98,7 @@ class DecisionRecord:
     embedding_model: str
     embedding: np.ndarray
     chosen_model: str
-    propensity: float
+    propensity: float | None
     mode: str = "policy"
     team: str | None = None
     router_version: str | None = None
@@ -115,9 +115,10 @@ class DecisionRecord:
         _require(bool(self.chosen_model), rid, "`chosen_model` must be non-empty")
         _require(bool(self.embedding_model), rid, "`embedding_model` must be non-empty")
         _require(_finite_number(self.lam) and float(self.lam) >= 0, rid, f"`lam` must be a finite number >= 0, got {self.lam!r}")
-        _require(_finite_number(self.propensity) and 0 < float(self.propensity) <= 1, rid,
-                 f"`propensity` must be in (0, 1], got {self.propensity!r}")
         _require(self.mode in DECISION_MODES, rid, f"`mode` must be one of {DECISION_MODES}, got {self.mode!r}")
+        if not (self.propensity is None and self.mode == "imported"):
+            _require(_finite_number(self.propensity) and 0 < float(self.propensity) <= 1, rid,
+                     f"`propensity` must be in (0, 1], got {self.propensity!r} (only imported logs may lack it)")
         emb = np.asarray(self.embedding, dtype=np.float32)
         _require(emb.ndim == 1 and emb.size > 0, rid, f"`embedding` must be a non-empty 1-d vector, got shape {emb.shape}")
         _require(bool(np.isfinite(emb).all()), rid, "`embedding` must be finite")
@@ -126,7 +127,7 @@ class DecisionRecord:
         emb.setflags(write=False)
         object.__setattr__(self, "embedding", emb)
         object.__setattr__(self, "lam", float(self.lam))
-        object.__setattr__(self, "propensity", float(self.propensity))
+        object.__setattr__(self, "propensity", None if self.propensity is None else float(self.propensity))
         object.__setattr__(self, "created_at", _aware(self.created_at))
 
     def row(self) -> dict[str, Any]:

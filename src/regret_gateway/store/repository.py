@@ -258,11 +258,12 @@ def training_set(
     if kept:
         dim = kept[0].embedding_dim
         X = np.frombuffer(b"".join(r.embedding for r in kept), dtype="<f4").reshape(len(kept), dim)
+        # imported logs have no propensity: then none is passed and retrain estimates it (XGBoost)
+        propensity = None if any(r.propensity is None for r in kept) else np.array([r.propensity for r in kept])
         logged = LoggedFeedback(
             X=X, action=np.array([index[r.chosen_model] for r in kept]),
             quality=np.array([r.score for r in kept]), cost=np.array([r.cost_usd for r in kept]),
-            model_names=names, propensity=np.array([r.propensity for r in kept]),
-            lam=np.array([r.lam for r in kept]),
+            model_names=names, propensity=propensity, lam=np.array([r.lam for r in kept]),
         )
     return TrainingSet(
         logged=logged, request_ids=tuple(r.request_id for r in kept),
@@ -274,7 +275,8 @@ def training_set(
 
 def export_training_set(ts: TrainingSet, path: str | Path) -> Path:
     """Write a training set for offline work: ``.parquet`` (needs pyarrow) or ``.csv``/``.csv.gz``.
-    Columns: request_id, created_at, team, tier, lam, mode, model, propensity, quality, cost_usd, x0..x{d-1}."""
+    Columns: request_id, created_at, team, tier, lam, mode, model, propensity (empty when not logged),
+    quality, cost_usd, x0..x{d-1}."""
     path = Path(path)
     if ts.logged is None:
         raise ValueError("the training set is empty: nothing to export")
@@ -282,7 +284,8 @@ def export_training_set(ts: TrainingSet, path: str | Path) -> Path:
     columns: dict[str, object] = {
         "request_id": list(ts.request_ids), "created_at": ts.created_at.astype(str).tolist(),
         "team": list(ts.teams), "tier": list(ts.tiers), "lam": lg.lam.tolist(), "mode": list(ts.modes),
-        "model": [lg.model_names[a] for a in lg.action], "propensity": lg.propensity.tolist(),
+        "model": [lg.model_names[a] for a in lg.action],
+        "propensity": [None] * lg.n_samples if lg.propensity is None else lg.propensity.tolist(),
         "quality": lg.quality.tolist(), "cost_usd": lg.cost.tolist(),
     }
     for j in range(lg.X.shape[1]):

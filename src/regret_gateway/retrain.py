@@ -206,13 +206,13 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
         result.seconds = timings
         _write_report(result, opts.out or root / "reports")
         return result
-    metrics = {"tiers": rows, "data": data_info}
+    metrics = json.loads(json.dumps({"tiers": rows, "data": data_info}, default=float))  # plain JSON types
     path = save_artifact(root, router=router, model_names=logged.model_names, tiers={n: s.lam for n, s in tiers},
                          embedder={"model": settings.embedder.model, "paper_template": settings.embedder.paper_template},
-                         metrics=json.loads(json.dumps(metrics, default=float)))
+                         metrics=metrics)
     activate(root, path.name)
     with Session(engine) as session, session.begin():
-        publish_version(session, path.name, str(path.resolve()), json.loads(json.dumps(metrics, default=float)))
+        publish_version(session, path.name, str(path.resolve()), metrics)
     timings["total"] = time.perf_counter() - t0
     reason = "forced" if worse else ("no tier is worse than the " + ("active router" if active else "logging policy")
                                      + f" by more than {opts.margin}")

@@ -21,6 +21,7 @@ latency, status) -- the decision insert is idempotent, the outcome is added.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import threading
@@ -193,8 +194,7 @@ class RegretRouterHook(CustomLogger):
         except ValueError as exc:
             log.error("regret-gateway: outcome of %s not recorded (%s); the decision is", call_id, exc)
             outcome = None
-        record = pending.record
-        self.writer.submit(DecisionRecord(**{**record.__dict__, "outcome": outcome}))
+        self.writer.submit(dataclasses.replace(pending.record, outcome=outcome))
 
     async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
         self._finish(kwargs, "success")

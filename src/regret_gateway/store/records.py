@@ -40,6 +40,10 @@ def _require(cond: bool, request_id: str, message: str) -> None:
         raise StoreInputError(f"request {request_id!r}: {message}")
 
 
+def _require_request_id(rid) -> None:
+    _require(isinstance(rid, str) and 0 < len(rid) <= 128, str(rid), "`request_id` must be a non-empty string of <= 128 chars")
+
+
 def _finite_number(value: Any) -> bool:
     return isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool) and math.isfinite(float(value))
 
@@ -65,7 +69,7 @@ class OutcomeRecord:
 
     def __post_init__(self) -> None:
         rid = self.request_id
-        _require(isinstance(rid, str) and 0 < len(rid) <= 128, str(rid), "`request_id` must be a non-empty string of <= 128 chars")
+        _require_request_id(rid)
         _require(_finite_number(self.cost_usd) and float(self.cost_usd) >= 0, rid, f"`cost_usd` must be a finite number >= 0, got {self.cost_usd!r}")
         _require(self.status in OUTCOME_STATUSES, rid, f"`status` must be one of {OUTCOME_STATUSES}, got {self.status!r}")
         for name in ("prompt_tokens", "completion_tokens"):
@@ -110,7 +114,7 @@ class DecisionRecord:
 
     def __post_init__(self) -> None:
         rid = self.request_id
-        _require(isinstance(rid, str) and 0 < len(rid) <= 128, str(rid), "`request_id` must be a non-empty string of <= 128 chars")
+        _require_request_id(rid)
         _require(bool(self.tier), rid, "`tier` must be non-empty")
         _require(bool(self.chosen_model), rid, "`chosen_model` must be non-empty")
         _require(bool(self.embedding_model), rid, "`embedding_model` must be non-empty")
@@ -177,7 +181,7 @@ class FeedbackRecord:
 
     def __post_init__(self) -> None:
         rid = self.request_id
-        _require(isinstance(rid, str) and 0 < len(rid) <= 128, str(rid), "`request_id` must be a non-empty string of <= 128 chars")
+        _require_request_id(rid)
         _require(_finite_number(self.score) and 0.0 <= float(self.score) <= 1.0, rid, f"`score` must be in [0, 1], got {self.score!r}")
         _require(isinstance(self.source, str) and 0 < len(self.source) <= 32, rid, f"`source` must be a non-empty string of <= 32 chars, got {self.source!r}")
         object.__setattr__(self, "score", float(self.score))

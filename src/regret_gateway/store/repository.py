@@ -71,25 +71,22 @@ def record_decisions(session: Session, records: Sequence[DecisionRecord]) -> int
         stored = session.scalar(select(Decision.embedding_dim).where(Decision.embedding_model == model).limit(1))
         if stored is not None and stored != dim:
             raise StoreInputError(f"embedding model '{model}' has {stored}-d embeddings in the store, got {dim}-d")
-    first = {r.request_id: r for r in reversed(records)}  # the first record of an id wins
-    present = _existing(session, Decision.request_id, list(first))
-    new = [r for rid, r in first.items() if rid not in present]
-    insert = _insert(session)
-    for chunk in _chunks(new, _ROW_CHUNK):
-        session.execute(insert(Decision).on_conflict_do_nothing(index_elements=["request_id"]), [r.row() for r in chunk])
+    new_rows = _insert_new(session, Decision, records)
     outcomes = [r.outcome for r in records if r.outcome is not None]
     if outcomes:
-        _insert_outcomes(session, outcomes)
-    return len(new)
+        _insert_new(session, Outcome, outcomes)
+    return new_rows
 
 
-def _insert_outcomes(session: Session, records: Sequence[OutcomeRecord]) -> int:
+def _insert_new(session: Session, table, records: Sequence) -> int:
+    """Insert the records whose request id ``table`` does not hold yet (the first record of an id wins);
+    returns how many. ON CONFLICT DO NOTHING covers a concurrent writer."""
     first = {r.request_id: r for r in reversed(records)}
-    present = _existing(session, Outcome.request_id, list(first))
+    present = _existing(session, table.request_id, list(first))
     new = [r for rid, r in first.items() if rid not in present]
     insert = _insert(session)
     for chunk in _chunks(new, _ROW_CHUNK):
-        session.execute(insert(Outcome).on_conflict_do_nothing(index_elements=["request_id"]), [r.row() for r in chunk])
+        session.execute(insert(table).on_conflict_do_nothing(index_elements=["request_id"]), [r.row() for r in chunk])
     return len(new)
 
 
@@ -104,7 +101,7 @@ def record_outcomes(session: Session, records: Sequence[OutcomeRecord]) -> int:
     if not records:
         return 0
     _require_known(session, [r.request_id for r in records])
-    return _insert_outcomes(session, records)
+    return _insert_new(session, Outcome, records)
 
 
 def record_feedback(session: Session, records: Sequence[FeedbackRecord]) -> int:

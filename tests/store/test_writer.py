@@ -108,3 +108,21 @@ def test_full_queue_overflows_to_disk_and_is_replayed(engine, tmp_path):
     assert writer.drain(timeout=60), writer.stats()
     writer.close()
     assert rows(engine) == (300, 300, 300)
+
+
+def test_a_record_the_store_refuses_is_kept_aside_and_the_rest_written(engine, tmp_path):
+    import numpy as np
+
+    from regret_gateway.store.records import DecisionRecord
+
+    writer = fast_writer(engine, tmp_path / "spill").start()
+    good = list(synthetic_records(5, 8))
+    bad = DecisionRecord(request_id="wrong-size", tier="standard", lam=0.0, embedding_model="bench",
+                         embedding=np.zeros(3), chosen_model="small", propensity=1.0)
+    for record in [*good[:2], bad, *good[2:]]:
+        writer.submit(record)
+    assert writer.drain(timeout=30), writer.stats()
+    stats = writer.stats()
+    writer.close()
+    assert rows(engine)[0] == 5 and stats["refused"] == 1 and stats["spilled"] == 0
+    assert "wrong-size" in (tmp_path / "spill" / "refused.jsonl").read_text()

@@ -10,7 +10,7 @@ files are replayed in chunks. Writes are idempotent on the request id, so a batc
 a write whose commit was in doubt is never stored twice.
 
 Counters (``stats()``): queued, written (records committed), new_rows, duplicates, spilled, replayed,
-retries, outages, dropped (a record is dropped only if it can be neither written nor spilled, e.g. the
+retries, outages, refused, dropped (a record is dropped only if it can be neither written nor spilled, e.g. the
 disk is full; it is logged) and max_queue_depth. A record the store refuses (e.g. an embedding whose size
 contradicts the stored ones) is written aside to ``refused.jsonl`` in the spill folder, with a log line.
 """
@@ -72,7 +72,7 @@ class BatchedWriter:
         self._overflow_lock = threading.Lock()
         self._stats_lock = threading.Lock()
         self._stats = {k: 0 for k in ("queued", "written", "new_rows", "duplicates", "spilled", "replayed",
-                                      "retries", "outages", "dropped", "max_queue_depth")}
+                                      "retries", "outages", "dropped", "refused", "max_queue_depth")}
         self._down_since: float | None = None
         self._backoff = retry_initial_s
         self._next_probe = 0.0
@@ -216,7 +216,7 @@ class BatchedWriter:
         while True:
             if self._down_since is not None and time.monotonic() < self._next_probe:
                 if final or time.monotonic() - self._down_since >= self.spill_after_s:
-                    self._append(self._spill_file, self._spill_lock, batch, spilled=True)
+                    self._append(self._spill_file, self._spill_lock, batch)
                     return
                 time.sleep(max(0.0, self._next_probe - time.monotonic()))
             try:
@@ -242,9 +242,9 @@ class BatchedWriter:
             except (IntegrityError, StoreInputError) as exc:
                 log.error("regret-gateway writer: request %r refused by the store (%s); kept in %s",
                           record.request_id, exc, self.spill_dir / "refused.jsonl")
-                self._append(self.spill_dir / "refused.jsonl", self._spill_lock, [record])
+                self._append(self.spill_dir / "refused.jsonl", self._spill_lock, [record], counter="refused")
 
-    def _append(self, path: Path, lock: threading.Lock, records: list[DecisionRecord], spilled: bool = True) -> None:
+    def _append(self, path: Path, lock: threading.Lock, records: list[DecisionRecord], counter: str = "spilled") -> None:
         lines = "".join(json.dumps(r.to_json(), separators=(",", ":")) + "\n" for r in records)
         try:
             with lock, open(path, "a", encoding="utf-8") as fh:
@@ -256,9 +256,8 @@ class BatchedWriter:
             with self._stats_lock:
                 self._stats["dropped"] += len(records)
             return
-        if spilled:
-            with self._stats_lock:
-                self._stats["spilled"] += len(records)
+        with self._stats_lock:
+            self._stats[counter] += len(records)
 
     def _spill_files(self) -> list[Path]:
         """Spill files to replay: ours, those being replayed, and those of processes that are gone."""

@@ -28,6 +28,8 @@ def test_bench_offline_smoke(tmp_path):
     assert result.exit_code == 0, result.output
     doc = json.loads((out / "results.json").read_text())
     assert set(doc) >= {"dataset", "config", "methods"}
+    # what a run used is recorded: policy networks on the fast preset, outcome models on the paper's
+    assert doc["config"]["train_preset"] == "fast" and doc["config"]["outcome_preset"] == "paper"
     assert set(doc["methods"]) >= {"rm-softmax", "rm-interval", "full-feedback", "single-best", "oracle"}
     m = doc["methods"]["rm-softmax"]
     assert m["lambda"] == [0.0, 100.0, 200.0] and len(m["utility_mean"]) == 3 and len(m["utility_std"]) == 3
@@ -44,6 +46,8 @@ def test_bench_offline_clear_errors(tmp_path):
     write_routerbench(tmp_path / "t_train.csv", [rb_row(i) for i in range(5)])
     result = runner.invoke(app, ["bench", "offline", "--data", str(tmp_path / "t_train.csv"), "--out", str(tmp_path), "--methods", "rm-softmax,bogus"])
     assert result.exit_code == 2 and "unknown methods ['bogus']" in result.output
+    result = runner.invoke(app, ["bench", "offline", "--data", str(tmp_path / "t_train.csv"), "--out", str(tmp_path), "--outcome-preset", "slow"])
+    assert result.exit_code == 2 and "unknown training preset 'slow'" in result.output
 
 
 def test_db_upgrade_status_export(tmp_path):

@@ -156,7 +156,8 @@ def bench_offline(
     self_normalize: bool = typer.Option(False, "--self-normalize", help="Self-normalised importance weights."),
     correction: float = typer.Option(1.0, "--correction", min=0.0, max=1.0, help="DR correction scale (1 = DR, 0 = DM)."),
     cross_fit: int = typer.Option(1, "--cross-fit", min=1, help="k-fold cross-fitting of the nuisance models (1 = off)."),
-    train_preset: str = typer.Option("fast", "--train-preset", help="fast (full-batch, lr 1e-3) | paper (lr 1e-4, batch 128, patience 100)."),
+    train_preset: str = typer.Option("fast", "--train-preset", help="Policy networks: fast (full-batch, lr 1e-3) | paper (lr 1e-4, batch 128, patience 100)."),
+    outcome_preset: str = typer.Option("paper", "--outcome-preset", help="Outcome models of the nuisance stage: paper (default) | fast."),
     tau: float = typer.Option(1.0, "--tau", help="RM-Softmax sharpness tau in softmax(tau*f) (default chosen on validation; the paper's is 100)."),
     ties: str = typer.Option("share", "--ties", help="Argmax labels on ties: share | cheapest | first."),
     logging_policy: str = typer.Option("accuracy-softmax", "--logging-policy", help="Simulated logging policy: accuracy-softmax | x-only | uniform."),
@@ -184,7 +185,7 @@ def bench_offline(
             logging_policy=logging_policy, logging_temperature=logging_temperature, propensity=propensity,
             estimator=estimator, clip=None if clip.lower() == "none" else _floats(clip, "--clip"), clip_scope=clip_scope,
             max_weight=max_weight, self_normalize=self_normalize, correction=correction, cross_fit=cross_fit,
-            train_preset=train_preset, tau=tau, ties=ties, evaluate_on=evaluate_on,
+            train_preset=train_preset, outcome_preset=outcome_preset, tau=tau, ties=ties, evaluate_on=evaluate_on,
         )
     except (ValueError, FileNotFoundError, ImportError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)

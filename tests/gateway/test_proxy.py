@@ -15,19 +15,15 @@ import respx
 import yaml
 from sqlalchemy.orm import Session
 
+from regret_gateway.gateway.local import proxy_config
 from tests.gateway.conftest import CODE_PROMPT, KEYS, MODELS, PRICE, TRANSLATE_PROMPT, USAGE, request_cost
 
 UPSTREAM = "http://upstream.test/v1"
 
 
-def proxy_config(tmp) -> dict:
-    return {
-        "model_list": [{"model_name": m, "litellm_params": {"model": f"openai/{m}", "api_base": UPSTREAM, "api_key": "sk-upstream",
-                                                           "input_cost_per_token": PRICE[m], "output_cost_per_token": PRICE[m]}}
-                       for m in MODELS],
-        "litellm_settings": {"callbacks": ["regret_gateway.gateway.hook.handler"]},
-        "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY", "custom_auth": "regret_gateway.gateway.auth.user_api_key_auth"},
-        "regret_gateway": {
+def gateway_config(tmp) -> dict:
+    return proxy_config(
+        {
             "models": list(MODELS), "default_tier": "standard",
             "tiers": {"premium": {"lam": 0, "epsilon": 0, "fallback": "large"},
                       "standard": {"lam": 200, "epsilon": 0, "fallback": "small-a"},
@@ -37,7 +33,8 @@ def proxy_config(tmp) -> dict:
             "store": {"url": f"sqlite:///{tmp}/gateway.db", "spill_dir": str(tmp / "spill"), "flush_interval_s": 0.05},
             "artifacts_dir": str(tmp / "artifacts"), "reload_interval_s": 0.1,
         },
-    }
+        {m: (PRICE[m], PRICE[m]) for m in MODELS}, UPSTREAM, custom_auth=True,
+    )
 
 
 def completion(request: httpx.Request) -> httpx.Response:
@@ -57,7 +54,7 @@ def proxy(tmp_path_factory, encoder):
     from regret_gateway.gateway.hook import handler
 
     tmp = tmp_path_factory.mktemp("proxy")
-    (tmp / "config.yaml").write_text(yaml.safe_dump(proxy_config(tmp)))
+    (tmp / "config.yaml").write_text(yaml.safe_dump(gateway_config(tmp)))
     handler.__init__(encode=encoder, seed=0)  # a fresh hook for this module (the proxy registers this instance)
     app = build_app(tmp / "config.yaml")
     with respx.mock(assert_all_called=False) as upstream:

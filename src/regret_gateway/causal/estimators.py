@@ -27,7 +27,7 @@ import numpy as np
 from regret_gateway.causal.outcome import OutcomeModel
 from regret_gateway.causal.propensity import PropensityModel
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.policy.training import TrainConfig
+from regret_gateway.policy.training import OUTCOME_PRESET, TrainConfig, preset
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ class Nuisance:
         estimator: how scores are combined (default: DR with the paper's [5, 95] clipping).
         propensity: ``"logged"`` uses the exact propensities in the logs (beyond the paper: exact, not
             estimated); ``"xgboost"`` fits :class:`PropensityModel` (the paper; needed for imported logs).
-        outcome_train: training settings of the outcome MLPs.
+        outcome_train: training settings of the outcome MLPs (default: the paper's).
         cross_fit: k >= 2 fits the nuisance models on k-1 folds and scores the held-out fold.
         random_state: seed.
     """
@@ -196,7 +196,7 @@ class Nuisance:
         *,
         estimator: ScoreEstimator | None = None,
         propensity: str = "xgboost",
-        outcome_train: TrainConfig = TrainConfig(),
+        outcome_train: TrainConfig = preset(OUTCOME_PRESET),
         cross_fit: int = 1,
         random_state: int = 0,
     ) -> None:

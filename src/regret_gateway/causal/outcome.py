@@ -13,7 +13,7 @@ import torch
 
 from regret_gateway.data import LoggedFeedback
 from regret_gateway.policy.networks import StackedMLP
-from regret_gateway.policy.training import TrainConfig, train_members
+from regret_gateway.policy.training import OUTCOME_PRESET, TrainConfig, preset, train_members
 
 
 def _padded(index_lists: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -32,7 +32,8 @@ class OutcomeModel:
 
     Args:
         hidden: hidden layer sizes (paper: (200, 200)).
-        train: optimiser and early-stopping settings.
+        train: optimiser and early-stopping settings (default: the paper's, see
+            :mod:`regret_gateway.policy.training`).
         val_fraction: share of each model's rows held out for early stopping.
         random_state: seed of the split, the initialisation and the batch order.
     """
@@ -41,7 +42,7 @@ class OutcomeModel:
         self,
         *,
         hidden: tuple[int, ...] = (200, 200),
-        train: TrainConfig = TrainConfig(),
+        train: TrainConfig = preset(OUTCOME_PRESET),
         val_fraction: float = 0.2,
         random_state: int = 0,
     ) -> None:

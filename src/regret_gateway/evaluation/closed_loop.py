@@ -133,7 +133,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     from regret_gateway.embedding import Embedder
     from regret_gateway.gateway.app import build_app
     from regret_gateway.gateway.hook import handler
-    from regret_gateway.gateway.local import LocalServer, free_port, mock_upstream
+    from regret_gateway.gateway.local import LocalServer, free_port, mock_upstream, proxy_config
     from regret_gateway.retrain import RetrainOptions, retrain
     from regret_gateway.store.engine import make_engine
 
@@ -172,13 +172,8 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
 
     keys = {team: f"sk-{team}-{os.urandom(6).hex()}" for team, _, _ in TIERS}
     up_port, proxy_port = free_port(), free_port()
-    config = {
-        "model_list": [{"model_name": m, "litellm_params": {"model": f"openai/{m}", "api_base": f"http://127.0.0.1:{up_port}/v1",
-                                                           "api_key": "sk-mock", "input_cost_per_token": 0.0,
-                                                           "output_cost_per_token": OUTPUT_PRICE}} for m in models],
-        "litellm_settings": {"callbacks": ["regret_gateway.gateway.hook.handler"]},
-        "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY", "custom_auth": "regret_gateway.gateway.auth.user_api_key_auth"},
-        "regret_gateway": {
+    config = proxy_config(
+        {
             "models": list(models), "default_tier": "standard",
             "tiers": {tier: {"lam": lam, "epsilon": cfg.epsilon, "fallback": models[best_single[lam]]} for _, tier, lam in TIERS},
             "teams": {team: {"tier": tier} for team, tier, _ in TIERS},
@@ -188,7 +183,8 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
             "artifacts_dir": str(work / "artifacts"), "reload_interval_s": 0.5,
             "route_timeout_s": 5.0,  # CPU embedding under the demo's own load; production default is 2 s
         },
-    }
+        {m: (0.0, OUTPUT_PRICE) for m in models}, f"http://127.0.0.1:{up_port}/v1", custom_auth=True, api_key="sk-mock",
+    )
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     settings = load_settings(work / "config.yaml")
     handler.__init__()  # the registered hook instance: (re)configure it from this run's config

@@ -22,7 +22,7 @@ from regret_gateway.data import FullFeedback
 from regret_gateway.evaluation.loaders import Benchmark
 from regret_gateway.evaluation.simulation import simulate_logs
 from regret_gateway.policy.methods import TrainingData, make_router, method_names
-from regret_gateway.policy.training import preset
+from regret_gateway.policy.training import OUTCOME_PRESET, preset
 
 REFERENCES = ("single-best", "oracle")
 DEFAULT_LAMBDAS = tuple(float(l) for l in range(0, 1001, 100))
@@ -44,7 +44,8 @@ class OfflineConfig:
     self_normalize: bool = False
     correction: float = 1.0
     cross_fit: int = 1
-    train_preset: str = "fast"
+    train_preset: str = "fast"  # policy networks
+    outcome_preset: str = OUTCOME_PRESET  # outcome models of the nuisance stage ("paper")
     tau: float = 1.0  # chosen on validation (README); the paper's value is 100
     ties: str = "share"
     evaluate_on: str = "test"  # "val": score on the validation prompts (to choose settings without test)
@@ -58,6 +59,7 @@ class OfflineConfig:
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"unknown estimator '{self.estimator}'; choose from {sorted(ESTIMATORS)}")
         preset(self.train_preset)
+        preset(self.outcome_preset)
         if self.evaluate_on not in ("test", "val"):
             raise ValueError(f"`evaluate_on` must be 'test' or 'val', got {self.evaluate_on!r}")
         if "rm-interval" in self.methods and len(self.lambdas) < 3:
@@ -70,11 +72,13 @@ class OfflineConfig:
         return ESTIMATORS[self.estimator](**kwargs)
 
     def router_kwargs(self, name: str) -> dict:
+        kwargs = {"train": preset(self.train_preset)}
         if name in ("rm-softmax", "rm-interval"):
-            return {"tau": self.tau}
+            kwargs["tau"] = self.tau
         if name in ("rm-classification", "full-feedback"):
-            return {"ties": self.ties}
-        return {}
+            kwargs["ties"] = self.ties
+        return kwargs
+
 
 
 def _split(bench: Benchmark, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -133,7 +137,6 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
     """Run every method for every trial; returns raw per-trial arrays (see :mod:`.report`)."""
     lambdas = np.asarray(config.lambdas, dtype=np.float64)
     full = bench.full_feedback(X)
-    train_cfg = preset(config.train_preset)
     names = list(config.methods) + list(REFERENCES)
     raw = {m: {"utility": [], "accuracy": [], "cost": [], "seconds": []} for m in names}
     diagnostics = []
@@ -157,7 +160,7 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         nuisance = Nuisance(
             estimator=config.estimator_object(),
             propensity=config.propensity,
-            outcome_train=train_cfg,
+            outcome_train=preset(config.outcome_preset),
             cross_fit=config.cross_fit,
             random_state=seed,
         )
@@ -174,7 +177,7 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         )
         for name in config.methods:
             t0 = time.perf_counter()
-            router = make_router(name, train=train_cfg, random_state=seed, **config.router_kwargs(name))
+            router = make_router(name, random_state=seed, **config.router_kwargs(name))
             actions = router.fit(data, lambdas).predict(full_test.X, lambdas)
             seconds = time.perf_counter() - t0
             for key, value in evaluate_actions(full_test, lambdas, actions).items():

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from regret_gateway.gateway.local import LocalServer, free_port, mock_upstream
+from regret_gateway.gateway.local import LocalServer, free_port, mock_upstream, proxy_config
 
 MODELS = ("model-a", "model-b", "model-c")
 MASTER_KEY = "sk-bench-master-0123456789abcdef"
@@ -87,18 +87,14 @@ def run_gateway_bench(*, requests: int = 200, concurrencies: tuple[int, ...] = (
         tiers = {"premium": 0.0, "standard": 200.0, "economy": 1000.0}
         _publish_random_router(tmp / "artifacts", dim, tiers, embedder)
         up_port, proxy_port = free_port(), free_port()
-        config = {
-            "model_list": [{"model_name": m, "litellm_params": {"model": f"openai/{m}", "api_base": f"http://127.0.0.1:{up_port}/v1",
-                                                               "api_key": "sk-upstream", "input_cost_per_token": 1e-6,
-                                                               "output_cost_per_token": 2e-6}} for m in MODELS],
-            "litellm_settings": {"callbacks": ["regret_gateway.gateway.hook.handler"]},
-            "general_settings": {"master_key": "os.environ/LITELLM_MASTER_KEY"},
-            "regret_gateway": {"models": list(MODELS), "default_tier": "standard",
-                               "tiers": {k: {"lam": v, "epsilon": 0.05} for k, v in tiers.items()},
-                               "embedder": {"model": embedder, "device": device},
-                               "store": {"url": f"sqlite:///{tmp}/bench.db", "spill_dir": str(tmp / "spill")},
-                               "artifacts_dir": str(tmp / "artifacts")},
-        }
+        config = proxy_config(
+            {"models": list(MODELS), "default_tier": "standard",
+             "tiers": {k: {"lam": v, "epsilon": 0.05} for k, v in tiers.items()},
+             "embedder": {"model": embedder, "device": device},
+             "store": {"url": f"sqlite:///{tmp}/bench.db", "spill_dir": str(tmp / "spill")},
+             "artifacts_dir": str(tmp / "artifacts")},
+            {m: (1e-6, 2e-6) for m in MODELS}, f"http://127.0.0.1:{up_port}/v1",
+        )
         (tmp / "config.yaml").write_text(yaml.safe_dump(config))
         app = build_app(tmp / "config.yaml")
         rows = []

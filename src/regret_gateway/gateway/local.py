@@ -1,5 +1,6 @@
-"""Run ASGI apps on local ports in background threads (benchmarks and the demo), and a mock upstream
-that answers OpenAI chat completions with whatever a ``respond(model, prompt)`` function returns."""
+"""Local proxies for benchmarks, the demo and tests: ASGI apps on local ports in background threads, a
+mock upstream that answers OpenAI chat completions with whatever a ``respond(model, prompt)`` function
+returns, and the LiteLLM proxy config that puts the regret-gateway hook in front of it."""
 
 from __future__ import annotations
 
@@ -58,3 +59,33 @@ def mock_upstream(respond: Callable[[str, str], tuple[str, int, int]]) -> FastAP
                           "total_tokens": prompt_tokens + completion_tokens}}
 
     return app
+
+
+def proxy_config(
+    regret_gateway: dict,
+    prices: dict[str, tuple[float, float]],
+    api_base: str,
+    *,
+    custom_auth: bool = False,
+    api_key: str = "sk-upstream",
+) -> dict:
+    """A LiteLLM proxy config (the dict behind config.yaml).
+
+    Args:
+        regret_gateway: the ``regret_gateway:`` section (see :mod:`regret_gateway.config`).
+        prices: model -> (input, output) cost per token; one OpenAI-compatible deployment per model.
+        api_base: where every deployment is served (``http://127.0.0.1:PORT/v1`` for :func:`mock_upstream`).
+        custom_auth: authenticate with the section's ``api_keys`` (no LiteLLM key database needed).
+        api_key: the upstream key LiteLLM sends.
+    """
+    general = {"master_key": "os.environ/LITELLM_MASTER_KEY"}
+    if custom_auth:
+        general["custom_auth"] = "regret_gateway.gateway.auth.user_api_key_auth"
+    return {
+        "model_list": [{"model_name": m, "litellm_params": {"model": f"openai/{m}", "api_base": api_base, "api_key": api_key,
+                                                           "input_cost_per_token": p_in, "output_cost_per_token": p_out}}
+                       for m, (p_in, p_out) in prices.items()],
+        "litellm_settings": {"callbacks": ["regret_gateway.gateway.hook.handler"]},
+        "general_settings": general,
+        "regret_gateway": regret_gateway,
+    }

@@ -72,13 +72,11 @@ class OfflineConfig:
         return ESTIMATORS[self.estimator](**kwargs)
 
     def router_kwargs(self, name: str) -> dict:
-        kwargs = {"train": preset(self.train_preset)}
         if name in ("rm-softmax", "rm-interval"):
-            kwargs["tau"] = self.tau
+            return {"tau": self.tau}
         if name in ("rm-classification", "full-feedback"):
-            kwargs["ties"] = self.ties
-        return kwargs
-
+            return {"ties": self.ties}
+        return {}
 
 
 def _split(bench: Benchmark, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -137,6 +135,7 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
     """Run every method for every trial; returns raw per-trial arrays (see :mod:`.report`)."""
     lambdas = np.asarray(config.lambdas, dtype=np.float64)
     full = bench.full_feedback(X)
+    train_cfg, outcome_cfg = preset(config.train_preset), preset(config.outcome_preset)
     names = list(config.methods) + list(REFERENCES)
     raw = {m: {"utility": [], "accuracy": [], "cost": [], "seconds": []} for m in names}
     diagnostics = []
@@ -160,7 +159,7 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         nuisance = Nuisance(
             estimator=config.estimator_object(),
             propensity=config.propensity,
-            outcome_train=preset(config.outcome_preset),
+            outcome_train=outcome_cfg,
             cross_fit=config.cross_fit,
             random_state=seed,
         )
@@ -177,7 +176,7 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         )
         for name in config.methods:
             t0 = time.perf_counter()
-            router = make_router(name, random_state=seed, **config.router_kwargs(name))
+            router = make_router(name, train=train_cfg, random_state=seed, **config.router_kwargs(name))
             actions = router.fit(data, lambdas).predict(full_test.X, lambdas)
             seconds = time.perf_counter() - t0
             for key, value in evaluate_actions(full_test, lambdas, actions).items():

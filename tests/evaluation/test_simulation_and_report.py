@@ -31,3 +31,14 @@ def test_trapezoid_auc_matches_the_known_area():
     assert trapezoid_auc(np.array([0.0, 1.0, 0.5]), np.array([0.0, 1.0, 0.5])) == pytest.approx(0.5)
     # a flat curve at 0.8 from x=0.2 extended to x=1 has area 0.8 * 0.8
     assert curve_auc(np.array([0.2, 0.2]), np.array([0.8, 0.8]), cost_max=1.0) == pytest.approx(0.64)
+
+
+def test_table_names_the_split_it_was_scored_on():
+    from regret_gateway.evaluation.report import utility_table
+
+    method = {"lambda": [0.0], "utility_mean": [50.0], "utility_std": [1.0], "utility_over_lambda_mean": 50.0,
+              "utility_over_lambda_std": 1.0, "auc": 0.5}
+    results = {"config": {"trials": 1, "evaluate_on": "test"}, "methods": {"rm-softmax": method}}
+    assert utility_table(results).startswith("Test utility x100")
+    results["config"]["evaluate_on"] = "val"  # settings chosen on validation must not read as test numbers
+    assert utility_table(results).startswith("Validation utility x100")

@@ -1,6 +1,7 @@
 """Tables, curves and files of an offline run: results.json, utility.md, accuracy_cost.png.
 
-* utility: mean +/- std over trials of the test utility x100 per lambda, and its mean over lambda;
+* utility: mean +/- std over trials of the test utility x100 (validation utility for a run with
+  ``evaluate_on='val'``) per lambda, and its mean over lambda;
 * accuracy-cost curve: the (mean cost, mean accuracy) points of a method over lambda; its AUC is the
   trapezoid area (sklearn.metrics.auc style) with cost normalised by the mean cost of the most expensive
   model (x in [0, 1]); the curve is extended flat from its most expensive point to x = 1;
@@ -74,12 +75,17 @@ def summarize(run: dict) -> dict:
     }
 
 
+def _split_label(results: dict) -> str:
+    """'Test', or 'Validation' for a run that chose settings on the validation prompts (`--evaluate-on val`)."""
+    return "Validation" if results["config"].get("evaluate_on") == "val" else "Test"
+
+
 def utility_table(results: dict) -> str:
     methods = results["methods"]
     lambdas = next(iter(methods.values()))["lambda"]
     trials = results["config"]["trials"]
     lines = [
-        f"Test utility x100 (mean +/- std over {trials} trials), a - lambda * c; "
+        f"{_split_label(results)} utility x100 (mean +/- std over {trials} trials), a - lambda * c; "
         "`mean` is the mean over lambda, AUC of the accuracy-cost curve.",
         "",
         "| method | " + " | ".join(f"λ={l:g}" for l in lambdas) + " | mean | AUC |",
@@ -122,7 +128,7 @@ def plot_curves(results: dict, path: Path) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("mean cost per 1k requests (US$, log scale)")
     ax.set_ylabel("mean accuracy")
-    ax.set_title(f"Accuracy-cost curves over lambda ({results['config']['trials']} trials)")
+    ax.set_title(f"{_split_label(results)} accuracy-cost curves over lambda ({results['config']['trials']} trials)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()

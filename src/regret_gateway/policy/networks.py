@@ -30,6 +30,7 @@ class StackedMLP(nn.Module):
         self.d_out = d_out
         self.hidden = tuple(hidden)
         sizes = (d_in, *self.hidden, d_out)
+        self.active: torch.Tensor | None = None  # member indices forward computes (None: all); see restrict()
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
         for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
@@ -37,16 +38,31 @@ class StackedMLP(nn.Module):
             self.weights.append(nn.Parameter(torch.empty(n_members, fan_in, fan_out).uniform_(-bound, bound)))
             self.biases.append(nn.Parameter(torch.empty(n_members, 1, fan_out).uniform_(-bound, bound)))
 
+    def restrict(self, members: torch.Tensor | None) -> None:
+        """Compute only ``members`` (indices) in :meth:`forward`; None computes all again.
+
+        The output keeps all M members; the others are zeros that no gradient flows through. Training
+        uses it to stop paying for members that have already stopped early.
+        """
+        self.active = None if members is None or len(members) == self.n_members else members
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        members = self.active
         if x.dim() == 2:
-            x = x.unsqueeze(0).expand(self.n_members, -1, -1)
+            x = x.unsqueeze(0).expand(self.n_members if members is None else len(members), -1, -1)
+        elif members is not None:
+            x = x[members]
         h = x
         last = len(self.weights) - 1
         for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            if members is not None:
+                w, b = w[members], b[members]
             h = torch.baddbmm(b, h, w)
             if i < last:
                 h = torch.nn.functional.gelu(h)
-        return h
+        if members is None:
+            return h
+        return h.new_zeros(self.n_members, *h.shape[1:]).index_copy(0, members, h)
 
     def member(self, m: int) -> "StackedMLP":
         """A one-member copy of member ``m`` (e.g. to save one lambda's policy)."""

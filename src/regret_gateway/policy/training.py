@@ -2,7 +2,9 @@
 
 Adam, mini-batch or full-batch, early stopping on a validation score per member: each member of a
 :class:`StackedMLP` keeps its own best parameters and its own patience counter, exactly as if the
-members were trained one by one.
+members were trained one by one. A member that has waited ``patience`` epochs is stopped for good (a
+later lucky validation score does not revive it) and, for a :class:`StackedMLP`, is no longer computed:
+the remaining epochs cost only what the members still training cost.
 
 Two presets:
 
@@ -102,28 +104,39 @@ def train_members(
     best_state = [p.detach().clone() for p in params]
     best_epoch = torch.zeros(M, dtype=torch.long)
     waiting = torch.zeros(M, dtype=torch.long)
+    active = torch.ones(M, dtype=torch.bool)  # members still training
+    restrict = getattr(net, "restrict", None)  # StackedMLP: skip the stopped members' compute
     batch = n_rows if config.batch_size is None else min(config.batch_size, n_rows)
     epoch = 0
-    for epoch in range(1, config.max_epochs + 1):
-        net.train()
-        order = torch.randperm(n_rows, generator=generator) if batch < n_rows else torch.arange(n_rows)
-        for start in range(0, n_rows, batch):
-            idx = order[start : start + batch]
-            optimizer.zero_grad(set_to_none=True)
-            loss = batch_loss(idx)
-            loss.sum().backward()
-            optimizer.step()
-        net.eval()
-        with torch.no_grad():
-            score = val_score()
-        improved = score < best_score - 1e-9
-        if improved.any():
-            _copy_members(best_state, [p.detach() for p in params], improved)
-            best_score = torch.where(improved, score, best_score)
-            best_epoch[improved] = epoch
-        waiting = torch.where(improved, torch.zeros_like(waiting), waiting + 1)
-        if bool((waiting >= config.patience).all()):
-            break
+    try:
+        for epoch in range(1, config.max_epochs + 1):
+            net.train()
+            order = torch.randperm(n_rows, generator=generator) if batch < n_rows else torch.arange(n_rows)
+            for start in range(0, n_rows, batch):
+                idx = order[start : start + batch]
+                optimizer.zero_grad(set_to_none=True)
+                loss = batch_loss(idx)
+                loss[active].sum().backward()
+                optimizer.step()
+            net.eval()
+            with torch.no_grad():
+                score = val_score()
+            improved = active & (score < best_score - 1e-9)
+            if improved.any():
+                _copy_members(best_state, [p.detach() for p in params], improved)
+                best_score = torch.where(improved, score, best_score)
+                best_epoch[improved] = epoch
+            waiting = torch.where(improved, torch.zeros_like(waiting), waiting + 1)
+            stopped = active & (waiting >= config.patience)
+            if stopped.any():
+                active &= ~stopped
+                if not active.any():
+                    break
+                if restrict is not None:
+                    restrict(torch.nonzero(active).squeeze(1))
+    finally:
+        if restrict is not None:
+            restrict(None)
     with torch.no_grad():
         for p, saved in zip(params, best_state):
             p.copy_(saved)

@@ -42,3 +42,21 @@ def test_table_names_the_split_it_was_scored_on():
     assert utility_table(results).startswith("Test utility x100")
     results["config"]["evaluate_on"] = "val"  # settings chosen on validation must not read as test numbers
     assert utility_table(results).startswith("Validation utility x100")
+
+
+def test_every_curve_of_the_plot_looks_different(tmp_path, monkeypatch):
+    """Nine methods and two references: more than matplotlib's 10 default colours, none may share a look."""
+    import matplotlib.pyplot as plt
+
+    from regret_gateway.evaluation.report import plot_curves
+    from regret_gateway.policy.methods import method_names
+
+    curve = {"cost_mean": [1e-4, 2e-4], "accuracy_mean": [0.5, 0.6], "auc": 0.5}
+    results = {"config": {"trials": 1}, "dataset": {"mean_cost": {"a": 2e-4}, "mean_accuracy": {"a": 0.6}},
+               "methods": {name: curve for name in [*method_names(), "single-best", "oracle"]}}
+    monkeypatch.setattr(plt, "close", lambda fig: None)
+    plot_curves(results, tmp_path / "curves.png")
+    lines = plt.gcf().axes[0].get_lines()
+    looks = {(tuple(plt.matplotlib.colors.to_rgba(l.get_color())), l.get_linestyle()) for l in lines}
+    assert len(lines) == 11 and len(looks) == 11
+    plt.close("all")

@@ -112,8 +112,12 @@ def plot_curves(results: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5.5))
+    # the reference rows get fixed looks; the learned routers one colour each (more than the default 10)
+    references = {"oracle": {"color": "black", "linestyle": ":"}, "single-best": {"color": "grey", "linestyle": "--"}}
+    tab10 = plt.get_cmap("tab10").colors
+    colours = iter(tab10[:7] + tab10[8:] + plt.get_cmap("tab20").colors[1::2])  # no grey: single-best's
     for name, m in results["methods"].items():
-        style = {"linestyle": "--"} if name in ("oracle", "single-best", "full-feedback") else {}
+        style = references.get(name) or {"color": next(colours), **({"linestyle": "--"} if name == "full-feedback" else {})}
         order = np.argsort(m["cost_mean"])
         ax.plot(
             np.asarray(m["cost_mean"])[order] * 1000,

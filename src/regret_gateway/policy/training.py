@@ -13,9 +13,9 @@ Two presets:
 
 The outcome models of the nuisance stage (``OUTCOME_PRESET``) train with ``paper``: with ``fast`` they
 lose 2-3 points of validation utility for R&C and RM-Classification, for ~15 s per trial saved. The
-policy networks train with ``fast``: same regret as ``paper`` within noise for every method but
-CF-Regression (-1.1 on validation), 2.6x less time for the whole benchmark. The measurements are in the
-README (``bench offline --train-preset`` / ``--outcome-preset``).
+policy networks train with ``fast``: within one standard deviation of ``paper`` for every method on
+validation and test, 2.5-2.8x less time for the whole benchmark. The measurements are in the README
+(``bench offline --train-preset`` / ``--outcome-preset``).
 """
 
 from __future__ import annotations

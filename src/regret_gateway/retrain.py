@@ -101,12 +101,18 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
 
 
 def _train_config(n: int):
-    """Full-batch training (the ``fast`` preset) up to 5,000 rows; beyond, mini-batches of 1,024 for at
-    most 40 epochs (patience 5): a fixed number of passes, so the time grows linearly with the rows."""
+    """Full-batch Adam at lr 1e-3 (the ``fast`` preset) with the paper's patience of 100 epochs up to 5,000
+    rows; beyond, mini-batches of 1,024 for at most 40 epochs (patience 5): a fixed number of passes, so
+    the time grows linearly with the rows.
+
+    Why patience 100 and not ``fast``'s 50: with a few hundred logged rows the validation share is a few
+    dozen rows, and a network that has waited 50 full-batch steps without a better validation regret is
+    stopped for good; on uniform logs of the generated world (360 and 720 rows, 5 seeds each) that cost
+    the lambda=1000 tier 1.4-1.5 points in 3 of 10 fits, and patience 100 gave them back (README)."""
     from regret_gateway.policy.training import TrainConfig
 
     if n <= 5_000:
-        return TrainConfig()
+        return TrainConfig(patience=100)
     return TrainConfig(batch_size=1024, max_epochs=40, patience=5)
 
 

@@ -54,9 +54,11 @@ def test_every_curve_of_the_plot_looks_different(tmp_path, monkeypatch):
     curve = {"cost_mean": [1e-4, 2e-4], "accuracy_mean": [0.5, 0.6], "auc": 0.5}
     results = {"config": {"trials": 1}, "dataset": {"mean_cost": {"a": 2e-4}, "mean_accuracy": {"a": 0.6}},
                "methods": {name: curve for name in [*method_names(), "single-best", "oracle"]}}
-    monkeypatch.setattr(plt, "close", lambda fig: None)
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig: None)  # keep the figure open to read its lines
     plot_curves(results, tmp_path / "curves.png")
-    lines = plt.gcf().axes[0].get_lines()
+    fig = plt.gcf()
+    close(fig)
+    lines = fig.axes[0].get_lines()
     looks = {(tuple(plt.matplotlib.colors.to_rgba(l.get_color())), l.get_linestyle()) for l in lines}
     assert len(lines) == 11 and len(looks) == 11
-    plt.close("all")

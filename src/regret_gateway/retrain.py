@@ -108,7 +108,8 @@ def _train_config(n: int):
     Why patience 100 and not ``fast``'s 50: with a few hundred logged rows the validation share is a few
     dozen rows, and a network that has waited 50 full-batch steps without a better validation regret is
     stopped for good; on uniform logs of the generated world (360 and 720 rows, 5 seeds each) that cost
-    the lambda=1000 tier 1.4-1.5 points in 3 of 10 fits, and patience 100 gave them back (README)."""
+    the lambda=1000 tier 2-7 points in 3 of the 10 fits (1.4-1.5 on the mean over seeds), and patience 100
+    gave them back (README)."""
     from regret_gateway.policy.training import TrainConfig
 
     if n <= 5_000:

@@ -13,12 +13,17 @@ $(PY):
 install: $(PY)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH)
-	$(PY) -m pip install -q -e .
+	$(PY) -m pip install -q -e '.[train]'
 
 install-dev: $(PY)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH)
-	$(PY) -m pip install -q -e '.[dev,formats]'
+	$(PY) -m pip install -q -e '.[train,dev,formats]'
+
+lint: install-dev
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/mypy
 
 test: install-dev
 	$(PY) -m pytest -q
@@ -29,4 +34,4 @@ demo: install
 bench-sample: install
 	$(VENV)/bin/regret-gateway bench offline --data ../shared/data/routerbench --trials 5 --out runs/routerbench
 
-.PHONY: install install-dev test demo bench-sample
+.PHONY: install install-dev lint test demo bench-sample

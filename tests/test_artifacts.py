@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from regret_gateway.artifacts import ArtifactError, activate, active_version_id, load_artifact, save_artifact
-from regret_gateway.policy.methods import make_router
-from regret_gateway.policy.training import TrainConfig
+from regret_gateway.nn.training import TrainConfig
+from regret_gateway.policy.registry import make_router
+from regret_gateway.servable import ConstantPolicy, TieredPolicy, from_state
 from tests.policy.test_methods import setting  # noqa: F401  (module fixture)
 
 MODELS = ("small-a", "small-b", "large")
@@ -15,32 +16,32 @@ MODELS = ("small-a", "small-b", "large")
 
 @pytest.fixture(scope="module")
 def router(setting):  # noqa: F811
-    data, _, _ = setting
+    data, _, _, _ = setting
     return make_router("rm-interval", tiers=[0.0, 200.0], train=TrainConfig(max_epochs=100, patience=20), hidden=(32, 32)).fit(data, [0.0, 200.0])
 
 
 def test_round_trip_routes_identically_for_any_lambda(tmp_path, router, setting):  # noqa: F811
-    _, _, test = setting
-    path = save_artifact(tmp_path, router=router, model_names=MODELS, tiers={"p": 0.0, "e": 200.0}, embedder={"model": "m"})
+    _, _, test, _ = setting
+    path = save_artifact(tmp_path, policy=router.to_policy(), tiers={"p": 0.0, "e": 200.0}, embedder={"model": "m"})
     assert active_version_id(tmp_path) is None
     activate(tmp_path, path.name)
     assert active_version_id(tmp_path) == path.name
     art = load_artifact(path, models=MODELS, embedder_model="m")
     for lam in (0.0, 57.0, 200.0, 900.0):  # tier, between tiers (interval net), beyond the last tier
-        np.testing.assert_allclose(art.logits(test.X, lam), router.route_logits(test.X, lam).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(art.logits(test.X, lam), router.route_logits(test.X, lam), rtol=1e-6)
     assert json.loads((path / "manifest.json").read_text())["embedder"]["dim"] == test.X.shape[1]
 
 
 def test_corrupted_or_incompatible_bundles_are_refused(tmp_path, router):
-    path = save_artifact(tmp_path, router=router, model_names=MODELS, tiers={"p": 0.0, "e": 200.0}, embedder={"model": "m"})
+    path = save_artifact(tmp_path, policy=router.to_policy(), tiers={"p": 0.0, "e": 200.0}, embedder={"model": "m"})
     with pytest.raises(ArtifactError, match="routes to models the gateway does not serve"):
         load_artifact(path, models=("small-a", "large"))
     with pytest.raises(ArtifactError, match="trained on embeddings of 'm'"):
         load_artifact(path, embedder_model="other")
     with pytest.raises(ArtifactError, match="no manifest.json"):
         load_artifact(tmp_path / "nope")
-    with pytest.raises(ArtifactError, match="3 outputs but 2 model names"):
-        save_artifact(tmp_path, router=router, model_names=MODELS[:2], tiers={}, embedder={"model": "m"})
+    with pytest.raises(ValueError, match="3 outputs but 2 model names"):
+        from_state(router.to_policy().state(), MODELS[:2])
     raw = bytearray((path / "weights.pt").read_bytes())
     raw[200] ^= 0xFF
     (path / "weights.pt").write_bytes(bytes(raw))
@@ -49,3 +50,26 @@ def test_corrupted_or_incompatible_bundles_are_refused(tmp_path, router):
     with pytest.raises(ArtifactError):
         activate(tmp_path, path.name)  # a version that does not load is never made active
     assert active_version_id(tmp_path) is None
+
+
+def test_any_servable_policy_is_published_and_served(tmp_path, router, setting):  # noqa: F811
+    """A constant model and R&C's outcome networks are published and served like RM-Interval."""
+    data, _, test, _ = setting
+    constant = ConstantPolicy(MODELS, "large")
+    path = save_artifact(tmp_path, policy=constant, tiers={"p": 0.0}, embedder={"model": "m"})
+    art = load_artifact(path, models=MODELS)
+    assert art.policy.kind == "constant" and set(art.policy.choose(test.X[:50], 123.0).tolist()) == {2}
+    rc = make_router("r-and-c").fit(data, [0.0])
+    path = save_artifact(tmp_path, policy=rc.to_policy(), tiers={"p": 0.0}, embedder={"model": "m"})
+    served = load_artifact(path, models=MODELS).policy
+    for lam in (0.0, 300.0):
+        assert np.array_equal(served.choose(test.X, lam), rc.predict(test.X, [lam])[0])
+
+
+def test_a_policy_refuses_inputs_of_the_wrong_size(router):
+    policy = router.to_policy()
+    assert isinstance(policy, TieredPolicy)
+    with pytest.raises(ValueError, match=r"`X` must have shape \(n, 8\)"):
+        policy.logits(np.zeros((2, 5), dtype=np.float32), 0.0)
+    with pytest.raises(ValueError, match="lambda must be finite and >= 0"):
+        policy.logits(np.zeros((2, 8), dtype=np.float32), -1.0)

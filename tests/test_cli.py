@@ -1,4 +1,4 @@
-"""Smoke run of `regret-gateway bench offline` on a tiny RouterBench-layout file."""
+"""The CLI's wiring: `bench offline` on a tiny RouterBench-layout file (two methods, one trial), `db`, errors."""
 
 import json
 
@@ -11,7 +11,7 @@ from tests.evaluation.test_loaders import rb_row, write_routerbench
 runner = CliRunner()
 
 
-def test_bench_offline_smoke(tmp_path):
+def test_bench_offline_wiring(tmp_path):
     rng = np.random.default_rng(0)
     rows = []
     for i in range(160):
@@ -22,17 +22,17 @@ def test_bench_offline_smoke(tmp_path):
     write_routerbench(tmp_path / "tiny_test.csv", rows[120:])
     out = tmp_path / "out"
     result = runner.invoke(app, [
-        "bench", "offline", "--data", str(tmp_path), "--out", str(out), "--trials", "2", "--lambdas", "0,100,200",
-        "--cache-dir", str(tmp_path / "cache"), "--device", "cpu",
+        "bench", "offline", "--data", str(tmp_path), "--out", str(out), "--trials", "1", "--lambdas", "0,100,200",
+        "--methods", "r-and-c,rm-softmax", "--outcome-preset", "fast", "--cache-dir", str(tmp_path / "cache"), "--device", "cpu",
     ])
     assert result.exit_code == 0, result.output
     doc = json.loads((out / "results.json").read_text())
     assert set(doc) >= {"dataset", "config", "methods"}
-    # what a run used is recorded: policy networks on the fast preset, outcome models on the paper's
-    assert doc["config"]["train_preset"] == "fast" and doc["config"]["outcome_preset"] == "paper"
-    assert set(doc["methods"]) >= {"rm-softmax", "rm-interval", "full-feedback", "single-best", "oracle"}
+    # what a run used is recorded
+    assert doc["config"]["train_preset"] == "fast" and doc["config"]["outcome_preset"] == "fast"
+    assert set(doc["methods"]) == {"rm-softmax", "r-and-c", "single-best", "oracle"}
     m = doc["methods"]["rm-softmax"]
-    assert m["lambda"] == [0.0, 100.0, 200.0] and len(m["utility_mean"]) == 3 and len(m["utility_std"]) == 3
+    assert m["lambdas"] == [0.0, 100.0, 200.0] and len(m["utility_mean"]) == 3 and len(m["utility_std"]) == 3
     assert set(m) >= {"accuracy_mean", "cost_mean", "auc"}
     oracle = doc["methods"]["oracle"]["utility_mean"]
     assert all(u <= o + 1e-9 for name, mm in doc["methods"].items() for u, o in zip(mm["utility_mean"], oracle))

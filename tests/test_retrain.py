@@ -82,14 +82,14 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
 
     artifact = load_artifact(tmp_path / "artifacts" / result.version)
     for row in result.tiers:
-        lam = row["lam"]
+        lam = row.lam
         U = bench.quality - lam * bench.cost  # the truth: every model's outcome on every prompt
         chosen = artifact.logits(X, lam).argmax(1)
         true_new = U[np.arange(len(U)), chosen].mean()
         true_logging = (P * U).sum(1).mean()
-        lo, hi = row["new"]["dr_ci"]
-        assert lo - 0.02 <= true_new <= hi + 0.02, (row["tier"], true_new, row["new"]["dr_ci"])
-        assert true_new > true_logging + 0.03, (row["tier"], true_new, true_logging)
+        lo, hi = row.new.dr_ci
+        assert lo - 0.02 <= true_new <= hi + 0.02, (row.tier, true_new, row.new.dr_ci)
+        assert true_new > true_logging + 0.03, (row.tier, true_new, true_logging)
     engine.dispose()
 
 

@@ -5,7 +5,8 @@ Layout of an artifact folder::
     <root>/ACTIVE                      the active version id (replaced atomically on publish)
     <root>/<version>/manifest.json     format, version, created, model names, tiers {name: lambda},
                                        embedder {model, dim, paper_template}, metrics, sha256 of files
-    <root>/<version>/weights.pt        the RM-Interval state (tier policies + interval nets)
+    <root>/<version>/weights.pt        the servable policy's state (:mod:`regret_gateway.servable`: its kind,
+                                       e.g. RM-Interval's tier policies + interval nets)
 
 A version folder is written under a temporary name and renamed into place, so a reader never sees half
 of one. :func:`load_artifact` verifies the checksum and the shapes and refuses (``ArtifactError``) a
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from regret_gateway.policy.tiers import RMInterval
+from regret_gateway.servable import ServablePolicy, from_state
 
 FORMAT = 1
 ACTIVE = "ACTIVE"
@@ -38,19 +39,19 @@ class ArtifactError(ValueError):
 
 @dataclass(frozen=True)
 class RouterArtifact:
-    """A trained router ready to serve: ``router.route_logits(X, lam)`` gives (n, T) logits over
-    ``model_names`` for any lambda >= 0 (exact tier, interval net between tiers, nearest tier outside)."""
+    """A published router ready to serve: ``logits(X, lam)`` gives (n, T) scores over ``model_names`` for
+    any lambda >= 0 (how depends on the policy's kind, see :mod:`regret_gateway.servable`)."""
 
     version: str
     model_names: tuple[str, ...]
     tiers: dict[str, float]
     embedder: dict
-    router: RMInterval
+    policy: ServablePolicy
     metrics: dict = field(default_factory=dict)
     created_at: str = ""
 
     def logits(self, X: np.ndarray, lam: float) -> np.ndarray:
-        return self.router.route_logits(np.asarray(X, dtype=np.float32), lam).numpy()
+        return self.policy.logits(X, lam)
 
 
 def new_version_id() -> str:
@@ -65,7 +66,7 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def save_artifact(root: str | Path, *, router: RMInterval, model_names, tiers: dict[str, float], embedder: dict,
+def save_artifact(root: str | Path, *, policy: ServablePolicy, tiers: dict[str, float], embedder: dict,
                   metrics: dict | None = None, version: str | None = None) -> Path:
     """Write a new version folder under ``root`` (not yet active). Returns its path."""
     root = Path(root)
@@ -74,16 +75,14 @@ def save_artifact(root: str | Path, *, router: RMInterval, model_names, tiers: d
     final = root / version
     if final.exists():
         raise ArtifactError(f"version {version} already exists in {root}")
-    state = router.state()
-    if state["n_models"] != len(model_names):
-        raise ArtifactError(f"router has {state['n_models']} outputs but {len(model_names)} model names were given")
+    state = policy.state()
     tmp = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=root))
     try:
         torch.save(state, tmp / "weights.pt")
         manifest = {
             "format": FORMAT, "version": version, "created_at": datetime.now(timezone.utc).isoformat(),
-            "model_names": list(model_names), "tiers": {k: float(v) for k, v in tiers.items()},
-            "embedder": {**embedder, "dim": int(state["d_in"])}, "metrics": metrics or {},
+            "model_names": list(policy.model_names), "kind": policy.kind, "tiers": {k: float(v) for k, v in tiers.items()},
+            "embedder": {**embedder, "dim": policy.dim}, "metrics": metrics or {},
             "files": {"weights.pt": _sha256(tmp / "weights.pt")},
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=float))
@@ -136,11 +135,12 @@ def load_artifact(path: str | Path, *, models: tuple[str, ...] | None = None, em
                             f"the gateway embeds with {embedder_model!r}")
     try:
         state = torch.load(weights, map_location="cpu", weights_only=True)
-        router = RMInterval.from_state(state)
+        policy = from_state(state, names)
     except Exception as exc:  # noqa: BLE001 - any failure here means an unusable bundle
         raise ArtifactError(f"{path}: weights cannot be loaded ({type(exc).__name__}: {exc})") from None
-    if state["n_models"] != len(names) or state["d_in"] != manifest["embedder"].get("dim"):
-        raise ArtifactError(f"{path}: weights do not match the manifest (models/embedding size)")
+    if policy.dim != manifest["embedder"].get("dim"):
+        raise ArtifactError(f"{path}: weights do not match the manifest (embedding size {policy.dim} vs "
+                            f"{manifest['embedder'].get('dim')})")
     return RouterArtifact(version=manifest["version"], model_names=names, tiers=manifest["tiers"],
-                          embedder=manifest["embedder"], router=router, metrics=manifest.get("metrics", {}),
+                          embedder=manifest["embedder"], policy=policy, metrics=manifest.get("metrics", {}),
                           created_at=manifest.get("created_at", ""))

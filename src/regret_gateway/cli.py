@@ -174,7 +174,7 @@ def bench_offline(
     from regret_gateway.evaluation.loaders import load_benchmark
     from regret_gateway.evaluation.offline import OfflineConfig, run_offline
     from regret_gateway.evaluation.report import summarize, write_outputs
-    from regret_gateway.policy.methods import method_names
+    from regret_gateway.policy.registry import method_names
 
     started = time.perf_counter()
     try:
@@ -192,16 +192,13 @@ def bench_offline(
         raise typer.Exit(2) from None
     typer.echo(f"{bench.n_samples} prompts, {len(bench.model_names)} models from {data} (dropped: {bench.dropped or 'none'})")
     emb = Embedder(embedder, device=device, template=PAPER_TEMPLATE if template else None, cache_dir=cache_dir or default_cache_dir())
-    pairs = list(zip(bench.prompts, bench.groups))
-    unique = sorted(set(pairs))  # generated worlds repeat prompts: embed each (prompt, dataset) once
-    where = {pair: k for k, pair in enumerate(unique)}
-    X = emb.encode([p for p, _ in unique], datasets=[g for _, g in unique])[[where[pair] for pair in pairs]]
+    X = emb.encode_unique(bench.prompts, datasets=bench.groups)
     t_embed = time.perf_counter() - started
-    results = summarize(run_offline(bench, X, config))
-    results["timing"] = {"embedding_seconds": t_embed, "total_seconds": time.perf_counter() - started}
+    run = run_offline(bench, X, config)
+    results = summarize(run, {"embedding_seconds": t_embed, "total_seconds": time.perf_counter() - started})
     paths = write_outputs(results, out)
     typer.echo(paths["table"].read_text())
-    typer.echo(f"wrote {paths['json']}, {paths['table']}, {paths['plot']} in {results['timing']['total_seconds']:.0f}s")
+    typer.echo(f"wrote {paths['json']}, {paths['table']}, {paths['plot']} in {results.timing['total_seconds']:.0f}s")
 
 
 @app.command("serve")
@@ -389,7 +386,7 @@ def demo(
     with the hook, three teams on three tiers sending traffic through the OpenAI SDK, feedback after every
     answer, retrain between rounds. Prints a table per round and writes a PNG of utility per round and tier
     for the gateway vs cheapest, best single model, uniform, LiteLLM's adaptive router and Full-Feedback."""
-    from regret_gateway.evaluation.closed_loop import DemoConfig, run_demo
+    from regret_gateway.bench.closed_loop import DemoConfig, run_demo
 
     if data is not None and not data.exists():
         _fail(FileNotFoundError(f"--data: no such file: {data}"))
@@ -458,7 +455,7 @@ def bench_store(
     """Sustained write throughput (rows/s) of the batched writer, databases side by side in one run."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from regret_gateway.store.benchmark import write_throughput
+    from regret_gateway.bench.store import write_throughput
 
     results = []
     for u in url:
@@ -468,7 +465,7 @@ def bench_store(
             typer.secho(f"skipped {u}: {type(exc).__name__}: {str(exc).splitlines()[0]}", fg=typer.colors.YELLOW, err=True)
     if not results:
         _fail(RuntimeError("no database could be benchmarked"))
-    typer.echo(f"| backend | rows | seconds | rows/s | submit µs/row | spilled | replayed | ratio to first |")
+    typer.echo("| backend | rows | seconds | rows/s | submit µs/row | spilled | replayed | ratio to first |")
     typer.echo("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         typer.echo(f"| {r['backend']} | {r['rows']} | {r['seconds']:.2f} | {r['rows_per_s']:,.0f} | {r['submit_us_per_row']:.1f} | "
@@ -484,7 +481,7 @@ def bench_gateway(
 ) -> None:
     """Latency the hook adds: plain LiteLLM routing to one model vs the regret-gateway hook, against a
     local mock upstream, p50/p99 and throughput at each concurrency, in one run."""
-    from regret_gateway.gateway.benchmark import run_gateway_bench
+    from regret_gateway.bench.gateway import run_gateway_bench
 
     levels = tuple(int(c) for c in _floats(concurrency, "--concurrency"))
     result = run_gateway_bench(requests=requests, concurrencies=levels, embedder=embedder, device=device)
@@ -508,7 +505,7 @@ def bench_retrain(
     dim: int = typer.Option(384, "--dim", min=2, help="Embedding size."),
 ) -> None:
     """Retrain time (read, fit, evaluate, publish) for growing numbers of logged rows, 3 tiers, one run."""
-    from regret_gateway.evaluation.retrain_timing import time_retrain
+    from regret_gateway.bench.retrain_timing import time_retrain
 
     sizes = [int(v) for v in _floats(rows, "--rows")]
     results = time_retrain(sizes, dim=dim, echo=typer.echo)

@@ -136,6 +136,15 @@ class Embedder:
             tmp.replace(cache_file)
         return out
 
+    def encode_unique(self, texts: Sequence[str], datasets: Sequence[str] | None = None) -> np.ndarray:
+        """:meth:`encode`, embedding each distinct (text, dataset) once (benchmarks repeat prompts)."""
+        groups = list(datasets) if datasets is not None else [""] * len(texts)
+        pairs = list(zip(texts, groups))
+        unique = sorted(set(pairs))
+        where = {pair: k for k, pair in enumerate(unique)}
+        X = self.encode([t for t, _ in unique], datasets=None if datasets is None else [g for _, g in unique])
+        return X[[where[pair] for pair in pairs]]
+
     def _encode_uncached(self, texts: list[str]) -> np.ndarray:
         import torch
 

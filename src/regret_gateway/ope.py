@@ -3,12 +3,16 @@ effective sample size.
 
 For logs (x_i, t_i, y_i, p_i) with y = a - lambda * c, a policy pi, and outcome models r_t(x):
 
-    DR    = mean_i [ r_pi(x_i) + w_i (y_i - r_{t_i}(x_i)) ],   w_i = 1[t_i = pi(x_i)] / p_i
+    DR    = mean_i [ r_pi(x_i) + w_i (y_i - r_pi(x_i)) ],   w_i = 1[t_i = pi(x_i)] / p_i
     SNIPS = sum_i w_i y_i / sum_i w_i
     ESS   = (sum_i w_i)^2 / sum_i w_i^2
 
-Intervals: percentile bootstrap over rows (the same resamples for every quantity). Quality and cost are
-estimated the same way, so a report can show what a policy would cost per 1,000 requests.
+(where w_i > 0 the logged model is pi's choice, so r_{t_i} = r_pi). The estimators share one base
+(Open Bandit Pipeline's layout): a subclass implements :meth:`OffPolicyEstimator._values`, the estimate
+on each of a batch of row resamples; the point estimate is the full sample, the interval the percentile
+bootstrap over the same resamples for every estimator. The formulas are those of
+:mod:`regret_gateway.causal.stats`, shared with the nuisance stage. The logging policy's own value is DR
+with w = 1 and r = 0: the plain mean of the logged utilities.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
+
+from regret_gateway.causal.stats import bootstrap_rows, dr_term, effective_sample_size, percentile_interval
 
 
 @dataclass(frozen=True)
@@ -34,9 +40,49 @@ class PolicyValue:
         return asdict(self)
 
 
-def _dr_terms(y: np.ndarray, r: np.ndarray, logged: np.ndarray, actions: np.ndarray, w: np.ndarray) -> np.ndarray:
-    rows = np.arange(len(y))
-    return r[rows, actions] + w * (y - r[rows, logged])
+@dataclass(frozen=True)
+class LoggedOutcomes:
+    """Per logged row: observed outcome ``y`` (n,), the outcome model's value of the policy's choice
+    ``r`` (n,), and the importance weight ``w`` (n,) of that choice."""
+
+    y: np.ndarray
+    r: np.ndarray
+    w: np.ndarray
+
+
+class OffPolicyEstimator:
+    """Base: ``estimate(d)`` is :meth:`_values` on all rows; ``interval(d, rows)`` on bootstrap resamples."""
+
+    name = "base"
+
+    def _values(self, d: LoggedOutcomes, rows: np.ndarray) -> np.ndarray:
+        """(B,) estimate on each resample; ``rows`` is (B, n) row indices."""
+        raise NotImplementedError
+
+    def estimate(self, d: LoggedOutcomes) -> float:
+        return float(self._values(d, np.arange(len(d.y))[None, :])[0])
+
+    def interval(self, d: LoggedOutcomes, rows: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
+        return percentile_interval(self._values(d, rows), alpha)
+
+
+class DoublyRobustOPE(OffPolicyEstimator):
+    name = "dr"
+
+    def _values(self, d, rows):
+        return dr_term(d.r, d.y, d.w)[rows].mean(1)
+
+
+class SelfNormalizedIPS(OffPolicyEstimator):
+    name = "snips"
+
+    def _values(self, d, rows):
+        w = d.w[rows]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (w * d.y[rows]).sum(1) / w.sum(1)
+
+
+DR, SNIPS = DoublyRobustOPE(), SelfNormalizedIPS()
 
 
 def policy_value(
@@ -65,34 +111,23 @@ def policy_value(
         raise ValueError(f"`propensity` must be in (0, 1], got min={p.min():.6g}, max={p.max():.6g}")
     match = actions == logged
     w = match / p
-    y = quality - lam * cost
-    r = quality_hat - lam * cost_hat
-    dr_i = _dr_terms(y, r, logged, actions, w)
-    q_i = _dr_terms(quality, quality_hat, logged, actions, w)
-    c_i = _dr_terms(cost, cost_hat, logged, actions, w)
-    rng = np.random.default_rng(seed)
-    boot = rng.integers(0, n, size=(n_boot, n))
-    dr_boot = dr_i[boot].mean(1)
-    wb = w[boot]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        snips_boot = (wb * y[boot]).sum(1) / wb.sum(1)
-        snips = float((w * y).sum() / w.sum()) if w.sum() > 0 else float("nan")
-    lo, hi = 100 * alpha / 2, 100 * (1 - alpha / 2)
-    finite = snips_boot[np.isfinite(snips_boot)]
+    rows = np.arange(n)
+    q_hat, c_hat = quality_hat[rows, actions], cost_hat[rows, actions]
+    utility = LoggedOutcomes(quality - lam * cost, q_hat - lam * c_hat, w)
+    boot = bootstrap_rows(n, n_boot, seed)
     return PolicyValue(
-        dr=float(dr_i.mean()), dr_ci=(float(np.percentile(dr_boot, lo)), float(np.percentile(dr_boot, hi))),
-        snips=snips, snips_ci=(float(np.percentile(finite, lo)), float(np.percentile(finite, hi))) if finite.size else (float("nan"),) * 2,
-        quality=float(q_i.mean()), cost=float(c_i.mean()),
-        ess=float(w.sum() ** 2 / (w ** 2).sum()) if w.sum() > 0 else 0.0, match_rate=float(match.mean()), n=n,
+        dr=DR.estimate(utility), dr_ci=DR.interval(utility, boot, alpha),
+        snips=SNIPS.estimate(utility) if w.sum() > 0 else float("nan"), snips_ci=SNIPS.interval(utility, boot, alpha),
+        quality=DR.estimate(LoggedOutcomes(quality, q_hat, w)), cost=DR.estimate(LoggedOutcomes(cost, c_hat, w)),
+        ess=effective_sample_size(w), match_rate=float(match.mean()), n=n,
     )
 
 
 def on_policy_value(quality: np.ndarray, cost: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = 0.05, seed: int = 0) -> PolicyValue:
     """Value of the policy that produced the logs themselves (a plain mean, with its bootstrap interval)."""
-    y = quality - lam * cost
-    n = len(y)
-    boot = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
-    means = y[boot].mean(1)
-    ci = (float(np.percentile(means, 100 * alpha / 2)), float(np.percentile(means, 100 * (1 - alpha / 2))))
-    return PolicyValue(dr=float(y.mean()), dr_ci=ci, snips=float(y.mean()), snips_ci=ci, quality=float(quality.mean()),
-                       cost=float(cost.mean()), ess=float(n), match_rate=1.0, n=n)
+    n = len(quality)
+    ones, zeros = np.ones(n), np.zeros(n)
+    utility = LoggedOutcomes(quality - lam * cost, zeros, ones)
+    value, ci = DR.estimate(utility), DR.interval(utility, bootstrap_rows(n, n_boot, seed), alpha)
+    return PolicyValue(dr=value, dr_ci=ci, snips=value, snips_ci=ci, quality=float(np.mean(quality)),
+                       cost=float(np.mean(cost)), ess=float(n), match_rate=1.0, n=n)

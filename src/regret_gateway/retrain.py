@@ -29,8 +29,11 @@ import numpy as np
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from regret_gateway.artifacts import ArtifactError, RouterArtifact, activate, active_version_id, load_artifact, save_artifact
+from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.config import Settings
 from regret_gateway.data import LoggedFeedback
+from regret_gateway.ope import PolicyValue, on_policy_value, policy_value
 
 
 class RetrainRefused(ValueError):
@@ -53,6 +56,20 @@ class RetrainOptions:
     out: Path | None = None  # report folder (default: the new version's folder, or artifacts/reports)
 
 
+@dataclass(frozen=True)
+class TierEvaluation:
+    """Off-policy evaluation of one tier on the held-out rows: the new router vs the reference (the active
+    router, or before any the logging policy itself)."""
+
+    tier: str
+    lam: float
+    new: PolicyValue
+    reference: PolicyValue
+    reference_name: str
+    traffic_changing_model: float  # share of held-out requests the new router sends elsewhere (NaN: no active)
+    model_mix: dict[str, float]  # share of held-out requests per model under the new router
+
+
 @dataclass
 class RetrainResult:
     status: str  # published | kept | refused
@@ -60,7 +77,7 @@ class RetrainResult:
     version: str | None = None
     active_before: str | None = None
     data: dict = field(default_factory=dict)
-    tiers: list[dict] = field(default_factory=list)
+    tiers: list[TierEvaluation] = field(default_factory=list)
     seconds: dict = field(default_factory=dict)
     report_paths: dict = field(default_factory=dict)
 
@@ -89,10 +106,7 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
     if np.all(p >= 1.0 - 1e-12):
         raise RetrainRefused("every logged propensity is 1: the logging was not randomised, so the outcome of any "
                              "other model cannot be estimated without bias. Set epsilon > 0 on the tiers and log more.")
-    ess = {}
-    for t, m in enumerate(logged.model_names):
-        w = 1.0 / p[logged.action == t]
-        ess[m] = float(w.sum() ** 2 / (w ** 2).sum())
+    ess = {m: effective_sample_size(1.0 / p[logged.action == t]) for t, m in enumerate(logged.model_names)}
     low = [f"{m} ({v:.1f})" for m, v in ess.items() if v < opts.min_ess_per_model]
     if low:
         raise RetrainRefused(f"effective sample size too small for {', '.join(low)} (need {opts.min_ess_per_model}): "
@@ -110,7 +124,7 @@ def _train_config(n: int):
     stopped for good; on uniform logs of the generated world (360 and 720 rows, 5 seeds each) that cost
     the lambda=1000 tier 2-7 points in 3 of the 10 fits (1.4-1.5 on the mean over seeds), and patience 100
     gave them back (README)."""
-    from regret_gateway.policy.training import TrainConfig
+    from regret_gateway.nn.training import TrainConfig
 
     if n <= 5_000:
         return TrainConfig(patience=100)
@@ -124,38 +138,104 @@ def _split(n: int, share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(order[n_held:]), np.sort(order[:n_held])
 
 
-def fit_router(logged: LoggedFeedback, tier_lams: list[float], *, seed: int = 0):
-    """Nuisance (logged propensities, outcome MLPs, DR scores) and RM-Interval on ``logged``.
-    Returns (router, nuisance)."""
+def production_learner(n_rows: int, tier_lams: list[float], *, imported: bool, seed: int = 0):
+    """The learner ``retrain`` publishes from: exact logged propensities (XGBoost where some rows were
+    imported without one), outcome MLPs, DR scores, RM-Interval over the tier lambdas."""
     from regret_gateway.causal.estimators import DoublyRobust, Nuisance
-    from regret_gateway.policy.methods import TrainingData
+    from regret_gateway.causal.outcome import OutcomeModel
+    from regret_gateway.causal.propensity import LoggedPropensity, PropensityModel
+    from regret_gateway.policy.learner import Learner
     from regret_gateway.policy.tiers import RMInterval
 
+    config = _train_config(n_rows)
+    nuisance = Nuisance(propensity=PropensityModel() if imported else LoggedPropensity(),
+                        outcome=OutcomeModel(train=config), estimator=DoublyRobust(), random_state=seed)
+    return Learner(nuisance=nuisance, policy=RMInterval(tiers=sorted(tier_lams), train=config, random_state=seed))
+
+
+def fit_router(logged: LoggedFeedback, tier_lams: list[float], *, seed: int = 0):
+    """Fit the production learner on ``logged`` (1/8 of it held out for early stopping). Returns the
+    fitted :class:`~regret_gateway.policy.learner.Learner`."""
     train_ix, val_ix = _split(logged.n_samples, 0.125, seed + 1)  # validation: early stopping only
     tr, va = logged.subset(train_ix), logged.subset(val_ix)
-    config = _train_config(tr.n_samples)
-    source = "logged" if logged.propensity is not None else "xgboost"
-    nuisance = Nuisance(propensity=source, outcome_train=config, estimator=DoublyRobust(), random_state=seed)
-    scores = nuisance.fit_scores(tr)
-    data = TrainingData(tr, scores, va, nuisance.scores(va), nuisance)
-    lams = sorted(tier_lams)
-    router = RMInterval(tiers=lams, train=config, random_state=seed).fit(data, lams)
-    return router, nuisance
+    learner = production_learner(tr.n_samples, tier_lams, imported=logged.propensity is None, seed=seed)
+    return learner.fit(tr, va, sorted(tier_lams))
+
+
+def _read(settings: Settings, engine: Engine, opts: RetrainOptions):
+    from regret_gateway.store.repository import training_set
+
+    with Session(engine) as session:
+        return training_set(session, model_names=settings.models, since=opts.since, until=opts.until, team=opts.team,
+                            embedding_model=settings.embedder.model)
+
+
+def _active(settings: Settings, active_id: str | None, data_info: dict) -> RouterArtifact | None:
+    if active_id is None:
+        return None
+    try:
+        return load_artifact(Path(settings.artifacts_dir) / active_id, models=settings.models,
+                             embedder_model=settings.embedder.model)
+    except ArtifactError as exc:
+        data_info["active_unreadable"] = str(exc)
+        return None
+
+
+def evaluate(learner, hold: LoggedFeedback, tiers, active: RouterArtifact | None, opts: RetrainOptions) -> list[TierEvaluation]:
+    """Per tier: DR/SNIPS value of the new router and of the reference on the held-out rows."""
+    nuisance = learner.nuisance_
+    q_hat, c_hat = nuisance.outcome_.predict(hold.X)
+    p_hold = np.clip(nuisance.propensity_.observed(hold), 1e-3, 1.0) if hold.propensity is None else hold.propensity
+    index = {m: i for i, m in enumerate(hold.model_names)}
+    policy = learner.policy_.to_policy()
+    rows = []
+    for name, spec in tiers:
+        kw = dict(logged=hold.action, quality=hold.quality, cost=hold.cost, propensity=p_hold,
+                  quality_hat=q_hat, cost_hat=c_hat, lam=spec.lam, n_boot=opts.n_boot, seed=opts.seed)
+        new_actions = policy.choose(hold.X, spec.lam)
+        new = policy_value(new_actions, **kw)
+        if active is not None:
+            act_actions = np.array([index[active.model_names[a]] for a in active.policy.choose(hold.X, spec.lam)])
+            ref, ref_name = policy_value(act_actions, **kw), f"active {active.version}"
+            changed = float(np.mean(act_actions != new_actions))
+        else:
+            ref, ref_name = on_policy_value(hold.quality, hold.cost, spec.lam, n_boot=opts.n_boot, seed=opts.seed), "logging policy"
+            changed = float("nan")
+        mix = np.bincount(new_actions, minlength=hold.n_models) / len(new_actions)
+        rows.append(TierEvaluation(name, spec.lam, new, ref, ref_name, changed,
+                                   {m: float(v) for m, v in zip(hold.model_names, mix)}))
+    return rows
+
+
+def gate(rows: list[TierEvaluation], margin: float) -> list[str]:
+    """The tiers on which the new router is worse than the reference by more than ``margin``."""
+    return [f"{r.tier}: {100 * r.new.dr:.2f} vs {100 * r.reference.dr:.2f} ({r.reference_name})"
+            for r in rows if r.new.dr < r.reference.dr - margin]
+
+
+def publish(settings: Settings, engine: Engine, learner, rows: list[TierEvaluation], data_info: dict) -> Path:
+    """Write the versioned artifact, point ``ACTIVE`` at it and mark it active in the store."""
+    from regret_gateway.store.repository import publish_version
+
+    root = Path(settings.artifacts_dir)
+    metrics = json.loads(json.dumps({"tiers": [asdict(r) for r in rows], "data": data_info}, default=float))  # plain JSON
+    path = save_artifact(root, policy=learner.policy_.to_policy(), tiers={n: s.lam for n, s in settings.tiers_by_lambda()},
+                         embedder={"model": settings.embedder.model, "paper_template": settings.embedder.paper_template},
+                         metrics=metrics)
+    activate(root, path.name)
+    with Session(engine) as session, session.begin():
+        publish_version(session, path.name, str(path.resolve()), metrics)
+    return path
 
 
 def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOptions()) -> RetrainResult:
-    """Run the whole pipeline once. Never raises for bad data: a refusal is a result with status 'refused'."""
-    from regret_gateway.artifacts import ArtifactError, activate, active_version_id, load_artifact, save_artifact
-    from regret_gateway.ope import on_policy_value, policy_value
-    from regret_gateway.store.repository import publish_version, training_set
-
+    """Run the whole pipeline once: read, check, fit, evaluate, gate, publish, report. Never raises for bad
+    data: a refusal is a result with status 'refused'."""
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     root = Path(settings.artifacts_dir)
     active_id = active_version_id(root)
-    with Session(engine) as session:
-        ts = training_set(session, model_names=settings.models, since=opts.since, until=opts.until, team=opts.team,
-                          embedding_model=settings.embedder.model)
+    ts = _read(settings, engine, opts)
     timings["read"] = time.perf_counter() - t0
     try:
         if len(settings.models) < 2:
@@ -167,59 +247,24 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
         return result
     logged = ts.logged
     fit_ix, hold_ix = _split(logged.n_samples, opts.holdout, opts.seed)
-    t1 = time.perf_counter()
     tiers = settings.tiers_by_lambda()
-    router, nuisance = fit_router(logged.subset(fit_ix), [spec.lam for _, spec in tiers], seed=opts.seed)
+    t1 = time.perf_counter()
+    learner = fit_router(logged.subset(fit_ix), [spec.lam for _, spec in tiers], seed=opts.seed)
     timings["fit"] = time.perf_counter() - t1
-
     t2 = time.perf_counter()
-    hold = logged.subset(hold_ix)
-    q_hat, c_hat = nuisance.outcome_.predict(hold.X)
-    p_hold = hold.propensity if hold.propensity is not None else np.clip(
-        nuisance.propensity_model_.predict_observed(hold.X, hold.action), 1e-3, 1.0)
-    active = None
-    if active_id is not None:
-        try:
-            active = load_artifact(root / active_id, models=settings.models, embedder_model=settings.embedder.model)
-        except ArtifactError as exc:
-            active = None
-            data_info["active_unreadable"] = str(exc)
-    index = {m: i for i, m in enumerate(logged.model_names)}
-    rows, worse = [], []
-    for name, spec in tiers:
-        kw = dict(logged=hold.action, quality=hold.quality, cost=hold.cost, propensity=p_hold,
-                  quality_hat=q_hat, cost_hat=c_hat, lam=spec.lam, n_boot=opts.n_boot, seed=opts.seed)
-        new_actions = router.route_logits(hold.X, spec.lam).argmax(-1).numpy()
-        new = policy_value(new_actions, **kw)
-        if active is not None:
-            act_actions = np.array([index[active.model_names[a]] for a in active.logits(hold.X, spec.lam).argmax(-1)])
-            ref, ref_name = policy_value(act_actions, **kw), f"active {active.version}"
-            changed = float(np.mean(act_actions != new_actions))
-        else:
-            ref, ref_name = on_policy_value(hold.quality, hold.cost, spec.lam, n_boot=opts.n_boot, seed=opts.seed), "logging policy"
-            changed = float("nan")
-        mix = np.bincount(new_actions, minlength=logged.n_models) / len(new_actions)
-        rows.append({"tier": name, "lam": spec.lam, "new": new.to_dict(), "reference": ref.to_dict(), "reference_name": ref_name,
-                     "traffic_changing_model": changed, "model_mix": {m: float(v) for m, v in zip(logged.model_names, mix)}})
-        if new.dr < ref.dr - opts.margin:
-            worse.append(f"{name}: {100 * new.dr:.2f} vs {100 * ref.dr:.2f} ({ref_name})")
+    active = _active(settings, active_id, data_info)
+    rows = evaluate(learner, logged.subset(hold_ix), tiers, active, opts)
     timings["evaluate"] = time.perf_counter() - t2
-
+    worse = gate(rows, opts.margin)
     if worse and not opts.force:
-        result = RetrainResult("kept", f"the new router is worse by more than the margin ({opts.margin}) on: " + "; ".join(worse)
-                               + " -- the active router stays (use --force to publish anyway)",
-                               active_before=active_id, data=data_info, tiers=rows)
+        reason = (f"the new router is worse by more than the margin ({opts.margin}) on: " + "; ".join(worse)
+                  + " -- the active router stays (use --force to publish anyway)")
+        result = RetrainResult("kept", reason, active_before=active_id, data=data_info, tiers=rows)
         timings["total"] = time.perf_counter() - t0
         result.seconds = timings
         _write_report(result, opts.out or root / "reports")
         return result
-    metrics = json.loads(json.dumps({"tiers": rows, "data": data_info}, default=float))  # plain JSON types
-    path = save_artifact(root, router=router, model_names=logged.model_names, tiers={n: s.lam for n, s in tiers},
-                         embedder={"model": settings.embedder.model, "paper_template": settings.embedder.paper_template},
-                         metrics=metrics)
-    activate(root, path.name)
-    with Session(engine) as session, session.begin():
-        publish_version(session, path.name, str(path.resolve()), metrics)
+    path = publish(settings, engine, learner, rows, data_info)
     timings["total"] = time.perf_counter() - t0
     reason = "forced" if worse else ("no tier is worse than the " + ("active router" if active else "logging policy")
                                      + f" by more than {opts.margin}")
@@ -233,10 +278,10 @@ def report_table(result: RetrainResult) -> str:
     lines = ["| tier | λ | router | utility x100 (DR, 95% CI) | SNIPS x100 | quality | $ per 1k req | ESS | model mix |",
              "|---|---:|---|---|---:|---:|---:|---:|---|"]
     for row in result.tiers:
-        for label, v in (("new", row["new"]), (row["reference_name"], row["reference"])):
-            mix = ", ".join(f"{m} {100 * s:.0f}%" for m, s in sorted(row["model_mix"].items(), key=lambda kv: -kv[1]) if s > 0) if label == "new" else ""
-            lines.append(f"| {row['tier']} | {row['lam']:g} | {label} | {100 * v['dr']:.2f} [{100 * v['dr_ci'][0]:.2f}, {100 * v['dr_ci'][1]:.2f}] | "
-                         f"{100 * v['snips']:.2f} | {v['quality']:.3f} | {1000 * v['cost']:.3f} | {v['ess']:.0f} | {mix} |")
+        for label, v in (("new", row.new), (row.reference_name, row.reference)):
+            mix = ", ".join(f"{m} {100 * s:.0f}%" for m, s in sorted(row.model_mix.items(), key=lambda kv: -kv[1]) if s > 0) if label == "new" else ""
+            lines.append(f"| {row.tier} | {row.lam:g} | {label} | {100 * v.dr:.2f} [{100 * v.dr_ci[0]:.2f}, {100 * v.dr_ci[1]:.2f}] | "
+                         f"{100 * v.snips:.2f} | {v.quality:.3f} | {1000 * v.cost:.3f} | {v.ess:.0f} | {mix} |")
     return "\n".join(lines)
 
 
@@ -247,6 +292,10 @@ def _write_report(result: RetrainResult, folder: Path) -> None:
     json_path = folder / f"{stem}.json"
     json_path.write_text(json.dumps(result.to_dict(), indent=2, default=float))
     result.report_paths = {"json": str(json_path)}
+    try:
+        import matplotlib  # noqa: F401  (the `train` extra)
+    except ImportError:
+        return  # a gateway-only install: the JSON report, no plot
     if result.tiers:
         png = folder / f"{stem}.png"
         _plot(result, png)
@@ -263,22 +312,23 @@ def _plot(result: RetrainResult, path: Path) -> None:
     tiers = result.tiers
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     x = np.arange(len(tiers))
-    for k, (key, label) in enumerate((("new", "new router"), ("reference", tiers[0]["reference_name"]))):
-        vals = np.array([100 * t[key]["dr"] for t in tiers])
-        lo = vals - np.array([100 * t[key]["dr_ci"][0] for t in tiers])
-        hi = np.array([100 * t[key]["dr_ci"][1] for t in tiers]) - vals
+    for k, (key, label) in enumerate((("new", "new router"), ("reference", tiers[0].reference_name))):
+        values = [getattr(t, key) for t in tiers]
+        vals = np.array([100 * v.dr for v in values])
+        lo = vals - np.array([100 * v.dr_ci[0] for v in values])
+        hi = np.array([100 * v.dr_ci[1] for v in values]) - vals
         ax1.bar(x + (k - 0.5) * 0.38, vals, 0.38, yerr=[lo, hi], capsize=3, label=label)
-    ax1.set_xticks(x, [f"{t['tier']}\nλ={t['lam']:g}" for t in tiers])
+    ax1.set_xticks(x, [f"{t.tier}\nλ={t.lam:g}" for t in tiers])
     ax1.set_ylabel("estimated utility x100 (DR, 95% CI)")
     ax1.set_title(f"retrain: {result.status}")
     ax1.legend(fontsize=8)
-    models = list(tiers[0]["model_mix"])
+    models = list(tiers[0].model_mix)
     bottom = np.zeros(len(tiers))
     for m in models:
-        share = np.array([t["model_mix"][m] for t in tiers])
+        share = np.array([t.model_mix[m] for t in tiers])
         ax2.bar(x, share, 0.6, bottom=bottom, label=m)
         bottom += share
-    ax2.set_xticks(x, [t["tier"] for t in tiers])
+    ax2.set_xticks(x, [t.tier for t in tiers])
     ax2.set_ylabel("share of held-out requests")
     ax2.set_title("model mix of the new router")
     ax2.legend(fontsize=7, loc="upper right")

@@ -4,10 +4,16 @@ import numpy as np
 import pytest
 
 from regret_gateway.causal.estimators import (
-    CounterfactualScores, DirectMethod, DoublyRobust, InverseProbabilityWeighting, Nuisance,
+    CounterfactualScores,
+    DirectMethod,
+    DoublyRobust,
+    InverseProbabilityWeighting,
+    Nuisance,
 )
+from regret_gateway.causal.outcome import OutcomeModel
+from regret_gateway.causal.propensity import LoggedPropensity
 from regret_gateway.evaluation.simulation import simulate_logs
-from regret_gateway.policy.training import TrainConfig
+from regret_gateway.nn.training import TrainConfig
 from tests.conftest import make_world
 
 
@@ -36,7 +42,7 @@ def test_fitted_nuisance_dr_is_unbiased_on_every_model():
     world = make_world(n=3000, seed=2)
     logs = simulate_logs(world, policy="x-only", seed=2)
     fast = TrainConfig(max_epochs=200, patience=20)
-    scores = Nuisance(propensity="logged", outcome_train=fast, estimator=DoublyRobust(clip=None)).fit_scores(logs)
+    scores = Nuisance(propensity=LoggedPropensity(), outcome=OutcomeModel(train=fast), estimator=DoublyRobust(clip=None)).fit_scores(logs)
     for t in range(world.n_models):
         true_mean = world.quality[:, t].mean()
         assert abs(scores.quality[:, t].mean() - true_mean) < 0.05, world.model_names[t]
@@ -90,7 +96,7 @@ def test_bad_propensities_and_shapes_are_refused():
         from regret_gateway.data import LoggedFeedback
 
         bare = LoggedFeedback(X=logs.X, action=logs.action, quality=logs.quality, cost=logs.cost, model_names=logs.model_names)
-        Nuisance(propensity="logged", outcome_train=TrainConfig(max_epochs=2)).fit_scores(bare)
+        Nuisance(propensity=LoggedPropensity(), outcome=OutcomeModel(train=TrainConfig(max_epochs=2))).fit_scores(bare)
 
 
 def test_weights_cap_and_self_normalisation():

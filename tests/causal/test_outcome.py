@@ -4,7 +4,7 @@ import pytest
 from regret_gateway.causal.outcome import OutcomeModel
 from regret_gateway.data import LoggedFeedback
 from regret_gateway.evaluation.simulation import simulate_logs
-from regret_gateway.policy.training import TrainConfig
+from regret_gateway.nn.training import TrainConfig
 from tests.conftest import make_world
 
 

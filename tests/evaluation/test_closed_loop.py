@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from regret_gateway.evaluation.closed_loop import BASELINES, DemoConfig, run_demo
+from regret_gateway.bench.closed_loop import BASELINES, DemoConfig, run_demo
 from tests.conftest import SHARED_ROUTERBENCH
 
 

@@ -6,7 +6,14 @@ import math
 import numpy as np
 import pytest
 
-from regret_gateway.evaluation.loaders import SPROUT_PRICES, detect_format, hash_split, load_benchmark, load_routerbench, load_sprout
+from regret_gateway.evaluation.loaders import (
+    SPROUT_PRICES,
+    detect_format,
+    hash_split,
+    load_benchmark,
+    load_routerbench,
+    load_sprout,
+)
 from tests.conftest import SHARED_ROUTERBENCH
 
 MODELS = ["m-small", "m-large"]

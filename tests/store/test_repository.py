@@ -13,8 +13,14 @@ from sqlalchemy.orm import Session
 
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord, StoreInputError, UnknownRequestError
 from regret_gateway.store.repository import (
-    active_version, export_training_set, get_decision, publish_version, record_decisions, record_feedback,
-    record_outcomes, training_set,
+    active_version,
+    export_training_set,
+    get_decision,
+    publish_version,
+    record_decisions,
+    record_feedback,
+    record_outcomes,
+    training_set,
 )
 from regret_gateway.store.schema import Decision, Feedback, Outcome, RouterVersion
 

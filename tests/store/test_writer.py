@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
-from regret_gateway.store.benchmark import synthetic_records
+from regret_gateway.bench.store import synthetic_records
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.schema import Decision, Outcome
 from regret_gateway.store.writer import BatchedWriter

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from regret_gateway.causal.outcome import OutcomeModel
-from regret_gateway.causal.propensity import PropensityModel
+from regret_gateway.causal.propensity import LoggedPropensity, PropensityModel
+from regret_gateway.causal.stats import dr_term
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.policy.training import OUTCOME_PRESET, TrainConfig, preset
 
 
 @dataclass(frozen=True)
@@ -172,81 +172,71 @@ class DoublyRobust(ScoreEstimator):
     def _combine(self, observed, predicted, w):
         if predicted is None or w is None:
             raise ValueError("DR needs both outcome-model predictions and propensities")
-        predicted = np.asarray(predicted, dtype=np.float64)
-        return predicted + self.correction * w * (observed[:, None] - predicted)
+        return dr_term(np.asarray(predicted, dtype=np.float64), observed[:, None], w, self.correction)
 
 
 ESTIMATORS = {"dm": DirectMethod, "ipw": InverseProbabilityWeighting, "dr": DoublyRobust}
 
 
 class Nuisance:
-    """The nuisance stage: propensity p(t|x) and outcome models r_t(x), then the scores.
+    """The nuisance stage (EconML's DRLearner split): a propensity model, an outcome model and a score
+    estimator, composed from objects.
 
     Args:
+        propensity: :class:`~regret_gateway.causal.propensity.LoggedPropensity` (the exact logged values)
+            or :class:`~regret_gateway.causal.propensity.PropensityModel` (XGBoost, the paper; default).
+        outcome: the outcome model r_t(x) (default: :class:`OutcomeModel` with the paper's training preset).
         estimator: how scores are combined (default: DR with the paper's [5, 95] clipping).
-        propensity: ``"logged"`` uses the exact propensities in the logs (beyond the paper: exact, not
-            estimated); ``"xgboost"`` fits :class:`PropensityModel` (the paper; needed for imported logs).
-        outcome_train: training settings of the outcome MLPs (default: the paper's).
         cross_fit: k >= 2 fits the nuisance models on k-1 folds and scores the held-out fold.
-        random_state: seed.
+        random_state: seed (each fold's models get their own, derived from it).
     """
 
     def __init__(
         self,
         *,
+        propensity: LoggedPropensity | PropensityModel | None = None,
+        outcome: OutcomeModel | None = None,
         estimator: ScoreEstimator | None = None,
-        propensity: str = "xgboost",
-        outcome_train: TrainConfig = preset(OUTCOME_PRESET),
         cross_fit: int = 1,
         random_state: int = 0,
     ) -> None:
-        if propensity not in ("logged", "xgboost"):
-            raise ValueError(f"`propensity` must be 'logged' or 'xgboost', got {propensity!r}")
         if cross_fit < 1:
             raise ValueError(f"`cross_fit` must be >= 1, got {cross_fit}")
+        self.propensity = propensity if propensity is not None else PropensityModel()
+        self.outcome = outcome if outcome is not None else OutcomeModel()
         self.estimator = estimator if estimator is not None else DoublyRobust()
-        self.propensity = propensity
-        self.outcome_train = outcome_train
         self.cross_fit = cross_fit
         self.random_state = random_state
 
     def _fit_models(self, logs: LoggedFeedback, seed: int):
-        outcome = OutcomeModel(train=self.outcome_train, random_state=seed).fit(logs)
-        prop = None
-        if self.propensity == "xgboost":
-            prop = PropensityModel(random_state=seed).fit(logs.X, logs.action, logs.n_models)
-        return outcome, prop
+        outcome = self.outcome.with_seed(seed).fit(logs)
+        return outcome, self.propensity.with_seed(seed).fit_logs(logs)
 
-    def _score(self, logs: LoggedFeedback, outcome: OutcomeModel, prop: PropensityModel | None):
-        if self.propensity == "logged":
-            if logs.propensity is None:
-                raise ValueError("propensity='logged' but the logs carry no propensities; use 'xgboost'")
-            p = logs.propensity
-        else:
-            p = prop.predict_observed(logs.X, logs.action)
+    def _score(self, logs: LoggedFeedback, outcome: OutcomeModel, prop):
+        p = prop.observed(logs)
         q_hat, c_hat = outcome.predict(logs.X)
         return self.estimator.estimate(logs, p, q_hat, c_hat), p
 
     def fit(self, logs: LoggedFeedback) -> "Nuisance":
-        """Fit the outcome (and propensity) models on all of ``logs``."""
+        """Fit the outcome and propensity models on all of ``logs``."""
         logs.require_all_models(minimum=1)
-        self.outcome_, self.propensity_model_ = self._fit_models(logs, self.random_state)
+        self.outcome_, self.propensity_ = self._fit_models(logs, self.random_state)
         return self
 
     def scores(self, logs: LoggedFeedback) -> CounterfactualScores:
         """Scores for ``logs`` from the models fitted by :meth:`fit` (use on held-out rows)."""
         if not hasattr(self, "outcome_"):
             raise RuntimeError("Nuisance is not fitted; call fit() first")
-        return self._score(logs, self.outcome_, self.propensity_model_)[0]
+        return self._score(logs, self.outcome_, self.propensity_)[0]
 
     def fit_scores(self, logs: LoggedFeedback) -> CounterfactualScores:
         """Fit on ``logs`` and score the same rows; with ``cross_fit=k`` each fold is scored out-of-fold.
 
-        Also leaves the models fitted on all rows in ``outcome_`` / ``propensity_model_``.
+        Also leaves the models fitted on all rows in ``outcome_`` / ``propensity_``.
         """
         self.fit(logs)
         if self.cross_fit == 1:
-            scores, p = self._score(logs, self.outcome_, self.propensity_model_)
+            scores, p = self._score(logs, self.outcome_, self.propensity_)
             self.observed_propensity_ = p
             return scores
         rng = np.random.default_rng(self.random_state)

@@ -12,8 +12,9 @@ import numpy as np
 import torch
 
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.policy.networks import StackedMLP
-from regret_gateway.policy.training import OUTCOME_PRESET, TrainConfig, preset, train_members
+from regret_gateway.nn.networks import StackedMLP
+from regret_gateway.nn.training import OUTCOME_PRESET, TrainConfig, preset, train_members
+from regret_gateway.servable import OutcomePolicy, outcome_heads
 
 
 def _padded(index_lists: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -33,7 +34,7 @@ class OutcomeModel:
     Args:
         hidden: hidden layer sizes (paper: (200, 200)).
         train: optimiser and early-stopping settings (default: the paper's, see
-            :mod:`regret_gateway.policy.training`).
+            :mod:`regret_gateway.nn.training`).
         val_fraction: share of each model's rows held out for early stopping.
         random_state: seed of the split, the initialisation and the batch order.
     """
@@ -50,6 +51,10 @@ class OutcomeModel:
         self.train = train
         self.val_fraction = val_fraction
         self.random_state = random_state
+
+    def with_seed(self, random_state: int) -> "OutcomeModel":
+        """An unfitted copy with another seed (cross-fitting fits one per fold)."""
+        return OutcomeModel(hidden=self.hidden, train=self.train, val_fraction=self.val_fraction, random_state=random_state)
 
     def fit(self, logs: LoggedFeedback) -> "OutcomeModel":
         logs.require_all_models(minimum=1)
@@ -93,12 +98,18 @@ class OutcomeModel:
         self.val_loss_ = result.best_score.numpy()
         return self
 
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "net_"):
+            raise RuntimeError("OutcomeModel is not fitted; call fit() first")
+
     @torch.no_grad()
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Return (quality_hat, cost_hat), each (n, T): r_t(x) for every model t."""
-        if not hasattr(self, "net_"):
-            raise RuntimeError("OutcomeModel is not fitted; call fit() first")
-        out = self.net_(torch.tensor(np.asarray(X, dtype=np.float32)))  # (T, n, 2)
-        quality = torch.sigmoid(out[..., 0]).T.numpy().astype(np.float64)
-        cost = out[..., 1].T.numpy().astype(np.float64) * self.cost_scale_[None, :]
-        return quality, np.maximum(cost, 0.0)
+        self._check_fitted()
+        quality, cost = outcome_heads(self.net_, self.cost_scale_, torch.tensor(np.asarray(X, dtype=np.float32)))
+        return quality.numpy().astype(np.float64), cost.numpy().astype(np.float64)
+
+    def to_policy(self, model_names) -> OutcomePolicy:
+        """R&C as a servable policy: argmax_t A(t) - lambda * C(t) of these outcome networks."""
+        self._check_fitted()
+        return OutcomePolicy(model_names, self.net_, self.cost_scale_)

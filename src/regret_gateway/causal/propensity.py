@@ -1,4 +1,13 @@
-"""Propensity model p(t | x): XGBoost multi-class, grid chosen on validation log-loss (the paper's grid).
+"""Propensity of the logged action p(t_i | x_i): the exact logged value, or an XGBoost estimate.
+
+Both implement the nuisance stage's propensity interface: ``fit_logs(logs) -> self``,
+``observed(logs) -> (n,)`` p(t_i | x_i) of each row's logged action, ``with_seed(seed)`` (an unfitted copy).
+
+* :class:`LoggedPropensity` -- the propensity the gateway logged when it sampled the model (exact; beyond
+  the paper, which estimates it).
+* :class:`PropensityModel` -- XGBoost multi-class, grid chosen on validation log-loss (the paper's grid;
+  needed for imported logs that carry no propensity).
+
 
 For each ``max_depth`` one booster with ``max(n_estimators)`` rounds is trained; the smaller round
 counts of the grid are its prefixes (boosting is sequential, so the first k trees are exactly the
@@ -12,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from regret_gateway.data import LoggedFeedback
+
 MAX_DEPTHS = (1, 2, 3, 5)
 N_ESTIMATORS = (10, 20, 50, 100)
 
@@ -19,6 +30,27 @@ N_ESTIMATORS = (10, 20, 50, 100)
 def _log_loss(proba: np.ndarray, y: np.ndarray, eps: float = 1e-15) -> float:
     p = np.clip(proba[np.arange(len(y)), y], eps, 1.0)
     return float(-np.mean(np.log(p)))
+
+
+class LoggedPropensity:
+    """The exact propensities the logs carry (the gateway logged p(t | x) of every choice it sampled)."""
+
+    def with_seed(self, random_state: int) -> "LoggedPropensity":
+        return self
+
+    def fit_logs(self, logs: LoggedFeedback) -> "LoggedPropensity":
+        self.observed(logs)
+        return self
+
+    def observed(self, logs: LoggedFeedback) -> np.ndarray:
+        if logs.propensity is None:
+            raise ValueError("the logs carry no propensities; estimate them with PropensityModel (XGBoost)")
+        return logs.propensity
+
+
+def propensity_for(logs: LoggedFeedback) -> "LoggedPropensity | PropensityModel":
+    """The exact logged propensities where every row has one, else the XGBoost estimate."""
+    return LoggedPropensity() if logs.propensity is not None else PropensityModel()
 
 
 class PropensityModel:
@@ -56,6 +88,17 @@ class PropensityModel:
         self.patience = patience
         self.random_state = random_state
         self.n_jobs = n_jobs
+
+    def with_seed(self, random_state: int) -> "PropensityModel":
+        return PropensityModel(max_depths=self.max_depths, n_estimators=self.n_estimators, val_fraction=self.val_fraction,
+                               learning_rate=self.learning_rate, floor=self.floor, max_bin=self.max_bin,
+                               patience=self.patience, random_state=random_state, n_jobs=self.n_jobs)
+
+    def fit_logs(self, logs: LoggedFeedback) -> "PropensityModel":
+        return self.fit(logs.X, logs.action, logs.n_models)
+
+    def observed(self, logs: LoggedFeedback) -> np.ndarray:
+        return self.predict_observed(logs.X, logs.action)
 
     def _params(self, depth: int, n_models: int) -> dict:
         return {

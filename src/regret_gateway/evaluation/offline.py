@@ -12,17 +12,22 @@ chosen with full feedback on train, so slightly optimistic) and ``oracle`` (per-
 
 from __future__ import annotations
 
+import inspect
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from regret_gateway.causal.estimators import ESTIMATORS, Nuisance
+from regret_gateway.causal.outcome import OutcomeModel
+from regret_gateway.causal.propensity import LoggedPropensity, PropensityModel
 from regret_gateway.data import FullFeedback
 from regret_gateway.evaluation.loaders import Benchmark
 from regret_gateway.evaluation.simulation import simulate_logs
-from regret_gateway.policy.methods import TrainingData, make_router, method_names
-from regret_gateway.policy.training import OUTCOME_PRESET, preset
+from regret_gateway.nn.training import OUTCOME_PRESET, preset
+from regret_gateway.policy.base import Router, TrainingData
+from regret_gateway.policy.learner import fit_training_data
+from regret_gateway.policy.registry import method_names, router_class
 
 REFERENCES = ("single-best", "oracle")
 DEFAULT_LAMBDAS = tuple(float(l) for l in range(0, 1001, 100))
@@ -71,12 +76,48 @@ class OfflineConfig:
             kwargs["correction"] = self.correction
         return ESTIMATORS[self.estimator](**kwargs)
 
-    def router_kwargs(self, name: str) -> dict:
-        if name in ("rm-softmax", "rm-interval"):
-            return {"tau": self.tau}
-        if name in ("rm-classification", "full-feedback"):
-            return {"ties": self.ties}
-        return {}
+    def nuisance(self, seed: int) -> Nuisance:
+        """The nuisance stage this configuration describes."""
+        if self.propensity not in ("logged", "xgboost"):
+            raise ValueError(f"`propensity` must be 'logged' or 'xgboost', got {self.propensity!r}")
+        return Nuisance(
+            propensity=LoggedPropensity() if self.propensity == "logged" else PropensityModel(),
+            outcome=OutcomeModel(train=preset(self.outcome_preset)),
+            estimator=self.estimator_object(), cross_fit=self.cross_fit, random_state=seed,
+        )
+
+    def router(self, name: str, seed: int) -> Router:
+        """Router ``name`` with the policy preset and the options of this configuration it takes (tau, ties)."""
+        cls = router_class(name)
+        accepted = inspect.signature(cls.__init__).parameters
+        options = {k: v for k, v in (("tau", self.tau), ("ties", self.ties)) if k in accepted}
+        return cls(train=preset(self.train_preset), random_state=seed, **options)
+
+
+@dataclass
+class MethodTrials:
+    """Per-trial test results of one method: (trials, L) utility x100, accuracy, cost; (trials,) seconds."""
+
+    utility: list[list[float]] = field(default_factory=list)
+    accuracy: list[list[float]] = field(default_factory=list)
+    cost: list[list[float]] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+
+    def add(self, scores: dict[str, np.ndarray], seconds: float) -> None:
+        for key in ("utility", "accuracy", "cost"):
+            getattr(self, key).append(np.asarray(scores[key]).tolist())
+        self.seconds.append(seconds)
+
+
+@dataclass
+class OfflineRun:
+    """Everything an offline run measured; :func:`regret_gateway.evaluation.report.summarize` turns it into tables."""
+
+    dataset: dict
+    config: OfflineConfig
+    lambdas: list[float]
+    methods: dict[str, MethodTrials]
+    diagnostics: list[dict[str, float]]
 
 
 def _split(bench: Benchmark, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -131,13 +172,12 @@ def _diagnostics(nuisance: Nuisance, scores, logs, full_train: FullFeedback) -> 
     }
 
 
-def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progress: bool = True) -> dict:
-    """Run every method for every trial; returns raw per-trial arrays (see :mod:`.report`)."""
+def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progress: bool = True) -> OfflineRun:
+    """Run every method for every trial; returns the per-trial results (see :mod:`.report`)."""
     lambdas = np.asarray(config.lambdas, dtype=np.float64)
     full = bench.full_feedback(X)
-    train_cfg, outcome_cfg = preset(config.train_preset), preset(config.outcome_preset)
     names = list(config.methods) + list(REFERENCES)
-    raw = {m: {"utility": [], "accuracy": [], "cost": [], "seconds": []} for m in names}
+    raw = {m: MethodTrials() for m in names}
     diagnostics = []
     steps = None
     if progress:
@@ -156,47 +196,26 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         full_test = full_val if config.evaluate_on == "val" else full.subset(test)
 
         t0 = time.perf_counter()
-        nuisance = Nuisance(
-            estimator=config.estimator_object(),
-            propensity=config.propensity,
-            outcome_train=outcome_cfg,
-            cross_fit=config.cross_fit,
-            random_state=seed,
-        )
-        scores = nuisance.fit_scores(logs_train)
-        val_scores = nuisance.scores(logs_val)
-        diag = _diagnostics(nuisance, scores, logs_train, full_train)
+        nuisance = config.nuisance(seed)
+        data = fit_training_data(nuisance, logs_train, logs_val)
+        oracle = TrainingData.from_full(full_train, full_val)
+        diag = _diagnostics(nuisance, data.scores, logs_train, full_train)
         diag["nuisance_seconds"] = time.perf_counter() - t0
         diagnostics.append(diag)
         if steps is not None:
             steps.update(1)
-        data = TrainingData(
-            logs=logs_train, scores=scores, val_logs=logs_val, val_scores=val_scores,
-            nuisance=nuisance, full=full_train, full_val=full_val,
-        )
         for name in config.methods:
             t0 = time.perf_counter()
-            router = make_router(name, train=train_cfg, random_state=seed, **config.router_kwargs(name))
-            actions = router.fit(data, lambdas).predict(full_test.X, lambdas)
+            router = config.router(name, seed)
+            actions = router.fit(oracle if router.full_information else data, lambdas).predict(full_test.X, lambdas)
             seconds = time.perf_counter() - t0
-            for key, value in evaluate_actions(full_test, lambdas, actions).items():
-                raw[name][key].append(value)
-            raw[name]["seconds"].append(seconds)
+            raw[name].add(evaluate_actions(full_test, lambdas, actions), seconds)
             if steps is not None:
                 steps.set_postfix_str(f"trial {trial + 1}: {name} {seconds:.1f}s")
                 steps.update(1)
         for name in REFERENCES:
-            actions = reference_actions(name, full_train, full_test, lambdas)
-            for key, value in evaluate_actions(full_test, lambdas, actions).items():
-                raw[name][key].append(value)
-            raw[name]["seconds"].append(0.0)
+            raw[name].add(evaluate_actions(full_test, lambdas, reference_actions(name, full_train, full_test, lambdas)), 0.0)
     if steps is not None:
         steps.close()
-    config_dict = asdict(config)
-    return {
-        "dataset": bench.describe() | {"n_train": int(len(train)), "n_val": int(len(val)), "n_test": int(len(test))},
-        "config": config_dict,
-        "lambdas": lambdas.tolist(),
-        "raw": {m: {k: np.asarray(v).tolist() for k, v in d.items()} for m, d in raw.items()},
-        "diagnostics": diagnostics,
-    }
+    dataset = bench.describe() | {"n_train": int(len(train)), "n_val": int(len(val)), "n_test": int(len(test))}
+    return OfflineRun(dataset=dataset, config=config, lambdas=lambdas.tolist(), methods=raw, diagnostics=diagnostics)

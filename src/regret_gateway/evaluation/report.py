@@ -12,9 +12,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from regret_gateway.evaluation.offline import MethodTrials, OfflineConfig, OfflineRun
 
 PAIRS = (("rm-softmax", "single-best"), ("rm-softmax", "r-and-c"), ("rm-softmax", "baseline"), ("full-feedback", "rm-softmax"))
 
@@ -34,78 +37,105 @@ def curve_auc(cost: np.ndarray, accuracy: np.ndarray, cost_max: float) -> float:
     return trapezoid_auc(x, y)
 
 
-def summarize(run: dict) -> dict:
-    """The results.json document: dataset, config, and per method the mean/std curves and AUC."""
-    cost_max = max(run["dataset"]["mean_cost"].values())
+@dataclass(frozen=True)
+class MethodSummary:
+    """One method over the trials: per-lambda mean/std curves, the accuracy-cost AUC, time per trial."""
+
+    lambdas: list[float]
+    utility_mean: list[float]
+    utility_std: list[float]
+    accuracy_mean: list[float]
+    cost_mean: list[float]
+    auc: float
+    auc_std: float
+    utility_over_lambda_mean: float
+    utility_over_lambda_std: float
+    seconds_per_trial: float
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """Per-trial difference of the mean-over-lambda utility of two methods (same seed, same logs)."""
+
+    mean: float
+    std: float
+    wins: int
+    trials: int
+
+
+@dataclass(frozen=True)
+class OfflineSummary:
+    """The results.json document of an offline run (:meth:`to_json`), and what the table and plot read."""
+
+    dataset: dict
+    config: OfflineConfig
+    methods: dict[str, MethodSummary]
+    paired: dict[str, PairedDifference]
+    diagnostics: dict[str, float]
+    raw: dict[str, MethodTrials]
+    timing: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def split_label(self) -> str:
+        """'Test', or 'Validation' for a run that chose settings on the validation prompts (`--evaluate-on val`)."""
+        return "Validation" if self.config.evaluate_on == "val" else "Test"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def summarize(run: OfflineRun, timing: dict[str, float] | None = None) -> OfflineSummary:
+    """Mean/std curves and AUC per method, the paired differences, the mean nuisance diagnostics."""
+    cost_max = max(run.dataset["mean_cost"].values())
     methods = {}
-    for name, raw in run["raw"].items():
-        util, acc, cost = (np.asarray(raw[k]) for k in ("utility", "accuracy", "cost"))
+    for name, trials in run.methods.items():
+        util, acc, cost = (np.asarray(v) for v in (trials.utility, trials.accuracy, trials.cost))
         aucs = [curve_auc(c, a, cost_max) for c, a in zip(cost, acc)]
-        methods[name] = {
-            "lambda": run["lambdas"],
-            "utility_mean": util.mean(0).tolist(),
-            "utility_std": util.std(0).tolist(),
-            "accuracy_mean": acc.mean(0).tolist(),
-            "cost_mean": cost.mean(0).tolist(),
-            "auc": float(np.mean(aucs)),
-            "auc_std": float(np.std(aucs)),
-            "utility_over_lambda_mean": float(util.mean(1).mean()),
-            "utility_over_lambda_std": float(util.mean(1).std()),
-            "seconds_per_trial": float(np.mean(raw["seconds"])),
-        }
+        methods[name] = MethodSummary(
+            lambdas=list(run.lambdas), utility_mean=util.mean(0).tolist(), utility_std=util.std(0).tolist(),
+            accuracy_mean=acc.mean(0).tolist(), cost_mean=cost.mean(0).tolist(),
+            auc=float(np.mean(aucs)), auc_std=float(np.std(aucs)),
+            utility_over_lambda_mean=float(util.mean(1).mean()), utility_over_lambda_std=float(util.mean(1).std()),
+            seconds_per_trial=float(np.mean(trials.seconds)),
+        )
     paired = {}
     for a, b in PAIRS:
-        if a in run["raw"] and b in run["raw"]:
-            d = np.asarray(run["raw"][a]["utility"]).mean(1) - np.asarray(run["raw"][b]["utility"]).mean(1)
-            paired[f"{a} - {b}"] = {
-                "mean": float(d.mean()),
-                "std": float(d.std(ddof=1)) if len(d) > 1 else 0.0,
-                "wins": int((d > 0).sum()),
-                "trials": int(len(d)),
-            }
-    diag = run.get("diagnostics", [])
+        if a in run.methods and b in run.methods:
+            d = np.asarray(run.methods[a].utility).mean(1) - np.asarray(run.methods[b].utility).mean(1)
+            paired[f"{a} - {b}"] = PairedDifference(float(d.mean()), float(d.std(ddof=1)) if len(d) > 1 else 0.0,
+                                                    int((d > 0).sum()), int(len(d)))
+    diag = run.diagnostics
     diag_mean = {k: float(np.mean([d[k] for d in diag])) for k in (diag[0] if diag else {})}
-    return {
-        "dataset": run["dataset"],
-        "config": run["config"],
-        "methods": methods,
-        "paired": paired,
-        "diagnostics": diag_mean,
-        "raw": run["raw"],
-    }
+    return OfflineSummary(dataset=run.dataset, config=run.config, methods=methods, paired=paired, diagnostics=diag_mean,
+                          raw=run.methods, timing=dict(timing or {}))
 
 
-def _split_label(results: dict) -> str:
-    """'Test', or 'Validation' for a run that chose settings on the validation prompts (`--evaluate-on val`)."""
-    return "Validation" if results["config"].get("evaluate_on") == "val" else "Test"
-
-
-def utility_table(results: dict) -> str:
-    methods = results["methods"]
-    lambdas = next(iter(methods.values()))["lambda"]
-    trials = results["config"]["trials"]
+def utility_table(results: OfflineSummary) -> str:
+    methods = results.methods
+    lambdas = next(iter(methods.values())).lambdas
+    trials = results.config.trials
     lines = [
-        f"{_split_label(results)} utility x100 (mean +/- std over {trials} trials), a - lambda * c; "
+        f"{results.split_label} utility x100 (mean +/- std over {trials} trials), a - lambda * c; "
         "`mean` is the mean over lambda, AUC of the accuracy-cost curve.",
         "",
         "| method | " + " | ".join(f"λ={l:g}" for l in lambdas) + " | mean | AUC |",
         "|---|" + "---:|" * (len(lambdas) + 2),
     ]
     for name, m in methods.items():
-        cells = [f"{u:.1f}±{s:.1f}" for u, s in zip(m["utility_mean"], m["utility_std"])]
-        mean = f"**{m['utility_over_lambda_mean']:.2f}**±{m['utility_over_lambda_std']:.2f}"
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {mean} | {m['auc']:.3f} |")
-    if results.get("paired"):
+        cells = [f"{u:.1f}±{s:.1f}" for u, s in zip(m.utility_mean, m.utility_std)]
+        mean = f"**{m.utility_over_lambda_mean:.2f}**±{m.utility_over_lambda_std:.2f}"
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {mean} | {m.auc:.3f} |")
+    if results.paired:
         lines += ["", "Paired differences of the mean-over-lambda utility (same seeds, same logs):", ""]
         lines += ["| comparison | mean | std | trials won |", "|---|---:|---:|---:|"]
-        for key, p in results["paired"].items():
-            lines.append(f"| {key} | {p['mean']:+.2f} | {p['std']:.2f} | {p['wins']}/{p['trials']} |")
-    if results.get("diagnostics"):
-        lines += ["", "Nuisance diagnostics (mean over trials): " + ", ".join(f"{k}={v:.3g}" for k, v in results["diagnostics"].items())]
+        for key, p in results.paired.items():
+            lines.append(f"| {key} | {p.mean:+.2f} | {p.std:.2f} | {p.wins}/{p.trials} |")
+    if results.diagnostics:
+        lines += ["", "Nuisance diagnostics (mean over trials): " + ", ".join(f"{k}={v:.3g}" for k, v in results.diagnostics.items())]
     return "\n".join(lines) + "\n"
 
 
-def plot_curves(results: dict, path: Path) -> None:
+def plot_curves(results: OfflineSummary, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -116,15 +146,15 @@ def plot_curves(results: dict, path: Path) -> None:
     references = {"oracle": {"color": "black", "linestyle": ":"}, "single-best": {"color": "grey", "linestyle": "--"}}
     tab10 = plt.get_cmap("tab10").colors
     colours = iter(tab10[:7] + tab10[8:] + plt.get_cmap("tab20").colors[1::2])  # no grey: single-best's
-    for name, m in results["methods"].items():
+    for name, m in results.methods.items():
         style = references.get(name) or {"color": next(colours), **({"linestyle": "--"} if name == "full-feedback" else {})}
-        order = np.argsort(m["cost_mean"])
+        order = np.argsort(m.cost_mean)
         ax.plot(
-            np.asarray(m["cost_mean"])[order] * 1000,
-            np.asarray(m["accuracy_mean"])[order],
-            marker="o", markersize=3, label=f"{name} (AUC {m['auc']:.3f})", **style,
+            np.asarray(m.cost_mean)[order] * 1000,
+            np.asarray(m.accuracy_mean)[order],
+            marker="o", markersize=3, label=f"{name} (AUC {m.auc:.3f})", **style,
         )
-    models = results["dataset"]
+    models = results.dataset
     ax.scatter(
         np.asarray(list(models["mean_cost"].values())) * 1000, list(models["mean_accuracy"].values()),
         marker="x", color="grey", label="single models",
@@ -132,7 +162,7 @@ def plot_curves(results: dict, path: Path) -> None:
     ax.set_xscale("log")
     ax.set_xlabel("mean cost per 1k requests (US$, log scale)")
     ax.set_ylabel("mean accuracy")
-    ax.set_title(f"{_split_label(results)} accuracy-cost curves over lambda ({results['config']['trials']} trials)")
+    ax.set_title(f"{results.split_label} accuracy-cost curves over lambda ({results.config.trials} trials)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
@@ -140,10 +170,10 @@ def plot_curves(results: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def write_outputs(results: dict, out_dir: Path) -> dict[str, Path]:
+def write_outputs(results: OfflineSummary, out_dir: Path) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / "results.json", "table": out_dir / "utility.md", "plot": out_dir / "accuracy_cost.png"}
-    paths["json"].write_text(json.dumps(results, indent=2))
+    paths["json"].write_text(json.dumps(results.to_json(), indent=2))
     paths["table"].write_text(utility_table(results))
     plot_curves(results, paths["plot"])
     return paths

@@ -23,11 +23,12 @@ def _resolve(value: str) -> str:
 async def user_api_key_auth(request: Request, api_key: str) -> UserAPIKeyAuth:
     from regret_gateway.gateway.hook import handler
 
+    gateway = getattr(request.app.state, "regret_gateway", None) or handler.gateway
     key = (api_key or "").removeprefix("Bearer ").strip()
     master = os.environ.get("LITELLM_MASTER_KEY")
     if master and key == master:
         return UserAPIKeyAuth(api_key=key, user_role=LitellmUserRoles.PROXY_ADMIN)
-    teams = {_resolve(k): team for k, team in handler.settings.api_keys.items()}
+    teams = {_resolve(k): team for k, team in gateway.settings.api_keys.items()}
     team = teams.get(key)
     if not key or team is None:
         raise HTTPException(status_code=401, detail="invalid API key")

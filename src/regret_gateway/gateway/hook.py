@@ -5,9 +5,11 @@ Register it in the proxy's config.yaml::
     litellm_settings:
       callbacks: ["regret_gateway.gateway.hook.handler"]
 
-Settings come from the ``regret_gateway:`` section of that same file (LiteLLM exports its path as
-``CONFIG_FILE_PATH``) or from ``REGRET_GATEWAY_CONFIG``. Nothing heavy happens at import: the embedder,
-the store and the router are loaded on the first routed request.
+The hook serves a :class:`~regret_gateway.gateway.runtime.Gateway`: ``regret-gateway serve`` builds one
+at start-up and attaches it (:meth:`RegretRouterHook.attach`); under a plain ``litellm --config`` the hook
+builds it from the ``regret_gateway:`` section of that same file (LiteLLM exports its path as
+``CONFIG_FILE_PATH``, or ``REGRET_GATEWAY_CONFIG``) and starts it on the first routed request. Nothing
+heavy happens at import.
 
 Per request to ``virtual_model`` (``async_pre_call_hook``): team -> tier (403 if the request asks for a
 tier its team may not use), embed the last user turn (micro-batched with concurrent requests), choose
@@ -24,7 +26,6 @@ import asyncio
 import dataclasses
 import logging
 import os
-import threading
 import time
 import uuid
 from collections import OrderedDict
@@ -34,8 +35,9 @@ import numpy as np
 from fastapi import HTTPException
 from litellm.integrations.custom_logger import CustomLogger
 
-from regret_gateway.config import Settings, load_settings
-from regret_gateway.gateway.decisions import ActiveRouter, Choice, fallback_model
+from regret_gateway.config import load_settings
+from regret_gateway.gateway.decisions import Choice, fallback_model
+from regret_gateway.gateway.runtime import Gateway
 from regret_gateway.gateway.tiers import TierNotAllowed, resolve_tier
 from regret_gateway.store.records import DecisionRecord, OutcomeRecord, prompt_hash
 
@@ -68,95 +70,58 @@ class _Pending:
 
 
 class RegretRouterHook(CustomLogger):
-    def __init__(self, settings: Settings | None = None, *, encode=None, engine=None, spill_dir: str | None = None, seed: int | None = None):
+    """The LiteLLM callback; all state lives in its :class:`Gateway`."""
+
+    def __init__(self, gateway: Gateway | None = None) -> None:
         super().__init__()
-        self._settings = settings
-        self._encode = encode  # optional override of the embedder (tests)
-        self._engine = engine
-        self._spill_dir = spill_dir
-        self._rng = np.random.default_rng(seed)
-        self._ready = False
-        self._init_lock = threading.Lock()
+        self._gateway = gateway
         self._pending: OrderedDict[str, _Pending] = OrderedDict()
-        self.counters = {"routed": 0, "fallback": 0, "exploration": 0, "cold_start": 0, "passthrough": 0, "forbidden": 0}
-        self._last_refresh = 0.0
 
-    # ---- lazy start-up -------------------------------------------------------------------------
+    def attach(self, gateway: Gateway) -> None:
+        """Serve ``gateway`` from now on (the proxy registers this very instance, so it is swapped, not replaced)."""
+        self._gateway = gateway
+        self._pending.clear()
+
     @property
-    def settings(self) -> Settings:
-        if self._settings is None:
+    def gateway(self) -> Gateway:
+        if self._gateway is None:
             path = os.environ.get("REGRET_GATEWAY_CONFIG") or os.environ.get("CONFIG_FILE_PATH")
-            self._settings = load_settings(path)
-        return self._settings
+            self._gateway = Gateway(load_settings(path))
+        return self._gateway
 
-    def start(self) -> None:
-        with self._init_lock:
-            if self._ready:
-                return
-            from regret_gateway.gateway.batcher import EmbeddingBatcher
-            from regret_gateway.store.engine import make_engine
-            from regret_gateway.store.migrate import upgrade
-            from regret_gateway.store.writer import BatchedWriter
-
-            s = self.settings
-            if len(s.models) < 2:
-                raise ValueError("regret_gateway.models must list at least 2 LiteLLM model groups to route between")
-            if self._encode is None:
-                from regret_gateway.embedding import PAPER_TEMPLATE, Embedder
-
-                embedder = Embedder(s.embedder.model, device=s.embedder.device, max_length=s.embedder.max_length,
-                                    template=PAPER_TEMPLATE if s.embedder.paper_template else None, progress=False)
-                self._encode = embedder.encode
-            self._encode(["warm-up"])  # load the model now, not inside the first request's time budget
-            self.batcher = EmbeddingBatcher(self._encode)
-            if self._engine is None:
-                self._engine = make_engine(s.store.url)
-                upgrade(s.store.url)  # idempotent; a new deployment gets its tables
-            self.writer = BatchedWriter(self._engine, self._spill_dir or s.store.spill_dir, queue_size=s.store.queue_size,
-                                        batch_size=s.store.batch_size, flush_interval_s=s.store.flush_interval_s).start()
-            self.router = ActiveRouter(s)
-            self.router.refresh()
-            self._last_refresh = time.monotonic()
-            self._ready = True
-
-    def _maybe_refresh(self) -> None:
-        if time.monotonic() - self._last_refresh >= self.settings.reload_interval_s:
-            self._last_refresh = time.monotonic()
-            self.router.refresh()
-
-    # ---- routing -------------------------------------------------------------------------------
-    async def _route(self, text: str, tier: str) -> tuple[Choice, np.ndarray]:
-        x = np.asarray(await self.batcher.embed(text), dtype=np.float32)
-        return self.router.choose(x, tier, self._rng), x
+    async def _route(self, gw: Gateway, text: str, tier: str) -> tuple[Choice, np.ndarray]:
+        x = np.asarray(await gw.batcher.embed(text), dtype=np.float32)
+        return gw.router.choose(x, tier, gw.rng), x
 
     async def async_pre_call_hook(self, user_api_key_dict, cache, data: dict, call_type):
-        if not isinstance(data, dict) or data.get("model") != self.settings.virtual_model:
-            self.counters["passthrough"] += 1
+        gw = self.gateway
+        s = gw.settings
+        if not isinstance(data, dict) or data.get("model") != s.virtual_model:
+            gw.counters["passthrough"] += 1
             return data
-        if not self._ready:
-            await asyncio.get_running_loop().run_in_executor(None, self.start)
-        s = self.settings
+        if not gw.started:
+            await asyncio.get_running_loop().run_in_executor(None, gw.start)
         metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
         requested = data.pop("regret_tier", None) or metadata.get("regret_tier")
         team = getattr(user_api_key_dict, "team_id", None)
         try:
             tier = resolve_tier(s, team, getattr(user_api_key_dict, "team_metadata", None), requested)
         except TierNotAllowed as exc:
-            self.counters["forbidden"] += 1
+            gw.counters["forbidden"] += 1
             raise HTTPException(status_code=403, detail=str(exc)) from None
         call_id = data.get("litellm_call_id") or str(uuid.uuid4())
         data["litellm_call_id"] = call_id
         text = routed_text(data.get("messages"))
         x: np.ndarray | None = None
         try:
-            self._maybe_refresh()
-            choice, x = await asyncio.wait_for(self._route(text, tier), timeout=s.route_timeout_s)
+            gw.maybe_reload()
+            choice, x = await asyncio.wait_for(self._route(gw, text, tier), timeout=s.route_timeout_s)
         except Exception as exc:  # noqa: BLE001 - fail open, always
             log.warning("regret-gateway: routing failed (%s: %s); tier %s falls back", type(exc).__name__, exc, tier)
-            choice = Choice(fallback_model(s, tier), 1.0, "fallback", getattr(self.router.artifact, "version", None))
-        self.counters["routed"] += 1
+            choice = Choice(fallback_model(s, tier), 1.0, "fallback", getattr(gw.router.artifact, "version", None))
+        gw.counters["routed"] += 1
         if choice.mode in ("fallback", "exploration", "cold_start"):
-            self.counters[choice.mode] += 1
+            gw.counters[choice.mode] += 1
         data["model"] = choice.model
         metadata["regret_gateway"] = {"request_id": call_id, "tier": tier, "lam": s.tiers[tier].lam, "model": choice.model,
                                       "propensity": choice.propensity, "mode": choice.mode, "router_version": choice.router_version}
@@ -168,7 +133,7 @@ class RegretRouterHook(CustomLogger):
             propensity=choice.propensity, mode=choice.mode, prompt_hash=prompt_hash(text),
             prompt_text=text if s.store.store_prompts else None, scores=choice.scores,
         )
-        self.writer.submit(record)  # logged now (feedback may come before the outcome); the outcome follows
+        gw.writer.submit(record)  # logged now (feedback may come before the outcome); the outcome follows
         self._pending[call_id] = _Pending(record, time.monotonic())
         while len(self._pending) > _MAX_PENDING:  # events that never came: the decision is logged already
             self._pending.popitem(last=False)
@@ -194,22 +159,12 @@ class RegretRouterHook(CustomLogger):
         except ValueError as exc:
             log.error("regret-gateway: outcome of %s not recorded (%s); the decision is", call_id, exc)
             outcome = None
-        self.writer.submit(dataclasses.replace(pending.record, outcome=outcome))
+        self.gateway.writer.submit(dataclasses.replace(pending.record, outcome=outcome))
 
     async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
         self._finish(kwargs, "success")
 
     async def async_log_failure_event(self, kwargs, response_obj, start_time, end_time):
         self._finish(kwargs, "failure")
-
-    def stats(self) -> dict:
-        out = dict(self.counters)
-        if self._ready:
-            out.update({f"writer_{k}": v for k, v in self.writer.stats().items()})
-            out["router_version"] = getattr(self.router.artifact, "version", None)
-            out["router_reloads"] = self.router.reloads
-            out["embedding_batches"] = self.batcher.batches
-        return out
-
 
 handler = RegretRouterHook()

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends, HTTPException, Request
 from litellm.proxy._types import LitellmUserRoles, UserAPIKeyAuth
 from litellm.proxy.auth.user_api_key_auth import user_api_key_auth
 from pydantic import BaseModel, Field
 from sqlalchemy.orm import Session
 
+from regret_gateway.gateway.runtime import Gateway
 from regret_gateway.store.records import FeedbackRecord, StoreInputError
 from regret_gateway.store.repository import decision_team, get_decision, record_feedback
 
@@ -27,54 +28,56 @@ class FeedbackIn(BaseModel):
     source: str = Field(default="user", min_length=1, max_length=32)
 
 
-def _hook():
+def current_gateway(request: Request) -> Gateway:
+    """The gateway the app serves (see :func:`regret_gateway.gateway.app.attach`), started."""
     from regret_gateway.gateway.hook import handler
 
-    if not handler._ready:
-        handler.start()
-    return handler
+    gateway = getattr(request.app.state, "regret_gateway", None) or handler.gateway
+    if not gateway.started:
+        gateway.start()
+    return gateway
 
 
-def _lookup(hook, request_id: str) -> tuple[bool, str | None]:
-    with Session(hook._engine) as session:
+def _lookup(gw: Gateway, request_id: str) -> tuple[bool, str | None]:
+    with Session(gw.engine) as session:
         return decision_team(session, request_id)
 
 
-def _authorize(hook, request_id: str, auth: UserAPIKeyAuth) -> None:
-    exists, team = _lookup(hook, request_id)
+def _authorize(gw: Gateway, request_id: str, auth: UserAPIKeyAuth) -> None:
+    exists, team = _lookup(gw, request_id)
     if not exists:
-        hook.writer.drain(timeout=2.0)  # the decision may still be in the writer's queue
-        exists, team = _lookup(hook, request_id)
+        gw.writer.drain(timeout=2.0)  # the decision may still be in the writer's queue
+        exists, team = _lookup(gw, request_id)
     if not exists:
         raise HTTPException(status_code=404, detail=f"unknown request id {request_id!r}")
     if auth.user_role != LitellmUserRoles.PROXY_ADMIN and auth.team_id != team:
         raise HTTPException(status_code=403, detail="this request was made by another team")
 
 
-def _post_feedback(body: FeedbackIn, auth: UserAPIKeyAuth) -> dict:
-    hook = _hook()
-    _authorize(hook, body.request_id, auth)
-    with Session(hook._engine) as session, session.begin():
+def _post_feedback(gw: Gateway, body: FeedbackIn, auth: UserAPIKeyAuth) -> dict:
+    _authorize(gw, body.request_id, auth)
+    with Session(gw.engine) as session, session.begin():
         record_feedback(session, [FeedbackRecord(body.request_id, body.score, source=body.source)])
-    with Session(hook._engine) as session:
+    with Session(gw.engine) as session:
         return {"request_id": body.request_id, **get_decision(session, body.request_id)["feedback"]}
 
 
-def _get_decision(request_id: str, auth: UserAPIKeyAuth) -> dict:
-    hook = _hook()
-    _authorize(hook, request_id, auth)
-    with Session(hook._engine) as session:
+def _get_decision(gw: Gateway, request_id: str, auth: UserAPIKeyAuth) -> dict:
+    _authorize(gw, request_id, auth)
+    with Session(gw.engine) as session:
         return get_decision(session, request_id)
 
 
 @router.post("/feedback")
-async def post_feedback(body: FeedbackIn, auth: UserAPIKeyAuth = Depends(user_api_key_auth)) -> dict:
+async def post_feedback(body: FeedbackIn, auth: UserAPIKeyAuth = Depends(user_api_key_auth),
+                        gw: Gateway = Depends(current_gateway)) -> dict:
     try:
-        return await asyncio.to_thread(_post_feedback, body, auth)
+        return await asyncio.to_thread(_post_feedback, gw, body, auth)
     except StoreInputError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
 
 
 @router.get("/decisions/{request_id}")
-async def read_decision(request_id: str, auth: UserAPIKeyAuth = Depends(user_api_key_auth)) -> dict:
-    return await asyncio.to_thread(_get_decision, request_id, auth)
+async def read_decision(request_id: str, auth: UserAPIKeyAuth = Depends(user_api_key_auth),
+                        gw: Gateway = Depends(current_gateway)) -> dict:
+    return await asyncio.to_thread(_get_decision, gw, request_id, auth)

@@ -1,1 +1,1 @@
-"""Routing policies: networks, objectives, the training loop, the method registry and tiers."""
+"""Routing policies: the paper's routers (one interface, a registry), RM-Interval tiers and the composed learner."""

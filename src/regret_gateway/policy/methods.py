@@ -1,8 +1,9 @@
-"""Every router of the paper behind one small interface, and the registry name -> class.
+"""The routers of the paper behind one small interface (:class:`~regret_gateway.policy.base.Router`).
 
-A router is fitted on a :class:`TrainingData` (logged train rows with their counterfactual scores, the
-validation rows used for early stopping, and -- for the Full-Feedback oracle only -- the true matrices)
-for a list of lambdas, and ``predict(X, lambdas)`` returns (L, n) model indices.
+A router is fitted on a :class:`~regret_gateway.policy.base.TrainingData` (counterfactual scores of the
+training rows and of the validation rows used for early stopping) for a list of lambdas, and
+``predict(X, lambdas)`` returns (L, n) model indices. The registry name -> class is
+:mod:`regret_gateway.policy.registry`.
 
 Two families:
 
@@ -10,72 +11,21 @@ Two families:
   (``baseline``, ``r-and-c``, ``carrot-knn``, ``carrot-embednet``): one fit serves every lambda;
 * end-to-end policies train one network per lambda (``full-feedback``, ``cf-regression``,
   ``rm-classification``, ``rm-softmax``), all lambdas stacked and trained together
-  (see :mod:`regret_gateway.policy.networks`); ``rm-interval`` lives in :mod:`.tiers`.
+  (see :mod:`regret_gateway.nn.networks`); ``rm-interval`` lives in :mod:`.tiers`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from regret_gateway.causal.estimators import CounterfactualScores, Nuisance
-from regret_gateway.data import FullFeedback, LoggedFeedback
-from regret_gateway.policy import objectives
-from regret_gateway.policy.networks import StackedMLP
-from regret_gateway.policy.training import TrainConfig, train_members
-
-
-@dataclass(frozen=True)
-class TrainingData:
-    """What a router may learn from.
-
-    Attributes:
-        logs, scores: logged training rows and their counterfactual scores.
-        val_logs, val_scores: held-out logged rows (early stopping, model selection).
-        nuisance: the fitted nuisance stage (R&C reuses its outcome models).
-        full, full_val: true full-feedback matrices of the same rows; only ``full-feedback`` may use them.
-    """
-
-    logs: LoggedFeedback
-    scores: CounterfactualScores
-    val_logs: LoggedFeedback
-    val_scores: CounterfactualScores
-    nuisance: Nuisance | None = None
-    full: FullFeedback | None = None
-    full_val: FullFeedback | None = None
-
-
-class Router:
-    """Base router. ``fit`` returns self; ``predict`` refuses an unfitted router."""
-
-    name = "router"
-
-    def __init__(self, *, train: TrainConfig = TrainConfig(), hidden: tuple[int, ...] = (200, 200), random_state: int = 0):
-        self.train = train
-        self.hidden = hidden
-        self.random_state = random_state
-
-    def fit(self, data: TrainingData, lambdas: Sequence[float]) -> "Router":
-        raise NotImplementedError
-
-    def predict(self, X: np.ndarray, lambdas: Sequence[float]) -> np.ndarray:
-        raise NotImplementedError
-
-    def _check_fitted(self) -> None:
-        if not getattr(self, "fitted_", False):
-            raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() first")
-
-
-def _lambdas(lambdas: Sequence[float]) -> np.ndarray:
-    lam = np.asarray(list(lambdas), dtype=np.float64)
-    if lam.ndim != 1 or lam.size == 0:
-        raise ValueError("`lambdas` must be a non-empty list of numbers")
-    if not np.all(np.isfinite(lam)) or lam.min() < 0:
-        raise ValueError(f"`lambdas` must be finite and >= 0, got {lam.tolist()}")
-    return lam
+from regret_gateway.nn import objectives
+from regret_gateway.nn.networks import StackedMLP
+from regret_gateway.nn.training import train_members
+from regret_gateway.policy.base import Router, TrainingData, check_lambdas
+from regret_gateway.servable import OutcomePolicy
 
 
 # -- decoupled routers --------------------------------------------------------------------------
@@ -88,7 +38,7 @@ class DecoupledRouter(Router):
     def predict(self, X: np.ndarray, lambdas: Sequence[float]) -> np.ndarray:
         self._check_fitted()
         A, C = self.predict_outcomes(X)
-        lam = _lambdas(lambdas)
+        lam = check_lambdas(lambdas)
         return np.stack([np.argmax(A - l * C, axis=1) for l in lam])
 
 
@@ -99,11 +49,11 @@ class _Regressor(DecoupledRouter):
         raise NotImplementedError
 
     def fit(self, data: TrainingData, lambdas: Sequence[float]) -> "_Regressor":
-        T = data.logs.n_models
-        self.cost_scale_ = float(np.mean(data.logs.cost)) or 1.0
+        T = data.n_models
+        self.cost_scale_ = float(np.mean(data.observed(self.name)[0].cost)) or 1.0
         torch.manual_seed(self.random_state)
-        net = StackedMLP(1, data.logs.X.shape[1], 2 * T, self.hidden)
-        X, Xv = torch.tensor(data.logs.X), torch.tensor(data.val_logs.X)
+        net = StackedMLP(1, data.X.shape[1], 2 * T, self.hidden)
+        X, Xv = torch.tensor(data.X), torch.tensor(data.X_val)
         (qa, ca, ma), (qv, cv, mv) = self._targets(data, False), self._targets(data, True)
 
         def loss(x, q, c, m, idx=None):
@@ -133,7 +83,7 @@ class Baseline(_Regressor):
     name = "baseline"
 
     def _targets(self, data, val):
-        logs = data.val_logs if val else data.logs
+        logs = data.observed(self.name)[1 if val else 0]
         n, T = logs.n_samples, logs.n_models
         q, c, m = np.zeros((n, T)), np.zeros((n, T)), np.zeros((n, T))
         rows = np.arange(n)
@@ -160,11 +110,15 @@ class RandC(DecoupledRouter):
     def fit(self, data: TrainingData, lambdas: Sequence[float]) -> "RandC":
         if data.nuisance is None or not hasattr(data.nuisance, "outcome_"):
             raise ValueError("r-and-c needs the fitted nuisance stage in TrainingData.nuisance")
-        self.outcome_, self.fitted_ = data.nuisance.outcome_, True
+        self.outcome_, self.model_names_, self.fitted_ = data.nuisance.outcome_, data.model_names, True
         return self
 
     def predict_outcomes(self, X):
         return self.outcome_.predict(X)
+
+    def to_policy(self) -> OutcomePolicy:
+        self._check_fitted()
+        return self.outcome_.to_policy(self.model_names_)
 
 
 class CarrotKNN(DecoupledRouter):
@@ -184,12 +138,12 @@ class CarrotKNN(DecoupledRouter):
         return self.quality_[idx].mean(1), self.cost_[idx].mean(1)
 
     def fit(self, data: TrainingData, lambdas: Sequence[float]) -> "CarrotKNN":
-        lam = _lambdas(lambdas)
-        self.keys_ = torch.nn.functional.normalize(torch.tensor(data.logs.X), dim=1)
+        lam = check_lambdas(lambdas)
+        self.keys_ = torch.nn.functional.normalize(torch.tensor(data.X), dim=1)
         self.quality_, self.cost_ = data.scores.quality, data.scores.cost
         best = None
         for k in self.ks:
-            A, C = self._neighbour_means(data.val_logs.X, k)
+            A, C = self._neighbour_means(data.X_val, k)
             reg = np.mean([_dr_regret(data.val_scores.utility(l), np.argmax(A - l * C, 1)) for l in lam])
             if best is None or reg < best[0]:
                 best = (reg, k)
@@ -220,14 +174,14 @@ class PerLambdaPolicy(Router):
         return torch.as_tensor(Y, dtype=torch.float32)
 
     def fit(self, data: TrainingData, lambdas: Sequence[float]) -> "PerLambdaPolicy":
-        lam = _lambdas(lambdas)
+        lam = check_lambdas(lambdas)
         Y = self._utilities(data, lam, val=False)
         Yv = torch.as_tensor(self._utilities(data, lam, val=True), dtype=torch.float32)
         target = self._targets(Y, data, lam)
         Y = torch.as_tensor(Y, dtype=torch.float32)
-        X, Xv = torch.tensor(data.logs.X), torch.tensor(data.val_logs.X)
+        X, Xv = torch.tensor(data.X), torch.tensor(data.X_val)
         torch.manual_seed(self.random_state)
-        net = StackedMLP(len(lam), X.shape[1], data.logs.n_models, self.hidden)
+        net = StackedMLP(len(lam), X.shape[1], data.n_models, self.hidden)
         result = train_members(
             net,
             len(X),
@@ -242,7 +196,7 @@ class PerLambdaPolicy(Router):
 
     def _members(self, lambdas: Sequence[float]) -> list[int]:
         members = []
-        for l in _lambdas(lambdas):
+        for l in check_lambdas(lambdas):
             hit = np.flatnonzero(np.isclose(self.lambdas_, l))
             if hit.size == 0:
                 raise ValueError(f"{self.name} was trained for lambdas {self.lambdas_.tolist()}, not {l}")
@@ -299,19 +253,12 @@ class RMClassification(PerLambdaPolicy):
 
 
 class FullFeedbackPolicy(RMClassification):
-    """Full-Feedback oracle: classification to the true best model (every outcome observed); the ceiling
-    for methods trained on logs. Ties in the true utility are shared (or broken by cost)."""
+    """Full-Feedback oracle: classification to the true best model (every outcome observed); the paper's
+    ceiling for methods trained on logs. Fit it on :meth:`TrainingData.from_full`. Ties in the true
+    utility are shared (or broken by cost)."""
 
     name = "full-feedback"
-
-    def _utilities(self, data, lam, val):
-        full = data.full_val if val else data.full
-        if full is None:
-            raise ValueError("full-feedback needs the true matrices in TrainingData.full / full_val")
-        return np.stack([full.utility(l) for l in lam])
-
-    def _tie_cost(self, data):
-        return data.full.cost
+    full_information = True
 
 
 class CFRegression(PerLambdaPolicy):
@@ -321,25 +268,3 @@ class CFRegression(PerLambdaPolicy):
 
     def _loss(self, out, Y, targets):
         return objectives.regression(out, targets)
-
-
-def _registry() -> dict[str, type[Router]]:
-    from regret_gateway.policy.tiers import RMInterval
-
-    classes = [
-        FullFeedbackPolicy, Baseline, RandC, CarrotKNN, CarrotEmbedNet, CFRegression,
-        RMClassification, RMSoftmax, RMInterval,
-    ]
-    return {cls.name: cls for cls in classes}
-
-
-def method_names() -> list[str]:
-    return list(_registry())
-
-
-def make_router(name: str, **kwargs) -> Router:
-    """Instantiate a router by its registry name (``full-feedback``, ``rm-softmax``, ...)."""
-    registry = _registry()
-    if name not in registry:
-        raise ValueError(f"unknown method '{name}'; choose from {', '.join(registry)}")
-    return registry[name](**kwargs)

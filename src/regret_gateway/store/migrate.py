@@ -6,6 +6,9 @@ package as ``regret_gateway.migrations``, so ``regret-gateway db upgrade`` works
 
 from __future__ import annotations
 
+import contextlib
+import zlib
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -13,7 +16,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection
+from sqlalchemy import Connection, make_url, text
 
 from regret_gateway.store.engine import make_engine
 
@@ -32,9 +35,51 @@ def alembic_config(url: str | None = None, connection: Connection | None = None)
     return cfg
 
 
+LOCK_KEY = zlib.crc32(b"regret-gateway migrations")  # PostgreSQL advisory lock id
+
+
+@contextlib.contextmanager
+def _file_lock(path: str) -> Iterator[None]:
+    import fcntl
+
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def upgrade(url: str | None = None, *, revision: str = "head", connection: Connection | None = None) -> None:
-    """Migrate the database at ``url`` (or on ``connection``) to ``revision``."""
-    command.upgrade(alembic_config(url, connection), revision)
+    """Migrate the database at ``url`` (or on ``connection``) to ``revision``.
+
+    With a URL the migration runs under a lock, so that gateway workers starting together migrate once and
+    the others wait, then find nothing to do: a PostgreSQL advisory lock (held on the migrating
+    connection), or for an SQLite file an exclusive ``flock`` on ``<file>.migrate-lock``."""
+    if connection is not None or url is None:
+        command.upgrade(alembic_config(url, connection), revision)
+        return
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        engine = make_engine(url)
+        try:
+            with engine.connect() as conn:
+                conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": LOCK_KEY})
+                try:
+                    command.upgrade(alembic_config(url, conn), revision)
+                    conn.commit()
+                finally:
+                    conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": LOCK_KEY})
+                    conn.commit()
+        finally:
+            engine.dispose()
+        return
+    database = parsed.database if parsed.get_backend_name() == "sqlite" else None
+    if not database or database == ":memory:":
+        command.upgrade(alembic_config(url), revision)
+        return
+    with _file_lock(f"{database}.migrate-lock"):
+        command.upgrade(alembic_config(url), revision)
 
 
 def status(url: str) -> dict:

@@ -111,29 +111,26 @@ class _AdaptiveBaseline:
 
 
 def _full_feedback_router(train_full, val_full, lams: list[float], seed: int):
-    from regret_gateway.evaluation.simulation import simulate_logs
-    from regret_gateway.policy.methods import TrainingData, make_router
+    from regret_gateway.policy.base import TrainingData
+    from regret_gateway.policy.methods import FullFeedbackPolicy
 
-    logs, val_logs = simulate_logs(train_full, policy="uniform", seed=seed), simulate_logs(val_full, policy="uniform", seed=seed)
-    data = TrainingData(logs, None, val_logs, None, None, train_full, val_full)
-    return make_router("full-feedback", random_state=seed).fit(data, lams)
+    return FullFeedbackPolicy(random_state=seed).fit(TrainingData.from_full(train_full, val_full), lams)
 
 
 def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     """Run the closed loop; returns the per-round table and writes OUT/closed_loop.{json,png,md}."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("DISABLE_AIOHTTP_TRANSPORT", "True")
+    from regret_gateway.gateway.app import build_app, litellm_environment
+
+    litellm_environment()
     os.environ.setdefault("LITELLM_MASTER_KEY", "sk-demo-master-" + os.urandom(8).hex())
+    import httpx
     from openai import OpenAI
 
-    import httpx
-
+    from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config
     from regret_gateway.config import load_settings
     from regret_gateway.data import FullFeedback
     from regret_gateway.embedding import Embedder
-    from regret_gateway.gateway.app import build_app
-    from regret_gateway.gateway.hook import handler
-    from regret_gateway.gateway.local import LocalServer, free_port, mock_upstream, proxy_config
+    from regret_gateway.gateway.runtime import Gateway
     from regret_gateway.retrain import RetrainOptions, retrain
     from regret_gateway.store.engine import make_engine
 
@@ -145,8 +142,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     models = bench.model_names
     echo(f"world: {bench.n_samples} prompts, models {', '.join(models)} ({data_path})")
     embedder = Embedder(cfg.embedder, device=cfg.device, progress=True)
-    unique, inverse = np.unique(bench.prompts, return_inverse=True)
-    X = embedder.encode(list(unique))[inverse]
+    X = embedder.encode_unique(bench.prompts)
     full = FullFeedback(X=X, quality=bench.quality, cost=bench.cost, model_names=models)
     train_ix, val_ix = np.flatnonzero(bench.split == "train"), np.flatnonzero(bench.split == "val")
     traffic_ix = np.flatnonzero(bench.split != "train")  # prompts the ceiling was not trained on
@@ -187,8 +183,8 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     )
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     settings = load_settings(work / "config.yaml")
-    handler.__init__()  # the registered hook instance: (re)configure it from this run's config
-    app = build_app(work / "config.yaml")
+    gateway = Gateway(settings)
+    app = build_app(work / "config.yaml", gateway)
     rng = np.random.default_rng(cfg.seed)
     table: list[RoundStats] = []
     with LocalServer(mock_upstream(respond), up_port), LocalServer(app, proxy_port):
@@ -196,7 +192,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
         clients = {team: OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0) for team, key in keys.items()}
         http = httpx.Client(base_url=base, timeout=60)
         engine = make_engine(settings.store.url)
-        handler.start()  # load the embedder, store and router before the first request
+        gateway.start()  # load the embedder, store and router before the first request
 
         def ask(team: str, i: int) -> tuple[int, str]:
             raw = clients[team].chat.completions.with_raw_response.create(
@@ -216,7 +212,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
             for team, tier, lam in TIERS:
                 rows = rng.choice(traffic_ix, size=cfg.requests, replace=True)
                 with ThreadPoolExecutor(cfg.concurrency) as pool:
-                    answers = list(pool.map(lambda i: ask(team, int(i)), rows))
+                    answers = list(pool.map(lambda i, team=team: ask(team, int(i)), rows))
                 chosen = np.array([t for t, _, _ in answers])
                 versions = {v for _, v, _ in answers}
                 n = np.arange(len(rows))
@@ -240,16 +236,16 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                 table.append(stats)
             echo(_round_table(table, rnd) + f"\n(round {rnd} took {time.perf_counter() - t_round:.0f}s)")
             if rnd < cfg.rounds - 1:
-                handler.writer.drain(timeout=60)
+                gateway.writer.drain(timeout=60)
                 result = retrain(settings, engine, RetrainOptions(seed=cfg.seed + rnd, out=work / "reports", n_boot=200))
                 echo(f"retrain after round {rnd}: {result.status} ({result.reason}) in {result.seconds.get('total', 0):.0f}s")
                 time.sleep(1.0)  # > reload_interval_s: the gateway swaps the new version in
-        handler.writer.drain(timeout=60)
+        gateway.writer.drain(timeout=60)
         engine.dispose()
         http.close()
     doc = {"config": {k: str(v) for k, v in cfg.__dict__.items()}, "models": list(models),
            "rounds": [s.__dict__ for s in table], "seconds": time.perf_counter() - t_start, "work_dir": str(work),
-           "hook": handler.stats()}
+           "hook": gateway.stats()}
     (out / "closed_loop.json").write_text(json.dumps(doc, indent=2, default=float))
     (out / "closed_loop.md").write_text(_round_table(table, None))
     _plot(table, out / "closed_loop.png")

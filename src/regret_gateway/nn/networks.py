@@ -1,4 +1,5 @@
-"""Networks: M independent MLPs evaluated together (one batched matmul per layer).
+"""Networks: M independent MLPs evaluated together (one batched matmul per layer), and the interval
+networks of RM-Interval (see :mod:`regret_gateway.servable` for the routing rule that uses them).
 
 The paper trains one network per lambda (and one outcome MLP per model). Stacking M independent
 networks into one module gives exactly the same models -- the parameters are disjoint and Adam is
@@ -71,3 +72,23 @@ class StackedMLP(nn.Module):
             for dst, src in zip(single.parameters(), self.parameters()):
                 dst.copy_(src[m : m + 1])
         return single
+
+
+class IntervalNets(nn.Module):
+    """K interval networks stacked (leading member axis K), each over 2T endpoint logits."""
+
+    def __init__(self, n_intervals: int, n_models: int) -> None:
+        super().__init__()
+        K, T = n_intervals, n_models
+        self.g_weight = nn.Parameter(torch.randn(K, 1, 2 * T) * 0.1)
+        self.g_bias = nn.Parameter(torch.zeros(K, 1, 2 * T))
+        # Start as the average of the two endpoints' logits; training learns where to switch.
+        eye = torch.eye(T)
+        self.out_weight = nn.Parameter(torch.cat([eye, eye]).unsqueeze(0).repeat(K, 1, 1) * 0.5)
+        self.out_bias = nn.Parameter(torch.zeros(K, 1, T))
+
+    def forward(self, ends: torch.Tensor, s: torch.Tensor | float, members: slice = slice(None)) -> torch.Tensor:
+        """ends: (k, n, 2T) endpoint logits of the selected intervals; s: position in the interval
+        (scalar or broadcastable to (k, n, 1)) -> (k, n, T)."""
+        g = torch.nn.functional.gelu(s * self.g_weight[members] + self.g_bias[members])
+        return torch.baddbmm(self.out_bias[members], ends + g, self.out_weight[members])

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from regret_gateway.gateway.local import LocalServer, free_port, mock_upstream, proxy_config
+from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config
 
 MODELS = ("model-a", "model-b", "model-c")
 MASTER_KEY = "sk-bench-master-0123456789abcdef"
@@ -27,15 +27,13 @@ def _publish_random_router(root: Path, dim: int, tiers: dict[str, float], embedd
     import torch
 
     from regret_gateway.artifacts import activate, save_artifact
-    from regret_gateway.policy.networks import StackedMLP
-    from regret_gateway.policy.tiers import IntervalNets, RMInterval
+    from regret_gateway.nn.networks import IntervalNets, StackedMLP
+    from regret_gateway.servable import TieredPolicy
 
     torch.manual_seed(0)
     lams = sorted(tiers.values())
-    state = {"tiers": lams, "d_in": dim, "n_models": len(MODELS), "hidden": [200, 200], "tau": 1.0, "interval_tau": 10.0,
-             "policies": StackedMLP(len(lams), dim, len(MODELS)).state_dict(),
-             "intervals": IntervalNets(len(lams) - 1, len(MODELS)).state_dict()}
-    path = save_artifact(root, router=RMInterval.from_state(state), model_names=MODELS, tiers=tiers, embedder={"model": embedder})
+    policy = TieredPolicy(MODELS, lams, StackedMLP(len(lams), dim, len(MODELS)), IntervalNets(len(lams) - 1, len(MODELS)))
+    path = save_artifact(root, policy=policy, tiers=tiers, embedder={"model": embedder})
     activate(root, path.name)
 
 
@@ -74,12 +72,13 @@ def run_gateway_bench(*, requests: int = 200, concurrencies: tuple[int, ...] = (
     """Rows of {target, concurrency, p50_ms, p99_ms, rps} for plain LiteLLM and the hook, plus the hook's counters."""
     import os
 
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("DISABLE_AIOHTTP_TRANSPORT", "True")
-    os.environ["LITELLM_MASTER_KEY"] = MASTER_KEY
+    from regret_gateway.config import load_settings
     from regret_gateway.embedding import Embedder
-    from regret_gateway.gateway.app import build_app
-    from regret_gateway.gateway.hook import handler
+    from regret_gateway.gateway.app import build_app, litellm_environment
+    from regret_gateway.gateway.runtime import Gateway
+
+    litellm_environment()
+    os.environ["LITELLM_MASTER_KEY"] = MASTER_KEY
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -96,18 +95,21 @@ def run_gateway_bench(*, requests: int = 200, concurrencies: tuple[int, ...] = (
             {m: (1e-6, 2e-6) for m in MODELS}, f"http://127.0.0.1:{up_port}/v1",
         )
         (tmp / "config.yaml").write_text(yaml.safe_dump(config))
-        app = build_app(tmp / "config.yaml")
+        gateway = Gateway(load_settings(tmp / "config.yaml"))
+        app = build_app(tmp / "config.yaml", gateway)
+        gateway.start()
         rows = []
         with LocalServer(mock_upstream(lambda model, text: ("ok", 20, 5)), up_port), LocalServer(app, proxy_port):
-            for target, model in (("plain LiteLLM", MODELS[0]), ("regret-gateway hook", "regret-router")):  # warm both paths
+            for model in (MODELS[0], "regret-router"):  # warm both paths
                 asyncio.run(_load(proxy_port, model, _prompts(warmup, 99), 4))
             for c in concurrencies:
                 for target, model in (("plain LiteLLM", MODELS[0]), ("regret-gateway hook", "regret-router")):
                     lat, rps = asyncio.run(_load(proxy_port, model, _prompts(requests, c), c))
                     rows.append({"target": target, "concurrency": c, "requests": requests, "p50_ms": float(np.percentile(lat, 50)),
                                  "p99_ms": float(np.percentile(lat, 99)), "rps": rps})
-            handler.writer.drain(timeout=30)
-            stats = handler.stats()
-            handler.writer.close()
-    device_used = str(handler.batcher.encode.__self__._device) if hasattr(handler.batcher.encode, "__self__") else device
+            gateway.writer.drain(timeout=30)
+            stats = gateway.stats()
+            gateway.close()
+    encode = gateway.batcher.encode
+    device_used = str(encode.__self__._device) if hasattr(encode, "__self__") else device
     return {"rows": rows, "hook": stats, "device": device_used}

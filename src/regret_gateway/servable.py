@@ -1,0 +1,207 @@
+"""Servable policies: what a published router is, to the gateway.
+
+A servable policy maps an embedding batch and a cost weight lambda to one score per model:
+``logits(X, lam) -> (n, T)`` over ``model_names``; the gateway routes to the argmax. It can be saved as
+plain tensors and values (``state()``, loadable with ``torch.load(weights_only=True)``) and rebuilt with
+:func:`from_state`. This module is the serving path's whole view of a router: it imports torch and
+:mod:`regret_gateway.nn.networks` only, never the training code.
+
+Kinds:
+
+* ``rm-interval`` (:class:`TieredPolicy`): one policy network per tier lambda and an interval net
+  between adjacent tiers. Routing rule: lambda equal to a tier -> that tier's network; strictly between
+  two tiers -> that interval's net, at position s = (lam - l_j) / (l_j+1 - l_j); below the first or above
+  the last tier -> the nearest tier.
+* ``r-and-c`` (:class:`OutcomePolicy`): outcome networks r_t(x) = (quality, cost); logits
+  A(t) - lam * C(t).
+* ``constant`` (:class:`ConstantPolicy`): one model for every request (the fixed choice).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+import torch
+
+from regret_gateway.nn.networks import IntervalNets, StackedMLP
+
+
+def check_lambda(lam: float) -> float:
+    lam = float(lam)
+    if not np.isfinite(lam) or lam < 0:
+        raise ValueError(f"lambda must be finite and >= 0, got {lam}")
+    return lam
+
+
+class ServablePolicy:
+    """Base of the servable policies; a subclass implements :meth:`_logits`, :meth:`_state`, :meth:`_from_state`.
+
+    Attributes:
+        model_names: the T models, one per output column.
+        dim: embedding size the policy reads (None: it reads no embedding).
+    """
+
+    kind: ClassVar[str] = "base"
+
+    def __init__(self, model_names: Sequence[str], dim: int | None) -> None:
+        self.model_names = tuple(str(m) for m in model_names)
+        self.dim = dim
+
+    @property
+    def n_models(self) -> int:
+        return len(self.model_names)
+
+    def logits(self, X: np.ndarray, lam: float) -> np.ndarray:
+        """(n, T) scores of every model for each row of ``X`` (n, dim) at cost weight ``lam``."""
+        X = np.require(X, np.float32, ["W"])  # torch wants a writable array; frozen containers get a copy
+        if X.ndim != 2 or (self.dim is not None and X.shape[1] != self.dim):
+            raise ValueError(f"`X` must have shape (n, {self.dim}), got {X.shape}")
+        with torch.no_grad():
+            return self._logits(torch.as_tensor(X), check_lambda(lam)).numpy()
+
+    def choose(self, X: np.ndarray, lam: float) -> np.ndarray:
+        """(n,) index of the chosen model per row."""
+        return self.logits(X, lam).argmax(-1)
+
+    def state(self) -> dict[str, Any]:
+        """Tensors and plain values only (``torch.load(weights_only=True)`` reads them back)."""
+        return {"kind": self.kind, "model_names": list(self.model_names), "d_in": self.dim, "n_models": self.n_models,
+                **self._state()}
+
+    def _logits(self, X: torch.Tensor, lam: float) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _state(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def _from_state(cls, state: dict[str, Any], model_names: tuple[str, ...]) -> "ServablePolicy":
+        raise NotImplementedError
+
+
+def interval_ends(tier_net: StackedMLP, X: torch.Tensor) -> torch.Tensor:
+    """(K, n, 2T) logits of the left and right tier of each of the K = m - 1 intervals (no gradient)."""
+    with torch.no_grad():
+        tier_logits = tier_net(X)  # (m, n, T)
+    return torch.cat([tier_logits[:-1], tier_logits[1:]], dim=-1)
+
+
+class TieredPolicy(ServablePolicy):
+    """RM-Interval at serving time: tier networks ``tier_net`` (m members) and ``intervals`` (m - 1)."""
+
+    kind = "rm-interval"
+
+    def __init__(self, model_names: Sequence[str], tiers: Sequence[float], tier_net: StackedMLP,
+                 intervals: IntervalNets | None, *, tau: float = 1.0, interval_tau: float = 10.0) -> None:
+        super().__init__(model_names, tier_net.d_in)
+        self.tiers = np.asarray(tiers, dtype=np.float64)
+        if tier_net.n_members != len(self.tiers) or tier_net.d_out != self.n_models:
+            raise ValueError(f"tier network has {tier_net.n_members} members x {tier_net.d_out} outputs, "
+                             f"expected {len(self.tiers)} tiers x {self.n_models} models")
+        if len(self.tiers) > 1 and intervals is None:
+            raise ValueError("more than one tier needs the interval networks between them")
+        self.tier_net, self.intervals = tier_net.eval(), None if intervals is None else intervals.eval()
+        self.tau, self.interval_tau = tau, interval_tau
+
+    def _logits(self, X: torch.Tensor, lam: float) -> torch.Tensor:
+        tiers = self.tiers
+        exact = np.flatnonzero(np.isclose(tiers, lam))
+        if exact.size or lam <= tiers[0] or lam >= tiers[-1]:
+            j = int(exact[0]) if exact.size else (0 if lam <= tiers[0] else len(tiers) - 1)
+            return self.tier_net(X)[j]
+        j = int(np.searchsorted(tiers, lam) - 1)  # tiers[j] < lam < tiers[j+1]
+        s = (lam - tiers[j]) / (tiers[j + 1] - tiers[j])
+        assert self.intervals is not None
+        return self.intervals(interval_ends(self.tier_net, X)[j : j + 1], float(s), slice(j, j + 1))[0]
+
+    def _state(self) -> dict[str, Any]:
+        return {"tiers": [float(t) for t in self.tiers], "hidden": list(self.tier_net.hidden), "tau": self.tau,
+                "interval_tau": self.interval_tau, "policies": self.tier_net.state_dict(),
+                "intervals": None if self.intervals is None else self.intervals.state_dict()}
+
+    @classmethod
+    def _from_state(cls, state, model_names):
+        tiers = [float(t) for t in state["tiers"]]
+        net = StackedMLP(len(tiers), int(state["d_in"]), int(state["n_models"]), tuple(int(h) for h in state["hidden"]))
+        net.load_state_dict(state["policies"])
+        intervals = None
+        if state["intervals"] is not None:
+            intervals = IntervalNets(len(tiers) - 1, int(state["n_models"]))
+            intervals.load_state_dict(state["intervals"])
+        return cls(model_names, tiers, net, intervals, tau=float(state["tau"]), interval_tau=float(state["interval_tau"]))
+
+
+def outcome_heads(net: StackedMLP, cost_scale: np.ndarray, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Outcome networks (T members, 2 outputs) -> float64 ((n, T) quality in [0, 1], (n, T) cost >= 0 in USD).
+
+    The quality head is a logit; the cost head predicts cost / ``cost_scale`` (each model's mean logged cost)."""
+    out = net(X)  # (T, n, 2)
+    quality = torch.sigmoid(out[..., 0]).T.double()
+    cost = (out[..., 1].T.double() * torch.as_tensor(cost_scale, dtype=torch.float64)[None, :]).clamp(min=0.0)
+    return quality, cost
+
+
+class OutcomePolicy(ServablePolicy):
+    """R&C at serving time: argmax_t of the outcome networks' A(t) - lam * C(t)."""
+
+    kind = "r-and-c"
+
+    def __init__(self, model_names: Sequence[str], net: StackedMLP, cost_scale: np.ndarray) -> None:
+        super().__init__(model_names, net.d_in)
+        if net.n_members != self.n_models or net.d_out != 2:
+            raise ValueError(f"outcome networks must be {self.n_models} members x 2 outputs, got {net.n_members} x {net.d_out}")
+        self.net, self.cost_scale = net.eval(), np.asarray(cost_scale, dtype=np.float64)
+
+    def _logits(self, X, lam):
+        quality, cost = outcome_heads(self.net, self.cost_scale, X)
+        return quality - lam * cost
+
+    def _state(self):
+        return {"hidden": list(self.net.hidden), "weights": self.net.state_dict(),
+                "cost_scale": torch.as_tensor(self.cost_scale, dtype=torch.float64)}
+
+    @classmethod
+    def _from_state(cls, state, model_names):
+        net = StackedMLP(int(state["n_models"]), int(state["d_in"]), 2, tuple(int(h) for h in state["hidden"]))
+        net.load_state_dict(state["weights"])
+        return cls(model_names, net, state["cost_scale"].numpy())
+
+
+class ConstantPolicy(ServablePolicy):
+    """Every request to one model: ``model`` at every lambda."""
+
+    kind = "constant"
+
+    def __init__(self, model_names: Sequence[str], model: str, dim: int | None = None) -> None:
+        super().__init__(model_names, dim)
+        if model not in self.model_names:
+            raise ValueError(f"constant model {model!r} is not one of {list(self.model_names)}")
+        self.model = model
+
+    def _logits(self, X, lam):
+        out = torch.zeros(X.shape[0], self.n_models)
+        out[:, self.model_names.index(self.model)] = 1.0
+        return out
+
+    def _state(self):
+        return {"model": self.model}
+
+    @classmethod
+    def _from_state(cls, state, model_names):
+        return cls(model_names, str(state["model"]), None if state["d_in"] is None else int(state["d_in"]))
+
+
+KINDS: dict[str, type[ServablePolicy]] = {cls.kind: cls for cls in (TieredPolicy, OutcomePolicy, ConstantPolicy)}
+
+
+def from_state(state: dict[str, Any], model_names: Sequence[str] | None = None) -> ServablePolicy:
+    """The policy that :meth:`ServablePolicy.state` described (raises on an unknown kind or bad shapes).
+    ``model_names`` default to the state's own; states written before kinds existed are RM-Interval."""
+    kind = state.get("kind", TieredPolicy.kind)
+    if kind not in KINDS:
+        raise ValueError(f"unknown policy kind {kind!r}; this gateway serves {sorted(KINDS)}")
+    names = tuple(model_names if model_names is not None else state["model_names"])
+    if len(names) != int(state["n_models"]):
+        raise ValueError(f"the policy has {state['n_models']} outputs but {len(names)} model names")
+    return KINDS[kind]._from_state(state, names)

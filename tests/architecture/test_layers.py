@@ -1,0 +1,155 @@
+"""The dependency direction of docs/architecture.md, enforced: no import cycle, no arrow upwards, and a
+serving path that loads none of the training stack."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "regret_gateway"
+
+# Lower layers first; a module may import its own layer and the layers below it, never above.
+LAYERS: list[tuple[str, ...]] = [
+    ("config", "data"),
+    ("nn", "store"),
+    ("servable", "embedding"),
+    ("artifacts", "causal"),
+    ("ope", "policy"),
+    ("evaluation", "gateway"),
+    ("retrain", "importer"),
+    ("bench", "cli"),
+]
+SERVING_FORBIDDEN = ("regret_gateway.causal", "regret_gateway.policy", "regret_gateway.evaluation",
+                     "regret_gateway.retrain", "regret_gateway.bench", "xgboost")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports() -> dict[str, set[str]]:
+    """module -> project modules it imports (top level and inside functions)."""
+    graph: dict[str, set[str]] = {}
+    for path in SRC.rglob("*.py"):
+        name = _module_name(path)
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("regret_gateway"):
+                found.add(node.module)
+                found.update(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.startswith("regret_gateway"))
+        graph[name] = {m for m in found if m in _known()} - {name}
+    return graph
+
+
+def _known() -> set[str]:
+    return {_module_name(p) for p in SRC.rglob("*.py")}
+
+
+def _top(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _layer(module: str) -> int:
+    top = _top(module)
+    for i, names in enumerate(LAYERS):
+        if top in names:
+            return i
+    raise AssertionError(f"{module}: its package {top!r} has no layer in LAYERS (add it, and to docs/architecture.md)")
+
+
+def test_every_module_has_a_layer_and_imports_only_downwards():
+    bad = []
+    for module, deps in _imports().items():
+        if _top(module) in ("", "migrations"):  # the package root and the Alembic scripts
+            continue
+        for dep in deps:
+            if _top(dep) and _layer(dep) > _layer(module):
+                bad.append(f"{module} -> {dep}")
+    assert not bad, "imports against the layer order:\n" + "\n".join(sorted(bad))
+
+
+def test_no_import_cycles():
+    graph = _imports()
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                cycles.append(" -> ".join(stack[stack.index(dep):] + [dep]) if dep in stack else f"{node} -> {dep}")
+            elif dep not in state:
+                visit(dep, stack + [dep])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+SERVING_SCRIPT = r'''
+import asyncio, json, sys
+import numpy as np
+from regret_gateway.config import Settings
+from regret_gateway.gateway.hook import RegretRouterHook
+from regret_gateway.gateway.runtime import Gateway
+
+root, dim = sys.argv[1], int(sys.argv[2])
+settings = Settings(models=("a", "b", "c"), default_tier="t", tiers={"t": {"lam": 100.0, "epsilon": 0.0}},
+                    artifacts_dir=root + "/artifacts", store={"url": f"sqlite:///{root}/gw.db", "spill_dir": root + "/spill"},
+                    embedder={"model": "m"})
+gateway = Gateway(settings, encode=lambda texts: np.ones((len(texts), dim), dtype=np.float32), seed=0)
+hook = RegretRouterHook(gateway)
+
+class Key:
+    team_id = None
+    team_metadata = None
+
+async def main():
+    data = await hook.async_pre_call_hook(Key(), None, {"model": "regret-router", "messages": [{"role": "user", "content": "hi"}]}, "completion")
+    gateway.writer.drain(timeout=10)
+    return data["metadata"]["regret_gateway"]
+
+decision = asyncio.run(main())
+gateway.close()
+print(json.dumps({"decision": decision, "modules": sorted(sys.modules)}))
+'''
+
+
+def test_the_serving_path_loads_no_training_code(tmp_path):
+    """Import the hook and route one request with a published RM-Interval router: none of the training
+    stack (causal/, policy/, evaluation/, retrain, xgboost) is loaded."""
+    import torch
+
+    from regret_gateway.artifacts import activate, save_artifact
+    from regret_gateway.nn.networks import IntervalNets, StackedMLP
+    from regret_gateway.servable import TieredPolicy
+
+    torch.manual_seed(0)
+    policy = TieredPolicy(("a", "b", "c"), [0.0, 200.0], StackedMLP(2, 8, 3, (16,)), IntervalNets(1, 3))
+    path = save_artifact(tmp_path / "artifacts", policy=policy, tiers={"t": 0.0, "u": 200.0}, embedder={"model": "m"})
+    activate(tmp_path / "artifacts", path.name)
+    out = subprocess.run([sys.executable, "-c", SERVING_SCRIPT, str(tmp_path), "8"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["decision"]["router_version"] == path.name and result["decision"]["mode"] == "policy"
+    loaded = [m for m in result["modules"] if m.startswith(SERVING_FORBIDDEN)]
+    assert not loaded, f"the serving path loaded training code: {loaded}"
+
+
+@pytest.mark.parametrize("package", ["regret_gateway.causal", "regret_gateway.policy", "regret_gateway.evaluation"])
+def test_learning_packages_import_no_store_gateway_or_cli(package):
+    graph = _imports()
+    bad = [f"{m} -> {d}" for m, deps in graph.items() if m.startswith(package) for d in deps
+           if _top(d) in ("store", "gateway", "cli", "bench", "retrain")]
+    assert not bad, bad

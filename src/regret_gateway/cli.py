@@ -133,6 +133,15 @@ def _floats(text: str, what: str) -> tuple[float, ...]:
     return values
 
 
+def _clip(text: str) -> tuple[float, float] | None:
+    if text.lower() == "none":
+        return None
+    values = _floats(text, "--clip")
+    if len(values) != 2:
+        raise typer.BadParameter(f"--clip takes two percentiles 'lo,hi' (or 'none'), got {text!r}")
+    return values[0], values[1]
+
+
 @bench_app.command("offline")
 def bench_offline(
     data: Path = typer.Option(..., "--data", help="Benchmark file or folder (RouterBench layout, or SPROUT's)."),
@@ -183,7 +192,7 @@ def bench_offline(
         config = OfflineConfig(
             lambdas=_floats(lambdas, "--lambdas"), trials=trials, methods=chosen, seed=seed,
             logging_policy=logging_policy, logging_temperature=logging_temperature, propensity=propensity,
-            estimator=estimator, clip=None if clip.lower() == "none" else _floats(clip, "--clip"), clip_scope=clip_scope,
+            estimator=estimator, clip=_clip(clip), clip_scope=clip_scope,
             max_weight=max_weight, self_normalize=self_normalize, correction=correction, cross_fit=cross_fit,
             train_preset=train_preset, outcome_preset=outcome_preset, tau=tau, ties=ties, evaluate_on=evaluate_on,
         )
@@ -192,7 +201,7 @@ def bench_offline(
         raise typer.Exit(2) from None
     typer.echo(f"{bench.n_samples} prompts, {len(bench.model_names)} models from {data} (dropped: {bench.dropped or 'none'})")
     emb = Embedder(embedder, device=device, template=PAPER_TEMPLATE if template else None, cache_dir=cache_dir or default_cache_dir())
-    X = emb.encode_unique(bench.prompts, datasets=bench.groups)
+    X = emb.encode_unique(bench.prompts, datasets=bench.groups.tolist())
     t_embed = time.perf_counter() - started
     run = run_offline(bench, X, config)
     results = summarize(run, {"embedding_seconds": t_embed, "total_seconds": time.perf_counter() - started})

@@ -93,11 +93,11 @@ class Settings(_Strict):
             raise ValueError(f"`models` must be unique, got {list(self.models)}")
         if self.default_tier not in self.tiers:
             raise ValueError(f"`default_tier` '{self.default_tier}' is not one of the tiers {sorted(self.tiers)}")
-        for name, tier in self.tiers.items():
-            if tier.fallback is not None and self.models and tier.fallback not in self.models:
-                raise ValueError(f"tier '{name}': fallback '{tier.fallback}' is not one of `models` {list(self.models)}")
-        for team, spec in self.teams.items():
-            for tier in (spec.tier, *spec.allowed_tiers):
+        for name, spec in self.tiers.items():
+            if spec.fallback is not None and self.models and spec.fallback not in self.models:
+                raise ValueError(f"tier '{name}': fallback '{spec.fallback}' is not one of `models` {list(self.models)}")
+        for team, team_spec in self.teams.items():
+            for tier in (team_spec.tier, *team_spec.allowed_tiers):
                 if tier not in self.tiers:
                     raise ValueError(f"team '{team}': tier '{tier}' is not one of the tiers {sorted(self.tiers)}")
         return self

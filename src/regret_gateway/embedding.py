@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -76,9 +76,9 @@ class Embedder:
         self.normalize = normalize
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.progress = progress
-        self._tokenizer = None
-        self._encoder = None
-        self._device = None
+        self._tokenizer: Any = None
+        self._encoder: Any = None
+        self._device: str | None = None
 
     # -- loading -------------------------------------------------------------------------------
     def _load(self) -> None:

@@ -14,16 +14,20 @@ import hashlib
 import math
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from regret_gateway.config import Settings
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord, StoreInputError, prompt_hash
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 REQUIRED = ("model", "quality")
 
 
-def _read_table(path: Path) -> list[dict]:
+def _read_table(path: Path) -> "pd.DataFrame":
     import pandas as pd
 
     name = path.name.lower()

@@ -92,7 +92,7 @@ class TieredPolicy(ServablePolicy):
 
     kind = "rm-interval"
 
-    def __init__(self, model_names: Sequence[str], tiers: Sequence[float], tier_net: StackedMLP,
+    def __init__(self, model_names: Sequence[str], tiers: Sequence[float] | np.ndarray, tier_net: StackedMLP,
                  intervals: IntervalNets | None, *, tau: float = 1.0, interval_tau: float = 10.0) -> None:
         super().__init__(model_names, tier_net.d_in)
         self.tiers = np.asarray(tiers, dtype=np.float64)

@@ -24,6 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -194,7 +195,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
         engine = make_engine(settings.store.url)
         gateway.start()  # load the embedder, store and router before the first request
 
-        def ask(team: str, i: int) -> tuple[int, str]:
+        def ask(team: str, i: int) -> tuple[int, str | None, int]:
             raw = clients[team].chat.completions.with_raw_response.create(
                 model="regret-router", messages=[{"role": "user", "content": bench.prompts[i]}])
             rid = raw.headers.get("x-litellm-call-id")
@@ -290,7 +291,8 @@ def _plot(table: list[RoundStats], path: Path) -> None:
         rows = [s for s in table if s.tier == tier]
         rounds = [s.round for s in rows]
         for b in BASELINES:
-            style = {"gateway": dict(lw=2.5, marker="o"), "full-feedback": dict(ls="--")}.get(b, dict(lw=1, alpha=0.8))
+            styles: dict[str, dict[str, Any]] = {"gateway": {"lw": 2.5, "marker": "o"}, "full-feedback": {"ls": "--"}}
+            style = styles.get(b, {"lw": 1, "alpha": 0.8})
             ax.plot(rounds, [s.utility[b] for s in rows], label=b, **style)
         ax.set_title(f"{tier} (λ={rows[0].lam:g})")
         ax.set_xlabel("round (retrain between rounds)")

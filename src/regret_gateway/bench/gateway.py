@@ -80,8 +80,8 @@ def run_gateway_bench(*, requests: int = 200, concurrencies: tuple[int, ...] = (
     litellm_environment()
     os.environ["LITELLM_MASTER_KEY"] = MASTER_KEY
 
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(scratch)
         dim = Embedder(embedder, device="cpu", progress=False).dimension
         tiers = {"premium": 0.0, "standard": 200.0, "economy": 1000.0}
         _publish_random_router(tmp / "artifacts", dim, tiers, embedder)

@@ -60,7 +60,7 @@ def scratch_database(url: str) -> Iterator[str]:
 
 def _count(engine: Engine) -> int:
     with Session(engine) as s:
-        return int(s.scalar(select(func.count()).select_from(Decision)))
+        return int(s.scalar(select(func.count()).select_from(Decision)) or 0)
 
 
 def write_throughput(url: str, *, rows: int = 20_000, dim: int = 384, batch_size: int = 500, queue_size: int = 10_000) -> dict:

@@ -110,7 +110,7 @@ class ScoreEstimator:
             w = np.divide(w, mean, out=np.zeros_like(w), where=mean > 0)
         return w
 
-    def _combine(self, observed: np.ndarray, predicted: np.ndarray, w: np.ndarray) -> np.ndarray:
+    def _combine(self, observed: np.ndarray, predicted: np.ndarray | None, w: np.ndarray | None) -> np.ndarray:
         raise NotImplementedError
 
     def estimate(

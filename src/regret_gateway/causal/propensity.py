@@ -149,7 +149,7 @@ class PropensityModel:
                     break
                 proba = booster.predict(dval, iteration_range=(0, k)).reshape(len(val), n_models)
                 scores[(depth, k)] = _log_loss(proba, action[val])
-        best = min(scores, key=scores.get)
+        best = min(scores, key=lambda point: scores[point])
         self.grid_scores_ = {f"max_depth={d},n_estimators={k}": v for (d, k), v in scores.items()}
         self.best_params_ = {"max_depth": best[0], "n_estimators": best[1]}
         self.val_log_loss_ = scores[best]

@@ -211,7 +211,9 @@ def _finish(records, model_names, source, dropped) -> Benchmark:
 def load_routerbench(path: str | Path) -> Benchmark:
     """Load a file or folder in RouterBench's layout."""
     path = Path(path)
-    records, dropped, models = [], {}, None
+    records: list = []
+    dropped: dict[str, int] = {}
+    models = None
     for file in _files(path):
         rows = _read_rows(file)
         if not rows:
@@ -249,7 +251,9 @@ def load_sprout(path: str | Path, prices: dict[str, tuple[float, float]] | None 
     """Load SPROUT's published layout; ``prices`` maps model -> (input, output) US$ per million tokens."""
     path = Path(path)
     prices = SPROUT_PRICES if prices is None else prices
-    records, dropped, models = [], {}, None
+    records: list = []
+    dropped: dict[str, int] = {}
+    models = None
     for file in _files(path):
         rows = _read_rows(file)
         if not rows:

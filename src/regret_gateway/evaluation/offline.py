@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -90,7 +91,7 @@ class OfflineConfig:
         """Router ``name`` with the policy preset and the options of this configuration it takes (tau, ties)."""
         cls = router_class(name)
         accepted = inspect.signature(cls.__init__).parameters
-        options = {k: v for k, v in (("tau", self.tau), ("ties", self.ties)) if k in accepted}
+        options: dict[str, Any] = {k: v for k, v in (("tau", self.tau), ("ties", self.ties)) if k in accepted}
         return cls(train=preset(self.train_preset), random_state=seed, **options)
 
 

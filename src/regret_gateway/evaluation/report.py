@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -143,11 +144,12 @@ def plot_curves(results: OfflineSummary, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(8, 5.5))
     # the reference rows get fixed looks; the learned routers one colour each (more than the default 10)
-    references = {"oracle": {"color": "black", "linestyle": ":"}, "single-best": {"color": "grey", "linestyle": "--"}}
-    tab10 = plt.get_cmap("tab10").colors
-    colours = iter(tab10[:7] + tab10[8:] + plt.get_cmap("tab20").colors[1::2])  # no grey: single-best's
+    references: dict[str, dict[str, Any]] = {"oracle": {"color": "black", "linestyle": ":"},
+                                             "single-best": {"color": "grey", "linestyle": "--"}}
+    tab10, tab20 = plt.get_cmap("tab10").colors, plt.get_cmap("tab20").colors  # type: ignore[attr-defined]
+    colours = iter(tab10[:7] + tab10[8:] + tab20[1::2])  # no grey: single-best's
     for name, m in results.methods.items():
-        style = references.get(name) or {"color": next(colours), **({"linestyle": "--"} if name == "full-feedback" else {})}
+        style: dict[str, Any] = references.get(name) or {"color": next(colours), **({"linestyle": "--"} if name == "full-feedback" else {})}
         order = np.argsort(m.cost_mean)
         ax.plot(
             np.asarray(m.cost_mean)[order] * 1000,

@@ -66,7 +66,7 @@ def generate_world(n: int = 2000, seed: int = 0) -> list[dict]:
         level = list(DIFFICULTY)[rng.integers(3)]
         prefix, steps = DIFFICULTY[level]
         prompt = prefix + templates[rng.integers(len(templates))].format(subjects[rng.integers(len(subjects))])
-        row = {"sample_id": f"{fam}.{i}", "prompt": prompt, "eval_name": f"{fam}-{level}"}
+        row: dict[str, str | float] = {"sample_id": f"{fam}.{i}", "prompt": prompt, "eval_name": f"{fam}-{level}"}
         in_tokens = max(8, len(prompt) // 4)
         for m, (p_in, p_out) in MODELS.items():
             p = 1.0 / (1.0 + np.exp(-(SKILL[m][fam] - SLOPE[m] * steps)))

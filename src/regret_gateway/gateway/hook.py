@@ -101,7 +101,7 @@ class RegretRouterHook(CustomLogger):
             return data
         if not gw.started:
             await asyncio.get_running_loop().run_in_executor(None, gw.start)
-        metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+        metadata: dict = data["metadata"] if isinstance(data.get("metadata"), dict) else {}
         requested = data.pop("regret_tier", None) or metadata.get("regret_tier")
         team = getattr(user_api_key_dict, "team_id", None)
         try:
@@ -144,7 +144,7 @@ class RegretRouterHook(CustomLogger):
         slo = kwargs.get("standard_logging_object") or {}
         call_id = kwargs.get("litellm_call_id") or slo.get("litellm_call_id")
         pending = self._pending.pop(call_id, None) if call_id else None
-        if pending is None:
+        if pending is None or call_id is None:
             return  # not a routed request (or a retry of one already logged)
         cost = slo.get("response_cost", kwargs.get("response_cost")) or 0.0
         start, end = slo.get("startTime"), slo.get("endTime")

@@ -58,14 +58,20 @@ def _post_feedback(gw: Gateway, body: FeedbackIn, auth: UserAPIKeyAuth) -> dict:
     _authorize(gw, body.request_id, auth)
     with Session(gw.engine) as session, session.begin():
         record_feedback(session, [FeedbackRecord(body.request_id, body.score, source=body.source)])
+    return {"request_id": body.request_id, **_decision(gw, body.request_id)["feedback"]}
+
+
+def _decision(gw: Gateway, request_id: str) -> dict:
     with Session(gw.engine) as session:
-        return {"request_id": body.request_id, **get_decision(session, body.request_id)["feedback"]}
+        found = get_decision(session, request_id)
+    if found is None:  # authorised a moment ago: only a concurrent delete gets here
+        raise HTTPException(status_code=404, detail=f"unknown request id {request_id!r}")
+    return found
 
 
 def _get_decision(gw: Gateway, request_id: str, auth: UserAPIKeyAuth) -> dict:
     _authorize(gw, request_id, auth)
-    with Session(gw.engine) as session:
-        return get_decision(session, request_id)
+    return _decision(gw, request_id)
 
 
 @router.post("/feedback")

@@ -17,6 +17,8 @@ from regret_gateway.data import FullFeedback, LoggedFeedback
 from regret_gateway.nn.training import TrainConfig
 from regret_gateway.servable import ServablePolicy
 
+Lambdas = Sequence[float] | np.ndarray  # cost weights lambda >= 0
+
 
 @dataclass(frozen=True)
 class TrainingData:
@@ -80,10 +82,10 @@ class Router:
         self.hidden = hidden
         self.random_state = random_state
 
-    def fit(self, data: TrainingData, lambdas: Sequence[float]) -> "Router":
+    def fit(self, data: TrainingData, lambdas: Lambdas) -> "Router":
         raise NotImplementedError
 
-    def predict(self, X: np.ndarray, lambdas: Sequence[float]) -> np.ndarray:
+    def predict(self, X: np.ndarray, lambdas: Lambdas) -> np.ndarray:
         raise NotImplementedError
 
     def to_policy(self) -> ServablePolicy:
@@ -95,7 +97,7 @@ class Router:
             raise RuntimeError(f"{type(self).__name__} is not fitted; call fit() first")
 
 
-def check_lambdas(lambdas: Sequence[float]) -> np.ndarray:
+def check_lambdas(lambdas: Lambdas) -> np.ndarray:
     """(L,) float array of finite lambdas >= 0; raises otherwise."""
     lam = np.asarray(list(lambdas), dtype=np.float64)
     if lam.ndim != 1 or lam.size == 0:

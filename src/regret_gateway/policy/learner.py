@@ -10,11 +10,9 @@ and the tests all learn through it.
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from regret_gateway.causal.estimators import Nuisance
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.policy.base import Router, TrainingData
+from regret_gateway.policy.base import Lambdas, Router, TrainingData
 
 
 def fit_training_data(nuisance: Nuisance, logs: LoggedFeedback, val_logs: LoggedFeedback) -> TrainingData:
@@ -36,7 +34,7 @@ class Learner:
         self.nuisance = nuisance
         self.policy = policy
 
-    def fit(self, logs: LoggedFeedback, val_logs: LoggedFeedback, lambdas: Sequence[float]) -> "Learner":
+    def fit(self, logs: LoggedFeedback, val_logs: LoggedFeedback, lambdas: Lambdas) -> "Learner":
         """Nuisance on ``logs``, then the policy for ``lambdas`` (early stopping on ``val_logs``)."""
         self.data_ = fit_training_data(self.nuisance, logs, val_logs)
         self.policy_ = self.policy.fit(self.data_, lambdas)

@@ -16,15 +16,13 @@ Two families:
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 import torch
 
 from regret_gateway.nn import objectives
 from regret_gateway.nn.networks import StackedMLP
 from regret_gateway.nn.training import train_members
-from regret_gateway.policy.base import Router, TrainingData, check_lambdas
+from regret_gateway.policy.base import Lambdas, Router, TrainingData, check_lambdas
 from regret_gateway.servable import OutcomePolicy
 
 
@@ -35,7 +33,7 @@ class DecoupledRouter(Router):
     def predict_outcomes(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
-    def predict(self, X: np.ndarray, lambdas: Sequence[float]) -> np.ndarray:
+    def predict(self, X: np.ndarray, lambdas: Lambdas) -> np.ndarray:
         self._check_fitted()
         A, C = self.predict_outcomes(X)
         lam = check_lambdas(lambdas)
@@ -48,7 +46,7 @@ class _Regressor(DecoupledRouter):
     def _targets(self, data: TrainingData, val: bool):
         raise NotImplementedError
 
-    def fit(self, data: TrainingData, lambdas: Sequence[float]) -> "_Regressor":
+    def fit(self, data: TrainingData, lambdas: Lambdas) -> "_Regressor":
         T = data.n_models
         self.cost_scale_ = float(np.mean(data.observed(self.name)[0].cost)) or 1.0
         torch.manual_seed(self.random_state)
@@ -107,7 +105,7 @@ class RandC(DecoupledRouter):
 
     name = "r-and-c"
 
-    def fit(self, data: TrainingData, lambdas: Sequence[float]) -> "RandC":
+    def fit(self, data: TrainingData, lambdas: Lambdas) -> "RandC":
         if data.nuisance is None or not hasattr(data.nuisance, "outcome_"):
             raise ValueError("r-and-c needs the fitted nuisance stage in TrainingData.nuisance")
         self.outcome_, self.model_names_, self.fitted_ = data.nuisance.outcome_, data.model_names, True
@@ -137,17 +135,15 @@ class CarrotKNN(DecoupledRouter):
         idx = sims.topk(min(k, self.keys_.shape[0]), dim=1).indices.numpy()
         return self.quality_[idx].mean(1), self.cost_[idx].mean(1)
 
-    def fit(self, data: TrainingData, lambdas: Sequence[float]) -> "CarrotKNN":
+    def fit(self, data: TrainingData, lambdas: Lambdas) -> "CarrotKNN":
         lam = check_lambdas(lambdas)
         self.keys_ = torch.nn.functional.normalize(torch.tensor(data.X), dim=1)
         self.quality_, self.cost_ = data.scores.quality, data.scores.cost
-        best = None
+        regrets = {}
         for k in self.ks:
             A, C = self._neighbour_means(data.X_val, k)
-            reg = np.mean([_dr_regret(data.val_scores.utility(l), np.argmax(A - l * C, 1)) for l in lam])
-            if best is None or reg < best[0]:
-                best = (reg, k)
-        self.k_, self.fitted_ = best[1], True
+            regrets[k] = float(np.mean([_dr_regret(data.val_scores.utility(l), np.argmax(A - l * C, 1)) for l in lam]))
+        self.k_, self.fitted_ = min(self.ks, key=lambda k: regrets[k]), True
         return self
 
     def predict_outcomes(self, X):
@@ -173,12 +169,12 @@ class PerLambdaPolicy(Router):
     def _targets(self, Y: np.ndarray, data: TrainingData, lam: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(Y, dtype=torch.float32)
 
-    def fit(self, data: TrainingData, lambdas: Sequence[float]) -> "PerLambdaPolicy":
+    def fit(self, data: TrainingData, lambdas: Lambdas) -> "PerLambdaPolicy":
         lam = check_lambdas(lambdas)
-        Y = self._utilities(data, lam, val=False)
+        Y_np = self._utilities(data, lam, val=False)
         Yv = torch.as_tensor(self._utilities(data, lam, val=True), dtype=torch.float32)
-        target = self._targets(Y, data, lam)
-        Y = torch.as_tensor(Y, dtype=torch.float32)
+        target = self._targets(Y_np, data, lam)
+        Y = torch.as_tensor(Y_np, dtype=torch.float32)
         X, Xv = torch.tensor(data.X), torch.tensor(data.X_val)
         torch.manual_seed(self.random_state)
         net = StackedMLP(len(lam), X.shape[1], data.n_models, self.hidden)
@@ -194,7 +190,7 @@ class PerLambdaPolicy(Router):
         self.epochs_, self.val_regret_ = result.epochs, result.best_score.numpy()
         return self
 
-    def _members(self, lambdas: Sequence[float]) -> list[int]:
+    def _members(self, lambdas: Lambdas) -> list[int]:
         members = []
         for l in check_lambdas(lambdas):
             hit = np.flatnonzero(np.isclose(self.lambdas_, l))
@@ -204,13 +200,13 @@ class PerLambdaPolicy(Router):
         return members
 
     @torch.no_grad()
-    def logits(self, X: np.ndarray, lambdas: Sequence[float]) -> torch.Tensor:
+    def logits(self, X: np.ndarray, lambdas: Lambdas) -> torch.Tensor:
         """(L, n, T) policy logits for the requested (trained) lambdas."""
         self._check_fitted()
         out = self.net_(torch.tensor(np.asarray(X, dtype=np.float32)))
         return out[self._members(lambdas)]
 
-    def predict(self, X: np.ndarray, lambdas: Sequence[float]) -> np.ndarray:
+    def predict(self, X: np.ndarray, lambdas: Lambdas) -> np.ndarray:
         return self.logits(X, lambdas).argmax(-1).numpy()
 
 

@@ -16,15 +16,13 @@ above the last tier -> the nearest tier).
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 import torch
 
 from regret_gateway.nn import objectives
 from regret_gateway.nn.networks import IntervalNets
 from regret_gateway.nn.training import train_members
-from regret_gateway.policy.base import Router, TrainingData, check_lambdas
+from regret_gateway.policy.base import Lambdas, Router, TrainingData, check_lambdas
 from regret_gateway.policy.methods import RMSoftmax
 from regret_gateway.servable import TieredPolicy, interval_ends
 
@@ -42,13 +40,13 @@ class RMInterval(Router):
 
     name = "rm-interval"
 
-    def __init__(self, *, tiers: Sequence[float] | None = None, tau: float = 1.0, interval_tau: float = 10.0, **kwargs):
+    def __init__(self, *, tiers: Lambdas | None = None, tau: float = 1.0, interval_tau: float = 10.0, **kwargs):
         super().__init__(**kwargs)
         self.tiers = tiers
         self.tau = tau
         self.interval_tau = interval_tau
 
-    def fit(self, data: TrainingData, lambdas: Sequence[float]) -> "RMInterval":
+    def fit(self, data: TrainingData, lambdas: Lambdas) -> "RMInterval":
         lam = np.sort(check_lambdas(lambdas))
         tiers = np.sort(check_lambdas(self.tiers)) if self.tiers is not None else lam[::2]
         if len(np.unique(tiers)) != len(tiers):
@@ -89,7 +87,7 @@ class RMInterval(Router):
         self._check_fitted()
         return self.policy_.logits(X, lam)
 
-    def predict(self, X: np.ndarray, lambdas: Sequence[float]) -> np.ndarray:
+    def predict(self, X: np.ndarray, lambdas: Lambdas) -> np.ndarray:
         return np.stack([self.route_logits(X, l).argmax(-1) for l in check_lambdas(lambdas)])
 
     def to_policy(self) -> TieredPolicy:

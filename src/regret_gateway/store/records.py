@@ -35,7 +35,7 @@ def prompt_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _require(cond: bool, request_id: str, message: str) -> None:
+def _require(cond: bool | np.bool_, request_id: str, message: str) -> None:
     if not cond:
         raise StoreInputError(f"request {request_id!r}: {message}")
 
@@ -121,7 +121,7 @@ class DecisionRecord:
         _require(_finite_number(self.lam) and float(self.lam) >= 0, rid, f"`lam` must be a finite number >= 0, got {self.lam!r}")
         _require(self.mode in DECISION_MODES, rid, f"`mode` must be one of {DECISION_MODES}, got {self.mode!r}")
         if not (self.propensity is None and self.mode == "imported"):
-            _require(_finite_number(self.propensity) and 0 < float(self.propensity) <= 1, rid,
+            _require(self.propensity is not None and _finite_number(self.propensity) and 0 < float(self.propensity) <= 1, rid,
                      f"`propensity` must be in (0, 1], got {self.propensity!r} (only imported logs may lack it)")
         emb = np.asarray(self.embedding, dtype=np.float32)
         _require(emb.ndim == 1 and emb.size > 0, rid, f"`embedding` must be a non-empty 1-d vector, got shape {emb.shape}")
@@ -148,10 +148,10 @@ class DecisionRecord:
     def to_json(self) -> dict[str, Any]:
         d = self.row()
         d["embedding"] = base64.b64encode(d["embedding"]).decode("ascii")
-        d["created_at"] = self.created_at.isoformat()
+        d["created_at"] = _aware(self.created_at).isoformat()
         if self.outcome is not None:
             o = self.outcome.row()
-            o["created_at"] = self.outcome.created_at.isoformat()
+            o["created_at"] = _aware(self.outcome.created_at).isoformat()
             d["outcome"] = o
         return d
 

@@ -33,12 +33,14 @@ def _chunks(items: Sequence, size: int) -> Iterable[Sequence]:
 def _insert(session: Session):
     dialect = session.get_bind().dialect.name
     if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    elif dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert
-    else:
-        raise NotImplementedError(f"the store supports SQLite and PostgreSQL, not {dialect!r}")
-    return insert
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert
+    raise NotImplementedError(f"the store supports SQLite and PostgreSQL, not {dialect!r}")
 
 
 def _existing(session: Session, column, ids: Sequence[str]) -> set[str]:
@@ -247,8 +249,8 @@ def training_set(
             skipped["other_embedder"] += 1
         else:
             usable.append(r)
-    names = tuple(model_names) if model_names is not None else tuple(sorted({r.chosen_model for r in usable}))
-    index = {m: i for i, m in enumerate(names)}
+    chosen_names = tuple(model_names) if model_names is not None else tuple(sorted({r.chosen_model for r in usable}))
+    index = {m: i for i, m in enumerate(chosen_names)}
     kept = [r for r in usable if r.chosen_model in index]
     skipped["unknown_model"] = len(usable) - len(kept)
     logged = None
@@ -260,7 +262,7 @@ def training_set(
         logged = LoggedFeedback(
             X=X, action=np.array([index[r.chosen_model] for r in kept]),
             quality=np.array([r.score for r in kept]), cost=np.array([r.cost_usd for r in kept]),
-            model_names=names, propensity=propensity, lam=np.array([r.lam for r in kept]),
+            model_names=chosen_names, propensity=propensity, lam=np.array([r.lam for r in kept]),
         )
     return TrainingSet(
         logged=logged, request_ids=tuple(r.request_id for r in kept),
@@ -278,6 +280,7 @@ def export_training_set(ts: TrainingSet, path: str | Path) -> Path:
     if ts.logged is None:
         raise ValueError("the training set is empty: nothing to export")
     lg = ts.logged
+    assert lg.lam is not None  # the store logs every row's lambda
     columns: dict[str, object] = {
         "request_id": list(ts.request_ids), "created_at": ts.created_at.astype(str).tolist(),
         "team": list(ts.teams), "tier": list(ts.tiers), "lam": lg.lam.tolist(), "mode": list(ts.modes),

@@ -17,7 +17,9 @@ MODELS = ("small-a", "small-b", "large")
 @pytest.fixture(scope="module")
 def router(setting):  # noqa: F811
     data, _, _, _ = setting
-    return make_router("rm-interval", tiers=[0.0, 200.0], train=TrainConfig(max_epochs=100, patience=20), hidden=(32, 32)).fit(data, [0.0, 200.0])
+    return make_router("rm-interval", tiers=[0.0, 200.0], train=TrainConfig(max_epochs=100, patience=20), hidden=(32, 32)).fit(
+        data, [0.0, 200.0]
+    )
 
 
 def test_round_trip_routes_identically_for_any_lambda(tmp_path, router, setting):  # noqa: F811

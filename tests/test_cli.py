@@ -21,10 +21,29 @@ def test_bench_offline_wiring(tmp_path):
     write_routerbench(tmp_path / "tiny_train.csv", rows[:120])
     write_routerbench(tmp_path / "tiny_test.csv", rows[120:])
     out = tmp_path / "out"
-    result = runner.invoke(app, [
-        "bench", "offline", "--data", str(tmp_path), "--out", str(out), "--trials", "1", "--lambdas", "0,100,200",
-        "--methods", "r-and-c,rm-softmax", "--outcome-preset", "fast", "--cache-dir", str(tmp_path / "cache"), "--device", "cpu",
-    ])
+    result = runner.invoke(
+        app,
+        [
+            "bench",
+            "offline",
+            "--data",
+            str(tmp_path),
+            "--out",
+            str(out),
+            "--trials",
+            "1",
+            "--lambdas",
+            "0,100,200",
+            "--methods",
+            "r-and-c,rm-softmax",
+            "--outcome-preset",
+            "fast",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--device",
+            "cpu",
+        ],
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads((out / "results.json").read_text())
     assert set(doc) >= {"dataset", "config", "methods"}
@@ -44,9 +63,14 @@ def test_bench_offline_clear_errors(tmp_path):
     result = runner.invoke(app, ["bench", "offline", "--data", str(tmp_path / "none.csv"), "--out", str(tmp_path)])
     assert result.exit_code == 2 and "not found" in result.output
     write_routerbench(tmp_path / "t_train.csv", [rb_row(i) for i in range(5)])
-    result = runner.invoke(app, ["bench", "offline", "--data", str(tmp_path / "t_train.csv"), "--out", str(tmp_path), "--methods", "rm-softmax,bogus"])
+    result = runner.invoke(
+        app,
+        ["bench", "offline", "--data", str(tmp_path / "t_train.csv"), "--out", str(tmp_path), "--methods", "rm-softmax,bogus"],
+    )
     assert result.exit_code == 2 and "unknown methods ['bogus']" in result.output
-    result = runner.invoke(app, ["bench", "offline", "--data", str(tmp_path / "t_train.csv"), "--out", str(tmp_path), "--outcome-preset", "slow"])
+    result = runner.invoke(
+        app, ["bench", "offline", "--data", str(tmp_path / "t_train.csv"), "--out", str(tmp_path), "--outcome-preset", "slow"]
+    )
     assert result.exit_code == 2 and "unknown training preset 'slow'" in result.output
 
 
@@ -65,9 +89,23 @@ def test_db_upgrade_status_export(tmp_path):
     assert up.exit_code == 0 and "at revision 0002" in up.output
     engine = make_engine(url)
     with Session(engine) as s, s.begin():
-        record_decisions(s, [DecisionRecord(request_id=f"r{i}", tier="t", lam=0.0, embedding_model="m", embedding=np.ones(3),
-                                            chosen_model=("a", "b")[i % 2], propensity=0.5, team="x",
-                                            outcome=OutcomeRecord(f"r{i}", cost_usd=0.001)) for i in range(4)])
+        record_decisions(
+            s,
+            [
+                DecisionRecord(
+                    request_id=f"r{i}",
+                    tier="t",
+                    lam=0.0,
+                    embedding_model="m",
+                    embedding=np.ones(3),
+                    chosen_model=("a", "b")[i % 2],
+                    propensity=0.5,
+                    team="x",
+                    outcome=OutcomeRecord(f"r{i}", cost_usd=0.001),
+                )
+                for i in range(4)
+            ],
+        )
         record_feedback(s, [FeedbackRecord("r0", 1.0), FeedbackRecord("r1", 0.0), FeedbackRecord("r2", 0.5)])
     engine.dispose()
     status = runner.invoke(app, ["db", "status", "--url", url])
@@ -93,8 +131,21 @@ def test_feedback_import_all_or_nothing(tmp_path):
     upgrade(url)
     engine = make_engine(url)
     with Session(engine) as s, s.begin():
-        record_decisions(s, [DecisionRecord(request_id=f"r{i}", tier="t", lam=0.0, embedding_model="m", embedding=np.ones(3),
-                                            chosen_model="a", propensity=1.0) for i in range(3)])
+        record_decisions(
+            s,
+            [
+                DecisionRecord(
+                    request_id=f"r{i}",
+                    tier="t",
+                    lam=0.0,
+                    embedding_model="m",
+                    embedding=np.ones(3),
+                    chosen_model="a",
+                    propensity=1.0,
+                )
+                for i in range(3)
+            ],
+        )
     good = tmp_path / "scores.csv"
     good.write_text("request_id,score,source\nr0,1,judge\nr1,0.25,\n")
     result = runner.invoke(app, ["feedback", "import", str(good), "--url", url])
@@ -117,8 +168,10 @@ def test_feedback_import_all_or_nothing(tmp_path):
 
 def test_retrain_refuses_an_empty_store_and_status_reports_cold_start(tmp_path):
     cfg = tmp_path / "settings.yaml"
-    cfg.write_text(f"models: [a, b]\ndefault_tier: std\ntiers: {{std: {{lam: 100}}}}\n"
-                   f"store: {{url: 'sqlite:///{tmp_path}/gw.db'}}\nartifacts_dir: {tmp_path}/artifacts\n")
+    cfg.write_text(
+        f"models: [a, b]\ndefault_tier: std\ntiers: {{std: {{lam: 100}}}}\n"
+        f"store: {{url: 'sqlite:///{tmp_path}/gw.db'}}\nartifacts_dir: {tmp_path}/artifacts\n"
+    )
     result = runner.invoke(app, ["retrain", "--config", str(cfg)])
     assert result.exit_code == 2 and "refused: no usable rows" in result.output
     status = runner.invoke(app, ["status", "--config", str(cfg)])

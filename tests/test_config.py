@@ -37,13 +37,16 @@ def test_section_of_a_litellm_config_and_overrides(tmp_path, monkeypatch):
     assert load_settings(path, store_url="sqlite:///x.db").store.url == "sqlite:///x.db"  # CLI --url wins
 
 
-@pytest.mark.parametrize("yaml_text, message", [
-    ("tiers: {a: {lam: 0}}\ndefault_tier: b\n", "`default_tier` 'b' is not one of the tiers"),
-    ("tiers: {a: {lam: -1}}\ndefault_tier: a\n", "greater than or equal to 0"),
-    ("tiers: {a: {lam: 0}}\ndefault_tier: a\nteams: {t: {tier: gold}}\n", "team 't': tier 'gold' is not one of the tiers"),
-    ("models: [x, y]\ntiers: {a: {lam: 0, fallback: z}}\ndefault_tier: a\n", "fallback 'z' is not one of `models`"),
-    ("tiers: {a: {lam: 0}}\ndefault_tier: a\ntypo_key: 1\n", "typo_key"),
-])
+@pytest.mark.parametrize(
+    "yaml_text, message",
+    [
+        ("tiers: {a: {lam: 0}}\ndefault_tier: b\n", "`default_tier` 'b' is not one of the tiers"),
+        ("tiers: {a: {lam: -1}}\ndefault_tier: a\n", "greater than or equal to 0"),
+        ("tiers: {a: {lam: 0}}\ndefault_tier: a\nteams: {t: {tier: gold}}\n", "team 't': tier 'gold' is not one of the tiers"),
+        ("models: [x, y]\ntiers: {a: {lam: 0, fallback: z}}\ndefault_tier: a\n", "fallback 'z' is not one of `models`"),
+        ("tiers: {a: {lam: 0}}\ndefault_tier: a\ntypo_key: 1\n", "typo_key"),
+    ],
+)
 def test_inconsistent_settings_are_refused(tmp_path, yaml_text, message):
     path = tmp_path / "s.yaml"
     path.write_text(yaml_text)

@@ -6,8 +6,12 @@ from regret_gateway.data import FullFeedback, LoggedFeedback
 
 def logs(**overrides):
     base = dict(
-        X=np.zeros((4, 2)), action=[0, 1, 0, 1], quality=[1, 0, 1, 1], cost=[0.1, 0.2, 0.1, 0.2],
-        model_names=("a", "b"), propensity=[0.5, 0.5, 0.5, 0.5],
+        X=np.zeros((4, 2)),
+        action=[0, 1, 0, 1],
+        quality=[1, 0, 1, 1],
+        cost=[0.1, 0.2, 0.1, 0.2],
+        model_names=("a", "b"),
+        propensity=[0.5, 0.5, 0.5, 0.5],
     )
     base.update(overrides)
     return LoggedFeedback(**base)
@@ -49,7 +53,9 @@ def test_model_without_logged_rows_is_named():
 
 
 def test_full_feedback_shapes_and_utility():
-    full = FullFeedback(X=np.zeros((2, 3)), quality=[[1, 0], [0, 1]], cost=[[0.001, 0.002], [0.001, 0.002]], model_names=("a", "b"))
+    full = FullFeedback(
+        X=np.zeros((2, 3)), quality=[[1, 0], [0, 1]], cost=[[0.001, 0.002], [0.001, 0.002]], model_names=("a", "b")
+    )
     assert np.allclose(full.utility(1000.0), [[0.0, -2.0], [-1.0, -1.0]])
     with pytest.raises(ValueError, match="`cost` has 1 columns but there are 2 model names"):
         FullFeedback(X=np.zeros((2, 3)), quality=[[1, 0], [0, 1]], cost=[[0.1], [0.1]], model_names=("a", "b"))

@@ -33,7 +33,9 @@ def test_cache_is_keyed_by_template_and_reused(embedder):
     assert np.array_equal(embedder.encode(texts), first)
     assert sorted(embedder.cache_dir.glob("emb-*.npy")) == files
     templated = Embedder(device="cpu", template=PAPER_TEMPLATE, cache_dir=embedder.cache_dir, progress=False)
-    assert templated.format(texts, ["mbpp"]) == ["The following prompt comes from the dataset mbpp. The prompt is: a cached prompt"]
+    assert templated.format(texts, ["mbpp"]) == [
+        "The following prompt comes from the dataset mbpp. The prompt is: a cached prompt"
+    ]
     assert not np.allclose(templated.encode(texts, ["mbpp"]), first)
 
 

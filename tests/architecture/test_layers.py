@@ -24,8 +24,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("retrain", "importer"),
     ("bench", "cli"),
 ]
-SERVING_FORBIDDEN = ("regret_gateway.causal", "regret_gateway.policy", "regret_gateway.evaluation",
-                     "regret_gateway.retrain", "regret_gateway.bench", "xgboost")
+SERVING_FORBIDDEN = (
+    "regret_gateway.causal",
+    "regret_gateway.policy",
+    "regret_gateway.evaluation",
+    "regret_gateway.retrain",
+    "regret_gateway.bench",
+    "xgboost",
+)
 
 
 def _module_name(path: Path) -> str:
@@ -86,7 +92,7 @@ def test_no_import_cycles():
         state[node] = 1
         for dep in sorted(graph.get(node, ())):
             if state.get(dep) == 1:
-                cycles.append(" -> ".join(stack[stack.index(dep):] + [dep]) if dep in stack else f"{node} -> {dep}")
+                cycles.append(" -> ".join(stack[stack.index(dep) :] + [dep]) if dep in stack else f"{node} -> {dep}")
             elif dep not in state:
                 visit(dep, stack + [dep])
         state[node] = 2
@@ -97,7 +103,7 @@ def test_no_import_cycles():
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
-SERVING_SCRIPT = r'''
+SERVING_SCRIPT = r"""
 import asyncio, json, sys
 import numpy as np
 from regret_gateway.config import Settings
@@ -123,7 +129,7 @@ async def main():
 decision = asyncio.run(main())
 gateway.close()
 print(json.dumps({"decision": decision, "modules": sorted(sys.modules)}))
-'''
+"""
 
 
 def test_the_serving_path_loads_no_training_code(tmp_path):
@@ -150,6 +156,11 @@ def test_the_serving_path_loads_no_training_code(tmp_path):
 @pytest.mark.parametrize("package", ["regret_gateway.causal", "regret_gateway.policy", "regret_gateway.evaluation"])
 def test_learning_packages_import_no_store_gateway_or_cli(package):
     graph = _imports()
-    bad = [f"{m} -> {d}" for m, deps in graph.items() if m.startswith(package) for d in deps
-           if _top(d) in ("store", "gateway", "cli", "bench", "retrain")]
+    bad = [
+        f"{m} -> {d}"
+        for m, deps in graph.items()
+        if m.startswith(package)
+        for d in deps
+        if _top(d) in ("store", "gateway", "cli", "bench", "retrain")
+    ]
     assert not bad, bad

@@ -42,7 +42,9 @@ def test_fitted_nuisance_dr_is_unbiased_on_every_model():
     world = make_world(n=3000, seed=2)
     logs = simulate_logs(world, policy="x-only", seed=2)
     fast = TrainConfig(max_epochs=200, patience=20)
-    scores = Nuisance(propensity=LoggedPropensity(), outcome=OutcomeModel(train=fast), estimator=DoublyRobust(clip=None)).fit_scores(logs)
+    scores = Nuisance(
+        propensity=LoggedPropensity(), outcome=OutcomeModel(train=fast), estimator=DoublyRobust(clip=None)
+    ).fit_scores(logs)
     for t in range(world.n_models):
         true_mean = world.quality[:, t].mean()
         assert abs(scores.quality[:, t].mean() - true_mean) < 0.05, world.model_names[t]

@@ -21,7 +21,13 @@ def test_outcome_models_learn_each_models_quality_and_cost():
 
 def test_a_model_with_no_logged_rows_is_refused_by_name():
     world = make_world(n=30)
-    logs = LoggedFeedback(X=world.X, action=np.zeros(30, dtype=int), quality=world.quality[:, 0], cost=world.cost[:, 0], model_names=world.model_names)
+    logs = LoggedFeedback(
+        X=world.X,
+        action=np.zeros(30, dtype=int),
+        quality=world.quality[:, 0],
+        cost=world.cost[:, 0],
+        model_names=world.model_names,
+    )
     with pytest.raises(ValueError, match="'small-b' \\(0\\), 'large' \\(0\\)"):
         OutcomeModel().fit(logs)
     with pytest.raises(RuntimeError, match="not fitted"):

@@ -31,8 +31,13 @@ def write_routerbench(path, rows):
 
 def rb_row(i, q_small=1.0, q_large=1.0, c_small=0.0001, c_large="0.002"):
     return {
-        "sample_id": f"task.{i}", "prompt": repr([f"question {i}", "follow-up"]), "eval_name": "task",
-        "m-small": q_small, "m-large": q_large, "m-small|total_cost": c_small, "m-large|total_cost": c_large,
+        "sample_id": f"task.{i}",
+        "prompt": repr([f"question {i}", "follow-up"]),
+        "eval_name": "task",
+        "m-small": q_small,
+        "m-large": q_large,
+        "m-small|total_cost": c_small,
+        "m-large|total_cost": c_large,
         "oracle_model_to_route_to": "m-small",
     }
 
@@ -73,11 +78,21 @@ def test_routerbench_pickle_as_published(tmp_path):
 def test_sprout_layout_costs_from_tokens_and_prices(tmp_path):
     m1, m2 = "openai-gpt-4o", "openai-gpt-4o-mini"
     rows = [
-        {"prompt": f"p{i}", "dataset": "gsm8k", m1: {"score": 1.0, "num_input_tokens": 100, "num_output_tokens": 50, "response": "x"},
-         m2: {"score": 0.0, "num_input_tokens": 100, "num_output_tokens": 10, "response": "y"}}
+        {
+            "prompt": f"p{i}",
+            "dataset": "gsm8k",
+            m1: {"score": 1.0, "num_input_tokens": 100, "num_output_tokens": 50, "response": "x"},
+            m2: {"score": 0.0, "num_input_tokens": 100, "num_output_tokens": 10, "response": "y"},
+        }
         for i in range(4)
     ]
-    rows.append({"prompt": "bad", m1: {"score": None, "num_input_tokens": 1, "num_output_tokens": 1}, m2: {"score": 1, "num_input_tokens": 1, "num_output_tokens": 1}})
+    rows.append(
+        {
+            "prompt": "bad",
+            m1: {"score": None, "num_input_tokens": 1, "num_output_tokens": 1},
+            m2: {"score": 1, "num_input_tokens": 1, "num_output_tokens": 1},
+        }
+    )
     (tmp_path / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows[:3] + rows[4:]))
     (tmp_path / "test.jsonl").write_text(json.dumps(rows[3]))
     assert detect_format(tmp_path) == "sprout"

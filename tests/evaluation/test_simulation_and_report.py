@@ -38,16 +38,31 @@ def _summary(methods, evaluate_on="test"):
     from regret_gateway.evaluation.report import OfflineSummary
 
     config = OfflineConfig(trials=1, methods=("rm-softmax",), evaluate_on=evaluate_on)
-    return OfflineSummary(dataset={"mean_cost": {"a": 2e-4}, "mean_accuracy": {"a": 0.6}}, config=config, methods=methods,
-                          paired={}, diagnostics={}, raw={})
+    return OfflineSummary(
+        dataset={"mean_cost": {"a": 2e-4}, "mean_accuracy": {"a": 0.6}},
+        config=config,
+        methods=methods,
+        paired={},
+        diagnostics={},
+        raw={},
+    )
 
 
 def _method(**kw):
     from regret_gateway.evaluation.report import MethodSummary
 
-    values = dict(lambdas=[0.0, 100.0], utility_mean=[50.0, 40.0], utility_std=[1.0, 1.0], accuracy_mean=[0.5, 0.6],
-                  cost_mean=[1e-4, 2e-4], auc=0.5, auc_std=0.0, utility_over_lambda_mean=45.0, utility_over_lambda_std=1.0,
-                  seconds_per_trial=1.0)
+    values = dict(
+        lambdas=[0.0, 100.0],
+        utility_mean=[50.0, 40.0],
+        utility_std=[1.0, 1.0],
+        accuracy_mean=[0.5, 0.6],
+        cost_mean=[1e-4, 2e-4],
+        auc=0.5,
+        auc_std=0.0,
+        utility_over_lambda_mean=45.0,
+        utility_over_lambda_std=1.0,
+        seconds_per_trial=1.0,
+    )
     return MethodSummary(**{**values, **kw})
 
 

@@ -24,15 +24,40 @@ PRICE = {"small-a": 1e-6, "small-b": 1e-6, "large": 2e-5}  # USD per token, in a
 USAGE = {"prompt_tokens": 40, "completion_tokens": 10}
 KEYS = {"research": "sk-research-1", "support": "sk-support-1", "other": "sk-other-1"}
 
-_CODE = ["Write a Python function that {}.", "Fix the bug in this JavaScript code that {}.", "Implement in Rust a routine that {}.",
-         "Write a SQL query that {}.", "Refactor this Java class so that it {}."]
-_CODE_TASKS = ["sorts a list of integers", "parses a CSV file", "reverses a linked list", "computes a moving average",
-               "merges two dictionaries", "validates an email address", "counts word frequencies", "finds duplicate rows"]
-_TRANSLATE = ["Translate into French: '{}'", "Translate this sentence to German: {}", "How do you say '{}' in Spanish?",
-              "Give me the Italian translation of: {}", "Translate to Portuguese please: {}"]
-_PHRASES = ["the weather is lovely today", "where is the train station", "I would like a cup of coffee",
-            "my brother lives in the mountains", "the meeting starts at noon", "thank you for your help",
-            "the museum is closed on Mondays", "we are going to the beach"]
+_CODE = [
+    "Write a Python function that {}.",
+    "Fix the bug in this JavaScript code that {}.",
+    "Implement in Rust a routine that {}.",
+    "Write a SQL query that {}.",
+    "Refactor this Java class so that it {}.",
+]
+_CODE_TASKS = [
+    "sorts a list of integers",
+    "parses a CSV file",
+    "reverses a linked list",
+    "computes a moving average",
+    "merges two dictionaries",
+    "validates an email address",
+    "counts word frequencies",
+    "finds duplicate rows",
+]
+_TRANSLATE = [
+    "Translate into French: '{}'",
+    "Translate this sentence to German: {}",
+    "How do you say '{}' in Spanish?",
+    "Give me the Italian translation of: {}",
+    "Translate to Portuguese please: {}",
+]
+_PHRASES = [
+    "the weather is lovely today",
+    "where is the train station",
+    "I would like a cup of coffee",
+    "my brother lives in the mountains",
+    "the meeting starts at noon",
+    "thank you for your help",
+    "the museum is closed on Mondays",
+    "we are going to the beach",
+]
 
 
 def prompts() -> tuple[list[str], np.ndarray]:
@@ -85,6 +110,8 @@ def trained_router(prompt_world):
     idx = np.random.default_rng(1).permutation(logs.n_samples)
     tr, va = logs.subset(idx[:260]), logs.subset(idx[260:])
     fast = TrainConfig(max_epochs=300, patience=30)
-    nuisance = Nuisance(propensity=LoggedPropensity(), outcome=OutcomeModel(train=fast), estimator=DoublyRobust(clip_scope="global"))
+    nuisance = Nuisance(
+        propensity=LoggedPropensity(), outcome=OutcomeModel(train=fast), estimator=DoublyRobust(clip_scope="global")
+    )
     learner = Learner(nuisance=nuisance, policy=RMInterval(tiers=[0.0, 200.0, 1000.0], train=fast, hidden=(64, 64)))
     return learner.fit(tr, va, [0.0, 200.0, 1000.0]).policy_

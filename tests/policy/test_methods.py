@@ -27,7 +27,9 @@ def setting():
     train, val, test = world.subset(np.arange(0, 2000)), world.subset(np.arange(2000, 2400)), world.subset(np.arange(2400, 3000))
     logs = simulate_logs(world.subset(np.arange(0, 2400)), policy="accuracy-softmax", seed=7)
     tr, va = logs.subset(np.arange(2000)), logs.subset(np.arange(2000, 2400))
-    nuisance = Nuisance(propensity=LoggedPropensity(), outcome=OutcomeModel(train=FAST), estimator=DoublyRobust(clip_scope="global"))
+    nuisance = Nuisance(
+        propensity=LoggedPropensity(), outcome=OutcomeModel(train=FAST), estimator=DoublyRobust(clip_scope="global")
+    )
     data = fit_training_data(nuisance, tr, va)
     return data, train, test, TrainingData.from_full(train, val)
 
@@ -51,7 +53,19 @@ def test_rm_softmax_beats_uniform_single_best_and_naive(setting):
     assert np.all(learned <= oracle + 1e-9)
 
 
-@pytest.mark.parametrize("name", ["baseline", "r-and-c", "carrot-knn", "carrot-embednet", "cf-regression", "rm-classification", "full-feedback", "rm-interval"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "baseline",
+        "r-and-c",
+        "carrot-knn",
+        "carrot-embednet",
+        "cf-regression",
+        "rm-classification",
+        "full-feedback",
+        "rm-interval",
+    ],
+)
 def test_every_method_learns_something(setting, name):
     data, train, test, oracle = setting
     router = make_router(name, train=FAST, hidden=(64, 64))
@@ -64,8 +78,15 @@ def test_every_method_learns_something(setting, name):
 
 def test_registry_has_the_papers_nine_methods():
     assert method_names() == [
-        "full-feedback", "baseline", "r-and-c", "carrot-knn", "carrot-embednet", "cf-regression",
-        "rm-classification", "rm-softmax", "rm-interval",
+        "full-feedback",
+        "baseline",
+        "r-and-c",
+        "carrot-knn",
+        "carrot-embednet",
+        "cf-regression",
+        "rm-classification",
+        "rm-softmax",
+        "rm-interval",
     ]
     with pytest.raises(ValueError, match="unknown method 'nope'"):
         make_router("nope")
@@ -127,8 +148,22 @@ def test_a_member_that_ran_out_of_patience_stays_stopped():
     x = torch.randn(32, 3)
     # member 0 improves at epoch 1, stalls for 3 epochs (patience 3), then would improve at epoch 6;
     # member 1 keeps improving until epoch 8
-    scripted = iter([[10.0, 10.0], [5.0, 9.0], [6.0, 8.0], [6.0, 7.0], [6.0, 6.0], [6.0, 5.0], [1.0, 4.0],
-                     [1.0, 3.0], [1.0, 2.0], [1.0, 2.0], [1.0, 2.0], [1.0, 2.0]])
+    scripted = iter(
+        [
+            [10.0, 10.0],
+            [5.0, 9.0],
+            [6.0, 8.0],
+            [6.0, 7.0],
+            [6.0, 6.0],
+            [6.0, 5.0],
+            [1.0, 4.0],
+            [1.0, 3.0],
+            [1.0, 2.0],
+            [1.0, 2.0],
+            [1.0, 2.0],
+            [1.0, 2.0],
+        ]
+    )
 
     def val():
         return torch.tensor(next(scripted))

@@ -30,11 +30,16 @@ def test_default_tiers_are_every_other_lambda(setting):  # noqa: F811
 @pytest.fixture(scope="module")
 def interval_router(setting):  # noqa: F811
     data, _, _, _ = setting
-    return make_router("rm-interval", tiers=[0.0, 200.0], train=TrainConfig(patience=100), hidden=(64, 64)).fit(data, [0.0, 200.0])
+    return make_router("rm-interval", tiers=[0.0, 200.0], train=TrainConfig(patience=100), hidden=(64, 64)).fit(
+        data, [0.0, 200.0]
+    )
 
 
-@pytest.mark.xfail(strict=True, reason="known defect: at s=0 the interval net loses ~6 points to the lambda=0 tier "
-                   "policy on this world (87.5 vs 93.3); RM-Interval's interval training needs work")
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect: at s=0 the interval net loses ~6 points to the lambda=0 tier "
+    "policy on this world (87.5 vs 93.3); RM-Interval's interval training needs work",
+)
 def test_interval_net_is_as_good_as_the_tier_policies_at_its_ends(setting, interval_router):  # noqa: F811
     """At s=0 and s=1 the interval net is as good as the tier policies at their own lambdas: it was fitted
     on both ends."""

@@ -30,9 +30,18 @@ T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 def decision(i: int, *, model: str = "small", team: str = "a", dim: int = 4, outcome: bool = True, **kw) -> DecisionRecord:
     rid = f"r{i}"
     return DecisionRecord(
-        request_id=rid, tier="standard", lam=100.0, embedding_model="mini", embedding=np.full(dim, i, dtype=np.float32),
-        chosen_model=model, propensity=0.5, team=team, prompt_hash="h", created_at=T0 + timedelta(minutes=i),
-        outcome=OutcomeRecord(request_id=rid, cost_usd=1e-4 * (i + 1), latency_ms=10.0) if outcome else None, **kw,
+        request_id=rid,
+        tier="standard",
+        lam=100.0,
+        embedding_model="mini",
+        embedding=np.full(dim, i, dtype=np.float32),
+        chosen_model=model,
+        propensity=0.5,
+        team=team,
+        prompt_hash="h",
+        created_at=T0 + timedelta(minutes=i),
+        outcome=OutcomeRecord(request_id=rid, cost_usd=1e-4 * (i + 1), latency_ms=10.0) if outcome else None,
+        **kw,
     )
 
 
@@ -68,17 +77,31 @@ def test_rescoring_keeps_one_current_score(engine):
     assert fb["score"] == 1.0 and fb["source"] == "judge" and fb["revision"] == 2
 
 
-@pytest.mark.parametrize("make_bad, message", [
-    (lambda: FeedbackRecord("r0", 1.5), "`score` must be in [0, 1]"),
-    (lambda: FeedbackRecord("r0", float("nan")), "`score` must be in [0, 1]"),
-    (lambda: OutcomeRecord("r0", cost_usd=math.nan), "`cost_usd` must be a finite number >= 0"),
-    (lambda: OutcomeRecord("r0", cost_usd=-1.0), "`cost_usd` must be a finite number >= 0"),
-    (lambda: DecisionRecord(
-        request_id="r9", tier="t", lam=1.0, embedding_model="mini", embedding=np.zeros(4), chosen_model="m", propensity=0.0),
-     "`propensity` must be in (0, 1]"),
-])
+@pytest.mark.parametrize(
+    "make_bad, message",
+    [
+        (lambda: FeedbackRecord("r0", 1.5), "`score` must be in [0, 1]"),
+        (lambda: FeedbackRecord("r0", float("nan")), "`score` must be in [0, 1]"),
+        (lambda: OutcomeRecord("r0", cost_usd=math.nan), "`cost_usd` must be a finite number >= 0"),
+        (lambda: OutcomeRecord("r0", cost_usd=-1.0), "`cost_usd` must be a finite number >= 0"),
+        (
+            lambda: DecisionRecord(
+                request_id="r9",
+                tier="t",
+                lam=1.0,
+                embedding_model="mini",
+                embedding=np.zeros(4),
+                chosen_model="m",
+                propensity=0.0,
+            ),
+            "`propensity` must be in (0, 1]",
+        ),
+    ],
+)
 def test_bad_records_are_refused_at_construction(make_bad, message):
-    with pytest.raises(StoreInputError, match=message.replace("[", r"\[").replace("(", r"\(").replace("]", r"\]").replace(")", r"\)")):
+    with pytest.raises(
+        StoreInputError, match=message.replace("[", r"\[").replace("(", r"\(").replace("]", r"\]").replace(")", r"\)")
+    ):
         make_bad()
 
 
@@ -105,16 +128,37 @@ def test_refused_batches_change_nothing(engine):
 
 def test_training_set_joins_filters_and_counts(engine):
     with Session(engine) as s, s.begin():
-        record_decisions(s, [decision(i, model=("small", "large")[i % 2], team=("a", "b")[i % 2 == 0 and i >= 6])
-                             for i in range(10)])
+        record_decisions(
+            s, [decision(i, model=("small", "large")[i % 2], team=("a", "b")[i % 2 == 0 and i >= 6]) for i in range(10)]
+        )
         record_decisions(s, [decision(20, outcome=False)])  # no outcome yet
-        record_decisions(s, [DecisionRecord(request_id="f", tier="standard", lam=0.0, embedding_model="mini",
-                                            embedding=np.zeros(4), chosen_model="small", propensity=1.0, mode="fallback",
-                                            outcome=OutcomeRecord("f", cost_usd=0.0, status="failure", error="timeout"))])
+        record_decisions(
+            s,
+            [
+                DecisionRecord(
+                    request_id="f",
+                    tier="standard",
+                    lam=0.0,
+                    embedding_model="mini",
+                    embedding=np.zeros(4),
+                    chosen_model="small",
+                    propensity=1.0,
+                    mode="fallback",
+                    outcome=OutcomeRecord("f", cost_usd=0.0, status="failure", error="timeout"),
+                )
+            ],
+        )
         record_feedback(s, [FeedbackRecord(f"r{i}", float(i % 3 == 0)) for i in range(8)] + [FeedbackRecord("f", 0.0)])
     with Session(engine) as s:
         ts = training_set(s)
-        assert ts.n_rows == 8 and ts.skipped == {"no_outcome": 1, "failed": 1, "no_feedback": 2, "fallback": 0, "other_embedder": 0, "unknown_model": 0}
+        assert ts.n_rows == 8 and ts.skipped == {
+            "no_outcome": 1,
+            "failed": 1,
+            "no_feedback": 2,
+            "fallback": 0,
+            "other_embedder": 0,
+            "unknown_model": 0,
+        }
         lg = ts.logged
         assert lg.model_names == ("large", "small") and lg.X.shape == (8, 4)
         assert list(lg.action) == [1, 0, 1, 0, 1, 0, 1, 0] and list(lg.quality) == [1, 0, 0, 1, 0, 0, 1, 0]

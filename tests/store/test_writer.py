@@ -28,8 +28,9 @@ def flaky(engine, db_url):
         eng = make_engine(db_url, sqlite_busy_timeout_ms=20)
     else:
         fault = TcpProxy(url.host, url.port or 5432)
-        eng = make_engine(url.set(host="127.0.0.1", port=fault.port).render_as_string(hide_password=False),
-                          connect_args={"connect_timeout": 2})
+        eng = make_engine(
+            url.set(host="127.0.0.1", port=fault.port).render_as_string(hide_password=False), connect_args={"connect_timeout": 2}
+        )
     yield SimpleNamespace(engine=eng, down=fault.down, up=fault.up)
     fault.up()
     eng.dispose()
@@ -37,9 +38,11 @@ def flaky(engine, db_url):
 
 def rows(engine) -> tuple[int, int, int]:
     with Session(engine) as s:
-        return (s.scalar(select(func.count()).select_from(Decision)),
-                s.scalar(select(func.count(func.distinct(Decision.request_id)))),
-                s.scalar(select(func.count()).select_from(Outcome)))
+        return (
+            s.scalar(select(func.count()).select_from(Decision)),
+            s.scalar(select(func.count(func.distinct(Decision.request_id)))),
+            s.scalar(select(func.count()).select_from(Outcome)),
+        )
 
 
 def fast_writer(engine, spill_dir, **kw) -> BatchedWriter:
@@ -117,8 +120,15 @@ def test_a_record_the_store_refuses_is_kept_aside_and_the_rest_written(engine, t
 
     writer = fast_writer(engine, tmp_path / "spill").start()
     good = list(synthetic_records(5, 8))
-    bad = DecisionRecord(request_id="wrong-size", tier="standard", lam=0.0, embedding_model="bench",
-                         embedding=np.zeros(3), chosen_model="small", propensity=1.0)
+    bad = DecisionRecord(
+        request_id="wrong-size",
+        tier="standard",
+        lam=0.0,
+        embedding_model="bench",
+        embedding=np.zeros(3),
+        chosen_model="small",
+        propensity=1.0,
+    )
     for record in [*good[:2], bad, *good[2:]]:
         writer.submit(record)
     assert writer.drain(timeout=30), writer.stats()

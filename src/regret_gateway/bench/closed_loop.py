@@ -95,8 +95,12 @@ class _AdaptiveBaseline:
 
         k = lam * float(mean_cost.max() - mean_cost.min())  # a - lam*c as the router's linear score
         weights = AdaptiveRouterWeights(quality=round(1 / (1 + k), 6), cost=round(1 - 1 / (1 + k), 6))
-        self.router = AdaptiveRouter(f"adaptive-{lam:g}", AdaptiveRouterConfig(available_models=list(models), weights=weights),
-                                     model_to_prefs={}, model_to_cost={m: float(c) for m, c in zip(models, mean_cost)})
+        self.router = AdaptiveRouter(
+            f"adaptive-{lam:g}",
+            AdaptiveRouterConfig(available_models=list(models), weights=weights),
+            model_to_prefs={},
+            model_to_cost={m: float(c) for m, c in zip(models, mean_cost)},
+        )
         self.models = models
 
     def choose_and_learn(self, text: str, quality_row: np.ndarray) -> int:
@@ -171,16 +175,21 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     up_port, proxy_port = free_port(), free_port()
     config = proxy_config(
         {
-            "models": list(models), "default_tier": "standard",
+            "models": list(models),
+            "default_tier": "standard",
             "tiers": {tier: {"lam": lam, "epsilon": cfg.epsilon, "fallback": models[best_single[lam]]} for _, tier, lam in TIERS},
             "teams": {team: {"tier": tier} for team, tier, _ in TIERS},
             "api_keys": {key: team for team, key in keys.items()},
             "embedder": {"model": cfg.embedder, "device": cfg.device},
             "store": {"url": f"sqlite:///{work}/gateway.db", "spill_dir": str(work / "spill"), "flush_interval_s": 0.2},
-            "artifacts_dir": str(work / "artifacts"), "reload_interval_s": 0.5,
+            "artifacts_dir": str(work / "artifacts"),
+            "reload_interval_s": 0.5,
             "route_timeout_s": 5.0,  # CPU embedding under the demo's own load; production default is 2 s
         },
-        {m: (0.0, OUTPUT_PRICE) for m in models}, f"http://127.0.0.1:{up_port}/v1", custom_auth=True, api_key="sk-mock",
+        {m: (0.0, OUTPUT_PRICE) for m in models},
+        f"http://127.0.0.1:{up_port}/v1",
+        custom_auth=True,
+        api_key="sk-mock",
     )
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     settings = load_settings(work / "config.yaml")
@@ -197,14 +206,18 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
 
         def ask(team: str, i: int) -> tuple[int, str | None, int]:
             raw = clients[team].chat.completions.with_raw_response.create(
-                model="regret-router", messages=[{"role": "user", "content": bench.prompts[i]}])
+                model="regret-router", messages=[{"role": "user", "content": bench.prompts[i]}]
+            )
             rid = raw.headers.get("x-litellm-call-id")
             audit = http.get(f"/regret/decisions/{rid}", headers={"Authorization": f"Bearer {keys[team]}"}).json()
             t = index[audit["chosen_model"]]
             scores = audit.get("scores")  # the router's own choice, before exploration
             greedy = index[max(scores, key=scores.get)] if scores else t
-            r = http.post("/regret/feedback", headers={"Authorization": f"Bearer {keys[team]}"},
-                          json={"request_id": rid, "score": float(bench.quality[i, t]), "source": "demo"})
+            r = http.post(
+                "/regret/feedback",
+                headers={"Authorization": f"Bearer {keys[team]}"},
+                json={"request_id": rid, "score": float(bench.quality[i, t]), "source": "demo"},
+            )
             r.raise_for_status()
             return t, audit.get("router_version"), greedy
 
@@ -222,7 +235,9 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                     "gateway": chosen,
                     "gateway-greedy": np.array([g for _, _, g in answers]),
                     "full-feedback": ff.predict(X[rows], [lam])[0],
-                    "litellm-adaptive": np.array([adaptive[lam].choose_and_learn(bench.prompts[i], bench.quality[i]) for i in rows]),
+                    "litellm-adaptive": np.array(
+                        [adaptive[lam].choose_and_learn(bench.prompts[i], bench.quality[i]) for i in rows]
+                    ),
                     "best-single": np.full(len(rows), best_single[lam]),
                     "cheapest": np.full(len(rows), cheapest),
                 }
@@ -244,9 +259,14 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
         gateway.writer.drain(timeout=60)
         engine.dispose()
         http.close()
-    doc = {"config": {k: str(v) for k, v in cfg.__dict__.items()}, "models": list(models),
-           "rounds": [s.__dict__ for s in table], "seconds": time.perf_counter() - t_start, "work_dir": str(work),
-           "hook": gateway.stats()}
+    doc = {
+        "config": {k: str(v) for k, v in cfg.__dict__.items()},
+        "models": list(models),
+        "rounds": [s.__dict__ for s in table],
+        "seconds": time.perf_counter() - t_start,
+        "work_dir": str(work),
+        "hook": gateway.stats(),
+    }
     (out / "closed_loop.json").write_text(json.dumps(doc, indent=2, default=float))
     (out / "closed_loop.md").write_text(_round_table(table, None))
     _plot(table, out / "closed_loop.png")
@@ -257,11 +277,16 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
 
 def _round_table(table: list[RoundStats], rnd: int | None) -> str:
     rows = [s for s in table if rnd is None or s.round == rnd]
-    lines = ["| round | tier | λ | " + " | ".join(BASELINES) + " | gateway acc | gateway $/1k |",
-             "|---:|---|---:|" + "---:|" * (len(BASELINES) + 2)]
+    lines = [
+        "| round | tier | λ | " + " | ".join(BASELINES) + " | gateway acc | gateway $/1k |",
+        "|---:|---|---:|" + "---:|" * (len(BASELINES) + 2),
+    ]
     for s in rows:
-        lines.append(f"| {s.round} | {s.tier} | {s.lam:g} | " + " | ".join(f"{s.utility[b]:.1f}" for b in BASELINES)
-                     + f" | {s.accuracy['gateway']:.3f} | {1000 * s.cost['gateway']:.3f} |")
+        lines.append(
+            f"| {s.round} | {s.tier} | {s.lam:g} | "
+            + " | ".join(f"{s.utility[b]:.1f}" for b in BASELINES)
+            + f" | {s.accuracy['gateway']:.3f} | {1000 * s.cost['gateway']:.3f} |"
+        )
     return "utility x100 per tier (same prompts for every column)\n" + "\n".join(lines)
 
 
@@ -271,11 +296,13 @@ def _verdict(table: list[RoundStats]) -> str:
     for s in (s for s in table if s.round == last):
         g, ff = s.utility["gateway"], s.utility["full-feedback"]
         gap = (ff - g) / abs(ff) * 100 if ff else float("nan")
-        lines.append(f"  {s.tier}: gateway {g:.1f} vs uniform {s.utility['uniform']:.1f} "
-                     f"({'above' if g > s.utility['uniform'] else 'NOT above'}), vs LiteLLM adaptive {s.utility['litellm-adaptive']:.1f} "
-                     f"({'above' if g > s.utility['litellm-adaptive'] else 'NOT above'}), vs full-feedback {ff:.1f} "
-                     f"({gap:.1f}% below; {'within' if gap <= 5 else 'NOT within'} 5%); without exploration "
-                     f"{s.utility['gateway-greedy']:.1f}")
+        lines.append(
+            f"  {s.tier}: gateway {g:.1f} vs uniform {s.utility['uniform']:.1f} "
+            f"({'above' if g > s.utility['uniform'] else 'NOT above'}), vs LiteLLM adaptive {s.utility['litellm-adaptive']:.1f} "
+            f"({'above' if g > s.utility['litellm-adaptive'] else 'NOT above'}), vs full-feedback {ff:.1f} "
+            f"({gap:.1f}% below; {'within' if gap <= 5 else 'NOT within'} 5%); without exploration "
+            f"{s.utility['gateway-greedy']:.1f}"
+        )
     return "\n".join(lines)
 
 

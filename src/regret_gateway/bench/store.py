@@ -27,9 +27,18 @@ def synthetic_records(n: int, dim: int, seed: int = 0, prefix: str = "req") -> I
         rid = f"{prefix}-{i:08d}"
         t = int(rng.integers(3))
         yield DecisionRecord(
-            request_id=rid, tier="standard", lam=200.0, embedding_model="bench", embedding=rng.normal(size=dim).astype(np.float32),
-            chosen_model=models[t], propensity=float(rng.uniform(0.05, 1.0)), team=f"team-{i % 3}", prompt_hash=f"{i:064x}",
-            outcome=OutcomeRecord(request_id=rid, cost_usd=float(rng.uniform(0, 1e-3)), prompt_tokens=100, completion_tokens=50, latency_ms=300.0),
+            request_id=rid,
+            tier="standard",
+            lam=200.0,
+            embedding_model="bench",
+            embedding=rng.normal(size=dim).astype(np.float32),
+            chosen_model=models[t],
+            propensity=float(rng.uniform(0.05, 1.0)),
+            team=f"team-{i % 3}",
+            prompt_hash=f"{i:064x}",
+            outcome=OutcomeRecord(
+                request_id=rid, cost_usd=float(rng.uniform(0, 1e-3)), prompt_tokens=100, completion_tokens=50, latency_ms=300.0
+            ),
         )
 
 
@@ -81,5 +90,12 @@ def write_throughput(url: str, *, rows: int = 20_000, dim: int = 384, batch_size
         engine.dispose()
     if stored != rows:
         raise RuntimeError(f"{stored} rows stored, expected {rows}")
-    return {"backend": target.split(":")[0].split("+")[0], "rows": rows, "dim": dim, "seconds": elapsed,
-            "rows_per_s": rows / elapsed, "submit_us_per_row": 1e6 * submitted / rows, **writer.stats()}
+    return {
+        "backend": target.split(":")[0].split("+")[0],
+        "rows": rows,
+        "dim": dim,
+        "seconds": elapsed,
+        "rows_per_s": rows / elapsed,
+        "submit_us_per_row": 1e6 * submitted / rows,
+        **writer.stats(),
+    }

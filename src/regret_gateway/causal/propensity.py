@@ -90,9 +90,17 @@ class PropensityModel:
         self.n_jobs = n_jobs
 
     def with_seed(self, random_state: int) -> "PropensityModel":
-        return PropensityModel(max_depths=self.max_depths, n_estimators=self.n_estimators, val_fraction=self.val_fraction,
-                               learning_rate=self.learning_rate, floor=self.floor, max_bin=self.max_bin,
-                               patience=self.patience, random_state=random_state, n_jobs=self.n_jobs)
+        return PropensityModel(
+            max_depths=self.max_depths,
+            n_estimators=self.n_estimators,
+            val_fraction=self.val_fraction,
+            learning_rate=self.learning_rate,
+            floor=self.floor,
+            max_bin=self.max_bin,
+            patience=self.patience,
+            random_state=random_state,
+            n_jobs=self.n_jobs,
+        )
 
     def fit_logs(self, logs: LoggedFeedback) -> "PropensityModel":
         return self.fit(logs.X, logs.action, logs.n_models)

@@ -20,7 +20,7 @@ def effective_sample_size(w: np.ndarray) -> float:
     """(sum w)^2 / sum w^2; 0 when every weight is 0."""
     w = np.asarray(w, dtype=np.float64)
     total = w.sum()
-    return float(total ** 2 / (w ** 2).sum()) if total > 0 else 0.0
+    return float(total**2 / (w**2).sum()) if total > 0 else 0.0
 
 
 def bootstrap_rows(n: int, n_boot: int, seed: int) -> np.ndarray:

@@ -118,7 +118,9 @@ def _need_pandas(what: str):
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - depends on the install
-        raise ImportError(f"reading {what} needs pandas (and pyarrow for Parquet): pip install 'regret-gateway[formats]'") from None
+        raise ImportError(
+            f"reading {what} needs pandas (and pyarrow for Parquet): pip install 'regret-gateway[formats]'"
+        ) from None
     return pd
 
 
@@ -240,7 +242,14 @@ def load_routerbench(path: str | Path) -> Benchmark:
                 continue
             prompt = _prompt_text(row.get("prompt"))
             records.append(
-                (prompt, q, c, file_split or hash_split(prompt), str(row.get("eval_name", "") or ""), str(row.get("sample_id", f"{file.name}:{i}")))
+                (
+                    prompt,
+                    q,
+                    c,
+                    file_split or hash_split(prompt),
+                    str(row.get("eval_name", "") or ""),
+                    str(row.get("sample_id", f"{file.name}:{i}")),
+                )
             )
     if models is None:
         raise ValueError(f"{path}: no rows")
@@ -260,7 +269,9 @@ def load_sprout(path: str | Path, prices: dict[str, tuple[float, float]] | None 
             continue
         file_models = [k for k, v in rows[0].items() if isinstance(v, dict) and "score" in v]
         if len(file_models) < 2:
-            raise ValueError(f"{file.name}: not in SPROUT's layout: need model columns holding {{'score', 'num_input_tokens', 'num_output_tokens'}}")
+            raise ValueError(
+                f"{file.name}: not in SPROUT's layout: need model columns holding {{'score', 'num_input_tokens', 'num_output_tokens'}}"
+            )
         missing = [m for m in file_models if m not in prices]
         if missing:
             raise ValueError(f"{file.name}: no price for models {missing}; pass prices={{model: (input, output) per 1M tokens}}")
@@ -300,7 +311,9 @@ def detect_format(path: str | Path) -> str:
         return "routerbench"
     if any(isinstance(v, dict) and "score" in v for v in rows[0].values()):
         return "sprout"
-    raise ValueError(f"{first}: neither RouterBench's layout ('<model>{COST_SUFFIX}' columns) nor SPROUT's (model columns with a 'score')")
+    raise ValueError(
+        f"{first}: neither RouterBench's layout ('<model>{COST_SUFFIX}' columns) nor SPROUT's (model columns with a 'score')"
+    )
 
 
 def load_benchmark(path: str | Path, format: str = "auto", limit: int | None = None, seed: int = 0) -> Benchmark:

@@ -72,7 +72,12 @@ class OfflineConfig:
             raise ValueError("rm-interval needs at least 3 lambdas (tiers on the even ones, evaluated between)")
 
     def estimator_object(self):
-        kwargs = {"clip": self.clip, "clip_scope": self.clip_scope, "max_weight": self.max_weight, "self_normalize": self.self_normalize}
+        kwargs = {
+            "clip": self.clip,
+            "clip_scope": self.clip_scope,
+            "max_weight": self.max_weight,
+            "self_normalize": self.self_normalize,
+        }
         if self.estimator == "dr":
             kwargs["correction"] = self.correction
         return ESTIMATORS[self.estimator](**kwargs)
@@ -84,7 +89,9 @@ class OfflineConfig:
         return Nuisance(
             propensity=LoggedPropensity() if self.propensity == "logged" else PropensityModel(),
             outcome=OutcomeModel(train=preset(self.outcome_preset)),
-            estimator=self.estimator_object(), cross_fit=self.cross_fit, random_state=seed,
+            estimator=self.estimator_object(),
+            cross_fit=self.cross_fit,
+            random_state=seed,
         )
 
     def router(self, name: str, seed: int) -> Router:
@@ -190,7 +197,9 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         rng = np.random.default_rng(seed)
         train, val, test = _split(bench, rng)
         pool = np.concatenate([train, val])
-        logs_pool = simulate_logs(full.subset(pool), policy=config.logging_policy, temperature=config.logging_temperature, seed=seed)
+        logs_pool = simulate_logs(
+            full.subset(pool), policy=config.logging_policy, temperature=config.logging_temperature, seed=seed
+        )
         logs_train = logs_pool.subset(np.arange(len(train)))
         logs_val = logs_pool.subset(np.arange(len(train), len(pool)))
         full_train, full_val = full.subset(train), full.subset(val)

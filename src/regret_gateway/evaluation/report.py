@@ -93,22 +93,35 @@ def summarize(run: OfflineRun, timing: dict[str, float] | None = None) -> Offlin
         util, acc, cost = (np.asarray(v) for v in (trials.utility, trials.accuracy, trials.cost))
         aucs = [curve_auc(c, a, cost_max) for c, a in zip(cost, acc)]
         methods[name] = MethodSummary(
-            lambdas=list(run.lambdas), utility_mean=util.mean(0).tolist(), utility_std=util.std(0).tolist(),
-            accuracy_mean=acc.mean(0).tolist(), cost_mean=cost.mean(0).tolist(),
-            auc=float(np.mean(aucs)), auc_std=float(np.std(aucs)),
-            utility_over_lambda_mean=float(util.mean(1).mean()), utility_over_lambda_std=float(util.mean(1).std()),
+            lambdas=list(run.lambdas),
+            utility_mean=util.mean(0).tolist(),
+            utility_std=util.std(0).tolist(),
+            accuracy_mean=acc.mean(0).tolist(),
+            cost_mean=cost.mean(0).tolist(),
+            auc=float(np.mean(aucs)),
+            auc_std=float(np.std(aucs)),
+            utility_over_lambda_mean=float(util.mean(1).mean()),
+            utility_over_lambda_std=float(util.mean(1).std()),
             seconds_per_trial=float(np.mean(trials.seconds)),
         )
     paired = {}
     for a, b in PAIRS:
         if a in run.methods and b in run.methods:
             d = np.asarray(run.methods[a].utility).mean(1) - np.asarray(run.methods[b].utility).mean(1)
-            paired[f"{a} - {b}"] = PairedDifference(float(d.mean()), float(d.std(ddof=1)) if len(d) > 1 else 0.0,
-                                                    int((d > 0).sum()), int(len(d)))
+            paired[f"{a} - {b}"] = PairedDifference(
+                float(d.mean()), float(d.std(ddof=1)) if len(d) > 1 else 0.0, int((d > 0).sum()), int(len(d))
+            )
     diag = run.diagnostics
     diag_mean = {k: float(np.mean([d[k] for d in diag])) for k in (diag[0] if diag else {})}
-    return OfflineSummary(dataset=run.dataset, config=run.config, methods=methods, paired=paired, diagnostics=diag_mean,
-                          raw=run.methods, timing=dict(timing or {}))
+    return OfflineSummary(
+        dataset=run.dataset,
+        config=run.config,
+        methods=methods,
+        paired=paired,
+        diagnostics=diag_mean,
+        raw=run.methods,
+        timing=dict(timing or {}),
+    )
 
 
 def utility_table(results: OfflineSummary) -> str:
@@ -132,7 +145,10 @@ def utility_table(results: OfflineSummary) -> str:
         for key, p in results.paired.items():
             lines.append(f"| {key} | {p.mean:+.2f} | {p.std:.2f} | {p.wins}/{p.trials} |")
     if results.diagnostics:
-        lines += ["", "Nuisance diagnostics (mean over trials): " + ", ".join(f"{k}={v:.3g}" for k, v in results.diagnostics.items())]
+        lines += [
+            "",
+            "Nuisance diagnostics (mean over trials): " + ", ".join(f"{k}={v:.3g}" for k, v in results.diagnostics.items()),
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -144,22 +160,33 @@ def plot_curves(results: OfflineSummary, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(8, 5.5))
     # the reference rows get fixed looks; the learned routers one colour each (more than the default 10)
-    references: dict[str, dict[str, Any]] = {"oracle": {"color": "black", "linestyle": ":"},
-                                             "single-best": {"color": "grey", "linestyle": "--"}}
+    references: dict[str, dict[str, Any]] = {
+        "oracle": {"color": "black", "linestyle": ":"},
+        "single-best": {"color": "grey", "linestyle": "--"},
+    }
     tab10, tab20 = plt.get_cmap("tab10").colors, plt.get_cmap("tab20").colors  # type: ignore[attr-defined]
     colours = iter(tab10[:7] + tab10[8:] + tab20[1::2])  # no grey: single-best's
     for name, m in results.methods.items():
-        style: dict[str, Any] = references.get(name) or {"color": next(colours), **({"linestyle": "--"} if name == "full-feedback" else {})}
+        style: dict[str, Any] = references.get(name) or {
+            "color": next(colours),
+            **({"linestyle": "--"} if name == "full-feedback" else {}),
+        }
         order = np.argsort(m.cost_mean)
         ax.plot(
             np.asarray(m.cost_mean)[order] * 1000,
             np.asarray(m.accuracy_mean)[order],
-            marker="o", markersize=3, label=f"{name} (AUC {m.auc:.3f})", **style,
+            marker="o",
+            markersize=3,
+            label=f"{name} (AUC {m.auc:.3f})",
+            **style,
         )
     models = results.dataset
     ax.scatter(
-        np.asarray(list(models["mean_cost"].values())) * 1000, list(models["mean_accuracy"].values()),
-        marker="x", color="grey", label="single models",
+        np.asarray(list(models["mean_cost"].values())) * 1000,
+        list(models["mean_accuracy"].values()),
+        marker="x",
+        color="grey",
+        label="single models",
     )
     ax.set_xscale("log")
     ax.set_xlabel("mean cost per 1k requests (US$, log scale)")

@@ -17,7 +17,7 @@ from litellm.proxy._types import LitellmUserRoles, UserAPIKeyAuth
 
 
 def _resolve(value: str) -> str:
-    return os.environ.get(value[len("os.environ/"):], "") if value.startswith("os.environ/") else value
+    return os.environ.get(value[len("os.environ/") :], "") if value.startswith("os.environ/") else value
 
 
 async def user_api_key_auth(request: Request, api_key: str) -> UserAPIKeyAuth:

@@ -37,7 +37,7 @@ class EmbeddingBatcher:
     async def _drain(self) -> None:
         try:
             while self._pending:
-                batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch:]
+                batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
                 await self._run(batch)
         finally:
             self._busy = False

@@ -59,8 +59,9 @@ class ActiveRouter:
             return False
         with self._lock:
             try:
-                artifact = load_artifact(self.root / version, models=self.settings.models,
-                                         embedder_model=self.settings.embedder.model)
+                artifact = load_artifact(
+                    self.root / version, models=self.settings.models, embedder_model=self.settings.embedder.model
+                )
             except ArtifactError as exc:
                 self._refused.add(version)
                 log.error("regret-gateway: refusing router version %s, keeping %s: %s", version, current, exc)
@@ -87,5 +88,6 @@ class ActiveRouter:
         explore = eps > 0 and rng.random() < eps
         chosen = models[int(rng.integers(T))] if explore else best
         propensity = (1.0 - eps) * (chosen == best) + eps / T
-        return Choice(chosen, float(propensity), "exploration" if explore and chosen != best else "policy",
-                      artifact.version, scores)
+        return Choice(
+            chosen, float(propensity), "exploration" if explore and chosen != best else "policy", artifact.version, scores
+        )

@@ -123,15 +123,30 @@ class RegretRouterHook(CustomLogger):
         if choice.mode in ("fallback", "exploration", "cold_start"):
             gw.counters[choice.mode] += 1
         data["model"] = choice.model
-        metadata["regret_gateway"] = {"request_id": call_id, "tier": tier, "lam": s.tiers[tier].lam, "model": choice.model,
-                                      "propensity": choice.propensity, "mode": choice.mode, "router_version": choice.router_version}
+        metadata["regret_gateway"] = {
+            "request_id": call_id,
+            "tier": tier,
+            "lam": s.tiers[tier].lam,
+            "model": choice.model,
+            "propensity": choice.propensity,
+            "mode": choice.mode,
+            "router_version": choice.router_version,
+        }
         data["metadata"] = metadata
         record = DecisionRecord(
-            request_id=call_id, tier=tier, lam=s.tiers[tier].lam, team=team, router_version=choice.router_version,
+            request_id=call_id,
+            tier=tier,
+            lam=s.tiers[tier].lam,
+            team=team,
+            router_version=choice.router_version,
             embedding_model=s.embedder.model if x is not None else NO_EMBEDDING,
-            embedding=x if x is not None else np.zeros(1, dtype=np.float32), chosen_model=choice.model,
-            propensity=choice.propensity, mode=choice.mode, prompt_hash=prompt_hash(text),
-            prompt_text=text if s.store.store_prompts else None, scores=choice.scores,
+            embedding=x if x is not None else np.zeros(1, dtype=np.float32),
+            chosen_model=choice.model,
+            propensity=choice.propensity,
+            mode=choice.mode,
+            prompt_hash=prompt_hash(text),
+            prompt_text=text if s.store.store_prompts else None,
+            scores=choice.scores,
         )
         gw.writer.submit(record)  # logged now (feedback may come before the outcome); the outcome follows
         self._pending[call_id] = _Pending(record, time.monotonic())
@@ -148,13 +163,20 @@ class RegretRouterHook(CustomLogger):
             return  # not a routed request (or a retry of one already logged)
         cost = slo.get("response_cost", kwargs.get("response_cost")) or 0.0
         start, end = slo.get("startTime"), slo.get("endTime")
-        latency_ms = 1000.0 * (end - start) if isinstance(start, (int, float)) and isinstance(end, (int, float)) else \
-            1000.0 * (time.monotonic() - pending.started)
+        latency_ms = (
+            1000.0 * (end - start)
+            if isinstance(start, (int, float)) and isinstance(end, (int, float))
+            else 1000.0 * (time.monotonic() - pending.started)
+        )
         try:
             outcome = OutcomeRecord(
-                request_id=call_id, cost_usd=float(cost) if np.isfinite(cost) and cost >= 0 else 0.0, status=status,
-                prompt_tokens=slo.get("prompt_tokens") or None, completion_tokens=slo.get("completion_tokens") or None,
-                latency_ms=max(0.0, latency_ms), error=(slo.get("error_str") or None) if status == "failure" else None,
+                request_id=call_id,
+                cost_usd=float(cost) if np.isfinite(cost) and cost >= 0 else 0.0,
+                status=status,
+                prompt_tokens=slo.get("prompt_tokens") or None,
+                completion_tokens=slo.get("completion_tokens") or None,
+                latency_ms=max(0.0, latency_ms),
+                error=(slo.get("error_str") or None) if status == "failure" else None,
             )
         except ValueError as exc:
             log.error("regret-gateway: outcome of %s not recorded (%s); the decision is", call_id, exc)
@@ -166,5 +188,6 @@ class RegretRouterHook(CustomLogger):
 
     async def async_log_failure_event(self, kwargs, response_obj, start_time, end_time):
         self._finish(kwargs, "failure")
+
 
 handler = RegretRouterHook()

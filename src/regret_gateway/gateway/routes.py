@@ -75,8 +75,9 @@ def _get_decision(gw: Gateway, request_id: str, auth: UserAPIKeyAuth) -> dict:
 
 
 @router.post("/feedback")
-async def post_feedback(body: FeedbackIn, auth: UserAPIKeyAuth = Depends(user_api_key_auth),
-                        gw: Gateway = Depends(current_gateway)) -> dict:
+async def post_feedback(
+    body: FeedbackIn, auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)
+) -> dict:
     try:
         return await asyncio.to_thread(_post_feedback, gw, body, auth)
     except StoreInputError as exc:
@@ -84,6 +85,7 @@ async def post_feedback(body: FeedbackIn, auth: UserAPIKeyAuth = Depends(user_ap
 
 
 @router.get("/decisions/{request_id}")
-async def read_decision(request_id: str, auth: UserAPIKeyAuth = Depends(user_api_key_auth),
-                        gw: Gateway = Depends(current_gateway)) -> dict:
+async def read_decision(
+    request_id: str, auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)
+) -> dict:
     return await asyncio.to_thread(_get_decision, gw, request_id, auth)

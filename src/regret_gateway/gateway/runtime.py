@@ -35,8 +35,15 @@ class Gateway:
         seed: seed of the exploration RNG.
     """
 
-    def __init__(self, settings: Settings, *, encode: Callable[[Sequence[str]], np.ndarray] | None = None,
-                 engine=None, spill_dir: str | None = None, seed: int | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        encode: Callable[[Sequence[str]], np.ndarray] | None = None,
+        engine=None,
+        spill_dir: str | None = None,
+        seed: int | None = None,
+    ) -> None:
         self.settings = settings
         self.rng = np.random.default_rng(seed)
         self.counters = dict.fromkeys(COUNTERS, 0)
@@ -69,16 +76,26 @@ class Gateway:
             if self._encode is None:
                 from regret_gateway.embedding import PAPER_TEMPLATE, Embedder
 
-                embedder = Embedder(s.embedder.model, device=s.embedder.device, max_length=s.embedder.max_length,
-                                    template=PAPER_TEMPLATE if s.embedder.paper_template else None, progress=False)
+                embedder = Embedder(
+                    s.embedder.model,
+                    device=s.embedder.device,
+                    max_length=s.embedder.max_length,
+                    template=PAPER_TEMPLATE if s.embedder.paper_template else None,
+                    progress=False,
+                )
                 self._encode = embedder.encode
             self._encode(["warm-up"])  # load the model now, not inside the first request's time budget
             self.batcher = EmbeddingBatcher(self._encode)
             if self.engine is None:
                 upgrade(s.store.url)  # idempotent, under a database lock: workers starting together migrate once
                 self.engine = make_engine(s.store.url)
-            self.writer = BatchedWriter(self.engine, self._spill_dir or s.store.spill_dir, queue_size=s.store.queue_size,
-                                        batch_size=s.store.batch_size, flush_interval_s=s.store.flush_interval_s).start()
+            self.writer = BatchedWriter(
+                self.engine,
+                self._spill_dir or s.store.spill_dir,
+                queue_size=s.store.queue_size,
+                batch_size=s.store.batch_size,
+                flush_interval_s=s.store.flush_interval_s,
+            ).start()
             self.router = ActiveRouter(s)
             self.router.refresh()
             self._last_reload = time.monotonic()

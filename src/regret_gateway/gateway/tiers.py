@@ -9,8 +9,7 @@ class TierNotAllowed(PermissionError):
     """A request asked for a tier its team may not use (HTTP 403)."""
 
 
-def resolve_tier(settings: Settings, team: str | None, team_metadata: dict | None = None,
-                 requested: str | None = None) -> str:
+def resolve_tier(settings: Settings, team: str | None, team_metadata: dict | None = None, requested: str | None = None) -> str:
     """The tier of a request.
 
     Own tier: LiteLLM's team metadata ``regret_tier``, else the config's ``teams`` map, else
@@ -27,5 +26,7 @@ def resolve_tier(settings: Settings, team: str | None, team_metadata: dict | Non
     if requested not in settings.tiers:
         raise TierNotAllowed(f"unknown tier {requested!r} (tiers: {sorted(settings.tiers)})")
     if requested not in allowed:
-        raise TierNotAllowed(f"team {team!r} may not use tier {requested!r} (its tier: {own!r}, allowed: {sorted(allowed) or 'none'})")
+        raise TierNotAllowed(
+            f"team {team!r} may not use tier {requested!r} (its tier: {own!r}, allowed: {sorted(allowed) or 'none'})"
+        )
     return requested

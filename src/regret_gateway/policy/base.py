@@ -46,15 +46,26 @@ class TrainingData:
     nuisance: Nuisance | None = None
 
     @classmethod
-    def from_logs(cls, logs: LoggedFeedback, scores: CounterfactualScores, val_logs: LoggedFeedback,
-                  val_scores: CounterfactualScores, nuisance: Nuisance | None = None) -> "TrainingData":
+    def from_logs(
+        cls,
+        logs: LoggedFeedback,
+        scores: CounterfactualScores,
+        val_logs: LoggedFeedback,
+        val_scores: CounterfactualScores,
+        nuisance: Nuisance | None = None,
+    ) -> "TrainingData":
         return cls(logs.X, scores, val_logs.X, val_scores, logs.model_names, logs, val_logs, nuisance)
 
     @classmethod
     def from_full(cls, full: FullFeedback, full_val: FullFeedback) -> "TrainingData":
         """Every outcome known: the scores are the true quality and cost matrices (no clipping)."""
-        return cls(full.X, CounterfactualScores(full.quality, full.cost, clip=None), full_val.X,
-                   CounterfactualScores(full_val.quality, full_val.cost, clip=None), full.model_names)
+        return cls(
+            full.X,
+            CounterfactualScores(full.quality, full.cost, clip=None),
+            full_val.X,
+            CounterfactualScores(full_val.quality, full_val.cost, clip=None),
+            full.model_names,
+        )
 
     @property
     def n_models(self) -> int:

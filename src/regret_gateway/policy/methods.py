@@ -240,9 +240,7 @@ class RMClassification(PerLambdaPolicy):
 
     def _targets(self, Y, data, lam):
         cost = self._tie_cost(data) if self.ties == "cheapest" else None
-        return torch.as_tensor(
-            np.stack([objectives.argmax_labels(y, ties=self.ties, cost=cost) for y in Y]), dtype=torch.float32
-        )
+        return torch.as_tensor(np.stack([objectives.argmax_labels(y, ties=self.ties, cost=cost) for y in Y]), dtype=torch.float32)
 
     def _loss(self, out, Y, targets):
         return objectives.classification(out, targets)

@@ -15,9 +15,20 @@ from regret_gateway.policy.methods import (
 )
 from regret_gateway.policy.tiers import RMInterval
 
-ROUTERS: dict[str, type[Router]] = {cls.name: cls for cls in (
-    FullFeedbackPolicy, Baseline, RandC, CarrotKNN, CarrotEmbedNet, CFRegression, RMClassification, RMSoftmax, RMInterval,
-)}
+ROUTERS: dict[str, type[Router]] = {
+    cls.name: cls
+    for cls in (
+        FullFeedbackPolicy,
+        Baseline,
+        RandC,
+        CarrotKNN,
+        CarrotEmbedNet,
+        CFRegression,
+        RMClassification,
+        RMSoftmax,
+        RMInterval,
+    )
+}
 
 
 def method_names() -> list[str]:

@@ -55,8 +55,9 @@ class RMInterval(Router):
         policies.fit(data, tiers)
         self.tiers_, self.policies_ = tiers, policies
         intervals = self._fit_intervals(data, policies) if len(tiers) > 1 else None
-        self.policy_ = TieredPolicy(data.model_names, tiers, policies.net_, intervals, tau=self.tau,
-                                    interval_tau=self.interval_tau)
+        self.policy_ = TieredPolicy(
+            data.model_names, tiers, policies.net_, intervals, tau=self.tau, interval_tau=self.interval_tau
+        )
         self.fitted_ = True
         return self
 

@@ -93,5 +93,10 @@ def status(url: str) -> dict:
     finally:
         engine.dispose()
     pending = [rev.revision for rev in script.iterate_revisions(head, current)] if current != head else []
-    return {"url": engine.url.render_as_string(hide_password=True), "current": current, "head": head,
-            "pending": list(reversed(pending)), "up_to_date": current == head}
+    return {
+        "url": engine.url.render_as_string(hide_password=True),
+        "current": current,
+        "head": head,
+        "pending": list(reversed(pending)),
+        "up_to_date": current == head,
+    }

@@ -45,7 +45,9 @@ def _require_request_id(rid) -> None:
 
 
 def _finite_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool) and math.isfinite(float(value))
+    return (
+        isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool) and math.isfinite(float(value))
+    )
 
 
 def _aware(ts: datetime | None) -> datetime:
@@ -70,23 +72,35 @@ class OutcomeRecord:
     def __post_init__(self) -> None:
         rid = self.request_id
         _require_request_id(rid)
-        _require(_finite_number(self.cost_usd) and float(self.cost_usd) >= 0, rid, f"`cost_usd` must be a finite number >= 0, got {self.cost_usd!r}")
+        _require(
+            _finite_number(self.cost_usd) and float(self.cost_usd) >= 0,
+            rid,
+            f"`cost_usd` must be a finite number >= 0, got {self.cost_usd!r}",
+        )
         _require(self.status in OUTCOME_STATUSES, rid, f"`status` must be one of {OUTCOME_STATUSES}, got {self.status!r}")
         for name in ("prompt_tokens", "completion_tokens"):
             v = getattr(self, name)
-            _require(v is None or (isinstance(v, (int, np.integer)) and v >= 0), rid, f"`{name}` must be an integer >= 0, got {v!r}")
-        _require(self.latency_ms is None or (_finite_number(self.latency_ms) and self.latency_ms >= 0), rid,
-                 f"`latency_ms` must be a finite number >= 0, got {self.latency_ms!r}")
+            _require(
+                v is None or (isinstance(v, (int, np.integer)) and v >= 0), rid, f"`{name}` must be an integer >= 0, got {v!r}"
+            )
+        _require(
+            self.latency_ms is None or (_finite_number(self.latency_ms) and self.latency_ms >= 0),
+            rid,
+            f"`latency_ms` must be a finite number >= 0, got {self.latency_ms!r}",
+        )
         object.__setattr__(self, "cost_usd", float(self.cost_usd))
         object.__setattr__(self, "created_at", _aware(self.created_at))
 
     def row(self) -> dict[str, Any]:
         return {
-            "request_id": self.request_id, "created_at": self.created_at, "cost_usd": self.cost_usd,
+            "request_id": self.request_id,
+            "created_at": self.created_at,
+            "cost_usd": self.cost_usd,
             "prompt_tokens": None if self.prompt_tokens is None else int(self.prompt_tokens),
             "completion_tokens": None if self.completion_tokens is None else int(self.completion_tokens),
             "latency_ms": None if self.latency_ms is None else float(self.latency_ms),
-            "status": self.status, "error": self.error,
+            "status": self.status,
+            "error": self.error,
         }
 
 
@@ -121,8 +135,11 @@ class DecisionRecord:
         _require(_finite_number(self.lam) and float(self.lam) >= 0, rid, f"`lam` must be a finite number >= 0, got {self.lam!r}")
         _require(self.mode in DECISION_MODES, rid, f"`mode` must be one of {DECISION_MODES}, got {self.mode!r}")
         if not (self.propensity is None and self.mode == "imported"):
-            _require(self.propensity is not None and _finite_number(self.propensity) and 0 < float(self.propensity) <= 1, rid,
-                     f"`propensity` must be in (0, 1], got {self.propensity!r} (only imported logs may lack it)")
+            _require(
+                self.propensity is not None and _finite_number(self.propensity) and 0 < float(self.propensity) <= 1,
+                rid,
+                f"`propensity` must be in (0, 1], got {self.propensity!r} (only imported logs may lack it)",
+            )
         emb = np.asarray(self.embedding, dtype=np.float32)
         _require(emb.ndim == 1 and emb.size > 0, rid, f"`embedding` must be a non-empty 1-d vector, got shape {emb.shape}")
         _require(bool(np.isfinite(emb).all()), rid, "`embedding` must be finite")
@@ -136,11 +153,20 @@ class DecisionRecord:
 
     def row(self) -> dict[str, Any]:
         return {
-            "request_id": self.request_id, "created_at": self.created_at, "team": self.team, "tier": self.tier,
-            "lam": self.lam, "router_version": self.router_version, "embedding_model": self.embedding_model,
-            "embedding_dim": int(self.embedding.size), "embedding": self.embedding.astype("<f4").tobytes(),
-            "chosen_model": self.chosen_model, "propensity": self.propensity, "mode": self.mode,
-            "prompt_hash": self.prompt_hash, "prompt_text": self.prompt_text,
+            "request_id": self.request_id,
+            "created_at": self.created_at,
+            "team": self.team,
+            "tier": self.tier,
+            "lam": self.lam,
+            "router_version": self.router_version,
+            "embedding_model": self.embedding_model,
+            "embedding_dim": int(self.embedding.size),
+            "embedding": self.embedding.astype("<f4").tobytes(),
+            "chosen_model": self.chosen_model,
+            "propensity": self.propensity,
+            "mode": self.mode,
+            "prompt_hash": self.prompt_hash,
+            "prompt_text": self.prompt_text,
             "scores": None if self.scores is None else {k: float(v) for k, v in self.scores.items()},
         }
 
@@ -182,7 +208,13 @@ class FeedbackRecord:
     def __post_init__(self) -> None:
         rid = self.request_id
         _require_request_id(rid)
-        _require(_finite_number(self.score) and 0.0 <= float(self.score) <= 1.0, rid, f"`score` must be in [0, 1], got {self.score!r}")
-        _require(isinstance(self.source, str) and 0 < len(self.source) <= 32, rid, f"`source` must be a non-empty string of <= 32 chars, got {self.source!r}")
+        _require(
+            _finite_number(self.score) and 0.0 <= float(self.score) <= 1.0, rid, f"`score` must be in [0, 1], got {self.score!r}"
+        )
+        _require(
+            isinstance(self.source, str) and 0 < len(self.source) <= 32,
+            rid,
+            f"`source` must be a non-empty string of <= 32 chars, got {self.source!r}",
+        )
         object.__setattr__(self, "score", float(self.score))
         object.__setattr__(self, "created_at", _aware(self.created_at))

@@ -27,7 +27,7 @@ _ROW_CHUNK = 1000  # rows per multi-row INSERT (SQLite allows 32,766 bound param
 
 def _chunks(items: Sequence, size: int) -> Iterable[Sequence]:
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 def _insert(session: Session):
@@ -68,7 +68,8 @@ def record_decisions(session: Session, records: Sequence[DecisionRecord]) -> int
         if r.embedding.size != expected:
             raise StoreInputError(
                 f"request {r.request_id!r}: embedding has {r.embedding.size} values but other '{r.embedding_model}' "
-                f"embeddings in this batch have {expected}")
+                f"embeddings in this batch have {expected}"
+            )
     for model, dim in dims.items():
         stored = session.scalar(select(Decision.embedding_dim).where(Decision.embedding_model == model).limit(1))
         if stored is not None and stored != dim:
@@ -118,11 +119,27 @@ def record_feedback(session: Session, records: Sequence[FeedbackRecord]) -> int:
         stmt = insert(Feedback)
         stmt = stmt.on_conflict_do_update(
             index_elements=["request_id"],
-            set_={"score": stmt.excluded.score, "source": stmt.excluded.source,
-                  "updated_at": stmt.excluded.updated_at, "revision": Feedback.revision + 1},
+            set_={
+                "score": stmt.excluded.score,
+                "source": stmt.excluded.source,
+                "updated_at": stmt.excluded.updated_at,
+                "revision": Feedback.revision + 1,
+            },
         )
-        session.execute(stmt, [{"request_id": r.request_id, "score": r.score, "source": r.source,
-                                "created_at": r.created_at, "updated_at": r.created_at, "revision": 1} for r in chunk])
+        session.execute(
+            stmt,
+            [
+                {
+                    "request_id": r.request_id,
+                    "score": r.score,
+                    "source": r.source,
+                    "created_at": r.created_at,
+                    "updated_at": r.created_at,
+                    "revision": 1,
+                }
+                for r in chunk
+            ],
+        )
     return len(latest)
 
 
@@ -165,14 +182,30 @@ def get_decision(session: Session, request_id: str) -> dict | None:
         return None
     d, o, f = row
     return {
-        "request_id": d.request_id, "created_at": d.created_at.isoformat(), "team": d.team, "tier": d.tier,
-        "lam": d.lam, "router_version": d.router_version, "chosen_model": d.chosen_model,
-        "propensity": d.propensity, "mode": d.mode, "scores": d.scores, "embedding_model": d.embedding_model,
-        "outcome": None if o is None else {"cost_usd": o.cost_usd, "prompt_tokens": o.prompt_tokens,
-                                           "completion_tokens": o.completion_tokens, "latency_ms": o.latency_ms,
-                                           "status": o.status, "error": o.error},
-        "feedback": None if f is None else {"score": f.score, "source": f.source, "revision": f.revision,
-                                            "updated_at": f.updated_at.isoformat()},
+        "request_id": d.request_id,
+        "created_at": d.created_at.isoformat(),
+        "team": d.team,
+        "tier": d.tier,
+        "lam": d.lam,
+        "router_version": d.router_version,
+        "chosen_model": d.chosen_model,
+        "propensity": d.propensity,
+        "mode": d.mode,
+        "scores": d.scores,
+        "embedding_model": d.embedding_model,
+        "outcome": None
+        if o is None
+        else {
+            "cost_usd": o.cost_usd,
+            "prompt_tokens": o.prompt_tokens,
+            "completion_tokens": o.completion_tokens,
+            "latency_ms": o.latency_ms,
+            "status": o.status,
+            "error": o.error,
+        },
+        "feedback": None
+        if f is None
+        else {"score": f.score, "source": f.source, "revision": f.revision, "updated_at": f.updated_at.isoformat()},
     }
 
 
@@ -216,9 +249,22 @@ def training_set(
     ``model_names`` (default: every model seen, sorted). The rest are counted in ``skipped``:
     ``no_outcome``, ``failed``, ``no_feedback``, ``fallback``, ``other_embedder``, ``unknown_model``."""
     q = (
-        select(Decision.request_id, Decision.created_at, Decision.team, Decision.tier, Decision.lam,
-               Decision.embedding_model, Decision.embedding_dim, Decision.embedding, Decision.chosen_model,
-               Decision.propensity, Decision.mode, Outcome.cost_usd, Outcome.status, Feedback.score)
+        select(
+            Decision.request_id,
+            Decision.created_at,
+            Decision.team,
+            Decision.tier,
+            Decision.lam,
+            Decision.embedding_model,
+            Decision.embedding_dim,
+            Decision.embedding,
+            Decision.chosen_model,
+            Decision.propensity,
+            Decision.mode,
+            Outcome.cost_usd,
+            Outcome.status,
+            Feedback.score,
+        )
         .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
         .outerjoin(Feedback, Feedback.request_id == Decision.request_id)
         .order_by(Decision.created_at, Decision.request_id)
@@ -232,8 +278,9 @@ def training_set(
     rows = session.execute(q).all()
     skipped = {"no_outcome": 0, "failed": 0, "no_feedback": 0, "fallback": 0, "other_embedder": 0, "unknown_model": 0}
     if embedding_model is None and rows:
-        names, counts = np.unique([r.embedding_model for r in rows if r.mode != "fallback"] or [r.embedding_model for r in rows],
-                                  return_counts=True)
+        names, counts = np.unique(
+            [r.embedding_model for r in rows if r.mode != "fallback"] or [r.embedding_model for r in rows], return_counts=True
+        )
         embedding_model = str(names[np.argmax(counts)])
     usable = []
     for r in rows:
@@ -260,15 +307,23 @@ def training_set(
         # imported logs have no propensity: then none is passed and retrain estimates it (XGBoost)
         propensity = None if any(r.propensity is None for r in kept) else np.array([r.propensity for r in kept])
         logged = LoggedFeedback(
-            X=X, action=np.array([index[r.chosen_model] for r in kept]),
-            quality=np.array([r.score for r in kept]), cost=np.array([r.cost_usd for r in kept]),
-            model_names=chosen_names, propensity=propensity, lam=np.array([r.lam for r in kept]),
+            X=X,
+            action=np.array([index[r.chosen_model] for r in kept]),
+            quality=np.array([r.score for r in kept]),
+            cost=np.array([r.cost_usd for r in kept]),
+            model_names=chosen_names,
+            propensity=propensity,
+            lam=np.array([r.lam for r in kept]),
         )
     return TrainingSet(
-        logged=logged, request_ids=tuple(r.request_id for r in kept),
+        logged=logged,
+        request_ids=tuple(r.request_id for r in kept),
         created_at=np.array([r.created_at.replace(tzinfo=None) for r in kept], dtype="datetime64[us]"),
-        teams=tuple(r.team for r in kept), tiers=tuple(r.tier for r in kept), modes=tuple(r.mode for r in kept),
-        embedding_model=embedding_model, skipped=skipped,
+        teams=tuple(r.team for r in kept),
+        tiers=tuple(r.tier for r in kept),
+        modes=tuple(r.mode for r in kept),
+        embedding_model=embedding_model,
+        skipped=skipped,
     )
 
 
@@ -282,11 +337,16 @@ def export_training_set(ts: TrainingSet, path: str | Path) -> Path:
     lg = ts.logged
     assert lg.lam is not None  # the store logs every row's lambda
     columns: dict[str, object] = {
-        "request_id": list(ts.request_ids), "created_at": ts.created_at.astype(str).tolist(),
-        "team": list(ts.teams), "tier": list(ts.tiers), "lam": lg.lam.tolist(), "mode": list(ts.modes),
+        "request_id": list(ts.request_ids),
+        "created_at": ts.created_at.astype(str).tolist(),
+        "team": list(ts.teams),
+        "tier": list(ts.tiers),
+        "lam": lg.lam.tolist(),
+        "mode": list(ts.modes),
         "model": [lg.model_names[a] for a in lg.action],
         "propensity": [None] * lg.n_samples if lg.propensity is None else lg.propensity.tolist(),
-        "quality": lg.quality.tolist(), "cost_usd": lg.cost.tolist(),
+        "quality": lg.quality.tolist(),
+        "cost_usd": lg.cost.tolist(),
     }
     for j in range(lg.X.shape[1]):
         columns[f"x{j}"] = lg.X[:, j].tolist()
@@ -323,8 +383,14 @@ def traffic_summary(session: Session, *, since: datetime | None = None) -> dict:
     scored = session.scalar(select(func.count()).select_from(Decision).join(Feedback).where(*where)) or 0
     by_mode = dict(session.execute(select(Decision.mode, func.count()).where(*where).group_by(Decision.mode)).all())
     by_tier = dict(session.execute(select(Decision.tier, func.count()).where(*where).group_by(Decision.tier)).all())
-    return {"requests": total, "with_outcome": outcome, "with_feedback": scored,
-            "feedback_coverage": scored / total if total else 0.0, "by_mode": by_mode, "by_tier": by_tier}
+    return {
+        "requests": total,
+        "with_outcome": outcome,
+        "with_feedback": scored,
+        "feedback_coverage": scored / total if total else 0.0,
+        "by_mode": by_mode,
+        "by_tier": by_tier,
+    }
 
 
 def publish_version(session: Session, version_id: str, artifact_path: str, metrics: dict) -> None:
@@ -334,4 +400,6 @@ def publish_version(session: Session, version_id: str, artifact_path: str, metri
 
 
 def active_version(session: Session) -> RouterVersion | None:
-    return session.scalars(select(RouterVersion).where(RouterVersion.active.is_(True)).order_by(RouterVersion.created_at.desc())).first()
+    return session.scalars(
+        select(RouterVersion).where(RouterVersion.active.is_(True)).order_by(RouterVersion.created_at.desc())
+    ).first()

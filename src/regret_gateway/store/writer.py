@@ -71,8 +71,22 @@ class BatchedWriter:
         self._spill_lock = threading.Lock()
         self._overflow_lock = threading.Lock()
         self._stats_lock = threading.Lock()
-        self._stats = {k: 0 for k in ("queued", "written", "new_rows", "duplicates", "spilled", "replayed",
-                                      "retries", "outages", "dropped", "refused", "max_queue_depth")}
+        self._stats = {
+            k: 0
+            for k in (
+                "queued",
+                "written",
+                "new_rows",
+                "duplicates",
+                "spilled",
+                "replayed",
+                "retries",
+                "outages",
+                "dropped",
+                "refused",
+                "max_queue_depth",
+            )
+        }
         self._down_since: float | None = None
         self._backoff = retry_initial_s
         self._next_probe = 0.0
@@ -240,8 +254,12 @@ class BatchedWriter:
             try:
                 self._count_written(1, self._write([record]), replayed=False)
             except (IntegrityError, StoreInputError) as exc:
-                log.error("regret-gateway writer: request %r refused by the store (%s); kept in %s",
-                          record.request_id, exc, self.spill_dir / "refused.jsonl")
+                log.error(
+                    "regret-gateway writer: request %r refused by the store (%s); kept in %s",
+                    record.request_id,
+                    exc,
+                    self.spill_dir / "refused.jsonl",
+                )
                 self._append(self.spill_dir / "refused.jsonl", self._spill_lock, [record], counter="refused")
 
     def _append(self, path: Path, lock: threading.Lock, records: list[DecisionRecord], counter: str = "spilled") -> None:
@@ -329,4 +347,3 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-

@@ -65,3 +65,24 @@ def test_the_example_config_is_valid():
     s = load_settings(Path(__file__).resolve().parents[1] / "examples" / "config.yaml")
     assert [name for name, _ in s.tiers_by_lambda()] == ["premium", "standard", "economy"]
     assert s.tiers["premium"].lam == 0 and set(s.teams) == {"research", "product", "support"}
+
+
+def test_tier_from_team_metadata_before_the_config_map():
+    """LiteLLM team metadata (`regret_tier`, `regret_allowed_tiers`) wins over the `teams:` map."""
+    from regret_gateway.config import Settings
+    from regret_gateway.gateway.tiers import TierNotAllowed, resolve_tier
+
+    s = Settings(
+        models=("a", "b"),
+        default_tier="standard",
+        tiers={"premium": {"lam": 0}, "standard": {"lam": 200}, "economy": {"lam": 1000}},
+        teams={"research": {"tier": "premium"}},
+    )
+    assert resolve_tier(s, "research") == "premium"
+    assert resolve_tier(s, "research", {"regret_tier": "economy"}) == "economy"
+    assert resolve_tier(s, "unlisted") == "standard" and resolve_tier(s, None) == "standard"
+    assert resolve_tier(s, "unlisted", {"regret_tier": "premium", "regret_allowed_tiers": ["economy"]}, "economy") == "economy"
+    with pytest.raises(TierNotAllowed, match="may not use tier 'economy'"):
+        resolve_tier(s, "research", None, "economy")
+    with pytest.raises(TierNotAllowed, match="not configured"):
+        resolve_tier(s, "research", {"regret_tier": "gold"})

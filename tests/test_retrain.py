@@ -77,6 +77,7 @@ def new_engine(settings):
     return make_engine(settings.store.url)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, world):
     bench, X = world
@@ -105,7 +106,31 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
         lo, hi = row.new.dr_ci
         assert lo - 0.02 <= true_new <= hi + 0.02, (row.tier, true_new, row.new.dr_ci)
         assert true_new > true_logging + 0.03, (row.tier, true_new, true_logging)
+
+    # the gate's "kept" branch: demanding an improvement of 50 points over the active router (a negative
+    # margin), the same logs cannot deliver it; the active version stays and the report says why
+    kept = retrain(settings, engine, RetrainOptions(n_boot=50, margin=-0.5))
+    assert kept.status == "kept" and kept.active_before == result.version
+    assert "the active router stays" in kept.reason and all(t.tier in kept.reason for t in kept.tiers)
+    assert all(t.reference_name == f"active {result.version}" for t in kept.tiers)
+    assert active_version_id(settings.artifacts_dir) == result.version
+    assert json.loads(open(kept.report_paths["json"]).read())["status"] == "kept"
     engine.dispose()
+
+
+def test_gate_names_each_tier_worse_than_the_margin():
+    from regret_gateway.ope import PolicyValue
+    from regret_gateway.retrain import TierEvaluation, gate
+
+    def value(dr):
+        return PolicyValue(dr, (dr, dr), dr, (dr, dr), 0.5, 0.001, 10.0, 0.5, 100)
+
+    rows = [
+        TierEvaluation("a", 0.0, value(0.50), value(0.52), "active v1", 0.1, {}),
+        TierEvaluation("b", 1.0, value(0.40), value(0.40), "active v1", 0.0, {}),
+    ]
+    assert [r.split(":")[0] for r in gate(rows, margin=0.0)] == ["a"]
+    assert gate(rows, margin=0.03) == []
 
 
 @pytest.mark.parametrize("case", ["one model only", "no feedback", "all propensities 1", "too few rows"])
@@ -141,6 +166,7 @@ def test_degenerate_logs_are_refused_and_the_active_router_stays(tmp_path, world
     engine.dispose()
 
 
+@pytest.mark.slow
 def test_imported_logs_without_propensities_train_a_router(tmp_path, world):
     """Historical logs (no propensities) go in through import-logs; retrain estimates the propensity."""
     import pandas as pd

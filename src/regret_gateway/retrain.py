@@ -45,7 +45,7 @@ class RetrainOptions:
     since: datetime | None = None
     until: datetime | None = None
     team: str | None = None
-    margin: float = 0.0  # a tier may lose at most this much estimated utility vs the active router
+    margin: float = 0.0  # a tier may lose at most this much estimated utility vs the active router (< 0: must gain)
     force: bool = False
     holdout: float = 0.2
     min_rows: int = 200

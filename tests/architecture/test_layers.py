@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("ope", "policy"),
     ("evaluation", "gateway"),
     ("retrain", "importer"),
-    ("bench", "cli"),
+    ("bench", "cli", "__main__"),
 ]
 SERVING_FORBIDDEN = (
     "regret_gateway.causal",
@@ -132,6 +132,7 @@ print(json.dumps({"decision": decision, "modules": sorted(sys.modules)}))
 """
 
 
+@pytest.mark.slow
 def test_the_serving_path_loads_no_training_code(tmp_path):
     """Import the hook and route one request with a published RM-Interval router: none of the training
     stack (causal/, policy/, evaluation/, retrain, xgboost) is loaded."""

@@ -38,6 +38,7 @@ def test_dr_recovers_policy_value_where_a_biased_outcome_model_misleads_dm():
     assert abs(_value(dm.quality, policy) - truth) > 0.2  # DM inherits the outcome model's bias
 
 
+@pytest.mark.slow
 def test_fitted_nuisance_dr_is_unbiased_on_every_model():
     world = make_world(n=3000, seed=2)
     logs = simulate_logs(world, policy="x-only", seed=2)
@@ -50,6 +51,7 @@ def test_fitted_nuisance_dr_is_unbiased_on_every_model():
         assert abs(scores.quality[:, t].mean() - true_mean) < 0.05, world.model_names[t]
 
 
+@pytest.mark.slow
 def test_xgboost_propensity_learns_an_x_dependent_logging_policy():
     from regret_gateway.causal.propensity import PropensityModel
 

@@ -18,11 +18,16 @@ def test_logged_propensities_are_the_exact_sampling_probabilities():
 
 
 def test_x_only_policy_depends_on_x_alone():
-    world = make_world(n=100, seed=6)
+    """Flip every outcome of a world (same prompts): the x-only logging policy does not move, the
+    outcome-dependent one (the paper's) does."""
+    from regret_gateway.data import FullFeedback
+
+    world = make_world(n=200, seed=6)
+    flipped = FullFeedback(X=world.X, quality=1.0 - world.quality, cost=world.cost, model_names=world.model_names)
     p1 = logging_probabilities(world, "x-only", seed=1)
-    flipped = world.subset(np.arange(100))
     assert np.allclose(p1, logging_probabilities(flipped, "x-only", seed=1))
-    assert not np.allclose(p1, p1.mean(0))
+    assert not np.allclose(p1, p1.mean(0))  # it does depend on x
+    assert not np.allclose(logging_probabilities(world, "accuracy-softmax"), logging_probabilities(flipped, "accuracy-softmax"))
     with pytest.raises(ValueError, match="unknown logging policy"):
         logging_probabilities(world, "greedy")
 

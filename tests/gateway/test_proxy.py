@@ -13,9 +13,12 @@ import numpy as np
 import pytest
 import respx
 import yaml
+from sqlalchemy.orm import Session
 
 from regret_gateway.bench.local import proxy_config
 from tests.gateway.conftest import CODE_PROMPT, KEYS, MODELS, PRICE, TRANSLATE_PROMPT, USAGE, request_cost
+
+pytestmark = pytest.mark.slow  # the real LiteLLM proxy, in-process
 
 UPSTREAM = "http://upstream.test/v1"
 
@@ -333,3 +336,40 @@ def test_exploration_rate_and_propensities_match_epsilon(trained_router, encoder
     assert explored == pytest.approx(0.3 * 2 / 3, abs=0.02)  # exploration that picked another model
     for c in choices[:50]:
         assert c.propensity == pytest.approx(0.8 if c.model == best else 0.1)
+
+
+def stored_prompt(gateway, request_id: str) -> tuple[str | None, str]:
+    from regret_gateway.store.schema import Decision
+
+    gateway.writer.drain(timeout=10)
+    with Session(gateway.engine) as s:
+        row = s.get(Decision, request_id)
+        return row.prompt_text, row.prompt_hash
+
+
+def test_cold_start_fallback_sends_each_tier_to_its_fallback(app_client, tmp_path, encoder):
+    app, client, route = app_client
+    gateway = start_gateway(app, tmp_path, encoder, cold_start="fallback")
+    try:
+        for team, fallback in (("research", "large"), ("support", "small-a")):
+            r = chat(client, team, TRANSLATE_PROMPT)
+            assert r.status_code == 200 and upstream_model(route) == fallback
+            d = decision(client, team, r.headers["x-litellm-call-id"])
+            assert d["mode"] == "cold_start" and d["propensity"] == 1.0 and d["chosen_model"] == fallback
+    finally:
+        gateway.close()
+
+
+@pytest.mark.parametrize("store_prompts", [False, True])
+def test_prompt_text_is_stored_only_when_opted_in(app_client, tmp_path, encoder, store_prompts):
+    app, client, _ = app_client
+    section = gateway_config(tmp_path)["regret_gateway"]
+    gateway = start_gateway(app, tmp_path, encoder, store={**section["store"], "store_prompts": store_prompts})
+    try:
+        r = chat(client, "support", TRANSLATE_PROMPT)
+        assert r.status_code == 200
+        text, digest = stored_prompt(gateway, r.headers["x-litellm-call-id"])
+        assert text == (TRANSLATE_PROMPT if store_prompts else None)
+        assert len(digest) == 64 and TRANSLATE_PROMPT not in digest  # the hash is always kept
+    finally:
+        gateway.close()

@@ -1,5 +1,6 @@
 """The Alembic migrations create exactly the ORM's schema, on SQLite and PostgreSQL."""
 
+import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -32,3 +33,32 @@ def test_upgrade_on_a_passed_connection():
     with eng.connect() as conn:
         upgrade(connection=conn)
         assert {"decisions", "outcomes", "feedback", "router_versions"} <= set(inspect(conn).get_table_names())
+
+
+def _migrate_after(barrier, url: str, results) -> None:
+    from regret_gateway.store.migrate import upgrade as run_upgrade
+
+    barrier.wait()
+    try:
+        run_upgrade(url)
+        results.put("ok")
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        results.put(f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+
+
+@pytest.mark.slow
+def test_workers_migrating_at_the_same_moment_migrate_once(db_url):
+    """Four processes start the migration at the same instant (as gateway workers starting together do):
+    under the lock one migrates, the others wait and find the schema at head; none fails."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(4), ctx.Queue()
+    procs = [ctx.Process(target=_migrate_after, args=(barrier, db_url, results)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    outcomes = [results.get(timeout=5) for _ in procs]
+    assert outcomes == ["ok"] * 4, outcomes
+    assert status(db_url)["up_to_date"]

@@ -50,6 +50,7 @@ def fast_writer(engine, spill_dir, **kw) -> BatchedWriter:
     return BatchedWriter(engine, spill_dir, **{**opts, **kw})
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_20k_decisions_survive_an_outage(engine, flaky, tmp_path):
     n, dim = 20_000, 64

@@ -49,4 +49,7 @@ def serve(config: str | Path, host: str = "0.0.0.0", port: int = 4000) -> None:
     gateway = Gateway(load_settings(config))
     app = build_app(config, gateway)
     gateway.start()  # before the proxy takes traffic
-    uvicorn.run(app, host=host, port=port)
+    try:
+        uvicorn.run(app, host=host, port=port)
+    finally:
+        gateway.close()  # on shutdown (SIGTERM, Ctrl-C) the queued decisions are written, not lost

@@ -115,7 +115,7 @@ def test_db_upgrade_status_export(tmp_path):
     assert export.exit_code == 0 and "wrote 3 rows" in export.output and "no_feedback=1" in export.output
     assert len(out.read_text().splitlines()) == 4
     bad = runner.invoke(app, ["db", "export", str(tmp_path / "x.txt"), "--url", url])
-    assert bad.exit_code == 2 and "must end in .parquet, .csv or .csv.gz" in bad.output
+    assert bad.exit_code == 2 and "unsupported file type: x.txt (supported: .csv, .csv.gz, .parquet)" in bad.output
 
 
 def test_feedback_import_all_or_nothing(tmp_path):

@@ -14,32 +14,14 @@ import hashlib
 import math
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from regret_gateway.config import Settings
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord, StoreInputError, prompt_hash
-
-if TYPE_CHECKING:
-    import pandas as pd
+from regret_gateway.tables import read_frame, table_format
 
 REQUIRED = ("model", "quality")
-
-
-def _read_table(path: Path) -> "pd.DataFrame":
-    import pandas as pd
-
-    name = path.name.lower()
-    if name.endswith(".parquet"):
-        df = pd.read_parquet(path)
-    elif name.endswith((".jsonl", ".ndjson")):
-        df = pd.read_json(path, lines=True)
-    elif name.endswith((".csv", ".csv.gz")):
-        df = pd.read_csv(path)
-    else:
-        raise StoreInputError(f"{path}: expected .csv, .csv.gz, .parquet or .jsonl")
-    return df
 
 
 def read_logs(path: str | Path, settings: Settings, encode=None) -> list[tuple[DecisionRecord, FeedbackRecord]]:
@@ -48,7 +30,11 @@ def read_logs(path: str | Path, settings: Settings, encode=None) -> list[tuple[D
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"log file not found: {path}")
-    df = _read_table(path)
+    try:
+        table_format(path, allowed=("csv", "parquet", "jsonl"))
+    except ValueError as exc:
+        raise StoreInputError(f"{path}: {exc}") from None
+    df = read_frame(path)
     cost_col = "cost_usd" if "cost_usd" in df.columns else "cost"
     missing = [c for c in (*REQUIRED, cost_col) if c not in df.columns]
     xcols = [c for c in df.columns if c.startswith("x") and c[1:].isdigit()]
@@ -67,7 +53,7 @@ def read_logs(path: str | Path, settings: Settings, encode=None) -> list[tuple[D
         X = np.asarray(encode(texts), dtype=np.float32)
     records = []
     for i, row in enumerate(df.to_dict("records")):
-        line = i + 2 if path.name.lower().endswith((".csv", ".csv.gz")) else i + 1
+        line = i + 2 if table_format(path) == "csv" else i + 1
         try:
             rid = str(row.get("request_id") or "imp-" + hashlib.sha256(f"{path.name}:{i}".encode()).hexdigest()[:24])
             cost, quality = float(row[cost_col]), float(row["quality"])

@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from regret_gateway.tables import read_rows
+
 TIERS = (("team-premium", "premium", 0.0), ("team-standard", "standard", 200.0), ("team-economy", "economy", 1000.0))
 OUTPUT_PRICE = 1e-9  # USD per completion token at the mock upstream: tokens = recorded cost / price
 BASELINES = ("gateway", "gateway-greedy", "full-feedback", "litellm-adaptive", "best-single", "cheapest", "uniform")
@@ -72,17 +74,13 @@ def _responses(path: Path, bench) -> dict[tuple[str, str], str]:
     """Recorded responses by (model, prompt) where the file has `<model>|model_response` columns."""
     out: dict[tuple[str, str], str] = {}
     try:
-        import pandas as pd
-
-        df = pd.read_csv(path) if str(path).endswith((".csv", ".csv.gz")) else None
-    except Exception:  # noqa: BLE001 - responses are optional
-        df = None
-    if df is None:
-        return out
-    for m in bench.model_names:
-        col = f"{m}|model_response"
-        if col in df.columns:
-            out.update({(m, str(p)): str(r) for p, r in zip(df["prompt"], df[col])})
+        rows = read_rows(path) if path.is_file() else []
+    except (ValueError, ImportError):  # responses are optional
+        rows = []
+    for row in rows:
+        for m in bench.model_names:
+            if (response := row.get(f"{m}|model_response")) is not None:
+                out[(m, str(row["prompt"]))] = str(response)
     return out
 
 

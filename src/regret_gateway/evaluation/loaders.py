@@ -18,11 +18,7 @@ A folder is read as the union of its supported files. The split comes from file 
 from __future__ import annotations
 
 import ast
-import csv
-import gzip
 import hashlib
-import io
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from regret_gateway.data import FullFeedback
+from regret_gateway.tables import SUFFIXES, read_rows, table_format
 
 SPROUT_PRICES: dict[str, tuple[float, float]] = {
     "aws-claude-3-5-sonnet-v1": (3.0, 15.0),
@@ -47,7 +44,6 @@ SPROUT_PRICES: dict[str, tuple[float, float]] = {
     "wxai-llama-3-405b-instruct": (3.5, 3.5),
 }
 
-SUFFIXES = (".csv", ".csv.gz", ".parquet", ".pkl", ".pickle", ".jsonl", ".jsonl.gz", ".json")
 COST_SUFFIX = "|total_cost"
 
 
@@ -103,47 +99,14 @@ class Benchmark:
 # -- reading rows ---------------------------------------------------------------------------------
 def _files(path: Path) -> list[Path]:
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(SUFFIXES))
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.name.lower().endswith(SUFFIXES))
         if not files:
             raise FileNotFoundError(f"no benchmark files ({', '.join(SUFFIXES)}) in folder {path}")
         return files
     if not path.exists():
         raise FileNotFoundError(f"benchmark file not found: {path}")
-    if not path.name.endswith(SUFFIXES):
-        raise ValueError(f"unsupported benchmark file type: {path.name} (supported: {', '.join(SUFFIXES)})")
+    table_format(path)  # raises for an unsupported file type
     return [path]
-
-
-def _need_pandas(what: str):
-    try:
-        import pandas as pd
-    except ImportError:  # pragma: no cover - depends on the install
-        raise ImportError(
-            f"reading {what} needs pandas (and pyarrow for Parquet): pip install 'regret-gateway[formats]'"
-        ) from None
-    return pd
-
-
-def _read_rows(path: Path) -> list[dict]:
-    name = path.name
-    if name.endswith((".csv", ".csv.gz")):
-        opener = gzip.open if name.endswith(".gz") else open
-        with opener(path, "rb") as raw:
-            return list(csv.DictReader(io.TextIOWrapper(raw, encoding="utf-8", newline="")))
-    if name.endswith((".jsonl", ".jsonl.gz")):
-        opener = gzip.open if name.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as fh:
-            return [json.loads(line) for line in fh if line.strip()]
-    if name.endswith(".json"):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, list):
-            raise ValueError(f"{path}: a JSON benchmark must be a list of rows")
-        return data
-    pd = _need_pandas(f"{name}")
-    frame = pd.read_parquet(path) if name.endswith(".parquet") else pd.read_pickle(path)
-    if not hasattr(frame, "to_dict"):
-        raise ValueError(f"{path}: expected a pandas DataFrame, got {type(frame).__name__}")
-    return frame.to_dict(orient="records")
 
 
 def _split_from_name(name: str) -> str | None:
@@ -217,7 +180,7 @@ def load_routerbench(path: str | Path) -> Benchmark:
     dropped: dict[str, int] = {}
     models = None
     for file in _files(path):
-        rows = _read_rows(file)
+        rows = read_rows(file)
         if not rows:
             continue
         file_models = _routerbench_models(list(rows[0].keys()))
@@ -264,7 +227,7 @@ def load_sprout(path: str | Path, prices: dict[str, tuple[float, float]] | None 
     dropped: dict[str, int] = {}
     models = None
     for file in _files(path):
-        rows = _read_rows(file)
+        rows = read_rows(file)
         if not rows:
             continue
         file_models = [k for k, v in rows[0].items() if isinstance(v, dict) and "score" in v]
@@ -303,7 +266,7 @@ def load_sprout(path: str | Path, prices: dict[str, tuple[float, float]] | None 
 
 def detect_format(path: str | Path) -> str:
     first = _files(Path(path))[0]
-    rows = _read_rows(first)
+    rows = read_rows(first)
     if not rows:
         raise ValueError(f"{first}: empty file")
     keys = list(rows[0].keys())

@@ -10,10 +10,11 @@ replay it. ``write_world`` writes the CSV that ``load_benchmark`` reads.
 from __future__ import annotations
 
 import csv
-import gzip
 from pathlib import Path
 
 import numpy as np
+
+from regret_gateway.tables import open_text
 
 # USD per 1M tokens (input, output): list prices of the kind of model each stands for.
 MODELS = {
@@ -137,8 +138,7 @@ def write_world(path: str | Path, n: int = 2000, seed: int = 0) -> Path:
     path = Path(path)
     rows = generate_world(n, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "wt", newline="") as fh:
+    with open_text(path, "wt") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)

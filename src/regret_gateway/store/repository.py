@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from regret_gateway.data import LoggedFeedback
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord, StoreInputError, UnknownRequestError
 from regret_gateway.store.schema import Decision, Feedback, Outcome, RouterVersion, utcnow
+from regret_gateway.tables import open_text, table_format, write_columns
 
 _ID_CHUNK = 1000  # ids per IN (...) list
 _ROW_CHUNK = 1000  # rows per multi-row INSERT (SQLite allows 32,766 bound parameters)
@@ -152,8 +153,9 @@ def read_feedback_file(path: str | Path, *, default_source: str = "import") -> l
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"feedback file not found: {path}")
-    with open(path, encoding="utf-8") as fh:
-        if path.suffix.lower() in (".jsonl", ".json", ".ndjson"):
+    kind = table_format(path, allowed=("csv", "jsonl", "json"))
+    with open_text(path) as fh:
+        if kind != "csv":  # JSON lines (a .json feedback file holds one object per line too)
             rows = [(i, json.loads(line)) for i, line in enumerate(fh, 1) if line.strip()]
         else:
             reader = csv.DictReader(fh)
@@ -336,7 +338,7 @@ def export_training_set(ts: TrainingSet, path: str | Path) -> Path:
         raise ValueError("the training set is empty: nothing to export")
     lg = ts.logged
     assert lg.lam is not None  # the store logs every row's lambda
-    columns: dict[str, object] = {
+    columns: dict[str, list] = {
         "request_id": list(ts.request_ids),
         "created_at": ts.created_at.astype(str).tolist(),
         "team": list(ts.teams),
@@ -350,27 +352,7 @@ def export_training_set(ts: TrainingSet, path: str | Path) -> Path:
     }
     for j in range(lg.X.shape[1]):
         columns[f"x{j}"] = lg.X[:, j].tolist()
-    name = path.name.lower()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if name.endswith(".parquet"):
-        try:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise ImportError("Parquet export needs pyarrow: pip install 'regret-gateway[formats]' (or use .csv)") from None
-        pq.write_table(pa.table(columns), path)
-    elif name.endswith(".csv") or name.endswith(".csv.gz"):
-        import csv
-        import gzip
-
-        opener = gzip.open if name.endswith(".gz") else open
-        with opener(path, "wt", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(list(columns))
-            writer.writerows(zip(*columns.values()))
-    else:
-        raise ValueError(f"export path must end in .parquet, .csv or .csv.gz, got {path.name}")
-    return path
+    return write_columns(path, columns)
 
 
 def traffic_summary(session: Session, *, since: datetime | None = None) -> dict:

@@ -120,19 +120,144 @@ def _full_feedback_router(train_full, val_full, lams: list[float], seed: int):
     return FullFeedbackPolicy(random_state=seed).fit(TrainingData.from_full(train_full, val_full), lams)
 
 
+@dataclass
+class _World:
+    """The replayed world and the references every round is compared with."""
+
+    bench: Any
+    data_path: Path
+    X: np.ndarray
+    traffic_ix: np.ndarray  # prompts the teams send (never the ceiling's training prompts)
+    full_feedback: Any
+    best_single: dict[float, int]
+    cheapest: int
+    adaptive: dict[float, _AdaptiveBaseline]
+    responses: dict[tuple[str, str], str]
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return self.bench.model_names
+
+    def respond(self, model: str, text: str) -> tuple[str, int, int]:
+        """The mock upstream: the recorded answer and a token count that makes LiteLLM's cost the recorded one."""
+        i = self._row_of.get(text)
+        if i is None:
+            return "unknown prompt", 10, 1
+        t = self.models.index(model)
+        correct = self.bench.quality[i, t]
+        content = self.responses.get((model, text)) or f"[{model}] recorded answer (correct={correct:.0f})"
+        return content, 0, max(0, int(round(self.bench.cost[i, t] / OUTPUT_PRICE)))
+
+    def __post_init__(self) -> None:
+        self._row_of = {p: i for i, p in enumerate(self.bench.prompts)}  # one recorded row per distinct prompt
+
+
+def _prepare(cfg: DemoConfig, work: Path, echo) -> _World:
+    from regret_gateway.data import FullFeedback
+    from regret_gateway.embedding import Embedder
+
+    bench, data_path = _load_world(cfg, work)
+    echo(f"world: {bench.n_samples} prompts, models {', '.join(bench.model_names)} ({data_path})")
+    train_ix, val_ix = np.flatnonzero(bench.split == "train"), np.flatnonzero(bench.split == "val")
+    traffic_ix = np.flatnonzero(bench.split != "train")
+    if len(traffic_ix) == 0:  # a file of train rows only: a seeded quarter of its prompts becomes the traffic
+        order = np.random.default_rng(cfg.seed).permutation(train_ix)
+        cut = max(1, len(order) // 4)
+        traffic_ix, train_ix = np.sort(order[:cut]), np.sort(order[cut:])
+        echo(f"no test split in {data_path}: {len(traffic_ix)} of its prompts are the traffic, the rest train the references")
+    if len(val_ix) == 0:
+        val_ix = train_ix[: max(1, len(train_ix) // 9)]
+    X = Embedder(cfg.embedder, device=cfg.device, progress=True).encode_unique(bench.prompts)
+    full = FullFeedback(X=X, quality=bench.quality, cost=bench.cost, model_names=bench.model_names)
+    lams = [lam for _, _, lam in TIERS]
+    mean_cost = bench.cost[train_ix].mean(0)
+    return _World(
+        bench=bench, data_path=Path(data_path), X=X, traffic_ix=traffic_ix,
+        full_feedback=_full_feedback_router(full.subset(train_ix), full.subset(val_ix), lams, cfg.seed),
+        best_single={lam: int(np.argmax(full.subset(train_ix).utility(lam).mean(0))) for lam in lams},
+        cheapest=int(np.argmin(mean_cost)),
+        adaptive={lam: _AdaptiveBaseline(bench.model_names, mean_cost, lam, cfg.seed) for lam in lams},
+        responses=_responses(Path(data_path), bench),
+    )  # fmt: skip
+
+
+def _gateway_section(world: _World, cfg: DemoConfig, work: Path, keys: dict[str, str]) -> dict:
+    models = world.models
+    return {
+        "models": list(models),
+        "default_tier": "standard",
+        "tiers": {
+            tier: {"lam": lam, "epsilon": cfg.epsilon, "fallback": models[world.best_single[lam]]} for _, tier, lam in TIERS
+        },
+        "teams": {team: {"tier": tier} for team, tier, _ in TIERS},
+        "api_keys": {key: team for team, key in keys.items()},
+        "embedder": {"model": cfg.embedder, "device": cfg.device},
+        "store": {"url": f"sqlite:///{work}/gateway.db", "spill_dir": str(work / "spill"), "flush_interval_s": 0.2},
+        "artifacts_dir": str(work / "artifacts"),
+        "reload_interval_s": 0.5,
+        "route_timeout_s": 5.0,  # CPU embedding under the demo's own load; production default is 2 s
+    }
+
+
+class _Teams:
+    """The three teams' clients: a request through the OpenAI SDK, its audit, then the recorded correctness as feedback."""
+
+    def __init__(self, base: str, keys: dict[str, str], world: _World) -> None:
+        import httpx
+        from openai import OpenAI
+
+        self.keys, self.world = keys, world
+        self.clients = {team: OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0) for team, key in keys.items()}
+        self.http = httpx.Client(base_url=base, timeout=60)
+
+    def ask(self, team: str, i: int) -> tuple[int, str | None, int]:
+        """(model index chosen, router version, the router's own greedy choice) for prompt ``i``."""
+        bench, index = self.world.bench, {m: t for t, m in enumerate(self.world.models)}
+        headers = {"Authorization": f"Bearer {self.keys[team]}"}
+        raw = self.clients[team].chat.completions.with_raw_response.create(
+            model="regret-router", messages=[{"role": "user", "content": bench.prompts[i]}]
+        )
+        rid = raw.headers.get("x-litellm-call-id")
+        audit = self.http.get(f"/regret/decisions/{rid}", headers=headers).json()
+        t = index[audit["chosen_model"]]
+        scores = audit.get("scores")  # the router's own choice, before exploration
+        greedy = index[max(scores, key=scores.get)] if scores else t
+        feedback = {"request_id": rid, "score": float(bench.quality[i, t]), "source": "demo"}
+        self.http.post("/regret/feedback", headers=headers, json=feedback).raise_for_status()
+        return t, audit.get("router_version"), greedy
+
+
+def _round_stats(world: _World, rnd: int, tier: str, lam: float, rows: np.ndarray, answers: list) -> RoundStats:
+    bench = world.bench
+    n = np.arange(len(rows))
+    U = bench.quality[rows] - lam * bench.cost[rows]
+    picks = {
+        "gateway": np.array([t for t, _, _ in answers]),
+        "gateway-greedy": np.array([g for _, _, g in answers]),
+        "full-feedback": world.full_feedback.predict(world.X[rows], [lam])[0],
+        "litellm-adaptive": np.array([world.adaptive[lam].choose_and_learn(bench.prompts[i], bench.quality[i]) for i in rows]),
+        "best-single": np.full(len(rows), world.best_single[lam]),
+        "cheapest": np.full(len(rows), world.cheapest),
+    }
+    stats = RoundStats(rnd, tier, lam, ",".join(sorted({str(v) for _, v, _ in answers})))
+    for name, a in picks.items():
+        stats.utility[name] = float(100 * U[n, a].mean())
+        stats.accuracy[name] = float(bench.quality[rows][n, a].mean())
+        stats.cost[name] = float(bench.cost[rows][n, a].mean())
+    stats.utility["uniform"] = float(100 * U.mean())
+    stats.accuracy["uniform"] = float(bench.quality[rows].mean())
+    stats.cost["uniform"] = float(bench.cost[rows].mean())
+    return stats
+
+
 def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     """Run the closed loop; returns the per-round table and writes OUT/closed_loop.{json,png,md}."""
     from regret_gateway.gateway.app import build_app, litellm_environment
 
     litellm_environment()
     os.environ.setdefault("LITELLM_MASTER_KEY", "sk-demo-master-" + os.urandom(8).hex())
-    import httpx
-    from openai import OpenAI
-
     from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config
     from regret_gateway.config import load_settings
-    from regret_gateway.data import FullFeedback
-    from regret_gateway.embedding import Embedder
     from regret_gateway.gateway.runtime import Gateway
     from regret_gateway.retrain import RetrainOptions, retrain
     from regret_gateway.store.engine import make_engine
@@ -141,113 +266,28 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="regret-demo-", dir=out))
     t_start = time.perf_counter()
-    bench, data_path = _load_world(cfg, work)
-    models = bench.model_names
-    echo(f"world: {bench.n_samples} prompts, models {', '.join(models)} ({data_path})")
-    embedder = Embedder(cfg.embedder, device=cfg.device, progress=True)
-    X = embedder.encode_unique(bench.prompts)
-    full = FullFeedback(X=X, quality=bench.quality, cost=bench.cost, model_names=models)
-    train_ix, val_ix = np.flatnonzero(bench.split == "train"), np.flatnonzero(bench.split == "val")
-    traffic_ix = np.flatnonzero(bench.split != "train")  # prompts the ceiling was not trained on
-    if len(val_ix) == 0:
-        val_ix = train_ix[: max(1, len(train_ix) // 9)]
-    lams = [lam for _, _, lam in TIERS]
-    ff = _full_feedback_router(full.subset(train_ix), full.subset(val_ix), lams, cfg.seed)
-    mean_cost = bench.cost[train_ix].mean(0)
-    best_single = {lam: int(np.argmax(full.subset(train_ix).utility(lam).mean(0))) for lam in lams}
-    cheapest = int(np.argmin(mean_cost))
-    adaptive = {lam: _AdaptiveBaseline(models, mean_cost, lam, cfg.seed) for lam in lams}
-    row_of = {p: i for i, p in enumerate(bench.prompts)}  # one recorded row per distinct prompt text
-    responses = _responses(Path(data_path), bench)
-    index = {m: t for t, m in enumerate(models)}
-
-    def respond(model: str, text: str) -> tuple[str, int, int]:
-        i = row_of.get(text)
-        if i is None:
-            return "unknown prompt", 10, 1
-        t = index[model]
-        content = responses.get((model, text)) or f"[{model}] recorded answer (correct={bench.quality[i, t]:.0f})"
-        return content, 0, max(0, int(round(bench.cost[i, t] / OUTPUT_PRICE)))
-
+    world = _prepare(cfg, work, echo)
     keys = {team: f"sk-{team}-{os.urandom(6).hex()}" for team, _, _ in TIERS}
     up_port, proxy_port = free_port(), free_port()
-    config = proxy_config(
-        {
-            "models": list(models),
-            "default_tier": "standard",
-            "tiers": {tier: {"lam": lam, "epsilon": cfg.epsilon, "fallback": models[best_single[lam]]} for _, tier, lam in TIERS},
-            "teams": {team: {"tier": tier} for team, tier, _ in TIERS},
-            "api_keys": {key: team for team, key in keys.items()},
-            "embedder": {"model": cfg.embedder, "device": cfg.device},
-            "store": {"url": f"sqlite:///{work}/gateway.db", "spill_dir": str(work / "spill"), "flush_interval_s": 0.2},
-            "artifacts_dir": str(work / "artifacts"),
-            "reload_interval_s": 0.5,
-            "route_timeout_s": 5.0,  # CPU embedding under the demo's own load; production default is 2 s
-        },
-        {m: (0.0, OUTPUT_PRICE) for m in models},
-        f"http://127.0.0.1:{up_port}/v1",
-        custom_auth=True,
-        api_key="sk-mock",
-    )
+    config = proxy_config(_gateway_section(world, cfg, work, keys), {m: (0.0, OUTPUT_PRICE) for m in world.models},
+                          f"http://127.0.0.1:{up_port}/v1", custom_auth=True, api_key="sk-mock")  # fmt: skip
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     settings = load_settings(work / "config.yaml")
     gateway = Gateway(settings)
     app = build_app(work / "config.yaml", gateway)
     rng = np.random.default_rng(cfg.seed)
     table: list[RoundStats] = []
-    with LocalServer(mock_upstream(respond), up_port), LocalServer(app, proxy_port):
-        base = f"http://127.0.0.1:{proxy_port}"
-        clients = {team: OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0) for team, key in keys.items()}
-        http = httpx.Client(base_url=base, timeout=60)
+    with LocalServer(mock_upstream(world.respond), up_port), LocalServer(app, proxy_port):
+        teams = _Teams(f"http://127.0.0.1:{proxy_port}", keys, world)
         engine = make_engine(settings.store.url)
         gateway.start()  # load the embedder, store and router before the first request
-
-        def ask(team: str, i: int) -> tuple[int, str | None, int]:
-            raw = clients[team].chat.completions.with_raw_response.create(
-                model="regret-router", messages=[{"role": "user", "content": bench.prompts[i]}]
-            )
-            rid = raw.headers.get("x-litellm-call-id")
-            audit = http.get(f"/regret/decisions/{rid}", headers={"Authorization": f"Bearer {keys[team]}"}).json()
-            t = index[audit["chosen_model"]]
-            scores = audit.get("scores")  # the router's own choice, before exploration
-            greedy = index[max(scores, key=scores.get)] if scores else t
-            r = http.post(
-                "/regret/feedback",
-                headers={"Authorization": f"Bearer {keys[team]}"},
-                json={"request_id": rid, "score": float(bench.quality[i, t]), "source": "demo"},
-            )
-            r.raise_for_status()
-            return t, audit.get("router_version"), greedy
-
         for rnd in range(cfg.rounds):
             t_round = time.perf_counter()
             for team, tier, lam in TIERS:
-                rows = rng.choice(traffic_ix, size=cfg.requests, replace=True)
+                rows = rng.choice(world.traffic_ix, size=cfg.requests, replace=True)
                 with ThreadPoolExecutor(cfg.concurrency) as pool:
-                    answers = list(pool.map(lambda i, team=team: ask(team, int(i)), rows))
-                chosen = np.array([t for t, _, _ in answers])
-                versions = {v for _, v, _ in answers}
-                n = np.arange(len(rows))
-                U = bench.quality[rows] - lam * bench.cost[rows]
-                picks = {
-                    "gateway": chosen,
-                    "gateway-greedy": np.array([g for _, _, g in answers]),
-                    "full-feedback": ff.predict(X[rows], [lam])[0],
-                    "litellm-adaptive": np.array(
-                        [adaptive[lam].choose_and_learn(bench.prompts[i], bench.quality[i]) for i in rows]
-                    ),
-                    "best-single": np.full(len(rows), best_single[lam]),
-                    "cheapest": np.full(len(rows), cheapest),
-                }
-                stats = RoundStats(rnd, tier, lam, ",".join(sorted(str(v) for v in versions)))
-                for name, a in picks.items():
-                    stats.utility[name] = float(100 * U[n, a].mean())
-                    stats.accuracy[name] = float(bench.quality[rows][n, a].mean())
-                    stats.cost[name] = float(bench.cost[rows][n, a].mean())
-                stats.utility["uniform"] = float(100 * U.mean())
-                stats.accuracy["uniform"] = float(bench.quality[rows].mean())
-                stats.cost["uniform"] = float(bench.cost[rows].mean())
-                table.append(stats)
+                    answers = list(pool.map(lambda i, team=team: teams.ask(team, int(i)), rows))
+                table.append(_round_stats(world, rnd, tier, lam, rows, answers))
             echo(_round_table(table, rnd) + f"\n(round {rnd} took {time.perf_counter() - t_round:.0f}s)")
             if rnd < cfg.rounds - 1:
                 gateway.writer.drain(timeout=60)
@@ -256,15 +296,16 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                 time.sleep(1.0)  # > reload_interval_s: the gateway swaps the new version in
         gateway.writer.drain(timeout=60)
         engine.dispose()
-        http.close()
+        teams.http.close()
     doc = {
         "config": {k: str(v) for k, v in cfg.__dict__.items()},
-        "models": list(models),
+        "models": list(world.models),
         "rounds": [s.__dict__ for s in table],
         "seconds": time.perf_counter() - t_start,
         "work_dir": str(work),
         "hook": gateway.stats(),
     }
+    gateway.close()
     (out / "closed_loop.json").write_text(json.dumps(doc, indent=2, default=float))
     (out / "closed_loop.md").write_text(_round_table(table, None))
     _plot(table, out / "closed_loop.png")

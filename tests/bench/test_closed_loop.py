@@ -39,3 +39,20 @@ def test_the_closed_loop_learns_from_its_own_logs(tmp_path):
     assert all(r["router_version"] and r["router_version"] != "None" for r in last)
     assert (tmp_path / "closed_loop.png").stat().st_size > 10_000
     assert len(json.loads((tmp_path / "closed_loop.json").read_text())["rounds"]) == 6
+
+
+def test_a_file_with_train_rows_only_still_gets_a_traffic_split(tmp_path):
+    """A file whose name says train has no test split: a seeded share of its prompts becomes the traffic,
+    never the prompts the references were trained on (this used to crash after embedding everything)."""
+    from regret_gateway.bench.closed_loop import _prepare
+    from tests.evaluation.test_loaders import rb_row, write_routerbench
+
+    rows = [rb_row(i, q_small=float(i % 2), q_large=1.0) for i in range(80)]
+    for r in rows:
+        r["prompt"] = f"Question number {r['sample_id']}: what is {r['sample_id']} plus one?"
+    write_routerbench(tmp_path / "only_train.csv", rows)
+    lines: list[str] = []
+    world = _prepare(DemoConfig(data=tmp_path / "only_train.csv", device="cpu"), tmp_path, lines.append)
+    assert len(set(world.traffic_ix.tolist())) == 20 and any("no test split" in line for line in lines)
+    again = _prepare(DemoConfig(data=tmp_path / "only_train.csv", device="cpu"), tmp_path, lines.append)
+    assert np.array_equal(world.traffic_ix, again.traffic_ix)  # seeded: the same traffic every run

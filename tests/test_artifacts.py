@@ -75,3 +75,22 @@ def test_a_policy_refuses_inputs_of_the_wrong_size(router):
         policy.logits(np.zeros((2, 5), dtype=np.float32), 0.0)
     with pytest.raises(ValueError, match="lambda must be finite and >= 0"):
         policy.logits(np.zeros((2, 8), dtype=np.float32), -1.0)
+
+
+def test_a_per_tier_policy_routes_each_tier_with_its_own_policy(tmp_path, router, setting):  # noqa: F811
+    """What retrain publishes: one policy per tier; between two tiers served by the same policy that
+    policy (RM-Interval's interval net), otherwise the nearest tier's; a shared policy is stored once."""
+    from regret_gateway.servable import PerTierPolicy
+
+    _, _, test, _ = setting
+    rm = router.to_policy()
+    constant = ConstantPolicy(MODELS, "large")
+    policy = PerTierPolicy([0.0, 200.0, 1000.0], [rm, rm, constant], ["rm-interval", "rm-interval", "constant:large"])
+    path = save_artifact(tmp_path, policy=policy, tiers={"p": 0.0, "s": 200.0, "e": 1000.0}, embedder={"model": "m"})
+    served = load_artifact(path, models=MODELS).policy
+    assert isinstance(served, PerTierPolicy) and len(served.state()["policies"]) == 2
+    np.testing.assert_allclose(served.logits(test.X, 57.0), rm.logits(test.X, 57.0), rtol=1e-6)  # interval net
+    assert set(served.choose(test.X, 1000.0).tolist()) == {2} and set(served.choose(test.X, 700.0).tolist()) == {2}
+    assert np.array_equal(served.choose(test.X, 500.0), rm.choose(test.X, 500.0))  # nearer to 200 than to 1000
+    with pytest.raises(ValueError, match="same models"):
+        PerTierPolicy([0.0, 1.0], [rm, ConstantPolicy(("x", "y", "z"), "x")], ["a", "b"])

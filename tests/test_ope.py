@@ -94,3 +94,22 @@ def test_bad_propensities_are_refused():
             cost_hat=np.zeros((3, 2)),
             lam=0.0,
         )
+
+
+def test_select_replaces_the_incumbent_only_with_a_confident_gain():
+    from regret_gateway.ope import LoggedData, select
+
+    world = make_world(n=2000, seed=9)
+    probs = logging_probabilities(world, "uniform")
+    logged, quality, cost, p = _log(world, probs, 9)
+    data = LoggedData(logged, quality, cost, p, world.quality, world.cost)
+    n = world.n_samples
+    candidates = {"smart": _target(world), "constant:large": np.full(n, 2), "constant:small-a": np.zeros(n, int)}
+    sel = select(data, candidates, "constant:small-a", LAM, n_boot=300)
+    assert sel.best == "smart" and sel.served == "smart" and sel.gain_ci[0] > 0 and "replaces" in sel.reason()
+    same = select(data, {"a": np.zeros(n, int), "b": np.zeros(n, int)}, "b", LAM, n_boot=300)
+    assert same.served == "b" and same.gain == 0.0  # a tie keeps the incumbent
+    strict = select(data, candidates, "constant:small-a", LAM, required=1.0, n_boot=300)
+    assert strict.served == "constant:small-a" and "not confidently better" in strict.reason()
+    with pytest.raises(ValueError, match="must be one of the candidates"):
+        select(data, candidates, "nope", LAM)

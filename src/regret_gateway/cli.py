@@ -353,17 +353,20 @@ def retrain_cmd(
         0.0,
         "--margin",
         min=0.0,
-        help="Publish unless a tier's estimated utility drops by more than this (utility units; 0.01 = 1 point x100).",
+        help="A candidate replaces what a tier serves only if its estimated gain is above this with 95% confidence "
+        "(utility units; 0.01 = 1 point x100).",
     ),
-    force: bool = typer.Option(False, "--force", help="Publish even if the new router looks worse."),
+    force: bool = typer.Option(False, "--force", help="Serve each tier's best candidate even when its gain is not confident."),
     every: Optional[str] = typer.Option(None, "--every", help="Repeat forever every DURATION (e.g. 6h); without it, run once."),
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: the new version's folder)."),
 ) -> None:
-    """Retrain the router from the gateway's logs and publish it if it is not worse (the gateway hot-swaps it).
+    """Retrain from the gateway's logs; each tier serves the best candidate that is confidently better than what it has.
 
     Reads decisions with outcomes and quality scores, checks that they can support a router, fits the
-    propensity/outcome/doubly robust stage and the RM policy of every tier, evaluates new vs active on
-    held-out logs (DR, SNIPS, bootstrap CIs) and publishes. Exit code: 0 published, 1 kept, 2 refused.
+    propensity/outcome/doubly robust stage, RM-Interval and R&C. Per tier the candidates (RM-Interval,
+    R&C, the best constant model, what the tier serves now) are evaluated on held-out logs (DR, SNIPS,
+    bootstrap CIs); a candidate replaces the incumbent only with a confident gain, so no tier serves
+    something estimated worse than the fixed choice. Exit code: 0 published, 1 kept, 2 refused.
     """
     from datetime import timedelta
 

@@ -85,6 +85,58 @@ class SelfNormalizedIPS(OffPolicyEstimator):
 DR, SNIPS = DoublyRobustOPE(), SelfNormalizedIPS()
 
 
+@dataclass(frozen=True)
+class LoggedData:
+    """Held-out logs for off-policy evaluation: ``logged`` actions (n,), observed ``quality`` and ``cost``
+    (n,), logging ``propensity`` (n,), and outcome-model predictions ``quality_hat``/``cost_hat`` (n, T)
+    fitted on other rows."""
+
+    logged: np.ndarray
+    quality: np.ndarray
+    cost: np.ndarray
+    propensity: np.ndarray
+    quality_hat: np.ndarray
+    cost_hat: np.ndarray
+
+    def __post_init__(self) -> None:
+        if len(self.logged) == 0:
+            raise ValueError("cannot evaluate a policy on 0 rows")
+        p = np.asarray(self.propensity, dtype=np.float64)
+        if p.min() <= 0 or p.max() > 1:
+            raise ValueError(f"`propensity` must be in (0, 1], got min={p.min():.6g}, max={p.max():.6g}")
+
+    def outcomes(self, actions: np.ndarray, lam: float) -> tuple[LoggedOutcomes, LoggedOutcomes, LoggedOutcomes]:
+        """(utility, quality, cost) per row for the policy that chose ``actions``."""
+        actions = np.asarray(actions)
+        w = (actions == self.logged) / np.asarray(self.propensity, dtype=np.float64)
+        rows = np.arange(len(actions))
+        q_hat, c_hat = self.quality_hat[rows, actions], self.cost_hat[rows, actions]
+        return (LoggedOutcomes(self.quality - lam * self.cost, q_hat - lam * c_hat, w),
+                LoggedOutcomes(self.quality, q_hat, w), LoggedOutcomes(self.cost, c_hat, w))  # fmt: skip
+
+    def value(self, actions: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = 0.05, seed: int = 0) -> PolicyValue:
+        """DR and SNIPS value (with bootstrap intervals), DR quality and cost, ESS, match rate."""
+        utility, quality, cost = self.outcomes(actions, lam)
+        boot = bootstrap_rows(len(actions), n_boot, seed)
+        w = utility.w
+        return PolicyValue(
+            dr=DR.estimate(utility), dr_ci=DR.interval(utility, boot, alpha),
+            snips=SNIPS.estimate(utility) if w.sum() > 0 else float("nan"), snips_ci=SNIPS.interval(utility, boot, alpha),
+            quality=DR.estimate(quality), cost=DR.estimate(cost), ess=effective_sample_size(w),
+            match_rate=float(np.mean(np.asarray(actions) == self.logged)), n=len(actions),
+        )  # fmt: skip
+
+    def gain(
+        self, actions: np.ndarray, reference: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = 0.05, seed: int = 0
+    ) -> tuple[float, tuple[float, float]]:
+        """DR value of ``actions`` minus that of ``reference`` and its paired bootstrap interval (the same
+        resampled rows for both policies, so the noise they share cancels)."""
+        a, b = self.outcomes(actions, lam)[0], self.outcomes(reference, lam)[0]
+        diff = dr_term(a.r, a.y, a.w) - dr_term(b.r, b.y, b.w)
+        boot = bootstrap_rows(len(diff), n_boot, seed)
+        return float(diff.mean()), percentile_interval(diff[boot].mean(1), alpha)
+
+
 def policy_value(
     actions: np.ndarray,
     *,
@@ -99,33 +151,59 @@ def policy_value(
     alpha: float = 0.05,
     seed: int = 0,
 ) -> PolicyValue:
-    """Value of the policy that chose ``actions`` (n,) on logs (``logged`` actions, observed ``quality``
-    and ``cost``, logging ``propensity``), with outcome models ``quality_hat``/``cost_hat`` (n, T) fitted
-    on other rows."""
-    actions, logged = np.asarray(actions), np.asarray(logged)
-    n = len(actions)
-    if n == 0:
-        raise ValueError("cannot evaluate a policy on 0 rows")
-    p = np.asarray(propensity, dtype=np.float64)
-    if p.min() <= 0 or p.max() > 1:
-        raise ValueError(f"`propensity` must be in (0, 1], got min={p.min():.6g}, max={p.max():.6g}")
-    match = actions == logged
-    w = match / p
-    rows = np.arange(n)
-    q_hat, c_hat = quality_hat[rows, actions], cost_hat[rows, actions]
-    utility = LoggedOutcomes(quality - lam * cost, q_hat - lam * c_hat, w)
-    boot = bootstrap_rows(n, n_boot, seed)
-    return PolicyValue(
-        dr=DR.estimate(utility),
-        dr_ci=DR.interval(utility, boot, alpha),
-        snips=SNIPS.estimate(utility) if w.sum() > 0 else float("nan"),
-        snips_ci=SNIPS.interval(utility, boot, alpha),
-        quality=DR.estimate(LoggedOutcomes(quality, q_hat, w)),
-        cost=DR.estimate(LoggedOutcomes(cost, c_hat, w)),
-        ess=effective_sample_size(w),
-        match_rate=float(match.mean()),
-        n=n,
-    )
+    """Value of the policy that chose ``actions`` (n,) on logs (see :class:`LoggedData`)."""
+    data = LoggedData(np.asarray(logged), quality, cost, propensity, quality_hat, cost_hat)
+    return data.value(actions, lam, n_boot=n_boot, alpha=alpha, seed=seed)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which candidate serves a tier: the best by DR value, if its paired gain over the incumbent is
+    confidently above ``required`` (the lower end of its interval), else the incumbent."""
+
+    served: str
+    incumbent: str
+    best: str
+    gain: float  # DR value of the best candidate minus the incumbent's
+    gain_ci: tuple[float, float]
+    values: dict[str, PolicyValue]
+
+    @property
+    def changed(self) -> bool:
+        return self.served != self.incumbent
+
+    def reason(self) -> str:
+        g, (lo, hi) = 100 * self.gain, (100 * self.gain_ci[0], 100 * self.gain_ci[1])
+        if self.best == self.incumbent:
+            return f"{self.incumbent} is the best candidate"
+        verdict = "replaces" if self.changed else "is not confidently better than"
+        return f"{self.best} {verdict} {self.incumbent}: {g:+.2f} [{lo:+.2f}, {hi:+.2f}] x100"
+
+
+def select(
+    data: LoggedData,
+    candidates: dict[str, np.ndarray],
+    incumbent: str,
+    lam: float,
+    *,
+    required: float = 0.0,
+    force: bool = False,
+    n_boot: int = 500,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> Selection:
+    """Choose among ``candidates`` (name -> (n,) actions on the held-out rows; ``incumbent`` is one of them).
+
+    The best candidate by DR value replaces the incumbent only when the lower end of the paired bootstrap
+    interval of its gain exceeds ``required`` (``force``: whenever it is better at all). Never worse than the
+    incumbent with confidence: a tier whose candidates cannot show a gain keeps what it has."""
+    if incumbent not in candidates:
+        raise ValueError(f"the incumbent {incumbent!r} must be one of the candidates {sorted(candidates)}")
+    values = {name: data.value(a, lam, n_boot=n_boot, alpha=alpha, seed=seed) for name, a in candidates.items()}
+    best = max(values, key=lambda name: (values[name].dr, name == incumbent))
+    gain, ci = data.gain(candidates[best], candidates[incumbent], lam, n_boot=n_boot, alpha=alpha, seed=seed)
+    confident = ci[0] > required or (force and gain > 0)
+    return Selection(best if best != incumbent and confident else incumbent, incumbent, best, gain, ci, values)
 
 
 def on_policy_value(

@@ -8,13 +8,17 @@
    propensities -- exact, the gateway sampled them; XGBoost estimates when some rows were imported
    without one -- and the outcome MLPs), doubly robust scores.
 4. Train RM-Interval: one RM-Softmax policy per configured tier lambda, interval nets between them.
-5. Off-policy evaluation on the held-out rows, per tier: DR and SNIPS value of the new router, of the
-   active one (or, before any, of the logging policy itself), bootstrap intervals, ESS, and the share of
-   traffic that would change model. Publish only if no tier is worse than the active router by more than
-   ``margin`` (utility units), unless ``force``.
-6. Write the versioned artifact, point ``ACTIVE`` at it and mark it active in the store: the gateway
-   swaps it in on its next reload check.
-7. Report: a table per tier, JSON and PNG.
+5. Per tier, the candidates: RM-Interval, R&C (the outcome models' argmax), the best constant model
+   (the fixed choice) and what the tier serves now (the active router's policy for it). Off-policy
+   evaluation of each on the held-out rows: DR and SNIPS value, bootstrap intervals, ESS. The best
+   candidate replaces the incumbent only if the paired bootstrap interval of its gain lies above
+   ``margin`` (``force``: whenever it is better); before any router exists the incumbent is the best
+   constant model. So no tier serves something estimated worse than the fixed choice or than what it
+   had, and a tier that does not improve keeps its policy while the others update.
+6. If any tier changed (or none was served before), write the versioned artifact -- a per-tier policy
+   -- point ``ACTIVE`` at it and mark it active in the store: the gateway swaps it in on its next
+   reload check. Otherwise the active router stays ("kept").
+7. Report: a table per tier and candidate, which one each tier serves and why; JSON and PNG.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from regret_gateway.artifacts import ArtifactError, RouterArtifact, activate, ac
 from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.config import Settings
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.ope import PolicyValue, on_policy_value, policy_value
+from regret_gateway.ope import LoggedData, PolicyValue, select
+from regret_gateway.servable import ConstantPolicy, PerTierPolicy, ServablePolicy
 
 
 class RetrainRefused(ValueError):
@@ -45,7 +50,7 @@ class RetrainOptions:
     since: datetime | None = None
     until: datetime | None = None
     team: str | None = None
-    margin: float = 0.0  # a tier may lose at most this much estimated utility vs the active router (< 0: must gain)
+    margin: float = 0.0  # a candidate must beat the incumbent by more than this (lower end of the paired 95% CI)
     force: bool = False
     holdout: float = 0.2
     min_rows: int = 200
@@ -58,16 +63,32 @@ class RetrainOptions:
 
 @dataclass(frozen=True)
 class TierEvaluation:
-    """Off-policy evaluation of one tier on the held-out rows: the new router vs the reference (the active
-    router, or before any the logging policy itself)."""
+    """What one tier serves after retrain, and why: every candidate's off-policy value on the held-out rows
+    and the paired gain of the best one over the incumbent (what the tier served before: the active
+    router, or before any the best constant model)."""
 
     tier: str
     lam: float
-    new: PolicyValue
-    reference: PolicyValue
-    reference_name: str
-    traffic_changing_model: float  # share of held-out requests the new router sends elsewhere (NaN: no active)
-    model_mix: dict[str, float]  # share of held-out requests per model under the new router
+    served: str  # the candidate the tier serves now
+    incumbent: str
+    reason: str
+    values: dict[str, PolicyValue]  # every candidate's DR/SNIPS value
+    gain: float  # DR value of the best candidate minus the incumbent's
+    gain_ci: tuple[float, float]
+    traffic_changing_model: float  # share of held-out requests the served policy sends elsewhere than the incumbent
+    model_mix: dict[str, float]  # share of held-out requests per model under the served policy
+
+    @property
+    def new(self) -> PolicyValue:
+        return self.values[self.served]
+
+    @property
+    def reference(self) -> PolicyValue:
+        return self.values[self.incumbent]
+
+    @property
+    def changed(self) -> bool:
+        return self.served != self.incumbent
 
 
 @dataclass
@@ -203,67 +224,77 @@ def _active(settings: Settings, active_id: str | None, data_info: dict) -> Route
         return None
 
 
-def evaluate(learner, hold: LoggedFeedback, tiers, active: RouterArtifact | None, opts: RetrainOptions) -> list[TierEvaluation]:
-    """Per tier: DR/SNIPS value of the new router and of the reference on the held-out rows."""
+FIXED = "constant"  # label prefix of the best constant model, the fixed choice every tier can fall back to
+
+
+def candidates(learner, model_names: tuple[str, ...], lam: float) -> dict[str, ServablePolicy]:
+    """The policies a tier may serve: the RM router (RM-Interval), R&C (the outcome models' argmax) and the
+    best constant model for this lambda (chosen on the training rows' DR scores)."""
+    scores = learner.data_.scores
+    best = model_names[int(np.argmax((scores.quality - lam * scores.cost).mean(0)))]
+    return {
+        "rm-interval": learner.policy_.to_policy(),
+        "r-and-c": learner.nuisance_.outcome_.to_policy(model_names),
+        f"{FIXED}:{best}": ConstantPolicy(model_names, best),
+    }
+
+
+def _incumbent(active: RouterArtifact | None, lam: float, model_names: tuple[str, ...]) -> tuple[str, ServablePolicy] | None:
+    """(label, policy) of what the active router serves at ``lam``, if it routes over the same models."""
+    if active is None or active.model_names != model_names:
+        return None
+    policy = active.policy
+    if isinstance(policy, PerTierPolicy):
+        sub = policy.policy_for(lam)
+        label = policy.labels[next(i for i, p in enumerate(policy.policies) if p is sub)]
+        return f"{label} ({active.version})", sub
+    return f"{policy.kind} ({active.version})", policy
+
+
+def evaluate(
+    learner, hold: LoggedFeedback, tiers, active: RouterArtifact | None, opts: RetrainOptions
+) -> tuple[list[TierEvaluation], PerTierPolicy]:
+    """Per tier: every candidate's DR/SNIPS value on the held-out rows and the choice of what to serve
+    (:func:`regret_gateway.ope.select`). Returns the evaluations and the per-tier policy they describe."""
     nuisance = learner.nuisance_
     q_hat, c_hat = nuisance.outcome_.predict(hold.X)
     p_hold = np.clip(nuisance.propensity_.observed(hold), 1e-3, 1.0) if hold.propensity is None else hold.propensity
-    index = {m: i for i, m in enumerate(hold.model_names)}
-    policy = learner.policy_.to_policy()
-    rows = []
+    data = LoggedData(hold.action, hold.quality, hold.cost, p_hold, q_hat, c_hat)
+    names = hold.model_names
+    rows, served_policies, labels = [], [], []
     for name, spec in tiers:
-        kw = dict(
-            logged=hold.action,
-            quality=hold.quality,
-            cost=hold.cost,
-            propensity=p_hold,
-            quality_hat=q_hat,
-            cost_hat=c_hat,
-            lam=spec.lam,
-            n_boot=opts.n_boot,
-            seed=opts.seed,
+        pool = candidates(learner, names, spec.lam)
+        current = _incumbent(active, spec.lam, names)
+        incumbent = next(label for label in pool if label.startswith(FIXED))
+        if current is not None:
+            incumbent = current[0]
+            pool[incumbent] = current[1]
+        actions = {label: policy.choose(hold.X, spec.lam) for label, policy in pool.items()}
+        sel = select(
+            data, actions, incumbent, spec.lam, required=opts.margin, force=opts.force, n_boot=opts.n_boot, seed=opts.seed
         )
-        new_actions = policy.choose(hold.X, spec.lam)
-        new = policy_value(new_actions, **kw)
-        if active is not None:
-            act_actions = np.array([index[active.model_names[a]] for a in active.policy.choose(hold.X, spec.lam)])
-            ref, ref_name = policy_value(act_actions, **kw), f"active {active.version}"
-            changed = float(np.mean(act_actions != new_actions))
-        else:
-            ref, ref_name = (
-                on_policy_value(hold.quality, hold.cost, spec.lam, n_boot=opts.n_boot, seed=opts.seed),
-                "logging policy",
-            )
-            changed = float("nan")
-        mix = np.bincount(new_actions, minlength=hold.n_models) / len(new_actions)
+        served = actions[sel.served]
+        mix = np.bincount(served, minlength=hold.n_models) / len(served)
+        changing = float(np.mean(served != actions[incumbent]))
         rows.append(
-            TierEvaluation(name, spec.lam, new, ref, ref_name, changed, {m: float(v) for m, v in zip(hold.model_names, mix)})
-        )
-    return rows
+            TierEvaluation(name, spec.lam, sel.served, incumbent, sel.reason(), sel.values, sel.gain, sel.gain_ci, changing,
+                           {m: float(v) for m, v in zip(names, mix)})
+        )  # fmt: skip
+        served_policies.append(pool[sel.served])
+        labels.append(sel.served.split(" (")[0])
+    return rows, PerTierPolicy([spec.lam for _, spec in tiers], served_policies, labels)
 
 
-def gate(rows: list[TierEvaluation], margin: float) -> list[str]:
-    """The tiers on which the new router is worse than the reference by more than ``margin``."""
-    return [
-        f"{r.tier}: {100 * r.new.dr:.2f} vs {100 * r.reference.dr:.2f} ({r.reference_name})"
-        for r in rows
-        if r.new.dr < r.reference.dr - margin
-    ]
-
-
-def publish(settings: Settings, engine: Engine, learner, rows: list[TierEvaluation], data_info: dict) -> Path:
+def publish(settings: Settings, engine: Engine, policy: ServablePolicy, rows: list[TierEvaluation], data_info: dict) -> Path:
     """Write the versioned artifact, point ``ACTIVE`` at it and mark it active in the store."""
     from regret_gateway.store.repository import publish_version
 
     root = Path(settings.artifacts_dir)
-    metrics = json.loads(json.dumps({"tiers": [asdict(r) for r in rows], "data": data_info}, default=float))  # plain JSON
-    path = save_artifact(
-        root,
-        policy=learner.policy_.to_policy(),
-        tiers={n: s.lam for n, s in settings.tiers_by_lambda()},
-        embedder={"model": settings.embedder.model, "paper_template": settings.embedder.paper_template},
-        metrics=metrics,
-    )
+    tiers = [{**asdict(r), "changed": r.changed} for r in rows]
+    metrics = json.loads(json.dumps({"tiers": tiers, "data": data_info}, default=float))  # plain JSON types
+    embedder = {"model": settings.embedder.model, "paper_template": settings.embedder.paper_template}
+    path = save_artifact(root, policy=policy, tiers={n: s.lam for n, s in settings.tiers_by_lambda()}, embedder=embedder,
+                         metrics=metrics)  # fmt: skip
     activate(root, path.name)
     with Session(engine) as session, session.begin():
         publish_version(session, path.name, str(path.resolve()), metrics)
@@ -295,27 +326,20 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     timings["fit"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     active = _active(settings, active_id, data_info)
-    rows = evaluate(learner, logged.subset(hold_ix), tiers, active, opts)
+    rows, policy = evaluate(learner, logged.subset(hold_ix), tiers, active, opts)
     timings["evaluate"] = time.perf_counter() - t2
-    worse = gate(rows, opts.margin)
-    if worse and not opts.force:
-        reason = (
-            f"the new router is worse by more than the margin ({opts.margin}) on: "
-            + "; ".join(worse)
-            + " -- the active router stays (use --force to publish anyway)"
+    if active is not None and not any(r.changed for r in rows):
+        reason = "no candidate is confidently better than what each tier serves -- the active router stays: " + "; ".join(
+            f"{r.tier}: {r.reason}" for r in rows
         )
         result = RetrainResult("kept", reason, active_before=active_id, data=data_info, tiers=rows)
         timings["total"] = time.perf_counter() - t0
         result.seconds = timings
         _write_report(result, opts.out or root / "reports")
         return result
-    path = publish(settings, engine, learner, rows, data_info)
+    path = publish(settings, engine, policy, rows, data_info)
     timings["total"] = time.perf_counter() - t0
-    reason = (
-        "forced"
-        if worse
-        else ("no tier is worse than the " + ("active router" if active else "logging policy") + f" by more than {opts.margin}")
-    )
+    reason = "; ".join(f"{r.tier} serves {r.served} ({r.reason})" for r in rows)
     result = RetrainResult(
         "published", reason, version=path.name, active_before=active_id, data=data_info, tiers=rows, seconds=timings
     )
@@ -324,22 +348,21 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
 
 
 def report_table(result: RetrainResult) -> str:
-    """Markdown table per tier: estimated utility x100 (DR, 95% CI), quality, cost per 1k requests, mix."""
+    """Markdown table per tier and candidate: estimated utility x100 (DR, 95% CI), SNIPS, quality, cost per
+    1k requests, ESS; which candidate each tier serves, and why."""
     lines = [
-        "| tier | λ | router | utility x100 (DR, 95% CI) | SNIPS x100 | quality | $ per 1k req | ESS | model mix |",
+        "| tier | λ | candidate | utility x100 (DR, 95% CI) | SNIPS x100 | quality | $ per 1k req | ESS | serves |",
         "|---|---:|---|---|---:|---:|---:|---:|---|",
     ]
     for row in result.tiers:
-        for label, v in (("new", row.new), (row.reference_name, row.reference)):
-            mix = (
-                ", ".join(f"{m} {100 * s:.0f}%" for m, s in sorted(row.model_mix.items(), key=lambda kv: -kv[1]) if s > 0)
-                if label == "new"
-                else ""
-            )
+        for label, v in row.values.items():
+            mark = "**served**" if label == row.served else ("incumbent" if label == row.incumbent else "")
             lines.append(
                 f"| {row.tier} | {row.lam:g} | {label} | {100 * v.dr:.2f} [{100 * v.dr_ci[0]:.2f}, {100 * v.dr_ci[1]:.2f}] | "
-                f"{100 * v.snips:.2f} | {v.quality:.3f} | {1000 * v.cost:.3f} | {v.ess:.0f} | {mix} |"
+                f"{100 * v.snips:.2f} | {v.quality:.3f} | {1000 * v.cost:.3f} | {v.ess:.0f} | {mark} |"
             )
+    lines.append("")
+    lines += [f"- {row.tier}: serves {row.served} -- {row.reason}" for row in result.tiers]
     return "\n".join(lines)
 
 
@@ -368,17 +391,27 @@ def _plot(result: RetrainResult, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     tiers = result.tiers
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
     x = np.arange(len(tiers))
-    for k, (key, label) in enumerate((("new", "new router"), ("reference", tiers[0].reference_name))):
-        values = [getattr(t, key) for t in tiers]
-        vals = np.array([100 * v.dr for v in values])
-        lo = vals - np.array([100 * v.dr_ci[0] for v in values])
-        hi = np.array([100 * v.dr_ci[1] for v in values]) - vals
-        ax1.bar(x + (k - 0.5) * 0.38, vals, 0.38, yerr=[lo, hi], capsize=3, label=label)
+
+    def group(label: str) -> str:
+        return "incumbent" if label.endswith(")") else label.split(":")[0]
+
+    groups = list(dict.fromkeys(group(label) for t in tiers for label in t.values))
+    width = 0.8 / len(groups)
+    for k, g in enumerate(groups):
+        for j, t in enumerate(tiers):
+            label = next((lab for lab in t.values if group(lab) == g), None)
+            if label is None:
+                continue
+            v = t.values[label]
+            ax1.bar(x[j] + (k - (len(groups) - 1) / 2) * width, 100 * v.dr, width, color=f"C{k}",
+                    yerr=[[100 * (v.dr - v.dr_ci[0])], [100 * (v.dr_ci[1] - v.dr)]], capsize=3,
+                    edgecolor="black" if label == t.served else "none", linewidth=2,
+                    label=g if j == 0 or not any(group(lab) == g for tt in tiers[:j] for lab in tt.values) else None)  # fmt: skip
     ax1.set_xticks(x, [f"{t.tier}\nλ={t.lam:g}" for t in tiers])
     ax1.set_ylabel("estimated utility x100 (DR, 95% CI)")
-    ax1.set_title(f"retrain: {result.status}")
+    ax1.set_title(f"retrain: {result.status} (black edge: served)")
     ax1.legend(fontsize=8)
     models = list(tiers[0].model_mix)
     bottom = np.zeros(len(tiers))
@@ -388,7 +421,7 @@ def _plot(result: RetrainResult, path: Path) -> None:
         bottom += share
     ax2.set_xticks(x, [t.tier for t in tiers])
     ax2.set_ylabel("share of held-out requests")
-    ax2.set_title("model mix of the new router")
+    ax2.set_title("model mix of what each tier serves")
     ax2.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -15,6 +15,9 @@ Kinds:
 * ``r-and-c`` (:class:`OutcomePolicy`): outcome networks r_t(x) = (quality, cost); logits
   A(t) - lam * C(t).
 * ``constant`` (:class:`ConstantPolicy`): one model for every request (the fixed choice).
+* ``per-tier`` (:class:`PerTierPolicy`): one policy of any kind per tier lambda (what ``retrain``
+  publishes: each tier serves the candidate it chose). A lambda equal to a tier's uses that tier's
+  policy; between two tiers served by the same policy, that policy; otherwise the nearest tier's.
 """
 
 from __future__ import annotations
@@ -215,7 +218,52 @@ class ConstantPolicy(ServablePolicy):
         return cls(model_names, str(state["model"]), None if state["d_in"] is None else int(state["d_in"]))
 
 
-KINDS: dict[str, type[ServablePolicy]] = {cls.kind: cls for cls in (TieredPolicy, OutcomePolicy, ConstantPolicy)}
+class PerTierPolicy(ServablePolicy):
+    """One policy per tier lambda, each labelled with the candidate it is (``rm-interval``, ``constant`` ...)."""
+
+    kind = "per-tier"
+
+    def __init__(self, tiers: Sequence[float], policies: Sequence[ServablePolicy], labels: Sequence[str]) -> None:
+        if not (len(tiers) == len(policies) == len(labels)) or not tiers:
+            raise ValueError("a per-tier policy needs one policy and one label per tier")
+        order = np.argsort(np.asarray(tiers, dtype=np.float64), kind="stable")
+        names = {p.model_names for p in policies}
+        dims = {p.dim for p in policies} - {None}
+        if len(names) != 1 or len(dims) > 1:
+            raise ValueError("the policies of a per-tier policy must route over the same models and embedding size")
+        super().__init__(policies[0].model_names, dims.pop() if dims else None)
+        self.tiers = np.asarray(tiers, dtype=np.float64)[order]
+        self.policies = [policies[i] for i in order]
+        self.labels = [str(labels[i]) for i in order]
+
+    def policy_for(self, lam: float) -> ServablePolicy:
+        tiers = self.tiers
+        j = int(np.argmin(np.abs(tiers - lam)))  # nearest tier (the lower one on a tie)
+        if tiers[0] < lam < tiers[-1] and not np.isclose(tiers[j], lam):
+            right = int(np.searchsorted(tiers, lam))
+            if self.policies[right - 1] is self.policies[right]:
+                return self.policies[right]  # one policy on both sides: it knows what lies between
+        return self.policies[j]
+
+    def _logits(self, X, lam):
+        return self.policy_for(lam)._logits(X, lam)
+
+    def _state(self):
+        unique: list[ServablePolicy] = []
+        for p in self.policies:
+            if not any(p is u for u in unique):
+                unique.append(p)
+        return {"tiers": [float(t) for t in self.tiers], "labels": list(self.labels),
+                "members": [next(i for i, u in enumerate(unique) if u is p) for p in self.policies],
+                "policies": [u.state() for u in unique]}  # fmt: skip
+
+    @classmethod
+    def _from_state(cls, state, model_names):
+        unique = [from_state(sub, model_names) for sub in state["policies"]]
+        return cls(state["tiers"], [unique[int(i)] for i in state["members"]], state["labels"])
+
+
+KINDS: dict[str, type[ServablePolicy]] = {cls.kind: cls for cls in (TieredPolicy, OutcomePolicy, ConstantPolicy, PerTierPolicy)}
 
 
 def from_state(state: dict[str, Any], model_names: Sequence[str] | None = None) -> ServablePolicy:

@@ -49,7 +49,7 @@ def test_bench_offline_wiring(tmp_path):
     assert set(doc) >= {"dataset", "config", "methods"}
     # what a run used is recorded
     assert doc["config"]["train_preset"] == "fast" and doc["config"]["outcome_preset"] == "fast"
-    assert set(doc["methods"]) == {"rm-softmax", "r-and-c", "single-best", "oracle"}
+    assert set(doc["methods"]) == {"rm-softmax", "r-and-c", "served", "single-best", "oracle"}
     m = doc["methods"]["rm-softmax"]
     assert m["lambdas"] == [0.0, 100.0, 200.0] and len(m["utility_mean"]) == 3 and len(m["utility_std"]) == 3
     assert set(m) >= {"accuracy_mean", "cost_mean", "auc"}

@@ -80,13 +80,13 @@ def test_table_names_the_split_it_was_scored_on():
 
 
 def test_every_curve_of_the_plot_looks_different(tmp_path, monkeypatch):
-    """Nine methods and two references: more than matplotlib's 10 default colours, none may share a look."""
+    """Nine methods, the served row and two references: more than matplotlib's 10 default colours, none may share a look."""
     import matplotlib.pyplot as plt
 
     from regret_gateway.evaluation.report import plot_curves
     from regret_gateway.policy.registry import method_names
 
-    results = _summary({name: _method() for name in [*method_names(), "single-best", "oracle"]})
+    results = _summary({name: _method() for name in [*method_names(), "served", "single-best", "oracle"]})
     close = plt.close
     monkeypatch.setattr(plt, "close", lambda fig: None)  # keep the figure open to read its lines
     plot_curves(results, tmp_path / "curves.png")
@@ -94,4 +94,4 @@ def test_every_curve_of_the_plot_looks_different(tmp_path, monkeypatch):
     close(fig)
     lines = fig.axes[0].get_lines()
     looks = {(tuple(plt.matplotlib.colors.to_rgba(l.get_color())), l.get_linestyle()) for l in lines}
-    assert len(lines) == 11 and len(looks) == 11
+    assert len(lines) == 12 and len(looks) == 12

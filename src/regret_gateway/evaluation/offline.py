@@ -26,11 +26,14 @@ from regret_gateway.data import FullFeedback
 from regret_gateway.evaluation.loaders import Benchmark
 from regret_gateway.evaluation.simulation import simulate_logs
 from regret_gateway.nn.training import OUTCOME_PRESET, preset
+from regret_gateway.ope import LoggedData, select
 from regret_gateway.policy.base import Router, TrainingData
 from regret_gateway.policy.learner import fit_training_data
 from regret_gateway.policy.registry import method_names, router_class
 
 REFERENCES = ("single-best", "oracle")
+SERVED = "served"  # what retrain would publish: per lambda, the candidate chosen on the validation logs
+SERVED_CANDIDATES = ("rm-interval", "rm-softmax", "r-and-c")
 DEFAULT_LAMBDAS = tuple(float(l) for l in range(0, 1001, 100))
 
 
@@ -160,6 +163,29 @@ def reference_actions(name: str, train: FullFeedback, test: FullFeedback, lambda
     raise ValueError(f"unknown reference '{name}'")
 
 
+def served_actions(
+    data: TrainingData, routers: dict[str, Router], X_test: np.ndarray, lambdas: np.ndarray, *, seed: int = 0
+) -> np.ndarray:
+    """(L, n_test) choices of what ``retrain`` would serve at each lambda: among ``routers`` and the best
+    constant model (chosen on the training rows' DR scores), the candidate :func:`regret_gateway.ope.select`
+    picks on the validation logs -- the best constant unless a router is confidently better."""
+    nuisance, logs_val = data.nuisance, data.observed(SERVED)[1]
+    assert nuisance is not None
+    q_hat, c_hat = nuisance.outcome_.predict(logs_val.X)
+    p_val = np.clip(nuisance.propensity_.observed(logs_val), 1e-3, 1.0)
+    held = LoggedData(logs_val.action, logs_val.quality, logs_val.cost, p_val, q_hat, c_hat)
+    val_choices = {name: r.predict(logs_val.X, lambdas) for name, r in routers.items()}
+    test_choices = {name: r.predict(X_test, lambdas) for name, r in routers.items()}
+    out = []
+    for k, lam in enumerate(lambdas):
+        best = int(np.argmax((data.scores.quality - lam * data.scores.cost).mean(0)))
+        fixed = f"constant:{data.model_names[best]}"
+        val = {fixed: np.full(logs_val.n_samples, best), **{name: a[k] for name, a in val_choices.items()}}
+        chosen = select(held, val, fixed, float(lam), n_boot=300, seed=seed).served
+        out.append(np.full(len(X_test), best) if chosen == fixed else test_choices[chosen][k])
+    return np.stack(out)
+
+
 def _diagnostics(nuisance: Nuisance, scores, logs, full_train: FullFeedback) -> dict[str, float]:
     q_hat, _ = nuisance.outcome_.predict(logs.X)
     rows = np.arange(logs.n_samples)
@@ -184,7 +210,8 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
     """Run every method for every trial; returns the per-trial results (see :mod:`.report`)."""
     lambdas = np.asarray(config.lambdas, dtype=np.float64)
     full = bench.full_feedback(X)
-    names = list(config.methods) + list(REFERENCES)
+    candidates = [m for m in config.methods if m in SERVED_CANDIDATES]
+    names = list(config.methods) + ([SERVED] if candidates else []) + list(REFERENCES)
     raw = {m: MethodTrials() for m in names}
     diagnostics = []
     steps = None
@@ -214,15 +241,22 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         diagnostics.append(diag)
         if steps is not None:
             steps.update(1)
+        fitted = {}
         for name in config.methods:
             t0 = time.perf_counter()
             router = config.router(name, seed)
-            actions = router.fit(oracle if router.full_information else data, lambdas).predict(full_test.X, lambdas)
+            router.fit(oracle if router.full_information else data, lambdas)
+            actions = router.predict(full_test.X, lambdas)
             seconds = time.perf_counter() - t0
             raw[name].add(evaluate_actions(full_test, lambdas, actions), seconds)
+            fitted[name] = router
             if steps is not None:
                 steps.set_postfix_str(f"trial {trial + 1}: {name} {seconds:.1f}s")
                 steps.update(1)
+        if candidates:
+            t0 = time.perf_counter()
+            actions = served_actions(data, {m: fitted[m] for m in candidates}, full_test.X, lambdas, seed=seed)
+            raw[SERVED].add(evaluate_actions(full_test, lambdas, actions), time.perf_counter() - t0)
         for name in REFERENCES:
             raw[name].add(evaluate_actions(full_test, lambdas, reference_actions(name, full_train, full_test, lambdas)), 0.0)
     if steps is not None:

@@ -20,7 +20,13 @@ import numpy as np
 
 from regret_gateway.evaluation.offline import MethodTrials, OfflineConfig, OfflineRun
 
-PAIRS = (("rm-softmax", "single-best"), ("rm-softmax", "r-and-c"), ("rm-softmax", "baseline"), ("full-feedback", "rm-softmax"))
+PAIRS = (
+    ("served", "single-best"),
+    ("rm-softmax", "single-best"),
+    ("rm-softmax", "r-and-c"),
+    ("rm-softmax", "baseline"),
+    ("full-feedback", "rm-softmax"),
+)
 
 
 def trapezoid_auc(x: np.ndarray, y: np.ndarray) -> float:
@@ -163,6 +169,7 @@ def plot_curves(results: OfflineSummary, path: Path) -> None:
     references: dict[str, dict[str, Any]] = {
         "oracle": {"color": "black", "linestyle": ":"},
         "single-best": {"color": "grey", "linestyle": "--"},
+        "served": {"color": "crimson", "linewidth": 2.5},
     }
     tab10, tab20 = plt.get_cmap("tab10").colors, plt.get_cmap("tab20").colors  # type: ignore[attr-defined]
     colours = iter(tab10[:7] + tab10[8:] + tab20[1::2])  # no grey: single-best's

@@ -94,3 +94,29 @@ def test_a_per_tier_policy_routes_each_tier_with_its_own_policy(tmp_path, router
     assert np.array_equal(served.choose(test.X, 500.0), rm.choose(test.X, 500.0))  # nearer to 200 than to 1000
     with pytest.raises(ValueError, match="same models"):
         PerTierPolicy([0.0, 1.0], [rm, ConstantPolicy(("x", "y", "z"), "x")], ["a", "b"])
+
+
+@pytest.mark.parametrize(
+    "manifest, message",
+    [
+        ([1, 2], "must be an object"),
+        ({"format": 1, "version": "v", "tiers": {}, "embedder": {}, "files": {}}, r"model_names \(list\)"),
+        (
+            {"format": 1, "version": "v", "model_names": ["a", "b"], "tiers": {}, "embedder": "m", "files": {}},
+            r"embedder \(dict\)",
+        ),
+        ({"format": 1, "version": "v", "model_names": ["a"], "tiers": {}, "embedder": {}, "files": {}}, "at least 2 distinct"),
+    ],
+)
+def test_a_manifest_of_the_wrong_shape_is_refused(tmp_path, manifest, message):
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    (tmp_path / "weights.pt").write_bytes(b"x")
+    with pytest.raises(ArtifactError, match=message):
+        load_artifact(tmp_path)
+
+
+def test_an_artifact_for_another_embedding_size_is_refused(tmp_path, router):
+    path = save_artifact(tmp_path, policy=router.to_policy(), tiers={"p": 0.0}, embedder={"model": "m"})
+    assert load_artifact(path, embedding_dim=8).policy.dim == 8
+    with pytest.raises(ArtifactError, match="reads 8-d embeddings, the gateway's embedder gives 384-d"):
+        load_artifact(path, embedding_dim=384)

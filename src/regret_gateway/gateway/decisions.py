@@ -39,8 +39,9 @@ class ActiveRouter:
     """Holds the serving router; ``refresh()`` loads a newly activated version from the artifact folder.
     A version that fails to load is refused with a log line and the current one stays."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, embedding_dim: int | None = None):
         self.settings = settings
+        self.embedding_dim = embedding_dim  # the running embedder's; an artifact of another size is refused
         self.root = Path(settings.artifacts_dir)
         self._artifact: RouterArtifact | None = None
         self._refused: set[str] = set()
@@ -60,7 +61,10 @@ class ActiveRouter:
         with self._lock:
             try:
                 artifact = load_artifact(
-                    self.root / version, models=self.settings.models, embedder_model=self.settings.embedder.model
+                    self.root / version,
+                    models=self.settings.models,
+                    embedder_model=self.settings.embedder.model,
+                    embedding_dim=self.embedding_dim,
                 )
             except ArtifactError as exc:
                 self._refused.add(version)

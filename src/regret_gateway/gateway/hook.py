@@ -38,7 +38,7 @@ from litellm.integrations.custom_logger import CustomLogger
 from regret_gateway.config import load_settings
 from regret_gateway.gateway.decisions import Choice, fallback_model
 from regret_gateway.gateway.runtime import Gateway
-from regret_gateway.gateway.tiers import TierNotAllowed, resolve_tier
+from regret_gateway.gateway.tiers import BadTierRequest, TierNotAllowed, resolve_tier
 from regret_gateway.store.records import DecisionRecord, OutcomeRecord, prompt_hash
 
 log = logging.getLogger(__name__)
@@ -109,6 +109,8 @@ class RegretRouterHook(CustomLogger):
         except TierNotAllowed as exc:
             gw.counters["forbidden"] += 1
             raise HTTPException(status_code=403, detail=str(exc)) from None
+        except BadTierRequest as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from None
         call_id = data.get("litellm_call_id") or str(uuid.uuid4())
         data["litellm_call_id"] = call_id
         text = routed_text(data.get("messages"))

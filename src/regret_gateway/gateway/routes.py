@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from litellm.proxy._types import LitellmUserRoles, UserAPIKeyAuth
 from litellm.proxy.auth.user_api_key_auth import user_api_key_auth
 from pydantic import BaseModel, Field
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from regret_gateway.gateway.runtime import Gateway
@@ -74,6 +75,10 @@ def _get_decision(gw: Gateway, request_id: str, auth: UserAPIKeyAuth) -> dict:
     return _decision(gw, request_id)
 
 
+def _store_unavailable(exc: Exception) -> HTTPException:
+    return HTTPException(status_code=503, detail=f"the store is unavailable, try again later ({type(exc).__name__})")
+
+
 @router.post("/feedback")
 async def post_feedback(
     body: FeedbackIn, auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)
@@ -82,10 +87,15 @@ async def post_feedback(
         return await asyncio.to_thread(_post_feedback, gw, body, auth)
     except StoreInputError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
+    except SQLAlchemyError as exc:
+        raise _store_unavailable(exc) from None
 
 
 @router.get("/decisions/{request_id}")
 async def read_decision(
     request_id: str, auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)
 ) -> dict:
-    return await asyncio.to_thread(_get_decision, gw, request_id, auth)
+    try:
+        return await asyncio.to_thread(_get_decision, gw, request_id, auth)
+    except SQLAlchemyError as exc:
+        raise _store_unavailable(exc) from None

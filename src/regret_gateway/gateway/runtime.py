@@ -21,6 +21,7 @@ from regret_gateway.config import Settings
 
 log = logging.getLogger(__name__)
 
+EMBEDDER_RETRY_S = 30.0  # how often a gateway whose embedder failed to load tries again
 COUNTERS = ("routed", "fallback", "exploration", "cold_start", "passthrough", "forbidden")
 
 
@@ -48,6 +49,10 @@ class Gateway:
         self.rng = np.random.default_rng(seed)
         self.counters = dict.fromkeys(COUNTERS, 0)
         self._encode = encode
+        self._embedder_lock = threading.Lock()
+        self._embedder_ready = False
+        self._next_embedder_try = 0.0
+        self.embedder_error: str | None = None
         self.engine = engine
         self._spill_dir = spill_dir
         self._lock = threading.Lock()
@@ -60,7 +65,12 @@ class Gateway:
         return self._started
 
     def start(self) -> "Gateway":
-        """Load the embedder, open the store, start the writer, load the router. Safe to call again."""
+        """Open the store, start the writer, load the router and the embedder. Safe to call again.
+
+        Never fails for what can heal: a database unreachable at start is logged (the writer spills and
+        replays when it is back; migrations run at the next start or by ``db upgrade``), and an embedder
+        that cannot be loaded is logged and retried at most every ``EMBEDDER_RETRY_S`` -- meanwhile every
+        routed request goes to its tier's fallback model (fail open), none is failed."""
         with self._lock:
             if self._started:
                 return self
@@ -73,21 +83,12 @@ class Gateway:
             s = self.settings
             if len(s.models) < 2:
                 raise ValueError("regret_gateway.models must list at least 2 LiteLLM model groups to route between")
-            if self._encode is None:
-                from regret_gateway.embedding import PAPER_TEMPLATE, Embedder
-
-                embedder = Embedder(
-                    s.embedder.model,
-                    device=s.embedder.device,
-                    max_length=s.embedder.max_length,
-                    template=PAPER_TEMPLATE if s.embedder.paper_template else None,
-                    progress=False,
-                )
-                self._encode = embedder.encode
-            self._encode(["warm-up"])  # load the model now, not inside the first request's time budget
-            self.batcher = EmbeddingBatcher(self._encode)
             if self.engine is None:
-                upgrade(s.store.url)  # idempotent, under a database lock: workers starting together migrate once
+                try:
+                    upgrade(s.store.url)  # idempotent, under a database lock: workers starting together migrate once
+                except Exception as exc:  # noqa: BLE001 - the store may come back; requests must not wait for it
+                    log.error("regret-gateway: the store is unreachable at start (%s); decisions are spilled and "
+                              "replayed when it is back", str(exc).splitlines()[0])  # fmt: skip
                 self.engine = make_engine(s.store.url)
             self.writer = BatchedWriter(
                 self.engine,
@@ -97,10 +98,56 @@ class Gateway:
                 flush_interval_s=s.store.flush_interval_s,
             ).start()
             self.router = ActiveRouter(s)
-            self.router.refresh()
-            self._last_reload = time.monotonic()
+            self.batcher = EmbeddingBatcher(self._embed)
             self._started = True
-            return self
+        self._load_embedder()
+        self.router.refresh()
+        self._last_reload = time.monotonic()
+        return self
+
+    def _load_embedder(self) -> bool:
+        """Load and warm the embedder (once); on failure log it and allow a retry after EMBEDDER_RETRY_S."""
+        with self._embedder_lock:
+            if self._embedder_ready:
+                return True
+            if time.monotonic() < self._next_embedder_try:
+                return False
+            s = self.settings
+            try:
+                if self._encode is None:
+                    from regret_gateway.embedding import PAPER_TEMPLATE, Embedder
+
+                    embedder = Embedder(
+                        s.embedder.model,
+                        device=s.embedder.device,
+                        max_length=s.embedder.max_length,
+                        template=PAPER_TEMPLATE if s.embedder.paper_template else None,
+                        progress=False,
+                    )
+                    self._encode = embedder.encode
+                warm = np.asarray(self._encode(["warm-up"]))  # load now, not inside the first request's budget
+            except Exception as exc:  # noqa: BLE001 - fail open: requests go to their tier's fallback
+                self.embedder_error = f"{type(exc).__name__}: {exc}"
+                self._next_embedder_try = time.monotonic() + EMBEDDER_RETRY_S
+                log.error("regret-gateway: the embedder cannot be loaded (%s); routed requests go to their tier's "
+                          "fallback until it loads (next try in %.0f s)", self.embedder_error, EMBEDDER_RETRY_S)  # fmt: skip
+                return False
+            self.router.embedding_dim = int(warm.shape[-1])
+            self.embedder_error = None
+            self._embedder_ready = True
+            return True
+
+    @property
+    def embedding_device(self) -> str | None:
+        """Where the configured embedder runs (cuda / cpu), once loaded."""
+        return getattr(getattr(self._encode, "__self__", None), "_device", None)
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        """The batcher's encoder (runs in a worker thread): the embedder, loaded on demand when it failed before."""
+        if not self._embedder_ready and not self._load_embedder():
+            raise RuntimeError(f"the embedder is unavailable ({self.embedder_error})")
+        assert self._encode is not None
+        return self._encode(texts)
 
     def maybe_reload(self) -> None:
         """If ``reload_interval_s`` has passed, look for a new active version in a worker thread."""
@@ -119,10 +166,10 @@ class Gateway:
 
         threading.Thread(target=reload, name="regret-gateway-reload", daemon=True).start()
 
-    def close(self) -> None:
+    def close(self, timeout: float = 30.0) -> None:
         """Flush and stop the writer (what is still queued is written or spilled)."""
         if self._started:
-            self.writer.close()
+            self.writer.close(timeout=timeout)
 
     def stats(self) -> dict:
         out: dict = dict(self.counters)

@@ -9,13 +9,19 @@ class TierNotAllowed(PermissionError):
     """A request asked for a tier its team may not use (HTTP 403)."""
 
 
+class BadTierRequest(ValueError):
+    """A request's ``regret_tier`` is not a tier name (HTTP 400)."""
+
+
 def resolve_tier(settings: Settings, team: str | None, team_metadata: dict | None = None, requested: str | None = None) -> str:
     """The tier of a request.
 
     Own tier: LiteLLM's team metadata ``regret_tier``, else the config's ``teams`` map, else
     ``default_tier``. ``requested`` (the request's ``regret_tier``) is granted when it is the own tier or
     listed in the team's ``allowed_tiers`` (config) / ``regret_allowed_tiers`` (team metadata)."""
-    meta = team_metadata or {}
+    if requested is not None and not isinstance(requested, str):
+        raise BadTierRequest(f"`regret_tier` must be a tier name (a string), got {type(requested).__name__}")
+    meta = team_metadata if isinstance(team_metadata, dict) else {}
     spec = settings.teams.get(team) if team is not None else None
     own = meta.get("regret_tier") or (spec.tier if spec else settings.default_tier)
     if own not in settings.tiers:

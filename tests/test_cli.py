@@ -178,3 +178,30 @@ def test_retrain_refuses_an_empty_store_and_status_reports_cold_start(tmp_path):
     assert status.exit_code == 0 and "cold start" in status.output and "requests in total: 0" in status.output
     bad = runner.invoke(app, ["retrain", "--config", str(cfg), "--every", "soon"])
     assert bad.exit_code == 2 and "--every must look like" in bad.output
+
+
+DOWN = "postgresql+psycopg2://postgres@127.0.0.1:1/test?connect_timeout=1"
+
+
+def test_retrain_reports_an_unreachable_store_in_one_line_with_its_own_exit_code(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["retrain", "--url", DOWN])
+    assert result.exit_code == 3, result.output
+    assert "store unreachable" in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_retrain_every_keeps_going_when_the_store_is_down(tmp_path, monkeypatch):
+    import regret_gateway.cli as cli
+
+    monkeypatch.chdir(tmp_path)
+    naps = []
+
+    def nap(seconds):
+        naps.append(seconds)
+        if len(naps) == 2:
+            raise KeyboardInterrupt  # end the loop after two failed runs
+
+    monkeypatch.setattr(cli.time, "sleep", nap)
+    result = runner.invoke(app, ["retrain", "--url", DOWN, "--every", "90s"])
+    assert naps == [90.0, 90.0] and result.output.count("store unreachable") == 2, result.output

@@ -16,6 +16,8 @@ app.add_typer(bench_app, name="bench")
 db_app = typer.Typer(help="The SQL store: migrations, status, export of the training data.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
+STORE_UNREACHABLE = 3  # exit code of retrain when the store cannot be reached
+
 CONFIG_OPTION = typer.Option(
     None, "--config", "-c", help="Settings YAML, or the LiteLLM config.yaml with a `regret_gateway:` section."
 )
@@ -366,9 +368,12 @@ def retrain_cmd(
     propensity/outcome/doubly robust stage, RM-Interval and R&C. Per tier the candidates (RM-Interval,
     R&C, the best constant model, what the tier serves now) are evaluated on held-out logs (DR, SNIPS,
     bootstrap CIs); a candidate replaces the incumbent only with a confident gain, so no tier serves
-    something estimated worse than the fixed choice. Exit code: 0 published, 1 kept, 2 refused.
+    something estimated worse than the fixed choice. Exit code: 0 published, 1 kept, 2 refused,
+    3 store unreachable (with --every it keeps going and tries again next period).
     """
     from datetime import timedelta
+
+    from sqlalchemy.exc import SQLAlchemyError
 
     from regret_gateway.config import load_settings
     from regret_gateway.retrain import RetrainOptions, report_table, retrain
@@ -381,12 +386,21 @@ def retrain_cmd(
         _fail(exc)
     period = _duration(every, "--every")
     span = _duration(window, "--window")
-    upgrade(settings.store.url)
     engine = make_engine(settings.store.url)
     codes = {"published": 0, "kept": 1, "refused": 2}
     while True:
         start = _utc(since) if span is None else datetime.now(timezone.utc) - timedelta(seconds=span)
-        result = retrain(settings, engine, RetrainOptions(since=start, team=team, margin=margin, force=force, out=out))
+        try:
+            upgrade(settings.store.url)  # idempotent; a new store gets its tables
+            result = retrain(settings, engine, RetrainOptions(since=start, team=team, margin=margin, force=force, out=out))
+        except SQLAlchemyError as exc:  # the store is unreachable: one line, not a traceback
+            typer.secho(f"{datetime.now():%Y-%m-%d %H:%M:%S} store unreachable ({engine.url.render_as_string(hide_password=True)}): "
+                        f"{type(exc).__name__}: {str(exc).splitlines()[0]}", fg=typer.colors.RED, err=True)  # fmt: skip
+            if period is None:
+                engine.dispose()
+                raise typer.Exit(STORE_UNREACHABLE) from None
+            time.sleep(period)  # --every keeps going: the next run may find the store back
+            continue
         color = {"published": typer.colors.GREEN, "kept": typer.colors.YELLOW, "refused": typer.colors.RED}[result.status]
         typer.secho(f"{datetime.now():%Y-%m-%d %H:%M:%S} {result.status}: {result.reason}", fg=color)
         if result.tiers:

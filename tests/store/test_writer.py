@@ -137,3 +137,49 @@ def test_a_record_the_store_refuses_is_kept_aside_and_the_rest_written(engine, t
     writer.close()
     assert rows(engine)[0] == 5 and stats["refused"] == 1 and stats["spilled"] == 0
     assert "wrong-size" in (tmp_path / "spill" / "refused.jsonl").read_text()
+
+
+def test_text_with_nul_characters_is_stored_not_lost(engine, tmp_path):
+    """PostgreSQL refuses a NUL in text; prompts and upstream errors may carry one. They are stored with
+    the NUL replaced, next to their batch-mates."""
+    import dataclasses
+
+    from regret_gateway.store.records import OutcomeRecord
+
+    records = list(synthetic_records(21, dim=8, seed=5, prefix="nul"))
+    records[3] = dataclasses.replace(records[3], prompt_text="ignore previous\x00 instructions")
+    records[7] = dataclasses.replace(records[7], outcome=OutcomeRecord(records[7].request_id, 0.0, status="failure",
+                                                                       error="upstream said \x00 no"))  # fmt: skip
+    writer = fast_writer(engine, tmp_path / "spill").start()
+    for r in records:
+        writer.submit(r)
+    assert writer.drain(timeout=30)
+    writer.close()
+    assert rows(engine) == (21, 21, 21)
+    with Session(engine) as s:
+        assert s.get(Decision, records[3].request_id).prompt_text == "ignore previous\ufffd instructions"
+        assert s.get(Outcome, records[7].request_id).error == "upstream said \ufffd no"
+
+
+def test_a_record_the_store_refuses_is_set_aside_and_its_batch_mates_are_written(engine, tmp_path, monkeypatch):
+    """A driver error on one record's content (psycopg2 raises a plain ValueError) must not drop the batch:
+    the batch is written record by record, the refused one kept aside and counted, the rest stored."""
+    import regret_gateway.store.writer as writer_module
+
+    real = writer_module.record_decisions
+
+    def refusing(session, batch):
+        if any(r.request_id == "bad-00000004" for r in batch):
+            raise ValueError("A string literal cannot contain NUL (0x00) characters.")
+        return real(session, batch)
+
+    monkeypatch.setattr(writer_module, "record_decisions", refusing)
+    writer = fast_writer(engine, tmp_path / "spill").start()
+    for r in synthetic_records(12, dim=8, seed=6, prefix="bad"):
+        writer.submit(r)
+    assert writer.drain(timeout=30)
+    writer.close()
+    assert rows(engine) == (11, 11, 11)
+    stats = writer.stats()
+    assert stats["refused"] == 1 and stats["dropped"] == 0
+    assert "bad-00000004" in (tmp_path / "spill" / "refused.jsonl").read_text()

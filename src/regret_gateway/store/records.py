@@ -42,6 +42,33 @@ def _require(cond: bool | np.bool_, request_id: str, message: str) -> None:
 
 def _require_request_id(rid) -> None:
     _require(isinstance(rid, str) and 0 < len(rid) <= 128, str(rid), "`request_id` must be a non-empty string of <= 128 chars")
+    _require("\x00" not in rid, repr(rid), "`request_id` must not contain a NUL character")
+
+
+MAX_TEXT = {"prompt_text": 100_000, "error": 2_000}  # free-text fields are cut to these many characters
+MAX_NAME = {"team": 128, "tier": 64, "router_version": 64, "embedding_model": 256, "chosen_model": 256, "source": 32}
+
+
+def clean_text(value: str | None, limit: int) -> str | None:
+    """Text a database accepts: NUL (PostgreSQL refuses it) becomes U+FFFD, and at most ``limit`` characters."""
+    if value is None:
+        return None
+    value = str(value).replace("\x00", "\ufffd")
+    return value if len(value) <= limit else value[: limit - 1] + "\u2026"
+
+
+def _clean_fields(record: Any) -> None:
+    """Sanitise a frozen record's text fields in place: free text is cleaned and cut; a name with a NUL is
+    cleaned, a name longer than its column is refused (it would be cut into another name)."""
+    for name, limit in MAX_TEXT.items():
+        if hasattr(record, name):
+            object.__setattr__(record, name, clean_text(getattr(record, name), limit))
+    for name, limit in MAX_NAME.items():
+        value = getattr(record, name, None)
+        if value is not None:
+            _require(isinstance(value, str) and len(value) <= limit, record.request_id,
+                     f"`{name}` must be a string of <= {limit} chars")  # fmt: skip
+            object.__setattr__(record, name, clean_text(value, limit))
 
 
 def _finite_number(value: Any) -> bool:
@@ -90,6 +117,7 @@ class OutcomeRecord:
         )
         object.__setattr__(self, "cost_usd", float(self.cost_usd))
         object.__setattr__(self, "created_at", _aware(self.created_at))
+        _clean_fields(self)
 
     def row(self) -> dict[str, Any]:
         return {
@@ -150,6 +178,7 @@ class DecisionRecord:
         object.__setattr__(self, "lam", float(self.lam))
         object.__setattr__(self, "propensity", None if self.propensity is None else float(self.propensity))
         object.__setattr__(self, "created_at", _aware(self.created_at))
+        _clean_fields(self)
 
     def row(self) -> dict[str, Any]:
         return {
@@ -218,3 +247,4 @@ class FeedbackRecord:
         )
         object.__setattr__(self, "score", float(self.score))
         object.__setattr__(self, "created_at", _aware(self.created_at))
+        _clean_fields(self)

@@ -26,13 +26,18 @@ import time
 from pathlib import Path
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from regret_gateway.store.records import DecisionRecord, StoreInputError
 from regret_gateway.store.repository import record_decisions
 
 log = logging.getLogger(__name__)
+
+# What the store refuses for a record's content (a constraint, a value the column cannot hold, a value the
+# driver cannot send): the batch is written record by record and only the refused ones are set aside.
+# Anything else from the database is an outage: retried, then spilled.
+REFUSED = (IntegrityError, DataError, StoreInputError, ValueError)
 
 _STOP = object()
 
@@ -149,7 +154,10 @@ class BatchedWriter:
 
     # ---- writer thread ------------------------------------------------------------------------------
     def _run(self) -> None:
-        self._replay()  # what an earlier process left behind
+        try:
+            self._replay()  # what an earlier process left behind
+        except Exception:  # never let the thread die: the next probe replays again
+            log.exception("regret-gateway writer: replay at start failed")
         stopping = False
         while not stopping:
             batch, stopping = self._take_batch()
@@ -235,7 +243,7 @@ class BatchedWriter:
                 time.sleep(max(0.0, self._next_probe - time.monotonic()))
             try:
                 new_rows = self._write(batch)
-            except (IntegrityError, StoreInputError):
+            except REFUSED:
                 self._write_one_by_one(batch)
                 self._mark_up()
                 return
@@ -253,7 +261,7 @@ class BatchedWriter:
         for record in batch:
             try:
                 self._count_written(1, self._write([record]), replayed=False)
-            except (IntegrityError, StoreInputError) as exc:
+            except REFUSED as exc:
                 log.error(
                     "regret-gateway writer: request %r refused by the store (%s); kept in %s",
                     record.request_id,
@@ -328,7 +336,7 @@ class BatchedWriter:
     def _replay_chunk(self, chunk: list[DecisionRecord]) -> bool:
         try:
             new_rows = self._write(chunk)
-        except (IntegrityError, StoreInputError):
+        except REFUSED:
             self._write_one_by_one(chunk)
             return True
         except SQLAlchemyError as exc:

@@ -453,3 +453,12 @@ def test_malformed_client_input_gets_a_4xx_never_a_500(proxy):
     huge = {"request_id": "x", "score": 1.0, "source": "user", "pad": "x" * 200_000}
     r = client.post("/regret/feedback", headers=headers, json=huge)
     assert r.status_code == 413 and "over 65536 bytes" in r.text
+
+
+@pytest.mark.parametrize("path", ["/model/info", "/get/config/callbacks", "/settings", "/routes", "/debug/asyncio-tasks"])
+def test_team_keys_do_not_reach_litellms_admin_routes(proxy, path):
+    client, _, _, _ = proxy
+    r = client.get(path, headers={"Authorization": f"Bearer {KEYS['support']}"})
+    assert r.status_code in (401, 403), (path, r.status_code, r.text[:200])
+    master = client.get(path, headers={"Authorization": "Bearer sk-master-test-0123456789abcdef"})
+    assert master.status_code not in (401, 403), (path, master.status_code, master.text[:200])

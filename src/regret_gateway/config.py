@@ -85,6 +85,7 @@ class Settings(_Strict):
     cold_start: Literal["uniform", "fallback"] = "uniform"  # before any router: uniform, or each tier's fallback
     reload_interval_s: float = Field(default=10.0, gt=0)  # how often the gateway looks for a new active version
     route_timeout_s: float = Field(default=2.0, gt=0)  # embedding + routing budget; past it: fallback
+    store_timeout_s: float = Field(default=5.0, gt=0)  # a /regret/* call's store budget; past it: 503
     api_keys: dict[str, str] = Field(default_factory=dict)  # key -> team, for proxies without a database
 
     @model_validator(mode="after")

@@ -462,3 +462,38 @@ def test_team_keys_do_not_reach_litellms_admin_routes(proxy, path):
     assert r.status_code in (401, 403), (path, r.status_code, r.text[:200])
     master = client.get(path, headers={"Authorization": "Bearer sk-master-test-0123456789abcdef"})
     assert master.status_code not in (401, 403), (path, master.status_code, master.text[:200])
+
+
+def test_a_hung_store_gives_503_and_never_delays_chat(app_client, tmp_path, encoder, monkeypatch):
+    """Eight /regret/* calls stuck on a database that does not answer: each gets 503 within the store
+    budget, and chat requests sent meanwhile are answered as fast as without them."""
+    import threading
+
+    import regret_gateway.gateway.routes as routes
+
+    app, client, route = app_client
+    gateway = start_gateway(app, tmp_path, encoder, store_timeout_s=1.0)
+    release = threading.Event()
+    monkeypatch.setattr(routes, "_lookup", lambda gw, rid: (release.wait(20), (False, None))[1])  # a hung query
+    headers = {"Authorization": f"Bearer {KEYS['support']}"}
+    try:
+        t0 = time.monotonic()
+        chat(client, "support", CODE_PROMPT)
+        alone = time.monotonic() - t0
+        statuses: list[int] = []
+        hung = [threading.Thread(target=lambda: statuses.append(client.get("/regret/decisions/x", headers=headers).status_code))
+                for _ in range(8)]  # fmt: skip
+        for t in hung:
+            t.start()
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        for _ in range(3):
+            assert chat(client, "support", CODE_PROMPT).status_code == 200
+        during = (time.monotonic() - t0) / 3
+        for t in hung:
+            t.join(30)
+        assert statuses == [503] * 8
+        assert during < alone + 0.5, (alone, during)
+    finally:
+        release.set()
+        gateway.close()

@@ -84,10 +84,10 @@ async def post_feedback(
     body: FeedbackIn, auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)
 ) -> dict:
     try:
-        return await asyncio.to_thread(_post_feedback, gw, body, auth)
+        return await gw.run_store(_post_feedback, gw, body, auth)
     except StoreInputError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
-    except SQLAlchemyError as exc:
+    except (SQLAlchemyError, TimeoutError, asyncio.TimeoutError) as exc:
         raise _store_unavailable(exc) from None
 
 
@@ -96,6 +96,6 @@ async def read_decision(
     request_id: str, auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)
 ) -> dict:
     try:
-        return await asyncio.to_thread(_get_decision, gw, request_id, auth)
-    except SQLAlchemyError as exc:
+        return await gw.run_store(_get_decision, gw, request_id, auth)
+    except (SQLAlchemyError, TimeoutError, asyncio.TimeoutError) as exc:
         raise _store_unavailable(exc) from None

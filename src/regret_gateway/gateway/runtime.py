@@ -10,17 +10,22 @@ in a worker thread, never on the event loop: requests keep routing with the curr
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
 
 from regret_gateway.config import Settings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
+STORE_WORKERS = 4  # threads for the /regret/* routes' database calls
 EMBEDDER_RETRY_S = 30.0  # how often a gateway whose embedder failed to load tries again
 COUNTERS = ("routed", "fallback", "exploration", "cold_start", "passthrough", "forbidden")
 
@@ -58,6 +63,9 @@ class Gateway:
         self._lock = threading.Lock()
         self._started = False
         self._reloading = threading.Event()
+        # The /regret/* routes' store calls run here, never in the event loop's default pool that LiteLLM and
+        # the embedder share: a slow or hung database fills this pool, not theirs.
+        self.store_pool = ThreadPoolExecutor(max_workers=STORE_WORKERS, thread_name_prefix="regret-gateway-store")
         self._last_reload = 0.0
 
     @property
@@ -165,6 +173,11 @@ class Gateway:
                 self._reloading.clear()
 
         threading.Thread(target=reload, name="regret-gateway-reload", daemon=True).start()
+
+    async def run_store(self, fn: Callable[..., T], *args) -> T:
+        """``fn(*args)`` on the store pool, at most ``store_timeout_s``; raises TimeoutError past it."""
+        loop = asyncio.get_running_loop()
+        return await asyncio.wait_for(loop.run_in_executor(self.store_pool, fn, *args), self.settings.store_timeout_s)
 
     def close(self, timeout: float = 30.0) -> None:
         """Flush and stop the writer (what is still queued is written or spilled)."""

@@ -23,6 +23,8 @@ def make_engine(url: str, *, sqlite_busy_timeout_ms: int = 5000, **kwargs) -> En
 
         return engine
     kwargs.setdefault("pool_pre_ping", True)
+    if "connect_timeout" not in url:  # an unreachable server fails in seconds instead of the OS's minutes
+        kwargs["connect_args"] = {"connect_timeout": 5, **kwargs.get("connect_args", {})}
     return create_engine(url, **kwargs)
 
 

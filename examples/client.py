@@ -14,7 +14,7 @@ prompt = " ".join(sys.argv[1:]) or "Explain doubly robust estimation in two sent
 raw = client.chat.completions.with_raw_response.create(model="regret-router", messages=[{"role": "user", "content": prompt}])
 reply = raw.parse()
 print(reply.choices[0].message.content)
-print(f"\nanswered by {reply.model}; request id {raw.headers.get('x-litellm-call-id')}")
+print(f"\nanswered by {reply.model}; request id {raw.headers.get('x-regret-request-id')}")
 
 # A request may ask for another tier if its team allows it (research may use economy):
 cheap = client.chat.completions.create(model="regret-router", messages=[{"role": "user", "content": prompt}],

@@ -155,7 +155,7 @@ def test_cold_start_is_uniform_and_logged(proxy):
     for i in range(30):
         r = chat(client, "support", f"{CODE_PROMPT} ({i})")
         assert r.status_code == 200, r.text
-        rid = r.headers["x-litellm-call-id"]
+        rid = r.headers["x-regret-request-id"]
         chosen.append(upstream_model(route))
         assert r.json()["choices"][0]["message"]["content"] == f"answer from {chosen[-1]}"
         d = decision(client, "support", rid)
@@ -180,7 +180,7 @@ def test_hot_swap_then_tiers_route_differently(proxy, trained_router):
         r = chat(client, team, text)
         assert r.status_code == 200, r.text
         routed[team, text] = upstream_model(route)
-        d = with_outcome(client, team, r.headers["x-litellm-call-id"])
+        d = with_outcome(client, team, r.headers["x-regret-request-id"])
         assert d["router_version"] == path.name and d["mode"] == "policy" and d["propensity"] == 1.0
         assert d["chosen_model"] == routed[team, text] and set(d["scores"]) == set(MODELS)
         assert d["tier"] == ("premium" if team == "research" else "economy")
@@ -203,7 +203,7 @@ def test_requested_tier_only_when_the_team_allows_it(routed):
 
 def test_feedback_only_from_the_team_that_asked(proxy):
     client, _, _, _ = proxy
-    rid = chat(client, "support", CODE_PROMPT).headers["x-litellm-call-id"]
+    rid = chat(client, "support", CODE_PROMPT).headers["x-regret-request-id"]
 
     def post(team, body):
         return client.post("/regret/feedback", headers={"Authorization": f"Bearer {KEYS[team]}"}, json=body)
@@ -246,7 +246,7 @@ def test_fail_open_when_embedding_breaks(routed):
     finally:
         hook.batcher.encode = good
     assert r.status_code == 200 and upstream_model(route) == "large"  # premium's fallback
-    d = decision(client, "research", r.headers["x-litellm-call-id"])
+    d = decision(client, "research", r.headers["x-regret-request-id"])
     assert d["mode"] == "fallback" and d["propensity"] == 1.0 and hook.counters["fallback"] >= 1
 
 
@@ -266,7 +266,7 @@ def test_corrupted_version_is_refused_and_the_old_one_stays(routed, trained_rout
     r = chat(client, "support", TRANSLATE_PROMPT)
     assert r.status_code == 200 and upstream_model(route) == "small-b"
     assert hook.router.artifact.version == current
-    assert decision(client, "support", r.headers["x-litellm-call-id"])["router_version"] == current
+    assert decision(client, "support", r.headers["x-regret-request-id"])["router_version"] == current
 
 
 @pytest.mark.parametrize("fault", ["router raises", "routing times out", "artifact missing"])
@@ -291,7 +291,7 @@ def test_faults_fail_open_to_a_real_upstream_call(routed, fault, monkeypatch):
     finally:
         object.__setattr__(hook.settings, "route_timeout_s", 2.0)
     assert r.status_code == 200 and route.call_count == calls + 1
-    d = decision(client, "support", r.headers["x-litellm-call-id"])
+    d = decision(client, "support", r.headers["x-regret-request-id"])
     if fault == "artifact missing":  # refused: the loaded version keeps routing
         assert d["mode"] == "policy" and d["chosen_model"] == "small-a"
     else:
@@ -309,7 +309,7 @@ def test_requests_are_answered_while_the_database_is_down(routed):
         for _ in range(5):
             r = chat(client, "support", TRANSLATE_PROMPT)
             assert r.status_code == 200 and upstream_model(route) == "small-b"
-            ids.append(r.headers["x-litellm-call-id"])
+            ids.append(r.headers["x-regret-request-id"])
     finally:
         lock.up()
     assert hook.writer.drain(timeout=30)
@@ -354,7 +354,7 @@ def test_cold_start_fallback_sends_each_tier_to_its_fallback(app_client, tmp_pat
         for team, fallback in (("research", "large"), ("support", "small-a")):
             r = chat(client, team, TRANSLATE_PROMPT)
             assert r.status_code == 200 and upstream_model(route) == fallback
-            d = decision(client, team, r.headers["x-litellm-call-id"])
+            d = decision(client, team, r.headers["x-regret-request-id"])
             assert d["mode"] == "cold_start" and d["propensity"] == 1.0 and d["chosen_model"] == fallback
     finally:
         gateway.close()
@@ -368,7 +368,7 @@ def test_prompt_text_is_stored_only_when_opted_in(app_client, tmp_path, encoder,
     try:
         r = chat(client, "support", TRANSLATE_PROMPT)
         assert r.status_code == 200
-        text, digest = stored_prompt(gateway, r.headers["x-litellm-call-id"])
+        text, digest = stored_prompt(gateway, r.headers["x-regret-request-id"])
         assert text == (TRANSLATE_PROMPT if store_prompts else None)
         assert len(digest) == 64 and TRANSLATE_PROMPT not in digest  # the hash is always kept
     finally:
@@ -393,7 +393,7 @@ def test_an_artifact_for_another_embedding_size_is_refused_and_the_old_one_stays
     assert not hook.router.refresh() and not hook.router.refresh()  # refused once, then remembered
     r = chat(client, "support", TRANSLATE_PROMPT)
     assert r.status_code == 200 and upstream_model(route) == "small-b"
-    assert decision(client, "support", r.headers["x-litellm-call-id"])["router_version"] == current
+    assert decision(client, "support", r.headers["x-regret-request-id"])["router_version"] == current
 
 
 def test_an_embedder_that_cannot_load_fails_open_to_each_tiers_fallback(app_client, tmp_path):
@@ -410,7 +410,7 @@ def test_an_embedder_that_cannot_load_fails_open_to_each_tiers_fallback(app_clie
         for team, fallback in (("research", "large"), ("support", "small-a")):
             r = chat(client, team, CODE_PROMPT)
             assert r.status_code == 200 and upstream_model(route) == fallback, r.text
-            d = decision(client, team, r.headers["x-litellm-call-id"])
+            d = decision(client, team, r.headers["x-regret-request-id"])
             assert d["mode"] == "fallback" and d["chosen_model"] == fallback
         assert gateway.counters["fallback"] == 2
     finally:
@@ -425,7 +425,7 @@ def test_a_store_unreachable_at_start_answers_chat_and_503_on_feedback(app_clien
     try:
         r = chat(client, "support", CODE_PROMPT)
         assert r.status_code == 200 and upstream_model(route) in MODELS
-        rid = r.headers["x-litellm-call-id"]
+        rid = r.headers["x-regret-request-id"]
         fb = client.post("/regret/feedback", headers={"Authorization": f"Bearer {KEYS['support']}"},
                          json={"request_id": rid, "score": 1.0})  # fmt: skip
         assert fb.status_code == 503 and "store is unavailable" in fb.text
@@ -497,3 +497,25 @@ def test_a_hung_store_gives_503_and_never_delays_chat(app_client, tmp_path, enco
     finally:
         release.set()
         gateway.close()
+
+
+def test_a_client_chosen_call_id_cannot_fail_merge_or_cross_teams(proxy):
+    """LiteLLM takes x-litellm-call-id from the client (up to 256 characters). The decision key is the
+    gateway's own id: a long client id does not fail the request, and two teams (or two overlapping
+    requests) sending one id keep two decisions, each readable only by its own team."""
+    client, route, _, _ = proxy
+
+    def ask(team, call_id):
+        return client.post("/v1/chat/completions",
+                           headers={"Authorization": f"Bearer {KEYS[team]}", "x-litellm-call-id": call_id},
+                           json={"model": "regret-router", "messages": [{"role": "user", "content": CODE_PROMPT}]})  # fmt: skip
+
+    long = ask("support", "c" * 200)
+    assert long.status_code == 200, long.text
+    a, b = ask("support", "shared-id"), ask("research", "shared-id")
+    ids = [r.headers["x-regret-request-id"] for r in (long, a, b)]
+    assert len(set(ids)) == 3 and all(i.startswith("rg-") for i in ids)
+    assert with_outcome(client, "support", ids[1])["team"] == "support"
+    assert with_outcome(client, "research", ids[2])["team"] == "research"
+    denied = client.get(f"/regret/decisions/{ids[2]}", headers={"Authorization": f"Bearer {KEYS['support']}"})
+    assert denied.status_code == 403

@@ -66,7 +66,7 @@ def _ask(port: int, text_: str) -> str:
         json={"model": "regret-router", "messages": [{"role": "user", "content": text_}]},
     )
     assert r.status_code == 200, r.text
-    rid = r.headers["x-litellm-call-id"]
+    rid = r.headers["x-regret-request-id"]
     audit = httpx.get(f"http://127.0.0.1:{port}/regret/decisions/{rid}", headers=headers, timeout=30)
     assert audit.status_code == 200, audit.text
     return audit.json()["router_version"]

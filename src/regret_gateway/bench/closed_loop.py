@@ -217,7 +217,7 @@ class _Teams:
         raw = self.clients[team].chat.completions.with_raw_response.create(
             model="regret-router", messages=[{"role": "user", "content": bench.prompts[i]}]
         )
-        rid = raw.headers.get("x-litellm-call-id")
+        rid = raw.headers.get("x-regret-request-id")
         audit = self.http.get(f"/regret/decisions/{rid}", headers=headers).json()
         t = index[audit["chosen_model"]]
         scores = audit.get("scores")  # the router's own choice, before exploration

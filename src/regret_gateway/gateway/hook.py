@@ -43,6 +43,7 @@ from regret_gateway.store.records import DecisionRecord, OutcomeRecord, prompt_h
 
 log = logging.getLogger(__name__)
 
+REQUEST_ID_HEADER = "x-regret-request-id"  # the response header with the gateway's id of a routed request
 NO_EMBEDDING = "none"  # embedding_model of fallback decisions made before an embedding existed
 _MAX_PENDING = 100_000  # decisions waiting for their success/failure event
 
@@ -111,8 +112,10 @@ class RegretRouterHook(CustomLogger):
             raise HTTPException(status_code=403, detail=str(exc)) from None
         except BadTierRequest as exc:
             raise HTTPException(status_code=400, detail=str(exc)) from None
-        call_id = data.get("litellm_call_id") or str(uuid.uuid4())
-        data["litellm_call_id"] = call_id
+        # The decision's key is the gateway's own id, returned as the `x-regret-request-id` header: a client
+        # may choose LiteLLM's call id (x-litellm-call-id), so that id can neither fail a request, merge
+        # two requests nor reach another team's decision.
+        request_id = f"rg-{uuid.uuid4().hex}"
         text = routed_text(data.get("messages"))
         x: np.ndarray | None = None
         try:
@@ -126,7 +129,7 @@ class RegretRouterHook(CustomLogger):
             gw.counters[choice.mode] += 1
         data["model"] = choice.model
         metadata["regret_gateway"] = {
-            "request_id": call_id,
+            "request_id": request_id,
             "tier": tier,
             "lam": s.tiers[tier].lam,
             "model": choice.model,
@@ -136,7 +139,7 @@ class RegretRouterHook(CustomLogger):
         }
         data["metadata"] = metadata
         record = DecisionRecord(
-            request_id=call_id,
+            request_id=request_id,
             tier=tier,
             lam=s.tiers[tier].lam,
             team=team,
@@ -151,15 +154,29 @@ class RegretRouterHook(CustomLogger):
             scores=choice.scores,
         )
         gw.writer.submit(record)  # logged now (feedback may come before the outcome); the outcome follows
-        self._pending[call_id] = _Pending(record, time.monotonic())
+        self._pending[request_id] = _Pending(record, time.monotonic())
         while len(self._pending) > _MAX_PENDING:  # events that never came: the decision is logged already
             self._pending.popitem(last=False)
         return data
 
     # ---- outcomes ------------------------------------------------------------------------------
+    @staticmethod
+    def _request_id(data: dict | None) -> str | None:
+        """The gateway's id of a routed request, from the metadata the hook attached to it."""
+        for metadata in ((data or {}).get("metadata"), ((data or {}).get("litellm_params") or {}).get("metadata")):
+            if isinstance(metadata, dict) and isinstance(metadata.get("regret_gateway"), dict):
+                return metadata["regret_gateway"].get("request_id")
+        return None
+
+    async def async_post_call_response_headers_hook(self, data, user_api_key_dict, response, request_headers=None,
+                                                    litellm_call_info=None):  # fmt: skip
+        """Return the gateway's request id to the client (the id feedback and the audit take)."""
+        request_id = self._request_id(data)
+        return {REQUEST_ID_HEADER: request_id} if request_id else None
+
     def _finish(self, kwargs: dict, status: str) -> None:
         slo = kwargs.get("standard_logging_object") or {}
-        call_id = kwargs.get("litellm_call_id") or slo.get("litellm_call_id")
+        call_id = self._request_id(kwargs)
         pending = self._pending.pop(call_id, None) if call_id else None
         if pending is None or call_id is None:
             return  # not a routed request (or a retry of one already logged)

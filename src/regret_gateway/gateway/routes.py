@@ -24,7 +24,7 @@ router = APIRouter(prefix="/regret", tags=["regret-gateway"])
 
 
 class FeedbackIn(BaseModel):
-    request_id: str = Field(min_length=1, max_length=128, description="The x-litellm-call-id of the request.")
+    request_id: str = Field(min_length=1, max_length=128, description="The x-regret-request-id response header of the request.")
     score: float = Field(ge=0.0, le=1.0, description="Quality of the answer in [0, 1].")
     source: str = Field(default="user", min_length=1, max_length=32)
 

@@ -86,3 +86,23 @@ def test_tier_from_team_metadata_before_the_config_map():
         resolve_tier(s, "research", None, "economy")
     with pytest.raises(TierNotAllowed, match="not configured"):
         resolve_tier(s, "research", {"regret_tier": "gold"})
+
+
+def test_prompt_hashes_are_keyed_per_deployment(tmp_path, monkeypatch):
+    """HMAC under the deployment's key: not the plain SHA-256 a dictionary reverses; one key per artifact
+    folder, created once and shared by every worker; or set explicitly (env or os.environ/VAR)."""
+    import hashlib
+
+    from regret_gateway.config import Settings
+    from regret_gateway.store.records import prompt_hash
+
+    monkeypatch.delenv("REGRET_GATEWAY_HASH_KEY", raising=False)
+    a = Settings(artifacts_dir=str(tmp_path / "shared"))
+    b = Settings(artifacts_dir=str(tmp_path / "shared"))
+    other = Settings(artifacts_dir=str(tmp_path / "elsewhere"))
+    key = a.prompt_hash_key()
+    assert key == b.prompt_hash_key() and key != other.prompt_hash_key() and len(key) == 64
+    assert prompt_hash("hello", key) != hashlib.sha256(b"hello").hexdigest()
+    assert prompt_hash("hello", key) == prompt_hash("hello", b.prompt_hash_key())
+    monkeypatch.setenv("MY_SECRET", "s3cret")
+    assert Settings(store={"hash_key": "os.environ/MY_SECRET"}).prompt_hash_key() == b"s3cret"

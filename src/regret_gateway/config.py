@@ -71,6 +71,10 @@ class StoreSpec(_Strict):
     queue_size: int = Field(default=10_000, ge=1)
     batch_size: int = Field(default=500, ge=1)
     flush_interval_s: float = Field(default=1.0, gt=0)
+    # Key of the prompt hash (HMAC-SHA256; a plain hash of a short prompt can be reversed with a
+    # dictionary). A value, or os.environ/VAR; default: REGRET_GATEWAY_HASH_KEY, else a random key created
+    # once in the artifact folder (shared storage: every worker reads the same one).
+    hash_key: str | None = None
 
 
 class Settings(_Strict):
@@ -86,6 +90,8 @@ class Settings(_Strict):
     reload_interval_s: float = Field(default=10.0, gt=0)  # how often the gateway looks for a new active version
     route_timeout_s: float = Field(default=2.0, gt=0)  # embedding + routing budget; past it: fallback
     store_timeout_s: float = Field(default=5.0, gt=0)  # a /regret/* call's store budget; past it: 503
+    # false: a team key may not name one of `models` directly (which would bypass its tier); 403
+    allow_direct_models: bool = True
     api_keys: dict[str, str] = Field(default_factory=dict)  # key -> team, for proxies without a database
 
     @model_validator(mode="after")
@@ -102,6 +108,23 @@ class Settings(_Strict):
                 if tier not in self.tiers:
                     raise ValueError(f"team '{team}': tier '{tier}' is not one of the tiers {sorted(self.tiers)}")
         return self
+
+    def prompt_hash_key(self) -> bytes:
+        """The deployment's key for prompt hashes (see ``StoreSpec.hash_key``)."""
+        value = self.store.hash_key or os.environ.get("REGRET_GATEWAY_HASH_KEY")
+        if value and value.startswith("os.environ/"):
+            value = os.environ.get(value[len("os.environ/") :])
+        if value:
+            return value.encode()
+        path = Path(self.artifacts_dir) / ".prompt-hash-key"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # the first worker creates it
+        except FileExistsError:
+            return path.read_bytes().strip()
+        with os.fdopen(fd, "w") as fh:
+            fh.write(os.urandom(32).hex())
+        return path.read_bytes().strip()
 
     def tiers_by_lambda(self) -> list[tuple[str, TierSpec]]:
         return sorted(self.tiers.items(), key=lambda kv: kv[1].lam)

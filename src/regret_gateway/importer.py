@@ -52,6 +52,7 @@ def read_logs(path: str | Path, settings: Settings, encode=None) -> list[tuple[D
         texts = df["prompt"].astype(str).tolist()
         X = np.asarray(encode(texts), dtype=np.float32)
     records = []
+    key = settings.prompt_hash_key()
     for i, row in enumerate(df.to_dict("records")):
         line = i + 2 if table_format(path) == "csv" else i + 1
         try:
@@ -83,7 +84,7 @@ def read_logs(path: str | Path, settings: Settings, encode=None) -> list[tuple[D
                         propensity=p,
                         mode="imported",
                         team=None if row.get("team") is None else str(row["team"]),
-                        prompt_hash=prompt_hash(text) if text else "",
+                        prompt_hash=prompt_hash(text, key) if text else "",
                         created_at=created or datetime.now(timezone.utc),
                         outcome=OutcomeRecord(rid, cost_usd=cost),
                     ),

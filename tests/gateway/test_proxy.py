@@ -519,3 +519,18 @@ def test_a_client_chosen_call_id_cannot_fail_merge_or_cross_teams(proxy):
     assert with_outcome(client, "research", ids[2])["team"] == "research"
     denied = client.get(f"/regret/decisions/{ids[2]}", headers={"Authorization": f"Bearer {KEYS['support']}"})
     assert denied.status_code == 403
+
+
+def test_naming_an_upstream_model_directly_can_be_forbidden(app_client, tmp_path, encoder):
+    app, client, route = app_client
+    gateway = start_gateway(app, tmp_path, encoder, allow_direct_models=False)
+    try:
+        calls = route.call_count
+        r = chat(client, "support", CODE_PROMPT, model="large")
+        assert r.status_code == 403 and "may not be named directly" in r.text and route.call_count == calls
+        admin = client.post("/v1/chat/completions", headers={"Authorization": "Bearer sk-master-test-0123456789abcdef"},
+                            json={"model": "large", "messages": [{"role": "user", "content": "hi"}]})  # fmt: skip
+        assert admin.status_code == 200 and upstream_model(route) == "large"
+        assert chat(client, "support", CODE_PROMPT).status_code == 200  # the virtual model is fine
+    finally:
+        gateway.close()

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from fastapi import HTTPException
 from litellm.integrations.custom_logger import CustomLogger
+from litellm.proxy._types import LitellmUserRoles
 
 from regret_gateway.config import load_settings
 from regret_gateway.gateway.decisions import Choice, fallback_model
@@ -98,6 +99,11 @@ class RegretRouterHook(CustomLogger):
         gw = self.gateway
         s = gw.settings
         if not isinstance(data, dict) or data.get("model") != s.virtual_model:
+            is_admin = getattr(user_api_key_dict, "user_role", None) == LitellmUserRoles.PROXY_ADMIN
+            if isinstance(data, dict) and not s.allow_direct_models and data.get("model") in s.models and not is_admin:
+                gw.counters["forbidden"] += 1
+                raise HTTPException(status_code=403, detail=f"call {s.virtual_model!r}: this deployment routes "
+                                    f"{data.get('model')!r} by tier, it may not be named directly")  # fmt: skip
             gw.counters["passthrough"] += 1
             return data
         if not gw.started:
@@ -149,7 +155,7 @@ class RegretRouterHook(CustomLogger):
             chosen_model=choice.model,
             propensity=choice.propensity,
             mode=choice.mode,
-            prompt_hash=prompt_hash(text),
+            prompt_hash=prompt_hash(text, gw.hash_key),
             prompt_text=text if s.store.store_prompts else None,
             scores=choice.scores,
         )

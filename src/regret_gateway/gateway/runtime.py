@@ -106,6 +106,7 @@ class Gateway:
                 flush_interval_s=s.store.flush_interval_s,
             ).start()
             self.router = ActiveRouter(s)
+            self.hash_key = s.prompt_hash_key()
             self.batcher = EmbeddingBatcher(self._embed)
             self._started = True
         self._load_embedder()

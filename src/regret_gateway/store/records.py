@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -31,8 +32,10 @@ class UnknownRequestError(StoreInputError):
         super().__init__(f"unknown request id(s) (no routing decision recorded): {shown}")
 
 
-def prompt_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def prompt_hash(text: str, key: bytes) -> str:
+    """HMAC-SHA256 of the routed text under the deployment's key (hex): equal prompts share a hash within a
+    deployment, and a dictionary of likely prompts cannot reverse it without the key."""
+    return hmac.new(key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
 def _require(cond: bool | np.bool_, request_id: str, message: str) -> None:

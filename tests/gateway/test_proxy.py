@@ -534,3 +534,51 @@ def test_naming_an_upstream_model_directly_can_be_forbidden(app_client, tmp_path
         assert chat(client, "support", CODE_PROMPT).status_code == 200  # the virtual model is fine
     finally:
         gateway.close()
+
+
+def test_a_burst_with_the_database_cut_and_a_nul_prompt_loses_no_decision(app_client, tmp_path, encoder):
+    """120 requests from 12 threads; the database is cut for 2 s mid-burst and one prompt carries a NUL:
+    every request is answered, and afterwards every decision is in the store (none dropped, none refused)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.store.faults import SqliteLock
+
+    app, client, route = app_client
+    section = gateway_config(tmp_path)["regret_gateway"]
+    gateway = start_gateway(app, tmp_path, encoder, store={**section["store"], "store_prompts": True})
+    lock = SqliteLock(str(tmp_path / "gateway.db"))
+    sent = threading.Semaphore(0)
+
+    def one(i: int) -> tuple[int, str]:
+        text = f"{CODE_PROMPT} #{i}" + ("\x00 with a NUL" if i == 50 else "")
+        r = chat(client, "support" if i % 2 else "research", text)
+        sent.release()
+        return r.status_code, r.headers.get("x-regret-request-id", "")
+
+    def cut() -> None:
+        for _ in range(30):
+            sent.acquire()
+        lock.down()
+        time.sleep(2.0)
+        lock.up()
+
+    try:
+        cutter = threading.Thread(target=cut)
+        cutter.start()
+        with ThreadPoolExecutor(12) as pool:
+            answers = list(pool.map(one, range(120)))
+        cutter.join(30)
+        assert [code for code, _ in answers] == [200] * 120
+        assert gateway.writer.drain(timeout=60)
+        stats = gateway.writer.stats()
+        assert stats["dropped"] == 0 and stats["refused"] == 0, stats
+        from regret_gateway.store.schema import Decision
+
+        with Session(gateway.engine) as s:
+            stored = {d.request_id: d for d in s.query(Decision).all()}
+        assert {rid for _, rid in answers} <= set(stored) and len(stored) == 120
+        assert "\ufffd with a NUL" in stored[answers[50][1]].prompt_text
+    finally:
+        lock.up()
+        gateway.close()

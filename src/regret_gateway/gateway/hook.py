@@ -15,7 +15,8 @@ Per request to ``virtual_model`` (``async_pre_call_hook``): team -> tier (403 if
 tier its team may not use), embed the last user turn (micro-batched with concurrent requests), choose
 with the active router for the tier's lambda plus epsilon exploration, rewrite ``data["model"]``. Any
 error or timeout there sends the request to the tier's fallback model (mode ``fallback``, counted): the
-router never fails a request. The decision goes to the store's batched writer at once; on the
+router never fails a request. The decision's key is the gateway's own id (``rg-<uuid>``), returned to the
+client as the ``x-regret-request-id`` header. The decision goes to the store's batched writer at once; on the
 success/failure event it is submitted again with its outcome (LiteLLM's ``response_cost``, tokens,
 latency, status) -- the decision insert is idempotent, the outcome is added.
 """

@@ -1,7 +1,7 @@
 """The SQL schema (SQLAlchemy 2.0 typed ORM): routing decisions, their outcomes, feedback, router versions.
 
 One row per request in each of ``decisions``, ``outcomes`` and ``feedback``, keyed by the request id
-(LiteLLM's ``litellm_call_id``): writing the same request twice is a no-op (decisions, outcomes) or an
+(the gateway's own id of the request, returned to the client as ``x-regret-request-id``): writing the same request twice is a no-op (decisions, outcomes) or an
 update of the one current score (feedback), never a second row. The Alembic migrations in
 ``migrations/`` create exactly this schema (a test compares them).
 """

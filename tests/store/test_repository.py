@@ -196,3 +196,15 @@ def test_one_active_router_version(engine):
     with Session(engine) as s:
         assert active_version(s).id == "v2"
         assert s.scalar(select(func.count()).select_from(RouterVersion).where(RouterVersion.active.is_(True))) == 1
+
+
+@pytest.mark.parametrize("request_id", ["has\x00nul", "x" * 300, ""])
+def test_an_id_that_cannot_be_stored_is_unknown_not_an_error(engine, request_id):
+    """A client's id with a NUL (PostgreSQL cannot even compare it) or of the wrong length is simply not
+    in the store: the audit and feedback routes answer 404, never 500."""
+    from regret_gateway.store.repository import decision_team, get_decision
+
+    with Session(engine) as s:
+        assert decision_team(s, request_id) == (False, None) and get_decision(s, request_id) is None
+    with pytest.raises(StoreInputError, match="NUL|<= 128 chars"):
+        FeedbackRecord(request_id or "\x00", 1.0)

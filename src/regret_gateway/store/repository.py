@@ -174,6 +174,8 @@ def read_feedback_file(path: str | Path, *, default_source: str = "import") -> l
 
 def get_decision(session: Session, request_id: str) -> dict | None:
     """The audit view of one request: its decision, outcome and current feedback (None if unknown)."""
+    if not _storable_id(request_id):
+        return None
     row = session.execute(
         select(Decision, Outcome, Feedback)
         .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
@@ -211,8 +213,16 @@ def get_decision(session: Session, request_id: str) -> dict | None:
     }
 
 
+def _storable_id(request_id: str) -> bool:
+    """Whether a request id can be in the store at all (records refuse longer ids and NUL, which
+    PostgreSQL cannot even compare): anything else is simply unknown, never a driver error."""
+    return isinstance(request_id, str) and 0 < len(request_id) <= 128 and "\x00" not in request_id
+
+
 def decision_team(session: Session, request_id: str) -> tuple[bool, str | None]:
     """(exists, team) of a request: who may read or score it."""
+    if not _storable_id(request_id):
+        return False, None
     team = session.execute(select(Decision.team).where(Decision.request_id == request_id)).first()
     return (False, None) if team is None else (True, team[0])
 

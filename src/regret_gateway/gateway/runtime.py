@@ -97,7 +97,7 @@ class Gateway:
                 except Exception as exc:  # noqa: BLE001 - the store may come back; requests must not wait for it
                     log.error("regret-gateway: the store is unreachable at start (%s); decisions are spilled and "
                               "replayed when it is back", str(exc).splitlines()[0])  # fmt: skip
-                self.engine = make_engine(s.store.url)
+                self.engine = make_engine(s.store.url, statement_timeout_ms=int(1000 * s.store_timeout_s))
             self.writer = BatchedWriter(
                 self.engine,
                 self._spill_dir or s.store.spill_dir,

@@ -6,7 +6,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 
-def make_engine(url: str, *, sqlite_busy_timeout_ms: int = 5000, **kwargs) -> Engine:
+def make_engine(url: str, *, sqlite_busy_timeout_ms: int = 5000, statement_timeout_ms: int | None = None, **kwargs) -> Engine:
     """An engine for ``url``. SQLite gets WAL, foreign keys and a busy timeout (several gateway workers
     may share one file); other databases get ``pool_pre_ping`` so a restarted server is noticed."""
     if url.startswith("sqlite"):
@@ -25,7 +25,17 @@ def make_engine(url: str, *, sqlite_busy_timeout_ms: int = 5000, **kwargs) -> En
     kwargs.setdefault("pool_pre_ping", True)
     if "connect_timeout" not in url:  # an unreachable server fails in seconds instead of the OS's minutes
         kwargs["connect_args"] = {"connect_timeout": 5, **kwargs.get("connect_args", {})}
-    return create_engine(url, **kwargs)
+    engine = create_engine(url, **kwargs)
+    if statement_timeout_ms is not None and engine.dialect.name == "postgresql":
+
+        @event.listens_for(engine, "connect")
+        def _statement_timeout(dbapi_conn, _record) -> None:  # a hung server cancels the statement, not us
+            cur = dbapi_conn.cursor()
+            cur.execute(f"SET statement_timeout = {int(statement_timeout_ms)}")
+            cur.close()
+            dbapi_conn.commit()
+
+    return engine
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:

@@ -183,3 +183,23 @@ def test_a_record_the_store_refuses_is_set_aside_and_its_batch_mates_are_written
     stats = writer.stats()
     assert stats["refused"] == 1 and stats["dropped"] == 0
     assert "bad-00000004" in (tmp_path / "spill" / "refused.jsonl").read_text()
+
+
+def test_a_spill_file_with_a_nul_record_is_replayed_at_start(engine, tmp_path):
+    """A spill file left by an earlier process (pid 1 is never ours) with a NUL in a prompt: the next
+    writer replays it at start, with the NUL replaced, instead of failing on it forever."""
+    import json
+
+    records = list(synthetic_records(5, dim=8, seed=8, prefix="old"))
+    lines = [r.to_json() for r in records]
+    lines[2]["prompt_text"] = "spilled \x00 text"
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    (spill / "spill-999999999.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    writer = fast_writer(engine, spill).start()
+    assert writer.drain(timeout=30)
+    writer.close()
+    assert rows(engine) == (5, 5, 5)
+    with Session(engine) as s:
+        assert s.get(Decision, records[2].request_id).prompt_text == "spilled \ufffd text"
+    assert not list(spill.glob("spill-*"))

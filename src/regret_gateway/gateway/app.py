@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -19,29 +20,62 @@ def litellm_environment() -> None:
 MAX_BODY_BYTES = 64 * 1024  # a feedback body is a few hundred bytes
 
 
-def _limit_regret_bodies(app) -> None:
-    """Client mistakes on /regret/* get a 4xx before any handler (LiteLLM's auth included) sees the body:
-    413 for a body over MAX_BODY_BYTES (by its Content-Length; 411 without one), 422 for a body that is
-    not a JSON object."""
-    import json
+class RegretApp:
+    """The ASGI app ``serve`` runs: LiteLLM's proxy app (``self.app``), with client mistakes on
+    ``/regret/*`` answered before any handler -- LiteLLM's auth included -- sees the body: 413 for a body
+    over MAX_BODY_BYTES (by its Content-Length, or while it streams in), 422 for a body that is not a JSON
+    object. Everything else passes through untouched. ``state`` is the proxy app's."""
 
-    from fastapi.responses import JSONResponse
+    def __init__(self, app) -> None:
+        self.app = app
 
-    @app.middleware("http")
-    async def limit(request, call_next):
-        if request.url.path.startswith("/regret/") and request.method in ("POST", "PUT", "PATCH"):
-            length = request.headers.get("content-length")
-            if length is None and request.headers.get("transfer-encoding"):
-                return JSONResponse({"detail": "a Content-Length is required on /regret/*"}, status_code=411)
-            if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
-                return JSONResponse({"detail": f"request body over {MAX_BODY_BYTES} bytes"}, status_code=413)
-            try:
-                body = json.loads(await request.body() or b"null")
-            except ValueError:
-                body = None
-            if not isinstance(body, dict):
-                return JSONResponse({"detail": "the request body must be a JSON object"}, status_code=422)
-        return await call_next(request)
+    @property
+    def state(self):
+        return self.app.state
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith("/regret/") or scope["method"] not in ("POST", "PUT"):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length", b"0")
+        if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+            await _reply(send, 413, f"request body over {MAX_BODY_BYTES} bytes")
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > MAX_BODY_BYTES:
+                await _reply(send, 413, f"request body over {MAX_BODY_BYTES} bytes")
+                return
+        try:
+            parsed = json.loads(body or b"null")
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            await _reply(send, 422, "the request body must be a JSON object")
+            return
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+async def _reply(send, status: int, detail: str) -> None:
+    payload = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})  # fmt: skip
+    await send({"type": "http.response.body", "body": payload})
 
 
 def attach(app, gateway: Gateway) -> None:
@@ -54,7 +88,8 @@ def attach(app, gateway: Gateway) -> None:
 
 def build_app(config: str | Path, gateway: Gateway | None = None):
     """LiteLLM's proxy app configured from ``config`` (its config.yaml), plus the /regret routes, serving
-    ``gateway`` (default: one built from the file's ``regret_gateway:`` section, not yet started)."""
+    ``gateway`` (default: one built from the file's ``regret_gateway:`` section, not yet started), as a
+    :class:`RegretApp`."""
     config = Path(config).resolve()
     if not config.is_file():
         raise FileNotFoundError(f"config file not found: {config}")
@@ -66,9 +101,9 @@ def build_app(config: str | Path, gateway: Gateway | None = None):
 
     if not any(getattr(r, "path", "") == "/regret/feedback" for r in app.routes):
         app.include_router(router)
-        _limit_regret_bodies(app)
-    attach(app, gateway if gateway is not None else Gateway(load_settings(config)))
-    return app
+    wrapped = RegretApp(app)
+    attach(wrapped, gateway if gateway is not None else Gateway(load_settings(config)))
+    return wrapped
 
 
 def serve(config: str | Path, host: str = "0.0.0.0", port: int = 4000) -> None:

@@ -99,6 +99,8 @@ class RegretRouterHook(CustomLogger):
     async def async_pre_call_hook(self, user_api_key_dict, cache, data: dict, call_type):
         gw = self.gateway
         s = gw.settings
+        if isinstance(data, dict) and self._request_id(data) is not None:
+            return data  # routed already (the hook is registered twice when a process loads the config twice)
         if not isinstance(data, dict) or data.get("model") != s.virtual_model:
             is_admin = getattr(user_api_key_dict, "user_role", None) == LitellmUserRoles.PROXY_ADMIN
             if isinstance(data, dict) and not s.allow_direct_models and data.get("model") in s.models and not is_admin:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 import numpy as np
 import pytest
@@ -110,9 +111,11 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
     # every tier serves a candidate confidently better than the fixed choice, or the fixed choice itself
     for row in result.tiers:
         assert row.incumbent.startswith("constant:") and (row.served == row.incumbent or row.gain_ci[0] > 0), row.reason
-    # the "kept" branch: demanding a gain of 50 points over what each tier serves now, the same logs cannot
-    # deliver it; the active version stays and the report says why, tier by tier
-    kept = retrain(settings, engine, RetrainOptions(n_boot=50, margin=0.5))
+    # the "kept" branch: on 300 newer rows, demanding a gain of 50 points over what each tier serves now,
+    # no candidate can deliver it; the active version stays and the report says why, tier by tier
+    newer = datetime.now(timezone.utc)
+    log_to_store(engine, bench, X[:300], actions=actions[:300], propensity=P[np.arange(300), actions[:300]], prefix="k")
+    kept = retrain(settings, engine, RetrainOptions(n_boot=50, margin=0.5, since=newer))
     assert kept.status == "kept" and kept.active_before == result.version, kept.reason
     assert "the active router stays" in kept.reason and all(t.tier in kept.reason for t in kept.tiers)
     assert all(t.incumbent.endswith(f"({result.version})") and t.served == t.incumbent for t in kept.tiers)
@@ -126,13 +129,14 @@ def test_where_the_prompt_does_not_matter_every_tier_serves_the_fixed_choice(tmp
     """Outcomes that do not depend on the prompt: no learned router can be confidently better than the
     best constant model, so every tier serves a constant -- never something estimated worse."""
     bench, X = world
+    n = 1200
     rng = np.random.default_rng(4)
-    shuffled = rng.permutation(len(X))  # the embeddings no longer say anything about the outcomes
+    shuffled = rng.permutation(n)  # the embeddings no longer say anything about the outcomes
     settings = settings_for(tmp_path, bench)
     engine = new_engine(settings)
     n_models = len(bench.model_names)
-    actions = rng.integers(0, n_models, len(X))
-    log_to_store(engine, bench, X[shuffled], actions=actions, propensity=np.full(len(X), 1.0 / n_models))
+    actions = rng.integers(0, n_models, n)
+    log_to_store(engine, bench, X[shuffled], actions=actions, propensity=np.full(n, 1.0 / n_models))
     result = retrain(settings, engine, RetrainOptions(n_boot=300))
     assert result.status == "published", result.reason
     served = {row.tier: row.served for row in result.tiers}

@@ -98,6 +98,8 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
     from regret_gateway.artifacts import load_artifact
 
     artifact = load_artifact(tmp_path / "artifacts" / result.version)
+    # one stored policy per distinct candidate served (RM-Interval / R&C shared by tiers are stored once)
+    assert len(artifact.policy.state()["policies"]) == len(set(artifact.policy.labels))
     for row in result.tiers:
         lam = row.lam
         U = bench.quality - lam * bench.cost  # the truth: every model's outcome on every prompt

@@ -227,16 +227,17 @@ def _active(settings: Settings, active_id: str | None, data_info: dict) -> Route
 FIXED = "constant"  # label prefix of the best constant model, the fixed choice every tier can fall back to
 
 
-def candidates(learner, model_names: tuple[str, ...], lam: float) -> dict[str, ServablePolicy]:
-    """The policies a tier may serve: the RM router (RM-Interval), R&C (the outcome models' argmax) and the
-    best constant model for this lambda (chosen on the training rows' DR scores)."""
+def candidates(learner, model_names: tuple[str, ...], lams: list[float]) -> list[dict[str, ServablePolicy]]:
+    """Per lambda, the policies a tier may serve: the RM router (RM-Interval), R&C (the outcome models'
+    argmax) -- one object each, shared by every tier -- and the best constant model for that lambda (chosen
+    on the training rows' DR scores)."""
     scores = learner.data_.scores
-    best = model_names[int(np.argmax((scores.quality - lam * scores.cost).mean(0)))]
-    return {
-        "rm-interval": learner.policy_.to_policy(),
-        "r-and-c": learner.nuisance_.outcome_.to_policy(model_names),
-        f"{FIXED}:{best}": ConstantPolicy(model_names, best),
-    }
+    learned = {"rm-interval": learner.policy_.to_policy(), "r-and-c": learner.nuisance_.outcome_.to_policy(model_names)}
+    pools = []
+    for lam in lams:
+        best = model_names[int(np.argmax((scores.quality - lam * scores.cost).mean(0)))]
+        pools.append({**learned, f"{FIXED}:{best}": ConstantPolicy(model_names, best)})
+    return pools
 
 
 def _incumbent(active: RouterArtifact | None, lam: float, model_names: tuple[str, ...]) -> tuple[str, ServablePolicy] | None:
@@ -262,8 +263,7 @@ def evaluate(
     data = LoggedData(hold.action, hold.quality, hold.cost, p_hold, q_hat, c_hat)
     names = hold.model_names
     rows, served_policies, labels = [], [], []
-    for name, spec in tiers:
-        pool = candidates(learner, names, spec.lam)
+    for (name, spec), pool in zip(tiers, candidates(learner, names, [spec.lam for _, spec in tiers])):
         current = _incumbent(active, spec.lam, names)
         incumbent = next(label for label in pool if label.startswith(FIXED))
         if current is not None:

@@ -5,7 +5,7 @@ import pytest
 
 from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.evaluation.simulation import logging_probabilities
-from regret_gateway.ope import on_policy_value, policy_value
+from regret_gateway.ope import LoggedData
 from tests.conftest import make_world
 
 LAM = 200.0
@@ -36,18 +36,7 @@ def test_dr_and_snips_recover_the_true_value_and_their_intervals_cover_it():
         truth = float((world.quality - LAM * world.cost)[np.arange(world.n_samples), pi].mean())
         # a deliberately biased outcome model: DR must correct it
         q_hat = np.clip(world.quality.mean(0) + 0.2, 0, 1) * np.ones_like(world.quality)
-        v = policy_value(
-            pi,
-            logged=logged,
-            quality=quality,
-            cost=cost,
-            propensity=p,
-            quality_hat=q_hat,
-            cost_hat=world.cost,
-            lam=LAM,
-            n_boot=300,
-            seed=seed,
-        )
+        v = LoggedData(logged, quality, cost, p, q_hat, world.cost).value(pi, LAM, n_boot=300, seed=seed)
         assert abs(v.dr - truth) < 0.08 and abs(v.snips - truth) < 0.08, (seed, v.dr, v.snips, truth)
         covered_dr += v.dr_ci[0] <= truth <= v.dr_ci[1]
         covered_snips += v.snips_ci[0] <= truth <= v.snips_ci[1]
@@ -62,42 +51,19 @@ def test_the_direct_part_matters_where_the_weights_see_nothing():
     logged = np.zeros(world.n_samples, dtype=int)
     pi = np.full(world.n_samples, 2)
     rows = np.arange(world.n_samples)
-    v = policy_value(
-        pi,
-        logged=logged,
-        quality=world.quality[rows, 0],
-        cost=world.cost[rows, 0],
-        propensity=np.full(world.n_samples, 0.5),
-        quality_hat=world.quality,
-        cost_hat=world.cost,
-        lam=0.0,
-    )
+    data = LoggedData(logged, world.quality[rows, 0], world.cost[rows, 0], np.full(world.n_samples, 0.5), world.quality,
+                      world.cost)  # fmt: skip
+    v = data.value(pi, 0.0)
     assert v.dr == pytest.approx(world.quality[:, 2].mean()) and v.ess == 0.0 and np.isnan(v.snips)
-
-
-def test_on_policy_value_is_the_mean_of_the_logged_utility():
-    rng = np.random.default_rng(0)
-    quality, cost = rng.random(500), rng.random(500) * 1e-3
-    v = on_policy_value(quality, cost, LAM, n_boot=200)
-    assert v.dr == pytest.approx(np.mean(quality - LAM * cost)) and v.dr_ci[0] < v.dr < v.dr_ci[1]
 
 
 def test_bad_propensities_are_refused():
     with pytest.raises(ValueError, match=r"`propensity` must be in \(0, 1\]"):
-        policy_value(
-            np.zeros(3, int),
-            logged=np.zeros(3, int),
-            quality=np.ones(3),
-            cost=np.zeros(3),
-            propensity=np.array([0.5, 0.0, 1.0]),
-            quality_hat=np.ones((3, 2)),
-            cost_hat=np.zeros((3, 2)),
-            lam=0.0,
-        )
+        LoggedData(np.zeros(3, int), np.ones(3), np.zeros(3), np.array([0.5, 0.0, 1.0]), np.ones((3, 2)), np.zeros((3, 2)))
 
 
 def test_select_replaces_the_incumbent_only_with_a_confident_gain():
-    from regret_gateway.ope import LoggedData, select
+    from regret_gateway.ope import select
 
     world = make_world(n=2000, seed=9)
     probs = logging_probabilities(world, "uniform")

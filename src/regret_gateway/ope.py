@@ -11,8 +11,8 @@ For logs (x_i, t_i, y_i, p_i) with y = a - lambda * c, a policy pi, and outcome 
 (Open Bandit Pipeline's layout): a subclass implements :meth:`OffPolicyEstimator._values`, the estimate
 on each of a batch of row resamples; the point estimate is the full sample, the interval the percentile
 bootstrap over the same resamples for every estimator. The formulas are those of
-:mod:`regret_gateway.causal.stats`, shared with the nuisance stage. The logging policy's own value is DR
-with w = 1 and r = 0: the plain mean of the logged utilities.
+:mod:`regret_gateway.causal.stats`, shared with the nuisance stage. :class:`LoggedData` values a policy
+and the paired gain of one policy over another; :func:`select` chooses what a tier serves.
 """
 
 from __future__ import annotations
@@ -137,25 +137,6 @@ class LoggedData:
         return float(diff.mean()), percentile_interval(diff[boot].mean(1), alpha)
 
 
-def policy_value(
-    actions: np.ndarray,
-    *,
-    logged: np.ndarray,
-    quality: np.ndarray,
-    cost: np.ndarray,
-    propensity: np.ndarray,
-    quality_hat: np.ndarray,
-    cost_hat: np.ndarray,
-    lam: float,
-    n_boot: int = 500,
-    alpha: float = 0.05,
-    seed: int = 0,
-) -> PolicyValue:
-    """Value of the policy that chose ``actions`` (n,) on logs (see :class:`LoggedData`)."""
-    data = LoggedData(np.asarray(logged), quality, cost, propensity, quality_hat, cost_hat)
-    return data.value(actions, lam, n_boot=n_boot, alpha=alpha, seed=seed)
-
-
 @dataclass(frozen=True)
 class Selection:
     """Which candidate serves a tier: the best by DR value, if its paired gain over the incumbent is
@@ -204,24 +185,3 @@ def select(
     gain, ci = data.gain(candidates[best], candidates[incumbent], lam, n_boot=n_boot, alpha=alpha, seed=seed)
     confident = ci[0] > required or (force and gain > 0)
     return Selection(best if best != incumbent and confident else incumbent, incumbent, best, gain, ci, values)
-
-
-def on_policy_value(
-    quality: np.ndarray, cost: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = 0.05, seed: int = 0
-) -> PolicyValue:
-    """Value of the policy that produced the logs themselves (a plain mean, with its bootstrap interval)."""
-    n = len(quality)
-    ones, zeros = np.ones(n), np.zeros(n)
-    utility = LoggedOutcomes(quality - lam * cost, zeros, ones)
-    value, ci = DR.estimate(utility), DR.interval(utility, bootstrap_rows(n, n_boot, seed), alpha)
-    return PolicyValue(
-        dr=value,
-        dr_ci=ci,
-        snips=value,
-        snips_ci=ci,
-        quality=float(np.mean(quality)),
-        cost=float(np.mean(cost)),
-        ess=float(n),
-        match_rate=1.0,
-        n=n,
-    )

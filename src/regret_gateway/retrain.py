@@ -235,7 +235,7 @@ def candidates(learner, model_names: tuple[str, ...], lams: list[float]) -> list
     learned = {"rm-interval": learner.policy_.to_policy(), "r-and-c": learner.nuisance_.outcome_.to_policy(model_names)}
     pools = []
     for lam in lams:
-        best = model_names[int(np.argmax((scores.quality - lam * scores.cost).mean(0)))]
+        best = model_names[scores.best_constant(lam)]
         pools.append({**learned, f"{FIXED}:{best}": ConstantPolicy(model_names, best)})
     return pools
 

@@ -51,6 +51,11 @@ class CounterfactualScores:
     def subset(self, index: np.ndarray) -> "CounterfactualScores":
         return CounterfactualScores(self.quality[index], self.cost[index], self.clip, self.clip_scope)
 
+    def best_constant(self, lam: float) -> int:
+        """The model with the highest mean estimated utility A - lambda * C (unclipped: the mean of DR scores
+        is the unbiased value of always choosing that model) -- the fixed choice from these rows."""
+        return int(np.argmax((self.quality - lam * self.cost).mean(0)))
+
 
 def _check_propensity(propensity: np.ndarray, n: int) -> np.ndarray:
     p = np.asarray(propensity, dtype=np.float64)

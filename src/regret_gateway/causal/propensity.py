@@ -48,11 +48,6 @@ class LoggedPropensity:
         return logs.propensity
 
 
-def propensity_for(logs: LoggedFeedback) -> "LoggedPropensity | PropensityModel":
-    """The exact logged propensities where every row has one, else the XGBoost estimate."""
-    return LoggedPropensity() if logs.propensity is not None else PropensityModel()
-
-
 class PropensityModel:
     """Multi-class XGBoost estimate of the logging policy p(t | x).
 

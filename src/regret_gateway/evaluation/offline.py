@@ -178,7 +178,7 @@ def served_actions(
     test_choices = {name: r.predict(X_test, lambdas) for name, r in routers.items()}
     out = []
     for k, lam in enumerate(lambdas):
-        best = int(np.argmax((data.scores.quality - lam * data.scores.cost).mean(0)))
+        best = data.scores.best_constant(float(lam))
         fixed = f"constant:{data.model_names[best]}"
         val = {fixed: np.full(logs_val.n_samples, best), **{name: a[k] for name, a in val_choices.items()}}
         chosen = select(held, val, fixed, float(lam), n_boot=300, seed=seed).served

@@ -43,9 +43,14 @@ def _require(cond: bool | np.bool_, request_id: str, message: str) -> None:
         raise StoreInputError(f"request {request_id!r}: {message}")
 
 
+def valid_request_id(rid: object) -> bool:
+    """A request id the store can hold: a non-empty string of at most 128 characters without NUL (which
+    PostgreSQL can neither store nor compare)."""
+    return isinstance(rid, str) and 0 < len(rid) <= 128 and "\x00" not in rid
+
+
 def _require_request_id(rid) -> None:
-    _require(isinstance(rid, str) and 0 < len(rid) <= 128, str(rid), "`request_id` must be a non-empty string of <= 128 chars")
-    _require("\x00" not in rid, repr(rid), "`request_id` must not contain a NUL character")
+    _require(valid_request_id(rid), repr(rid), "`request_id` must be a non-empty string of <= 128 chars without NUL")
 
 
 MAX_TEXT = {"prompt_text": 100_000, "error": 2_000}  # free-text fields are cut to these many characters

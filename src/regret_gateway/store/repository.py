@@ -18,7 +18,14 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord, StoreInputError, UnknownRequestError
+from regret_gateway.store.records import (
+    DecisionRecord,
+    FeedbackRecord,
+    OutcomeRecord,
+    StoreInputError,
+    UnknownRequestError,
+    valid_request_id,
+)
 from regret_gateway.store.schema import Decision, Feedback, Outcome, RouterVersion, utcnow
 from regret_gateway.tables import open_text, table_format, write_columns
 
@@ -174,7 +181,7 @@ def read_feedback_file(path: str | Path, *, default_source: str = "import") -> l
 
 def get_decision(session: Session, request_id: str) -> dict | None:
     """The audit view of one request: its decision, outcome and current feedback (None if unknown)."""
-    if not _storable_id(request_id):
+    if not valid_request_id(request_id):
         return None
     row = session.execute(
         select(Decision, Outcome, Feedback)
@@ -213,15 +220,9 @@ def get_decision(session: Session, request_id: str) -> dict | None:
     }
 
 
-def _storable_id(request_id: str) -> bool:
-    """Whether a request id can be in the store at all (records refuse longer ids and NUL, which
-    PostgreSQL cannot even compare): anything else is simply unknown, never a driver error."""
-    return isinstance(request_id, str) and 0 < len(request_id) <= 128 and "\x00" not in request_id
-
-
 def decision_team(session: Session, request_id: str) -> tuple[bool, str | None]:
     """(exists, team) of a request: who may read or score it."""
-    if not _storable_id(request_id):
+    if not valid_request_id(request_id):
         return False, None
     team = session.execute(select(Decision.team).where(Decision.request_id == request_id)).first()
     return (False, None) if team is None else (True, team[0])

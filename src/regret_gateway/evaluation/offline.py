@@ -164,25 +164,26 @@ def reference_actions(name: str, train: FullFeedback, test: FullFeedback, lambda
 
 
 def served_actions(
-    data: TrainingData, routers: dict[str, Router], X_test: np.ndarray, lambdas: np.ndarray, *, seed: int = 0
+    data: TrainingData, routers: dict[str, Router], test_choices: dict[str, np.ndarray], lambdas: np.ndarray, *, seed: int = 0
 ) -> np.ndarray:
-    """(L, n_test) choices of what ``retrain`` would serve at each lambda: among ``routers`` and the best
-    constant model (chosen on the training rows' DR scores), the candidate :func:`regret_gateway.ope.select`
-    picks on the validation logs -- the best constant unless a router is confidently better."""
+    """(L, n_test) choices of what ``retrain`` would serve at each lambda: among ``routers`` (whose (L,
+    n_test) choices on the test prompts are ``test_choices``) and the best constant model (chosen on the
+    training rows' DR scores), the candidate :func:`regret_gateway.ope.select` picks on the validation logs
+    -- the best constant unless a router is confidently better."""
     nuisance, logs_val = data.nuisance, data.observed(SERVED)[1]
     assert nuisance is not None
     q_hat, c_hat = nuisance.outcome_.predict(logs_val.X)
     p_val = np.clip(nuisance.propensity_.observed(logs_val), 1e-3, 1.0)
     held = LoggedData(logs_val.action, logs_val.quality, logs_val.cost, p_val, q_hat, c_hat)
     val_choices = {name: r.predict(logs_val.X, lambdas) for name, r in routers.items()}
-    test_choices = {name: r.predict(X_test, lambdas) for name, r in routers.items()}
+    n_test = len(next(iter(test_choices.values()))[0])
     out = []
     for k, lam in enumerate(lambdas):
         best = data.scores.best_constant(float(lam))
         fixed = f"constant:{data.model_names[best]}"
         val = {fixed: np.full(logs_val.n_samples, best), **{name: a[k] for name, a in val_choices.items()}}
         chosen = select(held, val, fixed, float(lam), n_boot=300, seed=seed).served
-        out.append(np.full(len(X_test), best) if chosen == fixed else test_choices[chosen][k])
+        out.append(np.full(n_test, best) if chosen == fixed else test_choices[chosen][k])
     return np.stack(out)
 
 
@@ -241,7 +242,7 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         diagnostics.append(diag)
         if steps is not None:
             steps.update(1)
-        fitted = {}
+        fitted, test_choices = {}, {}
         for name in config.methods:
             t0 = time.perf_counter()
             router = config.router(name, seed)
@@ -249,13 +250,14 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
             actions = router.predict(full_test.X, lambdas)
             seconds = time.perf_counter() - t0
             raw[name].add(evaluate_actions(full_test, lambdas, actions), seconds)
-            fitted[name] = router
+            fitted[name], test_choices[name] = router, actions
             if steps is not None:
                 steps.set_postfix_str(f"trial {trial + 1}: {name} {seconds:.1f}s")
                 steps.update(1)
         if candidates:
             t0 = time.perf_counter()
-            actions = served_actions(data, {m: fitted[m] for m in candidates}, full_test.X, lambdas, seed=seed)
+            chosen = {m: fitted[m] for m in candidates}
+            actions = served_actions(data, chosen, {m: test_choices[m] for m in candidates}, lambdas, seed=seed)
             raw[SERVED].add(evaluate_actions(full_test, lambdas, actions), time.perf_counter() - t0)
         for name in REFERENCES:
             raw[name].add(evaluate_actions(full_test, lambdas, reference_actions(name, full_train, full_test, lambdas)), 0.0)

@@ -204,7 +204,11 @@ def bench_offline(
         "accuracy-softmax", "--logging-policy", help="Simulated logging policy: accuracy-softmax | x-only | uniform."
     ),
     logging_temperature: float = typer.Option(1.0, "--logging-temperature", help="Temperature of the logging softmax."),
-    evaluate_on: str = typer.Option("test", "--evaluate-on", help="test | val (choose settings on validation prompts only)."),
+    evaluate_on: str = typer.Option(
+        "test",
+        "--evaluate-on",
+        help="test | dev (a held-out slice of train: choose settings without touching test) | val (the validation prompts, also used for early stopping).",
+    ),
     cache_dir: Optional[Path] = typer.Option(
         None, "--cache-dir", help="Embedding cache folder (default: ~/.cache/regret-gateway/embeddings)."
     ),

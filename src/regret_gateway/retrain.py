@@ -8,8 +8,9 @@
    propensities -- exact, the gateway sampled them; XGBoost estimates when some rows were imported
    without one -- and the outcome MLPs), doubly robust scores.
 4. Train RM-Interval: one RM-Softmax policy per configured tier lambda, interval nets between them.
-5. Per tier, the candidates: RM-Interval, R&C (the outcome models' argmax), the best constant model
-   (the fixed choice) and what the tier serves now (the active router's policy for it). Off-policy
+5. Per tier, the candidates: RM-Interval, RM-Cluster (per embedding cluster, the model with the best
+   mean DR score), R&C (the outcome models' argmax), the best constant model (the fixed choice, chosen
+   on every row) and what the tier serves now (the active router's policy for it). Off-policy
    evaluation of each on the held-out rows: DR and SNIPS value, bootstrap intervals, ESS. The best
    candidate replaces the incumbent only if the paired bootstrap interval of its gain lies above
    ``margin`` (``force``: whenever it is better); before any router exists the incumbent is the best
@@ -227,12 +228,21 @@ def _active(settings: Settings, active_id: str | None, data_info: dict) -> Route
 FIXED = "constant"  # label prefix of the best constant model, the fixed choice every tier can fall back to
 
 
-def candidates(learner, model_names: tuple[str, ...], lams: list[float]) -> list[dict[str, ServablePolicy]]:
-    """Per lambda, the policies a tier may serve: the RM router (RM-Interval), R&C (the outcome models'
-    argmax) -- one object each, shared by every tier -- and the best constant model for that lambda (chosen
-    on the training rows' DR scores)."""
-    scores = learner.data_.scores
+def candidates(learner, hold: LoggedFeedback, lams: list[float]) -> list[dict[str, ServablePolicy]]:
+    """Per lambda, the policies a tier may serve: the RM routers (RM-Interval, the paper's; RM-Cluster,
+    regret minimisation over embedding clusters), R&C (the outcome models' argmax) -- one object each,
+    shared by every tier -- and the best constant model for that lambda, chosen
+    on the DR scores of every row (training, early-stopping and held-out: the most data for the fixed
+    choice; that the held-out rows helped choose it favours it in the comparison, which errs on the safe
+    side)."""
+    from regret_gateway.policy.cluster import RMCluster
+
+    data, model_names = learner.data_, hold.model_names
+    scores = data.scores.concat(data.val_scores, learner.nuisance_.scores(hold))
     learned = {"rm-interval": learner.policy_.to_policy(), "r-and-c": learner.nuisance_.outcome_.to_policy(model_names)}
+    cluster = RMCluster(random_state=learner.policy.random_state).fit(data, lams)
+    if cluster.k_ > 1:  # with one cluster it is a constant model: the fixed choice below, from fewer rows
+        learned["rm-cluster"] = cluster.to_policy()
     pools = []
     for lam in lams:
         best = model_names[scores.best_constant(lam)]
@@ -263,7 +273,7 @@ def evaluate(
     data = LoggedData(hold.action, hold.quality, hold.cost, p_hold, q_hat, c_hat)
     names = hold.model_names
     rows, served_policies, labels = [], [], []
-    for (name, spec), pool in zip(tiers, candidates(learner, names, [spec.lam for _, spec in tiers])):
+    for (name, spec), pool in zip(tiers, candidates(learner, hold, [spec.lam for _, spec in tiers])):
         current = _incumbent(active, spec.lam, names)
         incumbent = next(label for label in pool if label.startswith(FIXED))
         if current is not None:

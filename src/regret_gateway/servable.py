@@ -15,6 +15,8 @@ Kinds:
 * ``r-and-c`` (:class:`OutcomePolicy`): outcome networks r_t(x) = (quality, cost); logits
   A(t) - lam * C(t).
 * ``constant`` (:class:`ConstantPolicy`): one model for every request (the fixed choice).
+* ``cluster`` (:class:`ClusterPolicy`): RM-Cluster -- the nearest of K embedding centroids, then that
+  cluster's estimated argmax A(t) - lam * C(t).
 * ``per-tier`` (:class:`PerTierPolicy`): one policy of any kind per tier lambda (what ``retrain``
   publishes: each tier serves the candidate it chose). A lambda equal to a tier's uses that tier's
   policy; between two tiers served by the same policy, that policy; otherwise the nearest tier's.
@@ -218,6 +220,43 @@ class ConstantPolicy(ServablePolicy):
         return cls(model_names, str(state["model"]), None if state["d_in"] is None else int(state["d_in"]))
 
 
+def unit_rows(Z: np.ndarray) -> np.ndarray:
+    """Rows of ``Z`` scaled to unit length (zero rows stay zero)."""
+    norm = np.linalg.norm(Z, axis=-1, keepdims=True)
+    return Z / np.where(norm > 0, norm, 1.0)
+
+
+class ClusterPolicy(ServablePolicy):
+    """RM-Cluster at serving time: each row goes to its nearest ``centroids`` (K, d) by cosine similarity,
+    and within cluster k to argmax_t quality[k, t] - lam * cost[k, t] ((K, T) estimated means)."""
+
+    kind = "cluster"
+
+    def __init__(self, model_names: Sequence[str], centroids: np.ndarray, quality: np.ndarray, cost: np.ndarray) -> None:
+        centroids = np.asarray(centroids, dtype=np.float32)
+        super().__init__(model_names, int(centroids.shape[1]))
+        K, T = len(centroids), self.n_models
+        if np.shape(quality) != (K, T) or np.shape(cost) != (K, T):
+            raise ValueError(f"quality and cost must have shape ({K}, {T}), got {np.shape(quality)} and {np.shape(cost)}")
+        self.centroids = torch.as_tensor(unit_rows(centroids))
+        self.quality = torch.as_tensor(np.asarray(quality, dtype=np.float64))
+        self.cost = torch.as_tensor(np.asarray(cost, dtype=np.float64))
+
+    def clusters(self, X: torch.Tensor) -> torch.Tensor:
+        return torch.argmax(X @ self.centroids.T, dim=1)  # the row's norm does not change its argmax
+
+    def _logits(self, X, lam):
+        k = self.clusters(X)
+        return (self.quality[k] - lam * self.cost[k]).float()
+
+    def _state(self):
+        return {"centroids": self.centroids, "quality": self.quality, "cost": self.cost}
+
+    @classmethod
+    def _from_state(cls, state, model_names):
+        return cls(model_names, state["centroids"].numpy(), state["quality"].numpy(), state["cost"].numpy())
+
+
 class PerTierPolicy(ServablePolicy):
     """One policy per tier lambda, each labelled with the candidate it is (``rm-interval``, ``constant`` ...)."""
 
@@ -263,7 +302,9 @@ class PerTierPolicy(ServablePolicy):
         return cls(state["tiers"], [unique[int(i)] for i in state["members"]], state["labels"])
 
 
-KINDS: dict[str, type[ServablePolicy]] = {cls.kind: cls for cls in (TieredPolicy, OutcomePolicy, ConstantPolicy, PerTierPolicy)}
+KINDS: dict[str, type[ServablePolicy]] = {
+    cls.kind: cls for cls in (TieredPolicy, OutcomePolicy, ConstantPolicy, ClusterPolicy, PerTierPolicy)
+}
 
 
 def from_state(state: dict[str, Any], model_names: Sequence[str] | None = None) -> ServablePolicy:

@@ -62,6 +62,7 @@ def test_rm_softmax_beats_uniform_single_best_and_naive(setting):
         "rm-classification",
         "full-feedback",
         "rm-interval",
+        "rm-cluster",
     ],
 )
 @pytest.mark.slow
@@ -75,7 +76,7 @@ def test_every_method_learns_something(setting, name):
     assert _utility(test, actions).mean() > uniform.mean() + 5
 
 
-def test_registry_has_the_papers_nine_methods():
+def test_registry_has_the_papers_nine_methods_and_rm_cluster():
     assert method_names() == [
         "full-feedback",
         "baseline",
@@ -86,6 +87,7 @@ def test_registry_has_the_papers_nine_methods():
         "rm-classification",
         "rm-softmax",
         "rm-interval",
+        "rm-cluster",
     ]
     with pytest.raises(ValueError, match="unknown method 'nope'"):
         make_router("nope")

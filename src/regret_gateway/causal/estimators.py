@@ -51,6 +51,13 @@ class CounterfactualScores:
     def subset(self, index: np.ndarray) -> "CounterfactualScores":
         return CounterfactualScores(self.quality[index], self.cost[index], self.clip, self.clip_scope)
 
+    def concat(self, *others: "CounterfactualScores") -> "CounterfactualScores":
+        """These rows followed by those of ``others`` (same models; this object's clip settings)."""
+        parts = (self, *others)
+        return CounterfactualScores(
+            np.concatenate([p.quality for p in parts]), np.concatenate([p.cost for p in parts]), self.clip, self.clip_scope
+        )
+
     def best_constant(self, lam: float) -> int:
         """The model with the highest mean estimated utility A - lambda * C (unclipped: the mean of DR scores
         is the unbiased value of always choosing that model) -- the fixed choice from these rows."""

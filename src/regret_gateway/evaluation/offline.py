@@ -4,7 +4,9 @@ Per trial (seed = seed + trial): the benchmark's test split is fixed; the valida
 benchmark's own ``val`` split, or else a seeded 1/9 of the train pool (~10% of all prompts). Logs are
 simulated on train + val, the nuisance stage is fitted on the train logs, every router is trained, and
 each is evaluated on the test prompts with the true outcome matrix: utility = mean_i a_i(t_i) -
-lambda * c_i(t_i) (reported x100), accuracy and cost.
+lambda * c_i(t_i) (reported x100), accuracy and cost. To choose settings without reading the test split,
+``evaluate_on="dev"`` holds a seeded slice of the train prompts (the size of val) out of the logs, the
+training and the served choice, and scores on it instead.
 
 Two reference rows: ``single-best`` (the one model with the best mean train utility at that lambda --
 chosen with full feedback on train, so slightly optimistic) and ``oracle`` (per-query best on test).
@@ -33,7 +35,7 @@ from regret_gateway.policy.registry import method_names, router_class
 
 REFERENCES = ("single-best", "oracle")
 SERVED = "served"  # what retrain would publish: per lambda, the candidate chosen on the validation logs
-SERVED_CANDIDATES = ("rm-interval", "rm-softmax", "r-and-c")
+SERVED_CANDIDATES = ("rm-interval", "rm-softmax", "r-and-c", "rm-cluster")
 DEFAULT_LAMBDAS = tuple(float(l) for l in range(0, 1001, 100))
 
 
@@ -57,7 +59,9 @@ class OfflineConfig:
     outcome_preset: str = OUTCOME_PRESET  # outcome models of the nuisance stage ("paper")
     tau: float = 1.0  # chosen on validation (README); the paper's value is 100
     ties: str = "share"
-    evaluate_on: str = "test"  # "val": score on the validation prompts (to choose settings without test)
+    evaluate_on: str = (
+        "test"  # "dev": score on a seeded slice of the train prompts held out from everything (choose settings without test)
+    )
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in method_names()]
@@ -69,8 +73,8 @@ class OfflineConfig:
             raise ValueError(f"unknown estimator '{self.estimator}'; choose from {sorted(ESTIMATORS)}")
         preset(self.train_preset)
         preset(self.outcome_preset)
-        if self.evaluate_on not in ("test", "val"):
-            raise ValueError(f"`evaluate_on` must be 'test' or 'val', got {self.evaluate_on!r}")
+        if self.evaluate_on not in ("test", "val", "dev"):
+            raise ValueError(f"`evaluate_on` must be 'test', 'val' or 'dev', got {self.evaluate_on!r}")
         if "rm-interval" in self.methods and len(self.lambdas) < 3:
             raise ValueError("rm-interval needs at least 3 lambdas (tiers on the even ones, evaluated between)")
 
@@ -167,9 +171,9 @@ def served_actions(
     data: TrainingData, routers: dict[str, Router], test_choices: dict[str, np.ndarray], lambdas: np.ndarray, *, seed: int = 0
 ) -> np.ndarray:
     """(L, n_test) choices of what ``retrain`` would serve at each lambda: among ``routers`` (whose (L,
-    n_test) choices on the test prompts are ``test_choices``) and the best constant model (chosen on the
-    training rows' DR scores), the candidate :func:`regret_gateway.ope.select` picks on the validation logs
-    -- the best constant unless a router is confidently better."""
+    n_test) choices on the test prompts are ``test_choices``) and the best constant model (chosen on the DR
+    scores of every logged row, training and validation), the candidate :func:`regret_gateway.ope.select`
+    picks on the validation logs -- the best constant unless a router is confidently better."""
     nuisance, logs_val = data.nuisance, data.observed(SERVED)[1]
     assert nuisance is not None
     q_hat, c_hat = nuisance.outcome_.predict(logs_val.X)
@@ -177,9 +181,10 @@ def served_actions(
     held = LoggedData(logs_val.action, logs_val.quality, logs_val.cost, p_val, q_hat, c_hat)
     val_choices = {name: r.predict(logs_val.X, lambdas) for name, r in routers.items()}
     n_test = len(next(iter(test_choices.values()))[0])
+    pooled = data.scores.concat(data.val_scores)  # the fixed choice from every logged row, as retrain makes it
     out = []
     for k, lam in enumerate(lambdas):
-        best = data.scores.best_constant(float(lam))
+        best = pooled.best_constant(float(lam))
         fixed = f"constant:{data.model_names[best]}"
         val = {fixed: np.full(logs_val.n_samples, best), **{name: a[k] for name, a in val_choices.items()}}
         chosen = select(held, val, fixed, float(lam), n_boot=300, seed=seed).served
@@ -224,6 +229,9 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         seed = config.seed + trial
         rng = np.random.default_rng(seed)
         train, val, test = _split(bench, rng)
+        if config.evaluate_on == "dev":  # a slice of train the size of val, held out from logs, training and selection
+            pool = rng.permutation(train)
+            test, train = np.sort(pool[: len(val)]), np.sort(pool[len(val) :])
         pool = np.concatenate([train, val])
         logs_pool = simulate_logs(
             full.subset(pool), policy=config.logging_policy, temperature=config.logging_temperature, seed=seed
@@ -231,7 +239,7 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         logs_train = logs_pool.subset(np.arange(len(train)))
         logs_val = logs_pool.subset(np.arange(len(train), len(pool)))
         full_train, full_val = full.subset(train), full.subset(val)
-        full_test = full_val if config.evaluate_on == "val" else full.subset(test)
+        full_test = full_val if config.evaluate_on == "val" else full.subset(test)  # "dev": ``test`` is the held-out slice
 
         t0 = time.perf_counter()
         nuisance = config.nuisance(seed)

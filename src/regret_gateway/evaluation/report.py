@@ -84,8 +84,8 @@ class OfflineSummary:
 
     @property
     def split_label(self) -> str:
-        """'Test', or 'Validation' for a run that chose settings on the validation prompts (`--evaluate-on val`)."""
-        return "Validation" if self.config.evaluate_on == "val" else "Test"
+        """'Test', or where a settings study scored (`--evaluate-on val|dev`)."""
+        return {"val": "Validation", "dev": "Held-out train slice (dev)"}.get(self.config.evaluate_on, "Test")
 
     def to_json(self) -> dict:
         return asdict(self)

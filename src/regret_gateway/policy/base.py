@@ -116,3 +116,14 @@ def check_lambdas(lambdas: Lambdas) -> np.ndarray:
     if not np.all(np.isfinite(lam)) or lam.min() < 0:
         raise ValueError(f"`lambdas` must be finite and >= 0, got {lam.tolist()}")
     return lam
+
+
+def row_regret(Y: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    """(n,) estimated regret of ``actions`` (n,) on (n, T) DR utilities ``Y``, per row."""
+    return Y.max(1) - Y[np.arange(len(actions)), actions]
+
+
+def dr_regret(Y: np.ndarray, actions: np.ndarray) -> float:
+    """Mean estimated regret of ``actions`` on ``Y``: how model selection on validation rows compares
+    fitted routers."""
+    return float(np.mean(row_regret(Y, actions)))

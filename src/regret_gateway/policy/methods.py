@@ -22,7 +22,7 @@ import torch
 from regret_gateway.nn import objectives
 from regret_gateway.nn.networks import StackedMLP
 from regret_gateway.nn.training import train_members
-from regret_gateway.policy.base import Lambdas, Router, TrainingData, check_lambdas
+from regret_gateway.policy.base import Lambdas, Router, TrainingData, check_lambdas, dr_regret
 from regret_gateway.servable import OutcomePolicy
 
 
@@ -142,16 +142,12 @@ class CarrotKNN(DecoupledRouter):
         regrets = {}
         for k in self.ks:
             A, C = self._neighbour_means(data.X_val, k)
-            regrets[k] = float(np.mean([_dr_regret(data.val_scores.utility(l), np.argmax(A - l * C, 1)) for l in lam]))
+            regrets[k] = float(np.mean([dr_regret(data.val_scores.utility(l), np.argmax(A - l * C, 1)) for l in lam]))
         self.k_, self.fitted_ = min(self.ks, key=lambda k: regrets[k]), True
         return self
 
     def predict_outcomes(self, X):
         return self._neighbour_means(X, self.k_)
-
-
-def _dr_regret(Y: np.ndarray, actions: np.ndarray) -> float:
-    return float(np.mean(Y.max(1) - Y[np.arange(len(actions)), actions]))
 
 
 # -- one network per lambda ---------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from regret_gateway.policy.base import Router
+from regret_gateway.policy.cluster import RMCluster
 from regret_gateway.policy.methods import (
     Baseline,
     CarrotEmbedNet,
@@ -27,6 +28,7 @@ ROUTERS: dict[str, type[Router]] = {
         RMClassification,
         RMSoftmax,
         RMInterval,
+        RMCluster,
     )
 }
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
 import typer
+
+from regret_gateway.embedding import default_cache_dir
 
 app = typer.Typer(help="regret-gateway: causal regret-minimising LLM routing for the LiteLLM proxy.", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks: offline reproduction of the paper, store throughput.", no_args_is_help=True)
@@ -122,11 +123,6 @@ def db_export(
 
 def _utc(ts: Optional[datetime]) -> Optional[datetime]:
     return None if ts is None or ts.tzinfo is not None else ts.replace(tzinfo=timezone.utc)
-
-
-def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "regret-gateway" / "embeddings"
 
 
 def _floats(text: str, what: str) -> tuple[float, ...]:
@@ -477,6 +473,17 @@ def demo(
     seed: int = typer.Option(0, "--seed"),
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output folder (closed_loop.json/.md/.png)."),
     device: str = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda."),
+    lambdas: str = typer.Option(
+        "0,200,1000",
+        "--lambdas",
+        help="Cost weights of the premium, standard and economy tiers (scale them to the data's costs).",
+    ),
+    replay: bool = typer.Option(
+        False,
+        "--replay/--http",
+        help="--replay: the same hook, store and retrain code in-process, without the proxy and HTTP (for "
+        "thousands of requests per round); --http (default): every request through LiteLLM and the OpenAI SDK.",
+    ),
 ) -> None:
     """The closed loop on embedded defaults: a mock upstream serving a full-feedback world, the LiteLLM proxy
     with the hook, three teams on three tiers sending traffic through the OpenAI SDK, feedback after every
@@ -486,6 +493,9 @@ def demo(
 
     if data is not None and not data.exists():
         _fail(FileNotFoundError(f"--data: no such file: {data}"))
+    tier_lams = _floats(lambdas, "--lambdas")
+    if len(tier_lams) != 3 or min(tier_lams) < 0:
+        raise typer.BadParameter(f"--lambdas takes three numbers >= 0 (premium, standard, economy), got {lambdas!r}")
     run_demo(
         DemoConfig(
             data=data,
@@ -498,6 +508,8 @@ def demo(
             seed=seed,
             out=out,
             device=device,
+            lambdas=(tier_lams[0], tier_lams[1], tier_lams[2]),
+            replay=replay,
         ),
         echo=typer.echo,
     )

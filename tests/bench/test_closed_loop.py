@@ -1,6 +1,7 @@
-"""The closed loop end to end on a small generated world: every request answered through the proxy,
-feedback stored, retrain between rounds -- and the gateway learns: after one retrain its own (greedy)
-choices beat uniform routing by a wide margin on the mean over tiers, and the plot and table are written."""
+"""The closed loop on a small generated world: through the proxy end to end (every request answered,
+feedback stored, retrain between rounds, the new router swapped in), and in replay mode at a volume where
+learning can be judged: the gateway's own choices must beat uniform routing and not fall below the best
+single model."""
 
 import json
 
@@ -13,30 +14,41 @@ from regret_gateway.bench.closed_loop import BASELINES, DemoConfig, run_demo
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_closed_loop_learns_from_its_own_logs(tmp_path):
+    """Replay mode (the hook, the store and retrain in-process, 150 requests per tier and round): after one
+    retrain the router's own (greedy) choices beat uniform routing and its cold start by a wide margin, and
+    are not below the best single model (chosen with full feedback) by more than 3 points on the mean over
+    tiers -- about the paired noise of 150 requests per tier."""
+    lines: list[str] = []
+    doc = run_demo(DemoConfig(world_size=600, rounds=2, requests=150, out=tmp_path, device="cpu", replay=True), echo=lines.append)
+    rounds = doc["rounds"]
+    assert [(r["round"], r["tier"]) for r in rounds] == [(k, t) for k in range(2) for t in ("premium", "standard", "economy")]
+    assert doc["hook"]["routed"] == 2 * 3 * 150 and doc["hook"]["fallback"] == 0 and doc["hook"]["writer_dropped"] == 0
+    last = [r for r in rounds if r["round"] == 1]
+    greedy, uniform, best_single = (
+        np.mean([r["utility"][k] for r in last]) for k in ("gateway-greedy", "uniform", "best-single")
+    )
+    cold = np.mean([r["utility"]["gateway"] for r in rounds if r["round"] == 0])
+    assert greedy > uniform + 10 and greedy > cold + 10, "\n".join(lines)
+    assert greedy > best_single - 3, "\n".join(lines)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_demo_runs_through_the_proxy(tmp_path):
+    """The HTTP demo: every request through LiteLLM and the OpenAI SDK, its audit and feedback through the
+    routes, one retrain published and swapped in; the table, JSON and plot are written."""
     lines: list[str] = []
     doc = run_demo(
-        DemoConfig(world_size=500, rounds=2, requests=80, out=tmp_path, device="cpu", concurrency=8), echo=lines.append
+        DemoConfig(world_size=500, rounds=2, requests=70, out=tmp_path, device="cpu", concurrency=8), echo=lines.append
     )
     rounds = doc["rounds"]
-    assert [(r["round"], r["tier"]) for r in rounds] == [
-        (0, "premium"),
-        (0, "standard"),
-        (0, "economy"),
-        (1, "premium"),
-        (1, "standard"),
-        (1, "economy"),
-    ]
+    assert [(r["round"], r["tier"]) for r in rounds] == [(k, t) for k in range(2) for t in ("premium", "standard", "economy")]
     assert all(set(r["utility"]) == set(BASELINES) for r in rounds)
     hook = doc["hook"]
-    assert hook["routed"] == 2 * 3 * 80 and hook["fallback"] <= 5 and hook["writer_dropped"] == 0
+    assert hook["routed"] == 2 * 3 * 70 and hook["fallback"] <= 5 and hook["writer_dropped"] == 0
     assert any("retrain after round 0: published" in line for line in lines), "\n".join(lines)
     last = [r for r in rounds if r["round"] == 1]
-    greedy = np.mean([r["utility"]["gateway-greedy"] for r in last])
-    uniform = np.mean([r["utility"]["uniform"] for r in last])
-    cold = np.mean([r["utility"]["gateway"] for r in rounds if r["round"] == 0])
-    # the uniform cold start is ~uniform; one retrain on ~240 logged rows must lift the router well above it
-    assert greedy > uniform + 10 and greedy > cold + 10, "\n".join(lines)
-    assert all(r["router_version"] and r["router_version"] != "None" for r in last)
+    assert all(r["router_version"] and r["router_version"] != "None" for r in last)  # the new version serves
     assert (tmp_path / "closed_loop.png").stat().st_size > 10_000
     assert len(json.loads((tmp_path / "closed_loop.json").read_text())["rounds"]) == 6
 

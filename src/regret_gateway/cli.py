@@ -171,8 +171,10 @@ def bench_offline(
                 "rm-classification",
                 "rm-softmax",
                 "rm-interval",
+                "rm-cluster",
             ]
-        ),
+        )
+        + " (the served row compares RM-Interval, RM-Softmax, R&C and RM-Cluster among those run with the best constant model)",
     ),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Use a seeded random subset of N prompts."),
     seed: int = typer.Option(0, "--seed", help="Seed of the first trial (trial k uses seed+k)."),

@@ -22,6 +22,7 @@ from regret_gateway.evaluation.offline import MethodTrials, OfflineConfig, Offli
 
 PAIRS = (
     ("served", "single-best"),
+    ("rm-cluster", "single-best"),
     ("rm-softmax", "single-best"),
     ("rm-softmax", "r-and-c"),
     ("rm-softmax", "baseline"),

@@ -157,8 +157,10 @@ class _World:
         return content, 0, max(0, int(round(self.bench.cost[i, t] / OUTPUT_PRICE)))
 
     def encode(self, texts) -> np.ndarray:
-        """The replay's embedder: the world's own embeddings of its prompts (as the hook sees them, stripped)."""
-        return np.stack([self.X[self._row_of.get(t, self._row_of.get(t.strip(), -1))] for t in texts])
+        """The replay's embedder: the world's own embeddings of its prompts (as sent, or stripped as the hook
+        routes them); a text that is not one of them -- the gateway's warm-up -- gets the zero vector."""
+        rows = [self._row_of.get(t) for t in texts]
+        return np.stack([self.X[i] if i is not None else np.zeros(self.X.shape[1], dtype=self.X.dtype) for i in rows])
 
     def __post_init__(self) -> None:
         self._row_of = {p: i for i, p in enumerate(self.bench.prompts)}  # one recorded row per distinct prompt

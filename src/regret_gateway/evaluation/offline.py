@@ -59,9 +59,9 @@ class OfflineConfig:
     outcome_preset: str = OUTCOME_PRESET  # outcome models of the nuisance stage ("paper")
     tau: float = 1.0  # chosen on validation (README); the paper's value is 100
     ties: str = "share"
-    evaluate_on: str = (
-        "test"  # "dev": score on a seeded slice of the train prompts held out from everything (choose settings without test)
-    )
+    # "dev": score on a seeded slice of the train prompts held out from everything (choose settings without
+    # test); "val": on the validation prompts (which also early-stop the routers and make the served choice)
+    evaluate_on: str = "test"
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in method_names()]
@@ -230,8 +230,8 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         rng = np.random.default_rng(seed)
         train, val, test = _split(bench, rng)
         if config.evaluate_on == "dev":  # a slice of train the size of val, held out from logs, training and selection
-            pool = rng.permutation(train)
-            test, train = np.sort(pool[: len(val)]), np.sort(pool[len(val) :])
+            order = rng.permutation(train)
+            test, train = np.sort(order[: len(val)]), np.sort(order[len(val) :])
         pool = np.concatenate([train, val])
         logs_pool = simulate_logs(
             full.subset(pool), policy=config.logging_policy, temperature=config.logging_temperature, seed=seed

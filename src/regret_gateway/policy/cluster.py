@@ -80,8 +80,8 @@ class RMCluster(Router):
             raise ValueError(f"`clusters` must be numbers >= 1, got {clusters}")
         self.clusters, self.min_rows_per_model = tuple(clusters), float(min_rows_per_model)
 
-    def _policy(self, data: TrainingData, k: int) -> ClusterPolicy:
-        Z = unit_rows(np.asarray(data.X, dtype=np.float64))
+    def _policy(self, data: TrainingData, Z: np.ndarray, k: int) -> ClusterPolicy:
+        """The K-cluster policy on the training rows, whose unit embeddings are ``Z``."""
         C = spherical_kmeans(Z, k, seed=self.random_state)
         a = np.argmax(Z @ C.T, axis=1)
         quality, cost = data.scores.quality, data.scores.cost
@@ -91,7 +91,8 @@ class RMCluster(Router):
         lam = check_lambdas(lambdas)
         n, T = data.scores.quality.shape
         ks = [k for k in sorted(set(self.clusters)) if k == 1 or n / (k * T) >= self.min_rows_per_model] or [1]
-        policies = {k: self._policy(data, k) for k in ks}
+        Z = unit_rows(np.asarray(data.X, dtype=np.float64))
+        policies = {k: self._policy(data, Z, k) for k in ks}
         regret = {  # (n_val,) validation regret per row, averaged over the lambdas
             k: np.mean([row_regret(data.val_scores.utility(l), p.choose(data.X_val, l)) for l in lam], axis=0)
             for k, p in policies.items()

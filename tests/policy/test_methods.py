@@ -61,6 +61,8 @@ def test_rm_softmax_beats_uniform_single_best_and_naive(setting):
         "cf-regression",
         "rm-classification",
         "full-feedback",
+        "full-info-regret",
+        "full-info-regression",
         "rm-interval",
         "rm-cluster",
     ],
@@ -76,9 +78,11 @@ def test_every_method_learns_something(setting, name):
     assert _utility(test, actions).mean() > uniform.mean() + 5
 
 
-def test_registry_has_the_papers_nine_methods_and_rm_cluster():
+def test_registry_has_the_papers_nine_methods_rm_cluster_and_the_full_information_references():
     assert method_names() == [
         "full-feedback",
+        "full-info-regret",
+        "full-info-regression",
         "baseline",
         "r-and-c",
         "carrot-knn",
@@ -93,6 +97,18 @@ def test_registry_has_the_papers_nine_methods_and_rm_cluster():
         make_router("nope")
     with pytest.raises(RuntimeError, match="not fitted"):
         make_router("rm-softmax").predict(np.zeros((2, 8)), [0.0])
+
+
+@pytest.mark.slow
+def test_full_information_regret_is_a_ceiling_for_the_log_trained_rm_router(setting):
+    """The same network and objective as RM-Softmax on the true utilities of every model: at least as good
+    as RM-Softmax on DR scores of the logs, and a full-information router (it trains on the oracle's data)."""
+    data, _, test, oracle = setting
+    full = make_router("full-info-regret", train=FAST, hidden=(64, 64))
+    assert full.full_information and make_router("full-info-regression").full_information
+    ceiling = _utility(test, full.fit(oracle, LAMBDAS).predict(test.X, LAMBDAS))
+    rm = _utility(test, make_router("rm-softmax", train=FAST, hidden=(64, 64)).fit(data, LAMBDAS).predict(test.X, LAMBDAS))
+    assert ceiling.mean() >= rm.mean() - 0.5
 
 
 def test_per_lambda_policy_refuses_an_untrained_lambda(setting):

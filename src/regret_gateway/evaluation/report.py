@@ -27,6 +27,9 @@ PAIRS = (
     ("rm-softmax", "r-and-c"),
     ("rm-softmax", "baseline"),
     ("full-feedback", "rm-softmax"),
+    ("full-info-regret", "full-feedback"),
+    ("full-info-regret", "single-best"),
+    ("served", "full-info-regret"),
 )
 
 

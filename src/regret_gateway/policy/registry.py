@@ -10,6 +10,8 @@ from regret_gateway.policy.methods import (
     CarrotKNN,
     CFRegression,
     FullFeedbackPolicy,
+    FullInfoRegression,
+    FullInfoRegret,
     RandC,
     RMClassification,
     RMSoftmax,
@@ -20,6 +22,8 @@ ROUTERS: dict[str, type[Router]] = {
     cls.name: cls
     for cls in (
         FullFeedbackPolicy,
+        FullInfoRegret,
+        FullInfoRegression,
         Baseline,
         RandC,
         CarrotKNN,

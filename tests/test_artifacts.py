@@ -94,6 +94,21 @@ def test_a_per_tier_policy_routes_each_tier_with_its_own_policy(tmp_path, router
     assert np.array_equal(served.choose(test.X, 500.0), rm.choose(test.X, 500.0))  # nearer to 200 than to 1000
     with pytest.raises(ValueError, match="same models"):
         PerTierPolicy([0.0, 1.0], [rm, ConstantPolicy(("x", "y", "z"), "x")], ["a", "b"])
+    assert served.utility_estimates(test.X, 0.0) is None  # RM-Interval's logits and a constant are not utilities
+
+
+def test_a_per_tier_policy_carries_its_utility_estimator_through_an_artifact(tmp_path, router, setting):  # noqa: F811
+    """Exploration's estimates survive save and load exactly, for every tier whatever it serves."""
+    from regret_gateway.servable import PerTierPolicy
+
+    data, _, test, _ = setting
+    estimator = make_router("r-and-c").fit(data, [0.0]).to_policy()
+    policy = PerTierPolicy([0.0, 500.0], [router.to_policy(), ConstantPolicy(MODELS, "large")], ["rm-interval", "c"], estimator)
+    path = save_artifact(tmp_path, policy=policy, tiers={"p": 0.0, "e": 500.0}, embedder={"model": "m"})
+    served = load_artifact(path, models=MODELS)
+    for lam in (0.0, 500.0):
+        np.testing.assert_allclose(served.utility_estimates(test.X, lam), estimator.logits(test.X, lam), rtol=1e-6)
+    assert np.array_equal(served.logits(test.X, 500.0).argmax(1), np.full(test.n_samples, 2))  # routing unchanged
 
 
 @pytest.mark.parametrize(

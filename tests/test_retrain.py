@@ -100,6 +100,10 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
     artifact = load_artifact(tmp_path / "artifacts" / result.version)
     # one stored policy per distinct candidate served (RM-Interval / R&C shared by tiers are stored once)
     assert len(artifact.policy.state()["policies"]) == len(set(artifact.policy.labels))
+    # the artifact carries this retrain's utility estimates for exploration, whatever each tier serves
+    for row in result.tiers:
+        estimates = artifact.utility_estimates(X[:50], row.lam)
+        assert estimates is not None and estimates.shape == (50, len(bench.model_names))
     for row in result.tiers:
         lam = row.lam
         U = bench.quality - lam * bench.cost  # the truth: every model's outcome on every prompt

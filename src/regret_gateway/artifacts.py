@@ -53,6 +53,9 @@ class RouterArtifact:
     def logits(self, X: np.ndarray, lam: float) -> np.ndarray:
         return self.policy.logits(X, lam)
 
+    def utility_estimates(self, X: np.ndarray, lam: float) -> np.ndarray | None:
+        return self.policy.utility_estimates(X, lam)
+
 
 def new_version_id() -> str:
     return datetime.now(timezone.utc).strftime("v%Y%m%d-%H%M%S-") + os.urandom(3).hex()

@@ -163,6 +163,8 @@ def bench_offline(
         + ", ".join(
             [
                 "full-feedback",
+                "full-info-regret",
+                "full-info-regression",
                 "baseline",
                 "r-and-c",
                 "carrot-knn",
@@ -472,6 +474,9 @@ def demo(
     world_size: int = typer.Option(2000, "--world-size", min=200, help="Prompts in the generated world."),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Concurrent client requests."),
     epsilon: float = typer.Option(0.1, "--epsilon", min=0.0, max=1.0, help="Exploration rate of every tier."),
+    exploration: str = typer.Option(
+        "igw", "--exploration", help="How each tier spends epsilon: igw (inverse gap weighting, default) | uniform."
+    ),
     seed: int = typer.Option(0, "--seed"),
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output folder (closed_loop.json/.md/.png)."),
     device: str = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda."),
@@ -490,9 +495,12 @@ def demo(
     """The closed loop on embedded defaults: a mock upstream serving a full-feedback world, the LiteLLM proxy
     with the hook, three teams on three tiers sending traffic through the OpenAI SDK, feedback after every
     answer, retrain between rounds. Prints a table per round and writes a PNG of utility per round and tier
-    for the gateway vs cheapest, best single model, uniform, LiteLLM's adaptive router and Full-Feedback."""
+    for the gateway vs cheapest, best single model, uniform, LiteLLM's adaptive router and the
+    full-information references (Full-Feedback and the best full-information router)."""
     from regret_gateway.bench.closed_loop import DemoConfig, run_demo
 
+    if exploration not in ("igw", "uniform"):
+        raise typer.BadParameter(f"--exploration is igw or uniform, got {exploration!r}")
     if data is not None and not data.exists():
         _fail(FileNotFoundError(f"--data: no such file: {data}"))
     tier_lams = _floats(lambdas, "--lambdas")
@@ -507,6 +515,7 @@ def demo(
             world_size=world_size,
             concurrency=concurrency,
             epsilon=epsilon,
+            exploration=exploration,
             seed=seed,
             out=out,
             device=device,

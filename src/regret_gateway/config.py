@@ -8,7 +8,7 @@ The YAML is either a file of its own or the ``regret_gateway:`` section of the L
       models: [gpt-4o-mini, llama-3-70b, gpt-4o]     # LiteLLM model groups the router may pick
       default_tier: standard
       tiers:
-        premium:  {lam: 0,    epsilon: 0.02, fallback: gpt-4o}
+        premium:  {lam: 0,    epsilon: 0.02, fallback: gpt-4o}   # exploration: igw (default) | uniform
         standard: {lam: 200,  epsilon: 0.05, fallback: gpt-4o-mini}
         economy:  {lam: 1000, epsilon: 0.05, fallback: gpt-4o-mini}
       teams:
@@ -38,10 +38,19 @@ class _Strict(BaseModel):
 
 
 class TierSpec(_Strict):
-    """A cost tier: its lambda (utility = quality - lam * cost in USD), exploration rate and fallback."""
+    """A cost tier: its lambda (utility = quality - lam * cost in USD), exploration and fallback.
+
+    Exploration (``gateway/decisions.py``): ``epsilon`` is the share of the tier's traffic sent to a model
+    other than the router's choice. ``igw`` (default) spreads it by inverse gap weighting over the
+    router's utility estimates -- a model ``gap`` utility points below the best gets weight
+    1 / (1 + igw_gamma * gap) -- with every model at least ``min(min_propensity, epsilon / (T - 1))``;
+    ``uniform`` is classic epsilon-greedy (epsilon / T each)."""
 
     lam: float = Field(ge=0.0)
     epsilon: float = Field(default=0.05, ge=0.0, le=1.0)
+    exploration: Literal["igw", "uniform"] = "igw"
+    igw_gamma: float = Field(default=50.0, ge=0.0)
+    min_propensity: float = Field(default=0.002, ge=0.0, le=1.0)
     fallback: str | None = None  # model used when routing fails; default: the first model
 
     @field_validator("lam")

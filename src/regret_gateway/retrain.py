@@ -266,7 +266,8 @@ def evaluate(
     learner, hold: LoggedFeedback, tiers, active: RouterArtifact | None, opts: RetrainOptions
 ) -> tuple[list[TierEvaluation], PerTierPolicy]:
     """Per tier: every candidate's DR/SNIPS value on the held-out rows and the choice of what to serve
-    (:func:`regret_gateway.ope.select`). Returns the evaluations and the per-tier policy they describe."""
+    (:func:`regret_gateway.ope.select`). Returns the evaluations and the per-tier policy they describe, with
+    this retrain's R&C outcome networks as its utility estimator (exploration reads it, whatever a tier serves)."""
     nuisance = learner.nuisance_
     q_hat, c_hat = nuisance.outcome_.predict(hold.X)
     p_hold = np.clip(nuisance.propensity_.observed(hold), 1e-3, 1.0) if hold.propensity is None else hold.propensity
@@ -292,7 +293,8 @@ def evaluate(
         )  # fmt: skip
         served_policies.append(pool[sel.served])
         labels.append(sel.served.split(" (")[0])
-    return rows, PerTierPolicy([spec.lam for _, spec in tiers], served_policies, labels)
+    estimator = pool["r-and-c"]  # this retrain's outcome networks: every tier's utility estimates for exploration
+    return rows, PerTierPolicy([spec.lam for _, spec in tiers], served_policies, labels, estimator)
 
 
 def publish(settings: Settings, engine: Engine, policy: ServablePolicy, rows: list[TierEvaluation], data_info: dict) -> Path:

@@ -20,6 +20,9 @@ Kinds:
 * ``per-tier`` (:class:`PerTierPolicy`): one policy of any kind per tier lambda (what ``retrain``
   publishes: each tier serves the candidate it chose). A lambda equal to a tier's uses that tier's
   policy; between two tiers served by the same policy, that policy; otherwise the nearest tier's.
+
+``utility_estimates(X, lam)``: what exploration reads -- R&C's and RM-Cluster's scores are estimated
+utilities; a per-tier policy carries R&C's outcome networks as its ``estimator`` for every tier.
 """
 
 from __future__ import annotations
@@ -57,17 +60,31 @@ class ServablePolicy:
     def n_models(self) -> int:
         return len(self.model_names)
 
-    def logits(self, X: np.ndarray, lam: float) -> np.ndarray:
-        """(n, T) scores of every model for each row of ``X`` (n, dim) at cost weight ``lam``."""
+    def _input(self, X: np.ndarray) -> torch.Tensor:
         X = np.require(X, np.float32, ["W"])  # torch wants a writable array; frozen containers get a copy
         if X.ndim != 2 or (self.dim is not None and X.shape[1] != self.dim):
             raise ValueError(f"`X` must have shape (n, {self.dim}), got {X.shape}")
+        return torch.as_tensor(X)
+
+    def logits(self, X: np.ndarray, lam: float) -> np.ndarray:
+        """(n, T) scores of every model for each row of ``X`` (n, dim) at cost weight ``lam``."""
         with torch.no_grad():
-            return self._logits(torch.as_tensor(X), check_lambda(lam)).numpy()
+            return self._logits(self._input(X), check_lambda(lam)).numpy()
 
     def choose(self, X: np.ndarray, lam: float) -> np.ndarray:
         """(n,) index of the chosen model per row."""
         return self.logits(X, lam).argmax(-1)
+
+    def utility_estimates(self, X: np.ndarray, lam: float) -> np.ndarray | None:
+        """(n, T) estimated utility quality - lam * cost of every model (in quality units), or None for a
+        policy whose scores are not utilities (RM-Interval's logits, the constant). Exploration spends its
+        share of traffic by these gaps (``gateway/decisions.py``)."""
+        with torch.no_grad():
+            out = self._utilities(self._input(X), check_lambda(lam))
+        return None if out is None else out.numpy()
+
+    def _utilities(self, X: torch.Tensor, lam: float) -> torch.Tensor | None:
+        return None
 
     def state(self) -> dict[str, Any]:
         """Tensors and plain values only (``torch.load(weights_only=True)`` reads them back)."""
@@ -182,6 +199,9 @@ class OutcomePolicy(ServablePolicy):
         quality, cost = outcome_heads(self.net, self.cost_scale, X)
         return quality - lam * cost
 
+    def _utilities(self, X, lam):
+        return self._logits(X, lam)
+
     def _state(self):
         return {
             "hidden": list(self.net.hidden),
@@ -249,6 +269,9 @@ class ClusterPolicy(ServablePolicy):
         k = self.clusters(X)
         return (self.quality[k] - lam * self.cost[k]).float()
 
+    def _utilities(self, X, lam):
+        return self._logits(X, lam)
+
     def _state(self):
         return {"centroids": self.centroids, "quality": self.quality, "cost": self.cost}
 
@@ -258,22 +281,31 @@ class ClusterPolicy(ServablePolicy):
 
 
 class PerTierPolicy(ServablePolicy):
-    """One policy per tier lambda, each labelled with the candidate it is (``rm-interval``, ``constant`` ...)."""
+    """One policy per tier lambda, each labelled with the candidate it is (``rm-interval``, ``constant`` ...),
+    and optionally an ``estimator`` (a policy whose scores are utilities, e.g. R&C's outcome networks) that
+    gives every tier its utility estimates for exploration, whatever kind the tier serves."""
 
     kind = "per-tier"
 
-    def __init__(self, tiers: Sequence[float], policies: Sequence[ServablePolicy], labels: Sequence[str]) -> None:
+    def __init__(
+        self,
+        tiers: Sequence[float],
+        policies: Sequence[ServablePolicy],
+        labels: Sequence[str],
+        estimator: ServablePolicy | None = None,
+    ) -> None:
         if not (len(tiers) == len(policies) == len(labels)) or not tiers:
             raise ValueError("a per-tier policy needs one policy and one label per tier")
         order = np.argsort(np.asarray(tiers, dtype=np.float64), kind="stable")
-        names = {p.model_names for p in policies}
-        dims = {p.dim for p in policies} - {None}
+        names = {p.model_names for p in [*policies, *([estimator] if estimator else [])]}
+        dims = {p.dim for p in [*policies, *([estimator] if estimator else [])]} - {None}
         if len(names) != 1 or len(dims) > 1:
             raise ValueError("the policies of a per-tier policy must route over the same models and embedding size")
         super().__init__(policies[0].model_names, dims.pop() if dims else None)
         self.tiers = np.asarray(tiers, dtype=np.float64)[order]
         self.policies = [policies[i] for i in order]
         self.labels = [str(labels[i]) for i in order]
+        self.estimator = estimator
 
     def policy_for(self, lam: float) -> ServablePolicy:
         tiers = self.tiers
@@ -287,6 +319,9 @@ class PerTierPolicy(ServablePolicy):
     def _logits(self, X, lam):
         return self.policy_for(lam)._logits(X, lam)
 
+    def _utilities(self, X, lam):
+        return (self.estimator or self.policy_for(lam))._utilities(X, lam)
+
     def _state(self):
         unique: list[ServablePolicy] = []
         for p in self.policies:
@@ -294,12 +329,14 @@ class PerTierPolicy(ServablePolicy):
                 unique.append(p)
         return {"tiers": [float(t) for t in self.tiers], "labels": list(self.labels),
                 "members": [next(i for i, u in enumerate(unique) if u is p) for p in self.policies],
-                "policies": [u.state() for u in unique]}  # fmt: skip
+                "policies": [u.state() for u in unique],
+                "estimator": None if self.estimator is None else self.estimator.state()}  # fmt: skip
 
     @classmethod
     def _from_state(cls, state, model_names):
         unique = [from_state(sub, model_names) for sub in state["policies"]]
-        return cls(state["tiers"], [unique[int(i)] for i in state["members"]], state["labels"])
+        estimator = None if state.get("estimator") is None else from_state(state["estimator"], model_names)
+        return cls(state["tiers"], [unique[int(i)] for i in state["members"]], state["labels"], estimator)
 
 
 KINDS: dict[str, type[ServablePolicy]] = {

@@ -68,3 +68,21 @@ def test_a_file_with_train_rows_only_still_gets_a_traffic_split(tmp_path):
     assert len(set(world.traffic_ix.tolist())) == 20 and any("no test split" in line for line in lines)
     again = _prepare(DemoConfig(data=tmp_path / "only_train.csv", device="cpu"), tmp_path, lines.append)
     assert np.array_equal(world.traffic_ix, again.traffic_ix)  # seeded: the same traffic every run
+
+
+@pytest.mark.slow
+def test_the_loops_ceiling_is_the_best_full_information_router_on_validation():
+    """``full-info`` routes each lambda with whichever full-information reference (Full-Feedback, the regret
+    objective or a regression on the true utilities) has the highest true utility on the val split."""
+    from regret_gateway.bench.closed_loop import FULL_INFORMATION, _FullInformation
+    from tests.conftest import make_world
+
+    world = make_world(n=900, seed=3)
+    train, val = world.subset(np.arange(600)), world.subset(np.arange(600, 900))
+    lams = [0.0, 100.0, 400.0]
+    ref = _FullInformation(train, val, lams, seed=0)
+    for lam in lams:
+        U = val.utility(lam)
+        value = {n: U[np.arange(val.n_samples), ref.predict(n, val.X, lam)].mean() for n in FULL_INFORMATION}
+        assert value[ref.best[lam]] == max(value.values())
+        assert np.array_equal(ref.predict("full-info", val.X, lam), ref.predict(ref.best[lam], val.X, lam))

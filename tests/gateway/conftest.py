@@ -96,8 +96,14 @@ def prompt_world(encoder) -> FullFeedback:
 
 
 @pytest.fixture(scope="session")
-def trained_router(prompt_world):
+def trained_router(trained_learner):
     """RM-Interval on simulated uniform logs of the world, tiers at lambda 0, 200, 1000."""
+    return trained_learner.policy_
+
+
+@pytest.fixture(scope="session")
+def trained_learner(prompt_world):
+    """The fitted learner behind ``trained_router`` (its nuisance stage holds R&C's outcome networks)."""
     from regret_gateway.causal.estimators import DoublyRobust, Nuisance
     from regret_gateway.causal.outcome import OutcomeModel
     from regret_gateway.causal.propensity import LoggedPropensity
@@ -114,4 +120,4 @@ def trained_router(prompt_world):
         propensity=LoggedPropensity(), outcome=OutcomeModel(train=fast), estimator=DoublyRobust(clip_scope="global")
     )
     learner = Learner(nuisance=nuisance, policy=RMInterval(tiers=[0.0, 200.0, 1000.0], train=fast, hidden=(64, 64)))
-    return learner.fit(tr, va, [0.0, 200.0, 1000.0]).policy_
+    return learner.fit(tr, va, [0.0, 200.0, 1000.0])

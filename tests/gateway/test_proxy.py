@@ -317,13 +317,14 @@ def test_requests_are_answered_while_the_database_is_down(routed):
         assert with_outcome(client, "support", rid)["outcome"]["status"] == "success"
 
 
-def test_exploration_rate_and_propensities_match_epsilon(trained_router, encoder):
-    """The decision rule itself, many draws: P(explore) = epsilon, logged propensity is exact."""
+def test_uniform_exploration_rate_and_propensities_match_epsilon(trained_router, encoder):
+    """Epsilon-greedy (``exploration: uniform``), many draws: P(explore) = epsilon, logged propensity is exact."""
     from regret_gateway.artifacts import RouterArtifact
     from regret_gateway.config import Settings, TierSpec
     from regret_gateway.gateway.decisions import ActiveRouter
 
-    settings = Settings(models=MODELS, default_tier="t", tiers={"t": TierSpec(lam=1000.0, epsilon=0.3)})
+    tier = TierSpec(lam=1000.0, epsilon=0.3, exploration="uniform")
+    settings = Settings(models=MODELS, default_tier="t", tiers={"t": tier})
     active = ActiveRouter(settings)
     active._artifact = RouterArtifact("v", MODELS, {"t": 1000.0}, {"model": "m"}, trained_router.to_policy())
     x = encoder([CODE_PROMPT])[0]

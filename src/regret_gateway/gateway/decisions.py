@@ -1,9 +1,18 @@
-"""Routing decisions with exact propensities: policy + epsilon exploration, cold start, fallback, and the
+"""Routing decisions with exact propensities: policy + exploration, cold start, fallback, and the
 active router that is swapped in atomically when a new version is published.
 
-Policy decision for tier lambda: the router's argmax t* over the tier's models, then with probability
-epsilon a uniformly random model instead. The probability of the chosen model t is exactly
-``(1 - eps) * 1[t = t*] + eps / T`` -- the propensity logged for off-policy learning.
+Policy decision for a tier (lambda, epsilon): the router's argmax t* over the models keeps 1 - epsilon
+of the traffic; epsilon goes to the other models (:func:`exploration_distribution`):
+
+* ``igw`` (default): inverse gap weighting (after SquareCB, Foster and Rakhlin 2020) over the router's
+  utility estimates u (quality - lambda * cost, ``ServablePolicy.utility_estimates``): a model with gap
+  g = max(0, u[t*] - u[t]) gets weight 1 / (1 + gamma * g), so exploration goes where the router is least
+  sure, and every model gets at least ``floor = min(min_propensity, epsilon / (T - 1))`` -- a bound on
+  the importance weight 1/p that the logs carry into retrain. Without utility estimates (an artifact that
+  has none) the gaps count as equal: epsilon / (T - 1) each.
+* ``uniform``: epsilon-greedy, each model epsilon / T and t* 1 - epsilon + epsilon / T.
+
+The logged propensity is the exact probability of the chosen model under that distribution.
 Cold start (no router yet): uniform over the models (p = 1/T), or a configured default model.
 """
 
@@ -33,6 +42,37 @@ class Choice:
 
 def fallback_model(settings: Settings, tier: str) -> str:
     return settings.tiers[tier].fallback or settings.models[0]
+
+
+def exploration_distribution(
+    best: int,
+    n_models: int,
+    epsilon: float,
+    *,
+    rule: str = "igw",
+    utilities: np.ndarray | None = None,
+    gamma: float = 50.0,
+    min_propensity: float = 0.0,
+) -> np.ndarray:
+    """(T,) probability of routing to each model when the router's choice is ``best`` (see the module doc)."""
+    T = n_models
+    p = np.zeros(T)
+    if epsilon <= 0 or T == 1:
+        p[best] = 1.0
+        return p
+    if rule == "uniform":
+        p[:] = epsilon / T
+        p[best] += 1.0 - epsilon
+        return p
+    if rule != "igw":
+        raise ValueError(f"unknown exploration rule {rule!r}; use igw or uniform")
+    others = np.arange(T) != best
+    gap = np.zeros(T) if utilities is None else np.maximum(utilities[best] - np.asarray(utilities, dtype=np.float64), 0.0)
+    weight = 1.0 / (1.0 + gamma * gap[others])
+    floor = min(min_propensity, epsilon / (T - 1))
+    p[others] = floor + (epsilon - (T - 1) * floor) * weight / weight.sum()
+    p[best] = 1.0 - epsilon
+    return p
 
 
 class ActiveRouter:
@@ -85,13 +125,21 @@ class ActiveRouter:
                 return Choice(fallback_model(settings, tier), 1.0, "cold_start", None)
             t = int(rng.integers(len(models)))
             return Choice(models[t], 1.0 / len(models), "cold_start", None)
-        logits = artifact.logits(x[None, :], spec.lam)[0]
+        X = x[None, :]
+        logits = artifact.logits(X, spec.lam)[0]
         scores = {m: float(v) for m, v in zip(artifact.model_names, logits)}
-        best = artifact.model_names[int(np.argmax(logits))]
-        eps, T = spec.epsilon, len(models)
-        explore = eps > 0 and rng.random() < eps
-        chosen = models[int(rng.integers(T))] if explore else best
-        propensity = (1.0 - eps) * (chosen == best) + eps / T
-        return Choice(
-            chosen, float(propensity), "exploration" if explore and chosen != best else "policy", artifact.version, scores
-        )
+        best = models.index(artifact.model_names[int(np.argmax(logits))])
+        utilities = None
+        if spec.epsilon > 0 and spec.exploration == "igw":
+            estimates = artifact.utility_estimates(X, spec.lam)
+            if estimates is not None:  # a configured model the router has not learned yet: gap 0, explored most
+                utilities = np.full(len(models), np.inf)
+                utilities[[models.index(m) for m in artifact.model_names]] = estimates[0]
+                utilities[~np.isfinite(utilities)] = utilities[best]
+        p = exploration_distribution(
+            best, len(models), spec.epsilon, rule=spec.exploration, utilities=utilities,
+            gamma=spec.igw_gamma, min_propensity=spec.min_propensity,
+        )  # fmt: skip
+        t = int(np.searchsorted(np.cumsum(p), rng.random(), side="right"))
+        t = t if t < len(models) and p[t] > 0 else best  # rounding at the top of the cumulative sum
+        return Choice(models[t], float(p[t]), "policy" if t == best else "exploration", artifact.version, scores)

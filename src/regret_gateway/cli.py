@@ -477,6 +477,9 @@ def demo(
     exploration: str = typer.Option(
         "igw", "--exploration", help="How each tier spends epsilon: igw (inverse gap weighting, default) | uniform."
     ),
+    igw_gamma: float = typer.Option(
+        50.0, "--igw-gamma", min=0.0, help="IGW's gamma: larger explores less where the router's estimates see a gap."
+    ),
     seed: int = typer.Option(0, "--seed"),
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output folder (closed_loop.json/.md/.png)."),
     device: str = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda."),
@@ -516,6 +519,7 @@ def demo(
             concurrency=concurrency,
             epsilon=epsilon,
             exploration=exploration,
+            igw_gamma=igw_gamma,
             seed=seed,
             out=out,
             device=device,

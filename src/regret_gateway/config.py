@@ -40,11 +40,11 @@ class _Strict(BaseModel):
 class TierSpec(_Strict):
     """A cost tier: its lambda (utility = quality - lam * cost in USD), exploration and fallback.
 
-    Exploration (``gateway/decisions.py``): ``epsilon`` is the share of the tier's traffic sent to a model
-    other than the router's choice. ``igw`` (default) spreads it by inverse gap weighting over the
-    router's utility estimates -- a model ``gap`` utility points below the best gets weight
-    1 / (1 + igw_gamma * gap) -- with every model at least ``min(min_propensity, epsilon / (T - 1))``;
-    ``uniform`` is classic epsilon-greedy (epsilon / T each)."""
+    Exploration (``gateway/decisions.py``): ``igw`` (default) sends a model ``gap`` utility points below
+    the router's choice (by the router's own estimates) a share epsilon / (T - 1) / (1 + igw_gamma * gap)
+    of the traffic, at least ``min(min_propensity, epsilon / (T - 1))``: epsilon is the most a tier
+    explores, spent in full only where the models look alike. ``uniform`` is classic epsilon-greedy
+    (epsilon / T each)."""
 
     lam: float = Field(ge=0.0)
     epsilon: float = Field(default=0.05, ge=0.0, le=1.0)

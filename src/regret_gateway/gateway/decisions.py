@@ -1,15 +1,17 @@
 """Routing decisions with exact propensities: policy + exploration, cold start, fallback, and the
 active router that is swapped in atomically when a new version is published.
 
-Policy decision for a tier (lambda, epsilon): the router's argmax t* over the models keeps 1 - epsilon
-of the traffic; epsilon goes to the other models (:func:`exploration_distribution`):
+Policy decision for a tier (lambda, epsilon): the router's argmax t* over the models, or with a small
+probability another model (:func:`exploration_distribution`):
 
 * ``igw`` (default): inverse gap weighting (after SquareCB, Foster and Rakhlin 2020) over the router's
   utility estimates u (quality - lambda * cost, ``ServablePolicy.utility_estimates``): a model with gap
-  g = max(0, u[t*] - u[t]) gets weight 1 / (1 + gamma * g), so exploration goes where the router is least
-  sure, and every model gets at least ``floor = min(min_propensity, epsilon / (T - 1))`` -- a bound on
-  the importance weight 1/p that the logs carry into retrain. Without utility estimates (an artifact that
-  has none) the gaps count as equal: epsilon / (T - 1) each.
+  g = max(0, u[t*] - u[t]) gets p = epsilon / (T - 1) / (1 + gamma * g), and never less than
+  ``floor = min(min_propensity, epsilon / (T - 1))``. Exploration goes where the router is least sure,
+  and shrinks as its estimates separate the models: epsilon is spent in full only where every model
+  looks as good as t*, and what exploring costs (sum of p * g, if the estimates are right) stays below
+  epsilon / gamma plus the floor's share. The floor bounds the importance weight 1/p that the logs
+  carry into retrain. Without utility estimates (an artifact that has none) the gaps count as 0.
 * ``uniform``: epsilon-greedy, each model epsilon / T and t* 1 - epsilon + epsilon / T.
 
 The logged propensity is the exact probability of the chosen model under that distribution.
@@ -68,10 +70,9 @@ def exploration_distribution(
         raise ValueError(f"unknown exploration rule {rule!r}; use igw or uniform")
     others = np.arange(T) != best
     gap = np.zeros(T) if utilities is None else np.maximum(utilities[best] - np.asarray(utilities, dtype=np.float64), 0.0)
-    weight = 1.0 / (1.0 + gamma * gap[others])
-    floor = min(min_propensity, epsilon / (T - 1))
-    p[others] = floor + (epsilon - (T - 1) * floor) * weight / weight.sum()
-    p[best] = 1.0 - epsilon
+    share = epsilon / (T - 1)
+    p[others] = np.maximum(min(min_propensity, share), share / (1.0 + gamma * gap[others]))
+    p[best] = 1.0 - p[others].sum()
     return p
 
 

@@ -42,7 +42,8 @@ class TierSpec(_Strict):
 
     Exploration (``gateway/decisions.py``): ``igw`` (default) sends a model ``gap`` utility points below
     the router's choice (by the router's own estimates) a share epsilon / (T - 1) / (1 + igw_gamma * gap)
-    of the traffic, at least ``min(min_propensity, epsilon / (T - 1))``: epsilon is the most a tier
+    of the traffic, at least ``min(min_propensity, epsilon / (T - 1))`` (default: a quarter of
+    epsilon / (T - 1)): epsilon is the most a tier
     explores, spent in full only where the models look alike. ``uniform`` is classic epsilon-greedy
     (epsilon / T each)."""
 
@@ -50,7 +51,7 @@ class TierSpec(_Strict):
     epsilon: float = Field(default=0.05, ge=0.0, le=1.0)
     exploration: Literal["igw", "uniform"] = "igw"
     igw_gamma: float = Field(default=50.0, ge=0.0)
-    min_propensity: float = Field(default=0.002, ge=0.0, le=1.0)
+    min_propensity: float | None = Field(default=None, ge=0.0, le=1.0)
     fallback: str | None = None  # model used when routing fails; default: the first model
 
     @field_validator("lam")

@@ -18,6 +18,8 @@ def test_igw_explores_at_most_epsilon_near_ties_most_and_every_model_above_the_f
     # nearer the choice -> explored more: model 1 (gap 0.01) > model 5 (0.02) > model 2 (0.30) > model 4 (1.2)
     assert p[1] > p[5] > p[2] > p[4]
     assert p[1] == pytest.approx(0.1 / 8 / 1.5)  # epsilon / (T - 1) / (1 + gamma * gap)
+    # the default floor: a quarter of epsilon / (T - 1), so one model's exploration weights differ by <= 4x
+    assert exploration_distribution(0, 9, 0.1, utilities=u, gamma=50.0).min() == pytest.approx(0.1 / 8 / 4)
     # where every model looks as good as the choice, epsilon is spent in full, evenly
     assert np.allclose(exploration_distribution(0, 9, 0.1, utilities=np.full(9, 0.5))[1:], 0.1 / 8)
 

@@ -25,7 +25,10 @@ class LocalServer:
         import uvicorn
 
         self.port = port
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+        # keep-alive longer than a retrain between rounds: at uvicorn's 5 s the server closes the clients' pooled
+        # connections while they sit idle, and a request racing that close fails with "Server disconnected"
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", timeout_keep_alive=600)
+        self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def __enter__(self) -> "LocalServer":

@@ -6,8 +6,9 @@ probability another model (:func:`exploration_distribution`):
 
 * ``igw`` (default): inverse gap weighting (after SquareCB, Foster and Rakhlin 2020) over the router's
   utility estimates u (quality - lambda * cost, ``ServablePolicy.utility_estimates``): a model with gap
-  g = max(0, u[t*] - u[t]) gets p = epsilon / (T - 1) / (1 + gamma * g), and never less than
-  ``floor = min(min_propensity, epsilon / (T - 1))``. Exploration goes where the router is least sure,
+  g = max(0, u[t*] - u[t]) gets p = epsilon / (T - 1) / (1 + gamma * g), and never less than the floor
+  ``min(min_propensity, epsilon / (T - 1))`` (default: a quarter of epsilon / (T - 1), so the importance
+  weights of one model's rows differ by at most 4x across its exploration rows). Exploration goes where the router is least sure,
   and shrinks as its estimates separate the models: epsilon is spent in full only where every model
   looks as good as t*, and what exploring costs (sum of p * g, if the estimates are right) stays below
   epsilon / gamma plus the floor's share. The floor bounds the importance weight 1/p that the logs
@@ -54,7 +55,7 @@ def exploration_distribution(
     rule: str = "igw",
     utilities: np.ndarray | None = None,
     gamma: float = 50.0,
-    min_propensity: float = 0.0,
+    min_propensity: float | None = None,
 ) -> np.ndarray:
     """(T,) probability of routing to each model when the router's choice is ``best`` (see the module doc)."""
     T = n_models
@@ -71,7 +72,8 @@ def exploration_distribution(
     others = np.arange(T) != best
     gap = np.zeros(T) if utilities is None else np.maximum(utilities[best] - np.asarray(utilities, dtype=np.float64), 0.0)
     share = epsilon / (T - 1)
-    p[others] = np.maximum(min(min_propensity, share), share / (1.0 + gamma * gap[others]))
+    floor = share / 4 if min_propensity is None else min(min_propensity, share)
+    p[others] = np.maximum(floor, share / (1.0 + gamma * gap[others]))
     p[best] = 1.0 - p[others].sum()
     return p
 

@@ -456,7 +456,8 @@ def _verdict(table: list[RoundStats]) -> str:
     lines.append(
         f"  mean over tiers: greedy {mean['gateway-greedy']:.1f} vs best single {mean['best-single']:.1f} "
         f"({lift:+.1f}; {'>=' if lift >= 1 else 'NOT'} +1), vs best full-information router {ceiling:.1f} "
-        f"({gap:.1f}% below; {'within' if gap <= 5 else 'NOT within'} 5%); teams got {mean['gateway']:.1f}"
+        f"({abs(gap):.1f}% {'below' if gap > 0 else 'above'}; {'within' if gap <= 5 else 'NOT within'} 5%); "
+        f"teams got {mean['gateway']:.1f}"
     )
     return "\n".join(lines)
 

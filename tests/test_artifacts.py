@@ -109,6 +109,12 @@ def test_a_per_tier_policy_carries_its_utility_estimator_through_an_artifact(tmp
     for lam in (0.0, 500.0):
         np.testing.assert_allclose(served.utility_estimates(test.X, lam), estimator.logits(test.X, lam), rtol=1e-6)
     assert np.array_equal(served.logits(test.X, 500.0).argmax(1), np.full(test.n_samples, 2))  # routing unchanged
+    # an estimator that is also a tier's policy is stored once and comes back as that same policy
+    shared = PerTierPolicy([0.0, 500.0], [estimator, ConstantPolicy(MODELS, "large")], ["r-and-c", "c"], estimator)
+    assert len(shared.state()["policies"]) == 2
+    path = save_artifact(tmp_path, policy=shared, tiers={"p": 0.0, "e": 500.0}, embedder={"model": "m"})
+    back = load_artifact(path, models=MODELS).policy
+    assert back.estimator is back.policies[0]
 
 
 @pytest.mark.parametrize(

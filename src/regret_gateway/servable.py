@@ -324,18 +324,22 @@ class PerTierPolicy(ServablePolicy):
 
     def _state(self):
         unique: list[ServablePolicy] = []
-        for p in self.policies:
+        for p in [*self.policies, *([self.estimator] if self.estimator else [])]:
             if not any(p is u for u in unique):
-                unique.append(p)
+                unique.append(p)  # the estimator is often a tier's own R&C: stored once, like a shared policy
+
+        def index(p: ServablePolicy) -> int:
+            return next(i for i, u in enumerate(unique) if u is p)
+
         return {"tiers": [float(t) for t in self.tiers], "labels": list(self.labels),
-                "members": [next(i for i, u in enumerate(unique) if u is p) for p in self.policies],
+                "members": [index(p) for p in self.policies],
                 "policies": [u.state() for u in unique],
-                "estimator": None if self.estimator is None else self.estimator.state()}  # fmt: skip
+                "estimator": None if self.estimator is None else index(self.estimator)}  # fmt: skip
 
     @classmethod
     def _from_state(cls, state, model_names):
         unique = [from_state(sub, model_names) for sub in state["policies"]]
-        estimator = None if state.get("estimator") is None else from_state(state["estimator"], model_names)
+        estimator = None if state.get("estimator") is None else unique[int(state["estimator"])]
         return cls(state["tiers"], [unique[int(i)] for i in state["members"]], state["labels"], estimator)
 
 

@@ -177,11 +177,15 @@ def select(
 
     The best candidate by DR value replaces the incumbent only when the lower end of the paired bootstrap
     interval of its gain exceeds ``required`` (``force``: whenever it is better at all). Never worse than the
-    incumbent with confidence: a tier whose candidates cannot show a gain keeps what it has."""
+    incumbent with confidence: a tier whose candidates cannot show a gain keeps what it has. The best of
+    several challengers is the one whose noise flattered it most, so the gain's interval is taken at
+    ``alpha / challengers`` (Bonferroni): ``alpha`` bounds the chance that any challenger without a real
+    gain replaces the incumbent, however many there are."""
     if incumbent not in candidates:
         raise ValueError(f"the incumbent {incumbent!r} must be one of the candidates {sorted(candidates)}")
     values = {name: data.value(a, lam, n_boot=n_boot, alpha=alpha, seed=seed) for name, a in candidates.items()}
     best = max(values, key=lambda name: (values[name].dr, name == incumbent))
-    gain, ci = data.gain(candidates[best], candidates[incumbent], lam, n_boot=n_boot, alpha=alpha, seed=seed)
+    family = alpha / max(1, len(candidates) - 1)
+    gain, ci = data.gain(candidates[best], candidates[incumbent], lam, n_boot=n_boot, alpha=family, seed=seed)
     confident = ci[0] > required or (force and gain > 0)
     return Selection(best if best != incumbent and confident else incumbent, incumbent, best, gain, ci, values)

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from regret_gateway.cli import app
@@ -11,15 +12,20 @@ from tests.evaluation.test_loaders import rb_row, write_routerbench
 runner = CliRunner()
 
 
-def test_bench_offline_wiring(tmp_path):
+def _tiny_benchmark(folder):
+    """A RouterBench-layout train/test pair: the small model solves the code prompts only, the large one most."""
     rng = np.random.default_rng(0)
     rows = []
     for i in range(160):
         code = i % 2 == 0
         rows.append(rb_row(i, q_small=float(code and rng.random() < 0.9), q_large=float(rng.random() < 0.9)))
         rows[-1]["prompt"] = repr([("Write a Python function number " if code else "Explain the history of ") + str(i)])
-    write_routerbench(tmp_path / "tiny_train.csv", rows[:120])
-    write_routerbench(tmp_path / "tiny_test.csv", rows[120:])
+    write_routerbench(folder / "tiny_train.csv", rows[:120])
+    write_routerbench(folder / "tiny_test.csv", rows[120:])
+
+
+def test_bench_offline_wiring(tmp_path):
+    _tiny_benchmark(tmp_path)
     out = tmp_path / "out"
     result = runner.invoke(
         app,
@@ -57,6 +63,27 @@ def test_bench_offline_wiring(tmp_path):
     assert all(u <= o + 1e-9 for name, mm in doc["methods"].items() for u, o in zip(mm["utility_mean"], oracle))
     assert (out / "utility.md").read_text().startswith("Test utility x100")
     assert (out / "accuracy_cost.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_bench_backends_routes_the_same_with_torch_and_onnx(tmp_path):
+    _tiny_benchmark(tmp_path)
+    result = runner.invoke(app, ["bench", "backends", "--data", str(tmp_path), "--lambdas", "0,100"])
+    assert result.exit_code == 0, result.output
+    assert "cosine torch vs onnx: min 0.9999" in result.output or "cosine torch vs onnx: min 1.0000" in result.output
+    assert "| 0 | 0 (0.00%) |" in result.output and "| 100 | 0 (0.00%) |" in result.output
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_bench_gateway_prints_torch_and_onnx_hook_rows_side_by_side():
+    result = runner.invoke(app, ["bench", "gateway", "--requests", "10", "--concurrency", "1", "--prompts", "short"])
+    assert result.exit_code == 0, result.output
+    for backend in ("torch", "onnx"):
+        assert f"| short | regret-gateway hook | {backend} | 1 |" in result.output, result.output
+        assert f"hook ({backend}): routed=30 fallback=0" in result.output  # 10 + the 20 warm-up requests
+    bad = runner.invoke(app, ["bench", "gateway", "--backends", "tensorrt"])
+    assert bad.exit_code == 2 and "unknown --backends/--prompts values: ['tensorrt']" in bad.output
 
 
 def test_bench_offline_clear_errors(tmp_path):
@@ -205,3 +232,10 @@ def test_retrain_every_keeps_going_when_the_store_is_down(tmp_path, monkeypatch)
     monkeypatch.setattr(cli.time, "sleep", nap)
     result = runner.invoke(app, ["retrain", "--url", DOWN, "--every", "90s"])
     assert naps == [90.0, 90.0] and result.output.count("store unreachable") == 2, result.output
+
+
+def test_bench_routing_times_each_step():
+    result = runner.invoke(app, ["bench", "routing", "--calls", "100", "--dim", "16"])
+    assert result.exit_code == 0, result.output
+    for step in ("choose, one request (igw)", "policy forward, batch 1024", "log a decision (record + queue)"):
+        assert f"| {step} |" in result.output, result.output

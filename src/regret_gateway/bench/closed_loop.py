@@ -58,6 +58,7 @@ class DemoConfig:
     device: str = "auto"
     lambdas: tuple[float, float, float] = (0.0, 200.0, 1000.0)  # premium, standard, economy
     replay: bool = False  # call the hook, store and retrain in-process instead of through HTTP (for volume)
+    paper_template: bool = False  # the gateway embeds the paper's template, {dataset} = the request's tags (its task)
 
     @property
     def tiers(self) -> tuple[tuple[str, str, float], ...]:
@@ -165,6 +166,7 @@ class _World:
     cheapest: int
     adaptive: dict[float, _AdaptiveBaseline]
     responses: dict[tuple[str, str], str]
+    template: str | None = None  # the context template X was embedded with ({dataset}: the prompt's task)
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -180,18 +182,27 @@ class _World:
         content = self.responses.get((model, text)) or f"[{model}] recorded answer (correct={correct:.0f})"
         return content, 0, max(0, int(round(self.bench.cost[i, t] / OUTPUT_PRICE)))
 
+    def tags(self, i: int) -> list[str]:
+        """The tags a team sends with prompt ``i``: its task."""
+        return [str(self.bench.groups[i])]
+
     def encode(self, texts) -> np.ndarray:
-        """The replay's embedder: the world's own embeddings of its prompts (as sent, or stripped as the hook
-        routes them); a text that is not one of them -- the gateway's warm-up -- gets the zero vector."""
-        rows = [self._row_of.get(t) for t in texts]
+        """The replay's embedder: the world's own embeddings of what the hook embeds (each prompt as sent or
+        stripped, inside the template with its tags); a text that is not one of them -- the gateway's
+        warm-up -- gets the zero vector."""
+        rows = [self._seen_row.get(t) for t in texts]
         return np.stack([self.X[i] if i is not None else np.zeros(self.X.shape[1], dtype=self.X.dtype) for i in rows])
 
     def __post_init__(self) -> None:
+        from regret_gateway.context import render
+
         self._row_of = {p: i for i, p in enumerate(self.bench.prompts)}  # one recorded row per distinct prompt
         self._row_of.update({p.strip(): i for p, i in self._row_of.items() if p.strip() not in self._row_of})
+        self._seen_row = {render(self.template, p, {"tags": self.tags(i)}): i for p, i in self._row_of.items()}
 
 
 def _prepare(cfg: DemoConfig, work: Path, echo) -> _World:
+    from regret_gateway.context import PAPER_TEMPLATE
     from regret_gateway.data import FullFeedback
     from regret_gateway.embedding import Embedder, default_cache_dir
 
@@ -206,7 +217,9 @@ def _prepare(cfg: DemoConfig, work: Path, echo) -> _World:
         echo(f"no test split in {data_path}: {len(traffic_ix)} of its prompts are the traffic, the rest train the references")
     if len(val_ix) == 0:
         val_ix = train_ix[: max(1, len(train_ix) // 9)]
-    X = Embedder(cfg.embedder, device=cfg.device, progress=True, cache_dir=default_cache_dir()).encode_unique(bench.prompts)
+    template = PAPER_TEMPLATE if cfg.paper_template else None
+    embedder = Embedder(cfg.embedder, device=cfg.device, template=template, progress=True, cache_dir=default_cache_dir())
+    X = embedder.encode_unique(bench.prompts, datasets=bench.groups.tolist() if template else None)
     full = FullFeedback(X=X, quality=bench.quality, cost=bench.cost, model_names=bench.model_names)
     lams = [lam for _, _, lam in cfg.tiers]
     mean_cost = bench.cost[train_ix].mean(0)
@@ -216,11 +229,13 @@ def _prepare(cfg: DemoConfig, work: Path, echo) -> _World:
         best_single={lam: int(np.argmax(full.subset(train_ix).utility(lam).mean(0))) for lam in lams},
         cheapest=int(np.argmin(mean_cost)),
         adaptive={lam: _AdaptiveBaseline(bench.model_names, mean_cost, lam, cfg.seed) for lam in lams},
-        responses=_responses(Path(data_path), bench),
+        responses=_responses(Path(data_path), bench), template=template,
     )  # fmt: skip
 
 
 def _gateway_section(world: _World, cfg: DemoConfig, work: Path, keys: dict[str, str]) -> dict:
+    from regret_gateway.embedding import default_cache_dir
+
     models = world.models
     return {
         "models": list(models),
@@ -237,7 +252,12 @@ def _gateway_section(world: _World, cfg: DemoConfig, work: Path, keys: dict[str,
         },
         "teams": {team: {"tier": tier} for team, tier, _ in cfg.tiers},
         "api_keys": {key: team for team, key in keys.items()},
-        "embedder": {"model": cfg.embedder, "device": cfg.device},
+        "embedder": {
+            "model": cfg.embedder,
+            "device": cfg.device,
+            "paper_template": cfg.paper_template,
+            "onnx_cache": str(default_cache_dir("onnx")),  # one export for every demo run, not one per work dir
+        },
         "store": {"url": f"sqlite:///{work}/gateway.db", "spill_dir": str(work / "spill"), "flush_interval_s": 0.2},
         "artifacts_dir": str(work / "artifacts"),
         "reload_interval_s": 0.5,
@@ -265,7 +285,9 @@ class _Teams:
         bench, index = self.world.bench, {m: t for t, m in enumerate(self.world.models)}
         headers = {"Authorization": f"Bearer {self.keys[team]}"}
         raw = self.clients[team].chat.completions.with_raw_response.create(
-            model="regret-router", messages=[{"role": "user", "content": bench.prompts[i]}]
+            model="regret-router",
+            messages=[{"role": "user", "content": bench.prompts[i]}],
+            extra_body={"metadata": {"tags": self.world.tags(i)}},
         )
         rid = raw.headers.get("x-regret-request-id")
         audit = self.http.get(f"/regret/decisions/{rid}", headers=headers).json()
@@ -293,7 +315,8 @@ class _ReplayTeams:
         from types import SimpleNamespace
 
         bench = self.world.bench
-        data = {"model": self.gateway.settings.virtual_model, "messages": [{"role": "user", "content": bench.prompts[i]}]}
+        data = {"model": self.gateway.settings.virtual_model, "messages": [{"role": "user", "content": bench.prompts[i]}],
+                "metadata": {"tags": self.world.tags(i)}}  # fmt: skip
         key = SimpleNamespace(team_id=team, team_metadata=None, user_role=None)
         async with gate:
             data = await self.hook.async_pre_call_hook(key, None, data, "completion")

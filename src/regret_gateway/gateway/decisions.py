@@ -106,7 +106,7 @@ class ActiveRouter:
                 artifact = load_artifact(
                     self.root / version,
                     models=self.settings.models,
-                    embedder_model=self.settings.embedder.model,
+                    embedder_model=self.settings.embedder.embedding_id,
                     embedding_dim=self.embedding_dim,
                 )
             except ArtifactError as exc:

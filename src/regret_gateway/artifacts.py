@@ -56,6 +56,9 @@ class RouterArtifact:
     def utility_estimates(self, X: np.ndarray, lam: float) -> np.ndarray | None:
         return self.policy.utility_estimates(X, lam)
 
+    def logits_and_utilities(self, X: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray | None]:
+        return self.policy.logits_and_utilities(X, lam)
+
 
 def new_version_id() -> str:
     return datetime.now(timezone.utc).strftime("v%Y%m%d-%H%M%S-") + os.urandom(3).hex()

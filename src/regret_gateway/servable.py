@@ -6,6 +6,11 @@ plain tensors and values (``state()``, loadable with ``torch.load(weights_only=T
 :func:`from_state`. This module is the serving path's whole view of a router: it imports torch and
 :mod:`regret_gateway.nn.networks` only, never the training code.
 
+Routing runs in numpy: a policy keeps a snapshot of its trained weights as float32 arrays
+(:class:`MLPArrays`, taken when the policy is built from its trained networks) and computes its scores
+with them, one matrix product per layer and only the network the lambda needs; torch is used to save and
+load the weights, never per request.
+
 Kinds:
 
 * ``rm-interval`` (:class:`TieredPolicy`): one policy network per tier lambda and an interval net
@@ -23,6 +28,7 @@ Kinds:
 
 ``utility_estimates(X, lam)``: what exploration reads -- R&C's and RM-Cluster's scores are estimated
 utilities; a per-tier policy carries R&C's outcome networks as its ``estimator`` for every tier.
+``logits_and_utilities(X, lam)`` gives both with one forward pass where the scores are the utilities.
 """
 
 from __future__ import annotations
@@ -42,8 +48,42 @@ def check_lambda(lam: float) -> float:
     return lam
 
 
+# erf by Abramowitz and Stegun 7.1.26 (absolute error <= 1.5e-7, float32's resolution): numpy has no erf.
+_ERF_P = np.float32(0.3275911)
+_ERF_A = tuple(np.float32(a) for a in (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592))
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """The exact (erf) GELU of torch's default, in float32: 0.5 x (1 + erf(x / sqrt 2))."""
+    z = np.abs(x) * np.float32(1 / np.sqrt(2))
+    t = 1 / (1 + _ERF_P * z)
+    poly = t * (_ERF_A[4] + t * (_ERF_A[3] + t * (_ERF_A[2] + t * (_ERF_A[1] + t * _ERF_A[0]))))
+    erf = np.copysign(1 - poly * np.exp(-z * z), x)
+    return np.float32(0.5) * x * (1 + erf)
+
+
+class MLPArrays:
+    """A :class:`StackedMLP`'s weights as float32 arrays, and its forward pass in numpy.
+
+    ``forward(X)`` -> (M, n, d_out) for X (n, d_in); ``forward(X, m)`` -> (n, d_out), member ``m`` alone."""
+
+    def __init__(self, net: StackedMLP) -> None:
+        self.weights = [w.detach().cpu().numpy().astype(np.float32) for w in net.weights]  # (M, in, out)
+        self.biases = [b.detach().cpu().numpy().astype(np.float32) for b in net.biases]  # (M, 1, out)
+
+    def forward(self, X: np.ndarray, member: int | None = None) -> np.ndarray:
+        h = X
+        last = len(self.weights) - 1
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            h = h @ w + b if member is None else h @ w[member] + b[member]
+            if i < last:
+                h = gelu(h)
+        return h
+
+
 class ServablePolicy:
-    """Base of the servable policies; a subclass implements :meth:`_logits`, :meth:`_state`, :meth:`_from_state`.
+    """Base of the servable policies; a subclass implements :meth:`_logits`, :meth:`_state`, :meth:`_from_state`
+    (numpy in, numpy out), and :meth:`_utilities` where its scores can be read as utilities.
 
     Attributes:
         model_names: the T models, one per output column.
@@ -51,6 +91,7 @@ class ServablePolicy:
     """
 
     kind: ClassVar[str] = "base"
+    scores_are_utilities: ClassVar[bool] = False  # True: the logits are the estimated utilities (R&C, RM-Cluster)
 
     def __init__(self, model_names: Sequence[str], dim: int | None) -> None:
         self.model_names = tuple(str(m) for m in model_names)
@@ -60,16 +101,15 @@ class ServablePolicy:
     def n_models(self) -> int:
         return len(self.model_names)
 
-    def _input(self, X: np.ndarray) -> torch.Tensor:
-        X = np.require(X, np.float32, ["W"])  # torch wants a writable array; frozen containers get a copy
+    def _input(self, X: np.ndarray) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float32)
         if X.ndim != 2 or (self.dim is not None and X.shape[1] != self.dim):
             raise ValueError(f"`X` must have shape (n, {self.dim}), got {X.shape}")
-        return torch.as_tensor(X)
+        return X
 
     def logits(self, X: np.ndarray, lam: float) -> np.ndarray:
         """(n, T) scores of every model for each row of ``X`` (n, dim) at cost weight ``lam``."""
-        with torch.no_grad():
-            return self._logits(self._input(X), check_lambda(lam)).numpy()
+        return self._logits(self._input(X), check_lambda(lam))
 
     def choose(self, X: np.ndarray, lam: float) -> np.ndarray:
         """(n,) index of the chosen model per row."""
@@ -79,12 +119,18 @@ class ServablePolicy:
         """(n, T) estimated utility quality - lam * cost of every model (in quality units), or None for a
         policy whose scores are not utilities (RM-Interval's logits, the constant). Exploration spends its
         share of traffic by these gaps (``gateway/decisions.py``)."""
-        with torch.no_grad():
-            out = self._utilities(self._input(X), check_lambda(lam))
-        return None if out is None else out.numpy()
+        return self._utilities(self._input(X), check_lambda(lam))
 
-    def _utilities(self, X: torch.Tensor, lam: float) -> torch.Tensor | None:
-        return None
+    def logits_and_utilities(self, X: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(logits(X, lam), utility_estimates(X, lam))``, with one forward pass where they are the same."""
+        return self._both(self._input(X), check_lambda(lam))
+
+    def _both(self, X: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray | None]:
+        logits = self._logits(X, lam)
+        return logits, (logits if self.scores_are_utilities else self._utilities(X, lam))
+
+    def _utilities(self, X: np.ndarray, lam: float) -> np.ndarray | None:
+        return self._logits(X, lam) if self.scores_are_utilities else None
 
     def state(self) -> dict[str, Any]:
         """Tensors and plain values only (``torch.load(weights_only=True)`` reads them back)."""
@@ -96,7 +142,7 @@ class ServablePolicy:
             **self._state(),
         }
 
-    def _logits(self, X: torch.Tensor, lam: float) -> torch.Tensor:
+    def _logits(self, X: np.ndarray, lam: float) -> np.ndarray:
         raise NotImplementedError
 
     def _state(self) -> dict[str, Any]:
@@ -140,17 +186,26 @@ class TieredPolicy(ServablePolicy):
             raise ValueError("more than one tier needs the interval networks between them")
         self.tier_net, self.intervals = tier_net.eval(), None if intervals is None else intervals.eval()
         self.tau, self.interval_tau = tau, interval_tau
+        self._tier_arrays = MLPArrays(tier_net)
+        self._interval_arrays = None
+        if intervals is not None:  # g(s) = GELU(s * g_weight + g_bias); out = (ends + g) @ out_weight + out_bias
+            self._interval_arrays = tuple(
+                p.detach().cpu().numpy().astype(np.float32)
+                for p in (intervals.g_weight, intervals.g_bias, intervals.out_weight, intervals.out_bias)
+            )
 
-    def _logits(self, X: torch.Tensor, lam: float) -> torch.Tensor:
+    def _logits(self, X: np.ndarray, lam: float) -> np.ndarray:
         tiers = self.tiers
         exact = np.flatnonzero(np.isclose(tiers, lam))
         if exact.size or lam <= tiers[0] or lam >= tiers[-1]:
             j = int(exact[0]) if exact.size else (0 if lam <= tiers[0] else len(tiers) - 1)
-            return self.tier_net(X)[j]
+            return self._tier_arrays.forward(X, j)
         j = int(np.searchsorted(tiers, lam) - 1)  # tiers[j] < lam < tiers[j+1]
-        s = (lam - tiers[j]) / (tiers[j + 1] - tiers[j])
-        assert self.intervals is not None
-        return self.intervals(interval_ends(self.tier_net, X)[j : j + 1], float(s), slice(j, j + 1))[0]
+        s = np.float32((lam - tiers[j]) / (tiers[j + 1] - tiers[j]))
+        assert self._interval_arrays is not None
+        g_weight, g_bias, out_weight, out_bias = self._interval_arrays
+        ends = np.concatenate([self._tier_arrays.forward(X, j), self._tier_arrays.forward(X, j + 1)], axis=-1)
+        return (ends + gelu(s * g_weight[j] + g_bias[j])) @ out_weight[j] + out_bias[j]
 
     def _state(self) -> dict[str, Any]:
         return {
@@ -194,13 +249,15 @@ class OutcomePolicy(ServablePolicy):
         if net.n_members != self.n_models or net.d_out != 2:
             raise ValueError(f"outcome networks must be {self.n_models} members x 2 outputs, got {net.n_members} x {net.d_out}")
         self.net, self.cost_scale = net.eval(), np.asarray(cost_scale, dtype=np.float64)
+        self._arrays = MLPArrays(net)
+
+    scores_are_utilities = True
 
     def _logits(self, X, lam):
-        quality, cost = outcome_heads(self.net, self.cost_scale, X)
+        out = self._arrays.forward(X).astype(np.float64)  # (T, n, 2): the numpy twin of outcome_heads
+        quality = 1.0 / (1.0 + np.exp(-out[..., 0].T))
+        cost = np.maximum(out[..., 1].T * self.cost_scale[None, :], 0.0)
         return quality - lam * cost
-
-    def _utilities(self, X, lam):
-        return self._logits(X, lam)
 
     def _state(self):
         return {
@@ -228,7 +285,7 @@ class ConstantPolicy(ServablePolicy):
         self.model = model
 
     def _logits(self, X, lam):
-        out = torch.zeros(X.shape[0], self.n_models)
+        out = np.zeros((X.shape[0], self.n_models), dtype=np.float32)
         out[:, self.model_names.index(self.model)] = 1.0
         return out
 
@@ -258,22 +315,22 @@ class ClusterPolicy(ServablePolicy):
         K, T = len(centroids), self.n_models
         if np.shape(quality) != (K, T) or np.shape(cost) != (K, T):
             raise ValueError(f"quality and cost must have shape ({K}, {T}), got {np.shape(quality)} and {np.shape(cost)}")
-        self.centroids = torch.as_tensor(unit_rows(centroids))
-        self.quality = torch.as_tensor(np.asarray(quality, dtype=np.float64))
-        self.cost = torch.as_tensor(np.asarray(cost, dtype=np.float64))
+        self.centroids = unit_rows(centroids).astype(np.float32)
+        self.quality = np.asarray(quality, dtype=np.float64)
+        self.cost = np.asarray(cost, dtype=np.float64)
 
-    def clusters(self, X: torch.Tensor) -> torch.Tensor:
-        return torch.argmax(X @ self.centroids.T, dim=1)  # the row's norm does not change its argmax
+    scores_are_utilities = True
+
+    def clusters(self, X: np.ndarray) -> np.ndarray:
+        return np.argmax(X @ self.centroids.T, axis=1)  # the row's norm does not change its argmax
 
     def _logits(self, X, lam):
         k = self.clusters(X)
-        return (self.quality[k] - lam * self.cost[k]).float()
-
-    def _utilities(self, X, lam):
-        return self._logits(X, lam)
+        return (self.quality[k] - lam * self.cost[k]).astype(np.float32)
 
     def _state(self):
-        return {"centroids": self.centroids, "quality": self.quality, "cost": self.cost}
+        return {"centroids": torch.as_tensor(self.centroids), "quality": torch.as_tensor(self.quality),
+                "cost": torch.as_tensor(self.cost)}  # fmt: skip
 
     @classmethod
     def _from_state(cls, state, model_names):
@@ -321,6 +378,12 @@ class PerTierPolicy(ServablePolicy):
 
     def _utilities(self, X, lam):
         return (self.estimator or self.policy_for(lam))._utilities(X, lam)
+
+    def _both(self, X, lam):
+        policy = self.policy_for(lam)
+        if self.estimator is None or self.estimator is policy:
+            return policy._both(X, lam)  # the tier serves its own estimator (R&C): one pass gives both
+        return policy._logits(X, lam), self.estimator._utilities(X, lam)
 
     def _state(self):
         unique: list[ServablePolicy] = []

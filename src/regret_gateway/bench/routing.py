@@ -4,8 +4,8 @@ A router of the production shape (what retrain publishes: a 3-tier RM-Interval, 
 R&C's outcome networks as the exploration estimator; random weights: its cost does not depend on them) is
 published and loaded by the gateway's own ``ActiveRouter``; then, on one thread:
 ``choose`` for one request at a time (greedy, uniform and IGW exploration -- IGW runs the artifact's
-utility estimates as well), the policy's forward pass on batches (routes per second), and the hook's
-logging step (building the decision record and handing it to the batched writer's queue).
+utility estimates as well), the policy's forward pass on batches (routes per second; numpy, as served)
+beside the same tier network run by torch, and the hook's logging step (building the decision record and handing it to the batched writer's queue).
 """
 
 from __future__ import annotations
@@ -69,6 +69,14 @@ def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -
         for n in (1, 32, batch):
             p50, p99 = _per_call_us(lambda n=n: artifact.logits(X[:n], 200.0), max(20, calls // max(1, n // 32)))
             rows.append({"step": f"policy forward, batch {n}", "p50_us": p50, "p99_us": p99, "routes_per_s": n / (p50 / 1e6)})
+        # the same tier network run by torch, as the gateway did before routing moved to numpy
+        import torch
+
+        tier_net = artifact.policy.policy_for(200.0).tier_net  # type: ignore[attr-defined]
+        x1 = torch.as_tensor(X[:1])
+        with torch.no_grad():
+            p50, p99 = _per_call_us(lambda: tier_net(x1), calls)
+        rows.append({"step": "the same forward in torch, batch 1", "p50_us": p50, "p99_us": p99, "routes_per_s": 1 / (p50 / 1e6)})
         url = f"sqlite:///{tmp}/bench.db"
         upgrade(url)
         engine = make_engine(url)

@@ -90,6 +90,7 @@ class ActiveRouter:
         self._refused: set[str] = set()
         self._lock = threading.Lock()
         self.reloads = 0
+        self._column_map: tuple[RouterArtifact, np.ndarray] | None = None
 
     @property
     def artifact(self) -> RouterArtifact | None:
@@ -118,6 +119,14 @@ class ActiveRouter:
             log.warning("regret-gateway: now routing with version %s (was %s)", version, current)
             return True
 
+    def _columns(self, artifact: RouterArtifact) -> np.ndarray:
+        """Where each of the artifact's models sits in ``settings.models`` (computed once per version)."""
+        cached = self._column_map
+        if cached is None or cached[0] is not artifact:
+            cached = (artifact, np.array([self.settings.models.index(m) for m in artifact.model_names]))
+            self._column_map = cached
+        return cached[1]
+
     def choose(self, x: np.ndarray, tier: str, rng: np.random.Generator) -> Choice:
         settings = self.settings
         spec = settings.tiers[tier]
@@ -129,16 +138,19 @@ class ActiveRouter:
             t = int(rng.integers(len(models)))
             return Choice(models[t], 1.0 / len(models), "cold_start", None)
         X = x[None, :]
-        logits = artifact.logits(X, spec.lam)[0]
-        scores = {m: float(v) for m, v in zip(artifact.model_names, logits)}
-        best = models.index(artifact.model_names[int(np.argmax(logits))])
-        utilities = None
         if spec.epsilon > 0 and spec.exploration == "igw":
-            estimates = artifact.utility_estimates(X, spec.lam)
-            if estimates is not None:  # a configured model the router has not learned yet: gap 0, explored most
-                utilities = np.full(len(models), np.inf)
-                utilities[[models.index(m) for m in artifact.model_names]] = estimates[0]
-                utilities[~np.isfinite(utilities)] = utilities[best]
+            logits, estimates = artifact.logits_and_utilities(X, spec.lam)
+        else:
+            logits, estimates = artifact.logits(X, spec.lam), None
+        logits = logits[0]
+        columns = self._columns(artifact)
+        scores = {m: float(v) for m, v in zip(artifact.model_names, logits)}
+        best = int(columns[int(np.argmax(logits))])
+        utilities = None
+        if estimates is not None:  # a configured model the router has not learned yet: gap 0, explored most
+            utilities = np.full(len(models), np.inf)
+            utilities[columns] = estimates[0]
+            utilities[~np.isfinite(utilities)] = utilities[best]
         p = exploration_distribution(
             best, len(models), spec.epsilon, rule=spec.exploration, utilities=utilities,
             gamma=spec.igw_gamma, min_propensity=spec.min_propensity,

@@ -63,6 +63,10 @@ def test_bench_offline_wiring(tmp_path):
     assert all(u <= o + 1e-9 for name, mm in doc["methods"].items() for u, o in zip(mm["utility_mean"], oracle))
     assert (out / "utility.md").read_text().startswith("Test utility x100")
     assert (out / "accuracy_cost.png").stat().st_size > 10_000
+    # why served differs from the single best model: how often a learned router won the gate, and how often
+    # the fixed choice estimated from the logs is the model full feedback picks
+    assert 0.0 <= doc["diagnostics"]["served_learned_share"] <= 1.0
+    assert "served_constant_is_single_best_share" in doc["diagnostics"]
 
 
 @pytest.mark.slow

@@ -35,7 +35,7 @@ from regret_gateway.policy.registry import method_names, router_class
 
 REFERENCES = ("single-best", "oracle")
 SERVED = "served"  # what retrain would publish: per lambda, the candidate chosen on the validation logs
-SERVED_CANDIDATES = ("rm-interval", "rm-softmax", "r-and-c", "rm-cluster")
+SERVED_CANDIDATES = ("rm-interval", "r-and-c", "rm-cluster")  # retrain's learned candidates (retrain.candidates)
 DEFAULT_LAMBDAS = tuple(float(l) for l in range(0, 1001, 100))
 
 
@@ -169,11 +169,12 @@ def reference_actions(name: str, train: FullFeedback, test: FullFeedback, lambda
 
 def served_actions(
     data: TrainingData, routers: dict[str, Router], test_choices: dict[str, np.ndarray], lambdas: np.ndarray, *, seed: int = 0
-) -> np.ndarray:
+) -> tuple[np.ndarray, list[str]]:
     """(L, n_test) choices of what ``retrain`` would serve at each lambda: among ``routers`` (whose (L,
     n_test) choices on the test prompts are ``test_choices``) and the best constant model (chosen on the DR
     scores of every logged row, training and validation), the candidate :func:`regret_gateway.ope.select`
-    picks on the validation logs -- the best constant unless a router is confidently better."""
+    picks on the validation logs -- the best constant unless a router is confidently better. Also the
+    label of the candidate served at each lambda (``constant:<model>`` or the router's name)."""
     nuisance, logs_val = data.nuisance, data.observed(SERVED)[1]
     assert nuisance is not None
     q_hat, c_hat = nuisance.outcome_.predict(logs_val.X)
@@ -182,14 +183,15 @@ def served_actions(
     val_choices = {name: r.predict(logs_val.X, lambdas) for name, r in routers.items()}
     n_test = len(next(iter(test_choices.values()))[0])
     pooled = data.scores.concat(data.val_scores)  # the fixed choice from every logged row, as retrain makes it
-    out = []
+    out, labels = [], []
     for k, lam in enumerate(lambdas):
         best = pooled.best_constant(float(lam))
         fixed = f"constant:{data.model_names[best]}"
         val = {fixed: np.full(logs_val.n_samples, best), **{name: a[k] for name, a in val_choices.items()}}
         chosen = select(held, val, fixed, float(lam), n_boot=300, seed=seed).served
         out.append(np.full(n_test, best) if chosen == fixed else test_choices[chosen][k])
-    return np.stack(out)
+        labels.append(chosen)
+    return np.stack(out), labels
 
 
 def _diagnostics(nuisance: Nuisance, scores, logs, full_train: FullFeedback) -> dict[str, float]:
@@ -265,8 +267,18 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         if candidates:
             t0 = time.perf_counter()
             chosen = {m: fitted[m] for m in candidates}
-            actions = served_actions(data, chosen, {m: test_choices[m] for m in candidates}, lambdas, seed=seed)
+            actions, labels = served_actions(data, chosen, {m: test_choices[m] for m in candidates}, lambdas, seed=seed)
             raw[SERVED].add(evaluate_actions(full_test, lambdas, actions), time.perf_counter() - t0)
+            single = reference_actions("single-best", full_train, full_test, lambdas)[:, 0]
+            # why served differs from the single best model: a learned router won the gate, or the fixed
+            # choice the logs estimate is another model than the one full feedback picks
+            diag["served_learned_share"] = float(np.mean([not x.startswith("constant:") for x in labels]))
+            diag["served_constant_is_single_best_share"] = float(
+                np.mean(
+                    [data.model_names[single[k]] == x.split(":", 1)[1] for k, x in enumerate(labels) if x.startswith("constant:")]
+                    or [np.nan]
+                )
+            )
         for name in REFERENCES:
             raw[name].add(evaluate_actions(full_test, lambdas, reference_actions(name, full_train, full_test, lambdas)), 0.0)
     if steps is not None:

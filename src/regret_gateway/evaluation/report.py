@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,9 @@ def summarize(run: OfflineRun, timing: dict[str, float] | None = None) -> Offlin
                 float(d.mean()), float(d.std(ddof=1)) if len(d) > 1 else 0.0, int((d > 0).sum()), int(len(d))
             )
     diag = run.diagnostics
-    diag_mean = {k: float(np.mean([d[k] for d in diag])) for k in (diag[0] if diag else {})}
+    with warnings.catch_warnings():  # a share that no trial defines (e.g. served never kept a constant) stays nan
+        warnings.simplefilter("ignore", RuntimeWarning)
+        diag_mean = {k: float(np.nanmean([d.get(k, np.nan) for d in diag])) for k in (diag[0] if diag else {})}
     return OfflineSummary(
         dataset=run.dataset,
         config=run.config,

@@ -243,3 +243,29 @@ def test_bench_routing_times_each_step():
     assert result.exit_code == 0, result.output
     for step in ("choose, one request (igw)", "policy forward, batch 1024", "log a decision (record + queue)"):
         assert f"| {step} |" in result.output, result.output
+
+
+def test_bench_offline_of_full_information_references_alone_reads_no_logs(tmp_path, monkeypatch):
+    """Full-information references train on the true outcomes: such a run fits no nuisance stage (the
+    logs' outcome models are the slow part), and --max-length sets how many tokens the router reads."""
+    from regret_gateway.causal.estimators import Nuisance
+
+    def no_nuisance(*args, **kwargs):
+        raise AssertionError("a nuisance stage was fitted for a full-information run")
+
+    monkeypatch.setattr(Nuisance, "fit", no_nuisance)
+    _tiny_benchmark(tmp_path)
+    out = tmp_path / "out"
+
+    def args(max_length: int) -> list[str]:
+        return ["bench", "offline", "--data", str(tmp_path), "--out", str(out), "--trials", "1", "--lambdas", "0,100",
+                "--methods", "full-info-regression", "--max-length", str(max_length), "--cache-dir", str(tmp_path / "cache"),
+                "--device", "cpu"]  # fmt: skip
+
+    result = runner.invoke(app, args(16))
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "results.json").read_text())
+    assert set(doc["methods"]) == {"full-info-regression", "single-best", "oracle"} and not doc["diagnostics"]
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+    assert runner.invoke(app, args(64)).exit_code == 0
+    assert len(list((tmp_path / "cache").iterdir())) == 2  # another token limit is another embedding

@@ -176,7 +176,7 @@ def bench_offline(
                 "rm-cluster",
             ]
         )
-        + " (the served row compares RM-Interval, RM-Softmax, R&C and RM-Cluster among those run with the best constant model)",
+        + " (the served row chooses among RM-Interval, R&C and RM-Cluster, retrain's candidates, those that run, and the best constant model)",
     ),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Use a seeded random subset of N prompts."),
     seed: int = typer.Option(0, "--seed", help="Seed of the first trial (trial k uses seed+k)."),
@@ -211,6 +211,9 @@ def bench_offline(
     ),
     cache_dir: Optional[Path] = typer.Option(
         None, "--cache-dir", help="Embedding cache folder (default: ~/.cache/regret-gateway/embeddings)."
+    ),
+    max_length: int = typer.Option(
+        256, "--max-length", min=8, help="Tokens of each prompt the router reads (embedder.max_length; longer ones are cut)."
     ),
 ) -> None:
     """Reproduce the paper's offline experiment on a full-feedback benchmark.
@@ -255,7 +258,11 @@ def bench_offline(
         raise typer.Exit(2) from None
     typer.echo(f"{bench.n_samples} prompts, {len(bench.model_names)} models from {data} (dropped: {bench.dropped or 'none'})")
     emb = Embedder(
-        embedder, device=device, template=PAPER_TEMPLATE if template else None, cache_dir=cache_dir or default_cache_dir()
+        embedder,
+        device=device,
+        template=PAPER_TEMPLATE if template else None,
+        cache_dir=cache_dir or default_cache_dir(),
+        max_length=max_length,
     )
     X = emb.encode_unique(bench.prompts, datasets=bench.groups.tolist())
     t_embed = time.perf_counter() - started
@@ -633,6 +640,9 @@ def bench_gateway(
         "torch,onnx", "--backends", help="Embedding backends to compare (each its own gateway; onnx runs on CPU only)."
     ),
     prompts: str = typer.Option("short,long", "--prompts", help="Prompt sets: short (~20 tokens), long (~200 tokens)."),
+    max_length: int = typer.Option(
+        256, "--max-length", min=8, help="Tokens of each prompt the hook embeds (embedder.max_length)."
+    ),
 ) -> None:
     """Latency the hook adds: plain LiteLLM routing to one model vs the regret-gateway hook with each
     embedding backend (torch, ONNX Runtime), against a local mock upstream, for short and ~200-token
@@ -646,9 +656,10 @@ def bench_gateway(
     if bad := [b for b in chosen if b not in ("torch", "onnx")] + [x for x in lengths if x not in ("short", "long")]:
         _fail(ValueError(f"unknown --backends/--prompts values: {bad}"))
     result = run_gateway_bench(
-        requests=requests, concurrencies=levels, embedder=embedder, device=device, backends=chosen, lengths=lengths
-    )
-    typer.echo(f"embedding device: {result['device']}; backends: {result['backends']}")
+        requests=requests, concurrencies=levels, embedder=embedder, device=device, backends=chosen, lengths=lengths,
+        max_length=max_length,
+    )  # fmt: skip
+    typer.echo(f"embedding device: {result['device']}; backends: {result['backends']}; max_length: {max_length}")
     typer.echo("| prompts | target | backend | concurrency | p50 ms | p99 ms | req/s | added p50 ms | throughput ratio |")
     typer.echo("|---|---|---|---:|---:|---:|---:|---:|---:|")
     base: dict = {}

@@ -109,6 +109,7 @@ def run_gateway_bench(
     backends: tuple[str, ...] = ("torch", "onnx"),
     lengths: tuple[str, ...] = ("short", "long"),
     warmup: int = 20,
+    max_length: int = 256,
 ) -> dict:
     """Rows of {prompts, target, backend, concurrency, p50_ms, p99_ms, rps}: plain LiteLLM and the hook with
     each embedding backend (one gateway per backend, swapped into the same proxy), for short and ~200-token
@@ -135,7 +136,12 @@ def run_gateway_bench(
             "models": list(MODELS),
             "default_tier": "standard",
             "tiers": {k: {"lam": v, "epsilon": 0.05} for k, v in tiers.items()},
-            "embedder": {"model": embedder, "device": device, "onnx_cache": str(default_cache_dir("onnx"))},
+            "embedder": {
+                "model": embedder,
+                "device": device,
+                "onnx_cache": str(default_cache_dir("onnx")),
+                "max_length": max_length,
+            },
             "store": {"url": f"sqlite:///{tmp}/bench.db", "spill_dir": str(tmp / "spill")},
             "artifacts_dir": str(tmp / "artifacts"),
         }

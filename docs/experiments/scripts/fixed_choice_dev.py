@@ -1,0 +1,61 @@
+"""Dev study (the test split is never read): which estimate of each model's mean utility from the logs
+picks the best fixed model? Per trial and lambda, the dev-slice utility of the model each estimator picks
+and of the full-feedback single best model; one JSON line each.
+
+    python docs/experiments/scripts/fixed_choice_dev.py DATA TRIALS LAMBDAS [LIMIT] > out.jsonl
+    python docs/experiments/scripts/fixed_choice_summary.py out.jsonl
+"""
+
+import json
+import sys
+
+import numpy as np
+
+from regret_gateway.embedding import Embedder, default_cache_dir
+from regret_gateway.evaluation.loaders import load_benchmark
+from regret_gateway.evaluation.offline import OfflineConfig, _split, reference_actions
+from regret_gateway.evaluation.simulation import simulate_logs
+from regret_gateway.policy.learner import fit_training_data
+
+data_path, trials, lams = sys.argv[1], int(sys.argv[2]), [float(x) for x in sys.argv[3].split(",")]
+limit = int(sys.argv[4]) if len(sys.argv) > 4 else None
+bench = load_benchmark(data_path, limit=limit, seed=0)
+X = Embedder(progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts)
+full = bench.full_feedback(X)
+lambdas = np.array(lams)
+for trial in range(trials):
+    seed = trial
+    cfg = OfflineConfig(lambdas=tuple(lams), methods=("r-and-c",), propensity="logged", evaluate_on="dev")
+    rng = np.random.default_rng(seed)
+    train, val, test = _split(bench, rng)
+    order = rng.permutation(train)
+    test, train = np.sort(order[: len(val)]), np.sort(order[len(val) :])
+    pool = np.concatenate([train, val])
+    logs = simulate_logs(full.subset(pool), policy=cfg.logging_policy, temperature=cfg.logging_temperature, seed=seed)
+    logs_train, logs_val = logs.subset(np.arange(len(train))), logs.subset(np.arange(len(train), len(pool)))
+    full_train, full_test = full.subset(train), full.subset(test)
+    nuisance = cfg.nuisance(seed)
+    data = fit_training_data(nuisance, logs_train, logs_val)
+    dr = data.scores.concat(data.val_scores)
+    T = logs.n_models
+    onehot = np.eye(T)[logs.action] / logs.propensity[:, None]  # (n, T) IPS weights
+    q_all, c_all = nuisance.outcome_.predict(logs.X)
+    sb = reference_actions("single-best", full_train, full_test, lambdas)
+    testU = lambda t, l: 100 * float((full_test.quality[:, t] - l * full_test.cost[:, t]).mean())
+    for k, lam in enumerate(lambdas):
+        y = logs.quality - lam * logs.cost
+        est = {
+            "dr_insample": (dr.quality - lam * dr.cost).mean(0),
+            "dr_clipped": dr.utility(lam).mean(0),
+            "dr_clip_1_99": np.clip(dr.quality - lam * dr.cost, *np.percentile(dr.quality - lam * dr.cost, (1, 99), axis=0)).mean(
+                0
+            ),
+            "dr_median_of_means": np.median(np.stack([(dr.quality - lam * dr.cost)[i::10].mean(0) for i in range(10)]), axis=0),
+            "ips": (onehot * y[:, None]).mean(0),
+            "snips": (onehot * y[:, None]).sum(0) / onehot.sum(0),
+            "dm": (q_all - lam * c_all).mean(0),
+            "dr_val_only": (data.val_scores.quality - lam * data.val_scores.cost).mean(0),
+        }
+        row = {"trial": trial, "lam": lam, "single": testU(int(sb[k][0]), lam)}
+        row.update({name: testU(int(np.argmax(v)), lam) for name, v in est.items()})
+        print(json.dumps(row), flush=True)

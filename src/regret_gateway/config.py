@@ -79,6 +79,7 @@ class EmbedderSpec(_Strict):
     # onnx_cache, default <artifacts_dir>/encoders), torch on CUDA and wherever the export is refused.
     backend: Literal["auto", "onnx", "torch"] = "auto"
     quantize: bool = False  # opt-in dynamic int8 weights for the ONNX encoder (agreement in export.json)
+    cache_size: int = Field(default=10_000, ge=0)  # recent texts answered without a forward pass (0: off)
     onnx_cache: str | None = None
 
     @model_validator(mode="before")

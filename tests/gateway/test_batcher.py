@@ -44,3 +44,24 @@ def test_a_lone_request_is_embedded_at_once_and_errors_reach_every_waiter():
         return await asyncio.gather(*(failing.embed(f"t-{i}") for i in range(3)), return_exceptions=True)
 
     assert all(isinstance(r, RuntimeError) for r in asyncio.run(main()))
+
+
+def test_a_repeated_text_is_answered_from_the_bounded_cache_without_a_forward_pass():
+    calls = []
+    batcher = EmbeddingBatcher(slow_encoder(calls), cache_size=2)
+
+    async def main(texts):
+        return [await batcher.embed(t) for t in texts]
+
+    first, again = asyncio.run(main(["t-1", "t-1"]))
+    assert calls == [["t-1"]] and batcher.cache_hits == 1 and np.array_equal(first, again)
+    assert not again.flags.writeable  # a cached row is shared: nobody may change it
+    asyncio.run(main(["t-2", "t-3", "t-1"]))  # t-1 was pushed out by t-2 and t-3: embedded again
+    assert calls[-1] == ["t-1"] and len(calls) == 4
+    off = EmbeddingBatcher(slow_encoder(calls := []))
+    asyncio.run(_twice(off, "t-5"))
+    assert calls == [["t-5"], ["t-5"]] and off.cache_hits == 0  # cache_size 0: every request is embedded
+
+
+async def _twice(batcher, text):
+    return [await batcher.embed(text) for _ in range(2)]

@@ -9,30 +9,48 @@ The encoder runs in a worker thread, off the event loop.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 
 class EmbeddingBatcher:
-    def __init__(self, encode: Callable[[Sequence[str]], np.ndarray], *, max_batch: int = 32):
+    def __init__(self, encode: Callable[[Sequence[str]], np.ndarray], *, max_batch: int = 32, cache_size: int = 0):
         if max_batch < 1:
             raise ValueError("`max_batch` must be >= 1")
+        if cache_size < 0:
+            raise ValueError("`cache_size` must be >= 0")
         self.encode = encode
         self.max_batch = max_batch
+        self.cache_size = cache_size
+        self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
         self._pending: list[tuple[str, asyncio.Future]] = []
         self._busy = False
         self.batches = 0
         self.texts = 0
+        self.cache_hits = 0
 
     async def embed(self, text: str) -> np.ndarray:
-        """The (d,) embedding of ``text``; raises what the encoder raised."""
+        """The (d,) embedding of ``text`` (read-only); raises what the encoder raised."""
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest() if self.cache_size else None
+        if key is not None and (hit := self._cache.get(key)) is not None:
+            self._cache.move_to_end(key)
+            self.cache_hits += 1
+            return hit
         fut = asyncio.get_running_loop().create_future()
         self._pending.append((text, fut))
         if not self._busy:
             self._busy = True
             asyncio.get_running_loop().create_task(self._drain())
-        return await fut
+        row = np.array(await fut)
+        row.flags.writeable = False
+        if key is not None:
+            self._cache[key] = row
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return row
 
     async def _drain(self) -> None:
         try:

@@ -107,7 +107,7 @@ class Gateway:
             ).start()
             self.router = ActiveRouter(s)
             self.hash_key = s.prompt_hash_key()
-            self.batcher = EmbeddingBatcher(self._embed)
+            self.batcher = EmbeddingBatcher(self._embed, cache_size=s.embedder.cache_size)
             self._started = True
         self._load_embedder()
         self.router.refresh()
@@ -194,5 +194,6 @@ class Gateway:
             out["router_version"] = getattr(self.router.artifact, "version", None)
             out["router_reloads"] = self.router.reloads
             out["embedding_batches"] = self.batcher.batches
+            out["embedding_cache_hits"] = self.batcher.cache_hits  # bench gateway and the demo report it
             out["embedding_backend"] = self.embedding_backend
         return out

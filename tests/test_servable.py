@@ -52,9 +52,12 @@ def test_numpy_scores_equal_the_torch_networks_at_every_kind_of_lambda(nets):
             np.testing.assert_allclose(policy.logits(X, lam), ref.numpy(), atol=1e-5)
             assert (policy.choose(X, lam) == ref.numpy().argmax(1)).all()
         cost_scale = np.array([1e-3, 2e-3, 5e-4])
-        quality, cost = outcome_heads(outcome, cost_scale, Xt)
+        raw = outcome(Xt)  # (T, n, 2): quality logit, cost / cost_scale
+        quality = torch.sigmoid(raw[..., 0]).T
+        cost = (raw[..., 1].T * torch.as_tensor(cost_scale, dtype=torch.float32)).clamp(min=0.0)
     rc = OutcomePolicy(MODELS, outcome, cost_scale)
     np.testing.assert_allclose(rc.logits(X, 300.0), (quality - 300.0 * cost).numpy(), atol=1e-6)
+    np.testing.assert_allclose(outcome_heads(raw.numpy(), cost_scale)[0], quality.numpy(), atol=1e-6)
     loaded = from_state(rc.state())  # a saved and loaded policy routes the same
     np.testing.assert_array_equal(loaded.logits(X, 300.0), rc.logits(X, 300.0))
 

@@ -229,13 +229,13 @@ class TieredPolicy(ServablePolicy):
         return cls(model_names, tiers, net, intervals, tau=float(state["tau"]), interval_tau=float(state["interval_tau"]))
 
 
-def outcome_heads(net: StackedMLP, cost_scale: np.ndarray, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Outcome networks (T members, 2 outputs) -> float64 ((n, T) quality in [0, 1], (n, T) cost >= 0 in USD).
-
-    The quality head is a logit; the cost head predicts cost / ``cost_scale`` (each model's mean logged cost)."""
-    out = net(X)  # (T, n, 2)
-    quality = torch.sigmoid(out[..., 0]).T.double()
-    cost = (out[..., 1].T.double() * torch.as_tensor(cost_scale, dtype=torch.float64)[None, :]).clamp(min=0.0)
+def outcome_heads(out: np.ndarray, cost_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The outcome networks' raw output (T members, n rows, 2) -> float64 ((n, T) quality in [0, 1], (n, T)
+    cost >= 0 in USD). The quality head is a logit; the cost head predicts cost / ``cost_scale`` (each
+    model's mean logged cost). The one formula for serving (numpy forward) and the nuisance stage (torch)."""
+    out = np.asarray(out, dtype=np.float64)
+    quality = 1.0 / (1.0 + np.exp(-out[..., 0].T))
+    cost = np.maximum(out[..., 1].T * np.asarray(cost_scale, dtype=np.float64)[None, :], 0.0)
     return quality, cost
 
 
@@ -254,9 +254,7 @@ class OutcomePolicy(ServablePolicy):
     scores_are_utilities = True
 
     def _logits(self, X, lam):
-        out = self._arrays.forward(X).astype(np.float64)  # (T, n, 2): the numpy twin of outcome_heads
-        quality = 1.0 / (1.0 + np.exp(-out[..., 0].T))
-        cost = np.maximum(out[..., 1].T * self.cost_scale[None, :], 0.0)
+        quality, cost = outcome_heads(self._arrays.forward(X), self.cost_scale)
         return quality - lam * cost
 
     def _state(self):

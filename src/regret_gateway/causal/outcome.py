@@ -106,8 +106,7 @@ class OutcomeModel:
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Return (quality_hat, cost_hat), each (n, T): r_t(x) for every model t."""
         self._check_fitted()
-        quality, cost = outcome_heads(self.net_, self.cost_scale_, torch.tensor(np.asarray(X, dtype=np.float32)))
-        return quality.numpy().astype(np.float64), cost.numpy().astype(np.float64)
+        return outcome_heads(self.net_(torch.tensor(np.asarray(X, dtype=np.float32))).numpy(), self.cost_scale_)
 
     def to_policy(self, model_names) -> OutcomePolicy:
         """R&C as a servable policy: argmax_t A(t) - lambda * C(t) of these outcome networks."""

@@ -266,12 +266,13 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
             if steps is not None:
                 steps.set_postfix_str(f"trial {trial + 1}: {name} {seconds:.1f}s")
                 steps.update(1)
+        references = {name: reference_actions(name, full_train, full_test, lambdas) for name in REFERENCES}
         if candidates:
             t0 = time.perf_counter()
             chosen = {m: fitted[m] for m in candidates}
             actions, labels = served_actions(data, chosen, {m: test_choices[m] for m in candidates}, lambdas, seed=seed)
             raw[SERVED].add(evaluate_actions(full_test, lambdas, actions), time.perf_counter() - t0)
-            single = reference_actions("single-best", full_train, full_test, lambdas)[:, 0]
+            single = references["single-best"][:, 0]
             # why served differs from the single best model: a learned router won the gate, or the fixed
             # choice the logs estimate is another model than the one full feedback picks
             diag["served_learned_share"] = float(np.mean([not x.startswith("constant:") for x in labels]))
@@ -281,8 +282,8 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
                     or [np.nan]
                 )
             )
-        for name in REFERENCES:
-            raw[name].add(evaluate_actions(full_test, lambdas, reference_actions(name, full_train, full_test, lambdas)), 0.0)
+        for name, actions in references.items():
+            raw[name].add(evaluate_actions(full_test, lambdas, actions), 0.0)
     if steps is not None:
         steps.close()
     dataset = bench.describe() | {"n_train": int(len(train)), "n_val": int(len(val)), "n_test": int(len(test))}

@@ -221,9 +221,12 @@ def test_feedback_only_from_the_team_that_asked(proxy):
     )
     ok = post("support", {"request_id": rid, "score": 0.0, "source": "user"})
     assert ok.status_code == 200 and ok.json()["revision"] == 1
-    again = post("support", {"request_id": rid, "score": 1.0, "source": "judge"})
+    again = post("support", {"request_id": rid, "score": 1.0, "source": "user"})
     assert again.status_code == 200 and again.json()["revision"] == 2
     assert decision(client, "support", rid)["feedback"]["score"] == 1.0
+    # the judge's source is the gateway's own: a client cannot write (or overwrite) a judge score
+    assert post("support", {"request_id": rid, "score": 0.0, "source": "judge"}).status_code == 422
+    assert "judge" not in decision(client, "support", rid)["feedback_by_source"]
 
 
 def test_other_models_pass_through(proxy):

@@ -17,13 +17,41 @@ def test_migrations_match_the_orm(engine):
 
 
 def test_status_and_downgrade(db_url):
-    assert status(db_url)["current"] is None and status(db_url)["pending"] == ["0001", "0002"]
+    assert status(db_url)["current"] is None and status(db_url)["pending"] == ["0001", "0002", "0003"]
     upgrade(db_url)
     st = status(db_url)
-    assert st["up_to_date"] and st["current"] == st["head"] == "0002" and st["pending"] == []
+    assert st["up_to_date"] and st["current"] == st["head"] == "0003" and st["pending"] == []
     command.downgrade(alembic_config(db_url), "base")
     eng = create_engine(db_url)
     assert set(inspect(eng).get_table_names()) == {"alembic_version"}
+    eng.dispose()
+
+
+def test_feedback_migration_keeps_scores_and_allows_a_score_per_source(db_url):
+    """0003 keys feedback by (request_id, source): a stored score survives it, and a judge score can then sit
+    beside the user's; downgrading keeps one (the latest) per request."""
+    from sqlalchemy import text
+
+    cfg = alembic_config(db_url)
+    command.upgrade(cfg, "0002")
+    eng = create_engine(db_url)
+    with eng.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO decisions (request_id, created_at, tier, lam, embedding_model, embedding_dim, embedding, "
+            "chosen_model, propensity, mode, prompt_hash) VALUES ('r0', '2026-11-23 10:00:00', 't', 0, 'e', 1, :b, "
+            "'m', 0.5, 'policy', 'h')"
+        ), {"b": b"\0\0\0\0"})  # fmt: skip
+        conn.execute(text("INSERT INTO feedback (request_id, score, source, created_at, updated_at, revision) "
+                          "VALUES ('r0', 0.75, 'user', '2026-11-23 10:00:00', '2026-11-23 10:00:00', 1)"))  # fmt: skip
+    upgrade(db_url)
+    with eng.begin() as conn:
+        conn.execute(text("INSERT INTO feedback (request_id, score, source, cost_usd, created_at, updated_at, revision) "
+                          "VALUES ('r0', 0.0, 'judge', 0.001, '2026-11-23 11:00:00', '2026-11-23 11:00:00', 1)"))  # fmt: skip
+        rows = sorted(conn.execute(text("SELECT source, score, cost_usd FROM feedback")).all())
+    assert [tuple(r) for r in rows] == [("judge", 0.0, 0.001), ("user", 0.75, None)]
+    command.downgrade(cfg, "0002")
+    with eng.begin() as conn:
+        assert [tuple(r) for r in conn.execute(text("SELECT source, score FROM feedback")).all()] == [("judge", 0.0)]
     eng.dispose()
 
 

@@ -20,6 +20,7 @@ from regret_gateway.store.repository import (
     record_decisions,
     record_feedback,
     record_outcomes,
+    traffic_summary,
     training_set,
 )
 from regret_gateway.store.schema import Decision, Feedback, Outcome, RouterVersion
@@ -65,16 +66,54 @@ def test_round_trip_and_idempotence(engine):
         assert np.array_equal(np.frombuffer(row.embedding, dtype="<f4"), np.full(4, 1, dtype=np.float32))
 
 
-def test_rescoring_keeps_one_current_score(engine):
+def test_rescoring_keeps_one_current_score_per_source(engine):
+    """A re-score replaces that source's score; the judge's score sits beside the user's, never over it."""
     with Session(engine) as s, s.begin():
         record_decisions(s, [decision(0)])
         record_feedback(s, [FeedbackRecord("r0", 0.2, source="user")])
     with Session(engine) as s, s.begin():
-        record_feedback(s, [FeedbackRecord("r0", 0.9, source="judge"), FeedbackRecord("r0", 1.0, source="judge")])
+        record_feedback(s, [FeedbackRecord("r0", 0.9, source="judge", cost_usd=2e-4), FeedbackRecord("r0", 1.0, source="judge")])
+    with Session(engine) as s, s.begin():
+        record_feedback(s, [FeedbackRecord("r0", 0.3, source="user")])
     with Session(engine) as s:
-        assert counts(s)[2] == 1
-        fb = get_decision(s, "r0")["feedback"]
-    assert fb["score"] == 1.0 and fb["source"] == "judge" and fb["revision"] == 2
+        assert counts(s)[2] == 2
+        audit = get_decision(s, "r0")
+    assert audit["feedback"]["source"] == "user" and audit["feedback"]["score"] == 0.3  # the user's ranks first
+    assert audit["feedback"]["revision"] == 2
+    judge = audit["feedback_by_source"]["judge"]
+    assert judge["score"] == 1.0 and judge["revision"] == 1 and judge["cost_usd"] is None  # the batch's last wins
+
+
+def test_training_set_takes_each_request_s_best_ranked_source(engine):
+    """Default: the user's score where there is one, the judge's otherwise; --feedback narrows and orders."""
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [decision(i, model="small" if i % 2 else "large") for i in range(4)])
+        record_feedback(s, [FeedbackRecord("r0", 1.0, source="user"), FeedbackRecord("r0", 0.0, source="judge"),
+                            FeedbackRecord("r1", 0.5, source="judge"), FeedbackRecord("r2", 0.25, source="import")])  # fmt: skip
+    with Session(engine) as s:
+        names = ("large", "small")
+        default = training_set(s, model_names=names)
+        judge_first = training_set(s, model_names=names, feedback=("judge", "user"))
+        user_only = training_set(s, model_names=names, feedback=("user",))
+    assert default.request_ids == ("r0", "r1", "r2") and default.sources == ("user", "judge", "import")
+    assert default.logged.quality.tolist() == [1.0, 0.5, 0.25] and default.skipped["no_feedback"] == 1
+    assert judge_first.logged.quality.tolist() == [0.0, 0.5] and judge_first.rows_by_source() == {"judge": 2}
+    assert user_only.request_ids == ("r0",) and user_only.skipped["no_feedback"] == 3
+
+
+def test_traffic_summary_reports_sources_judge_spend_and_agreement(engine):
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [decision(i) for i in range(4)])
+        record_feedback(s, [FeedbackRecord("r0", 1.0, source="user"), FeedbackRecord("r0", 1.0, source="judge", cost_usd=1e-3),
+                            FeedbackRecord("r1", 0.0, source="user"), FeedbackRecord("r1", 1.0, source="judge", cost_usd=2e-3),
+                            FeedbackRecord("r2", 0.0, source="judge", cost_usd=5e-4)])  # fmt: skip
+    with Session(engine) as s:
+        summary = traffic_summary(s)
+    assert summary["with_feedback"] == 3 and summary["feedback_coverage"] == 0.75
+    assert summary["feedback_by_source"]["judge"]["scored"] == 3 and summary["feedback_by_source"]["user"]["scored"] == 2
+    assert summary["judge_spend_usd"] == pytest.approx(3.5e-3)
+    agree = summary["judge_user_agreement"]
+    assert agree["pairs"] == 2 and agree["same_side_of_half"] == 0.5 and agree["judge_minus_user"] == 0.5
 
 
 @pytest.mark.parametrize(

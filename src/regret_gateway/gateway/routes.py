@@ -12,13 +12,13 @@ import asyncio
 from fastapi import APIRouter, Depends, HTTPException, Request
 from litellm.proxy._types import LitellmUserRoles, UserAPIKeyAuth
 from litellm.proxy.auth.user_api_key_auth import user_api_key_auth
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from regret_gateway.gateway.runtime import Gateway
 from regret_gateway.store.records import FeedbackRecord, StoreInputError
-from regret_gateway.store.repository import decision_team, get_decision, record_feedback
+from regret_gateway.store.repository import JUDGE_SOURCE, decision_team, get_decision, record_feedback
 
 router = APIRouter(prefix="/regret", tags=["regret-gateway"])
 
@@ -26,7 +26,16 @@ router = APIRouter(prefix="/regret", tags=["regret-gateway"])
 class FeedbackIn(BaseModel):
     request_id: str = Field(min_length=1, max_length=128, description="The x-regret-request-id response header of the request.")
     score: float = Field(ge=0.0, le=1.0, description="Quality of the answer in [0, 1].")
-    source: str = Field(default="user", min_length=1, max_length=32)
+    source: str = Field(
+        default="user", min_length=1, max_length=32, description="Who scored it; 'judge' is the gateway's own judge's."
+    )
+
+    @field_validator("source")
+    @classmethod
+    def _not_the_judge(cls, v: str) -> str:
+        if v == JUDGE_SOURCE:
+            raise ValueError(f"source {JUDGE_SOURCE!r} is reserved for the gateway's LLM judge")
+        return v
 
 
 def current_gateway(request: Request) -> Gateway:
@@ -59,7 +68,7 @@ def _post_feedback(gw: Gateway, body: FeedbackIn, auth: UserAPIKeyAuth) -> dict:
     _authorize(gw, body.request_id, auth)
     with Session(gw.engine) as session, session.begin():
         record_feedback(session, [FeedbackRecord(body.request_id, body.score, source=body.source)])
-    return {"request_id": body.request_id, **_decision(gw, body.request_id)["feedback"]}
+    return {"request_id": body.request_id, **_decision(gw, body.request_id)["feedback_by_source"][body.source]}
 
 
 def _decision(gw: Gateway, request_id: str) -> dict:

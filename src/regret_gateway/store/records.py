@@ -241,6 +241,7 @@ class FeedbackRecord:
     score: float
     source: str = "user"
     created_at: datetime | None = None
+    cost_usd: float | None = None  # what producing the score cost (the judge's call), if known
 
     def __post_init__(self) -> None:
         rid = self.request_id
@@ -253,6 +254,12 @@ class FeedbackRecord:
             rid,
             f"`source` must be a non-empty string of <= 32 chars, got {self.source!r}",
         )
+        _require(
+            self.cost_usd is None or (_finite_number(self.cost_usd) and float(self.cost_usd) >= 0.0),
+            rid,
+            f"`cost_usd` must be a finite number >= 0, got {self.cost_usd!r}",
+        )
         object.__setattr__(self, "score", float(self.score))
+        object.__setattr__(self, "cost_usd", None if self.cost_usd is None else float(self.cost_usd))
         object.__setattr__(self, "created_at", _aware(self.created_at))
         _clean_fields(self)

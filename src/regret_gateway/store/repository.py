@@ -8,7 +8,7 @@ owns the transaction (``with session.begin(): ...``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -116,20 +116,20 @@ def record_outcomes(session: Session, records: Sequence[OutcomeRecord]) -> int:
 
 
 def record_feedback(session: Session, records: Sequence[FeedbackRecord]) -> int:
-    """Set the current quality score of known requests (insert, or replace and bump ``revision``).
-    Returns the number of records applied."""
+    """Set the current quality score of known requests, one per request and source (insert, or replace
+    and bump ``revision``): a user's score and the judge's live side by side. Returns records applied."""
     if not records:
         return 0
-    latest = _unique_last(records)
+    latest = _unique_last(records, key=lambda r: (r.request_id, r.source))
     _require_known(session, [r.request_id for r in latest])
     insert = _insert(session)
     for chunk in _chunks(latest, _ROW_CHUNK):
         stmt = insert(Feedback)
         stmt = stmt.on_conflict_do_update(
-            index_elements=["request_id"],
+            index_elements=["request_id", "source"],
             set_={
                 "score": stmt.excluded.score,
-                "source": stmt.excluded.source,
+                "cost_usd": stmt.excluded.cost_usd,
                 "updated_at": stmt.excluded.updated_at,
                 "revision": Feedback.revision + 1,
             },
@@ -141,6 +141,7 @@ def record_feedback(session: Session, records: Sequence[FeedbackRecord]) -> int:
                     "request_id": r.request_id,
                     "score": r.score,
                     "source": r.source,
+                    "cost_usd": r.cost_usd,
                     "created_at": r.created_at,
                     "updated_at": r.created_at,
                     "revision": 1,
@@ -149,6 +150,23 @@ def record_feedback(session: Session, records: Sequence[FeedbackRecord]) -> int:
             ],
         )
     return len(latest)
+
+
+JUDGE_SOURCE = "judge"  # the source of the gateway's LLM judge scores (gateway/judge.py)
+
+
+def source_rank(sources: Sequence[str] | None) -> Callable[[str], int | None]:
+    """How a request's scores from several sources are ranked: ``sources`` in that order (others
+    ignored), or, with None, every source -- ``user`` first, the judge last, the rest by name between."""
+    if sources is not None:
+        order = {src: i for i, src in enumerate(sources)}
+        return order.get
+    return lambda src: 0 if src == "user" else 2 if src == JUDGE_SOURCE else 1
+
+
+def _feedback_view(f: Feedback) -> dict:
+    return {"score": f.score, "source": f.source, "revision": f.revision, "updated_at": f.updated_at.isoformat(),
+            "cost_usd": f.cost_usd}  # fmt: skip
 
 
 def read_feedback_file(path: str | Path, *, default_source: str = "import") -> list[FeedbackRecord]:
@@ -180,18 +198,20 @@ def read_feedback_file(path: str | Path, *, default_source: str = "import") -> l
 
 
 def get_decision(session: Session, request_id: str) -> dict | None:
-    """The audit view of one request: its decision, outcome and current feedback (None if unknown)."""
+    """The audit view of one request: its decision, outcome and feedback (None if unknown): ``feedback``
+    is the score retrain takes by default (:func:`source_rank`), ``feedback_by_source`` every source's."""
     if not valid_request_id(request_id):
         return None
     row = session.execute(
-        select(Decision, Outcome, Feedback)
+        select(Decision, Outcome)
         .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
-        .outerjoin(Feedback, Feedback.request_id == Decision.request_id)
         .where(Decision.request_id == request_id)
     ).first()
     if row is None:
         return None
-    d, o, f = row
+    d, o = row
+    rank = source_rank(None)
+    scores = sorted(session.scalars(select(Feedback).where(Feedback.request_id == request_id)), key=lambda f: (rank(f.source), f.source))
     return {
         "request_id": d.request_id,
         "created_at": d.created_at.isoformat(),
@@ -214,9 +234,8 @@ def get_decision(session: Session, request_id: str) -> dict | None:
             "status": o.status,
             "error": o.error,
         },
-        "feedback": None
-        if f is None
-        else {"score": f.score, "source": f.source, "revision": f.revision, "updated_at": f.updated_at.isoformat()},
+        "feedback": _feedback_view(scores[0]) if scores else None,
+        "feedback_by_source": {f.source: _feedback_view(f) for f in scores},
     }
 
 
@@ -240,10 +259,15 @@ class TrainingSet:
     modes: tuple[str, ...]
     embedding_model: str | None
     skipped: dict[str, int] = field(default_factory=dict)
+    sources: tuple[str, ...] = ()  # (n,) where each row's quality score came from
 
     @property
     def n_rows(self) -> int:
         return len(self.request_ids)
+
+    def rows_by_source(self) -> dict[str, int]:
+        names, counts = np.unique(np.array(self.sources, dtype=object), return_counts=True) if self.sources else ((), ())
+        return {str(k): int(v) for k, v in zip(names, counts)}
 
 
 def training_set(
@@ -254,10 +278,13 @@ def training_set(
     until: datetime | None = None,
     team: str | None = None,
     embedding_model: str | None = None,
+    feedback: Sequence[str] | None = None,
 ) -> TrainingSet:
     """Decisions joined with their outcome and current feedback, as :class:`LoggedFeedback`.
 
-    Rows are kept when the request succeeded, has a quality score, was embedded by ``embedding_model``
+    A request's quality score is the best-ranked of its sources (``feedback``: the sources to use, in
+    order, e.g. ``("user", "judge")``; None: every source, user first and the judge last, see
+    :func:`source_rank`). Rows are kept when the request succeeded, has a quality score from one of them, was embedded by ``embedding_model``
     (default: the most frequent one in the window), was not a fail-open fallback and chose one of
     ``model_names`` (default: every model seen, sorted). The rest are counted in ``skipped``:
     ``no_outcome``, ``failed``, ``no_feedback``, ``fallback``, ``other_embedder``, ``unknown_model``."""
@@ -276,19 +303,26 @@ def training_set(
             Decision.mode,
             Outcome.cost_usd,
             Outcome.status,
-            Feedback.score,
         )
         .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
-        .outerjoin(Feedback, Feedback.request_id == Decision.request_id)
         .order_by(Decision.created_at, Decision.request_id)
     )
+    window = []
     if since is not None:
-        q = q.where(Decision.created_at >= since)
+        window.append(Decision.created_at >= since)
     if until is not None:
-        q = q.where(Decision.created_at < until)
+        window.append(Decision.created_at < until)
     if team is not None:
-        q = q.where(Decision.team == team)
-    rows = session.execute(q).all()
+        window.append(Decision.team == team)
+    rows = session.execute(q.where(*window)).all()
+    rank = source_rank(feedback)
+    best: dict[str, tuple[int, str, float]] = {}  # request id -> (rank, source, score) of its best-ranked score
+    for rid, src, score in session.execute(
+        select(Feedback.request_id, Feedback.source, Feedback.score).join(Decision).where(*window)
+    ):
+        r = rank(src)
+        if r is not None and (rid not in best or (r, src) < best[rid][:2]):
+            best[rid] = (r, src, score)
     skipped = {"no_outcome": 0, "failed": 0, "no_feedback": 0, "fallback": 0, "other_embedder": 0, "unknown_model": 0}
     if embedding_model is None and rows:
         names, counts = np.unique(
@@ -301,7 +335,7 @@ def training_set(
             skipped["no_outcome"] += 1
         elif r.status != "success":
             skipped["failed"] += 1
-        elif r.score is None:
+        elif r.request_id not in best:
             skipped["no_feedback"] += 1
         elif r.mode == "fallback":  # routing failed: not a draw of the logging policy
             skipped["fallback"] += 1
@@ -322,7 +356,7 @@ def training_set(
         logged = LoggedFeedback(
             X=X,
             action=np.array([index[r.chosen_model] for r in kept]),
-            quality=np.array([r.score for r in kept]),
+            quality=np.array([best[r.request_id][2] for r in kept]),
             cost=np.array([r.cost_usd for r in kept]),
             model_names=chosen_names,
             propensity=propensity,
@@ -337,6 +371,7 @@ def training_set(
         modes=tuple(r.mode for r in kept),
         embedding_model=embedding_model,
         skipped=skipped,
+        sources=tuple(best[r.request_id][1] for r in kept),
     )
 
 
@@ -367,20 +402,47 @@ def export_training_set(ts: TrainingSet, path: str | Path) -> Path:
 
 
 def traffic_summary(session: Session, *, since: datetime | None = None) -> dict:
-    """Counts for `regret-gateway status`: requests, outcomes, feedback coverage, by mode and tier."""
+    """Counts for `regret-gateway status`: requests, outcomes, feedback coverage (in all and by source),
+    the judge's spend, and how judge and user scores agree where a request has both."""
     from sqlalchemy import func
+    from sqlalchemy.orm import aliased
 
     where = [] if since is None else [Decision.created_at >= since]
     total = session.scalar(select(func.count()).select_from(Decision).where(*where)) or 0
     outcome = session.scalar(select(func.count()).select_from(Decision).join(Outcome).where(*where)) or 0
-    scored = session.scalar(select(func.count()).select_from(Decision).join(Feedback).where(*where)) or 0
+    scored = session.scalar(select(func.count(func.distinct(Feedback.request_id))).join(Decision).where(*where)) or 0
     by_mode = dict(session.execute(select(Decision.mode, func.count()).where(*where).group_by(Decision.mode)).all())
     by_tier = dict(session.execute(select(Decision.tier, func.count()).where(*where).group_by(Decision.tier)).all())
+    by_source = {
+        src: {"scored": int(n), "coverage": n / total if total else 0.0, "cost_usd": float(cost or 0.0)}
+        for src, n, cost in session.execute(
+            select(Feedback.source, func.count(), func.sum(Feedback.cost_usd)).join(Decision).where(*where).group_by(Feedback.source)
+        )
+    }
+    user, judge = aliased(Feedback), aliased(Feedback)
+    pairs = np.array(
+        session.execute(
+            select(user.score, judge.score)
+            .join(judge, (judge.request_id == user.request_id) & (judge.source == JUDGE_SOURCE))
+            .join(Decision, Decision.request_id == user.request_id)
+            .where(user.source == "user", *where)
+        ).all(),
+        dtype=float,
+    ).reshape(-1, 2)
+    agreement: dict = {"pairs": len(pairs)}
+    if len(pairs):
+        u, j = pairs[:, 0], pairs[:, 1]
+        agreement["mean_abs_diff"] = float(np.abs(u - j).mean())
+        agreement["same_side_of_half"] = float(((u >= 0.5) == (j >= 0.5)).mean())  # pass/fail agreement
+        agreement["judge_minus_user"] = float((j - u).mean())  # > 0: the judge is more lenient
     return {
         "requests": total,
         "with_outcome": outcome,
         "with_feedback": scored,
         "feedback_coverage": scored / total if total else 0.0,
+        "feedback_by_source": by_source,
+        "judge_spend_usd": by_source.get(JUDGE_SOURCE, {}).get("cost_usd", 0.0),
+        "judge_user_agreement": agreement,
         "by_mode": by_mode,
         "by_tier": by_tier,
     }

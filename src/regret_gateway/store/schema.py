@@ -1,8 +1,10 @@
 """The SQL schema (SQLAlchemy 2.0 typed ORM): routing decisions, their outcomes, feedback, router versions.
 
-One row per request in each of ``decisions``, ``outcomes`` and ``feedback``, keyed by the request id
-(the gateway's own id of the request, returned to the client as ``x-regret-request-id``): writing the same request twice is a no-op (decisions, outcomes) or an
-update of the one current score (feedback), never a second row. The Alembic migrations in
+One row per request in ``decisions`` and ``outcomes``, keyed by the request id (the gateway's own id of
+the request, returned to the client as ``x-regret-request-id``), and one per request and source in
+``feedback`` (a user's score and the LLM judge's are kept apart): writing the same request twice is a
+no-op (decisions, outcomes) or an update of that source's one current score (feedback), never a second
+row. The Alembic migrations in
 ``migrations/`` create exactly this schema (a test compares them).
 """
 
@@ -82,11 +84,15 @@ class Outcome(Base):
 
 class Feedback(Base):
     __tablename__ = "feedback"
-    __table_args__ = (CheckConstraint("score >= 0 AND score <= 1", name="ck_feedback_score"),)
+    __table_args__ = (
+        CheckConstraint("score >= 0 AND score <= 1", name="ck_feedback_score"),
+        CheckConstraint("cost_usd IS NULL OR cost_usd >= 0", name="ck_feedback_cost"),
+    )
 
     request_id: Mapped[str] = mapped_column(ForeignKey("decisions.request_id", ondelete="CASCADE"), primary_key=True)
+    source: Mapped[str] = mapped_column(String(32), primary_key=True)  # user, judge, import, ...
     score: Mapped[float] = mapped_column(Float)
-    source: Mapped[str] = mapped_column(String(32))
+    cost_usd: Mapped[float | None] = mapped_column(Float)  # what producing the score cost (the judge's call)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     revision: Mapped[int] = mapped_column(Integer, default=1)  # 1 + number of re-scorings

@@ -103,6 +103,36 @@ def test_spill_left_by_a_stopped_writer_is_replayed_by_the_next(engine, flaky, t
     assert rows(engine) == (600, 600, 600)
 
 
+def test_judge_scores_behind_their_decisions_survive_an_outage(engine, flaky, tmp_path):
+    """The judge's scores go through the same writer: submitted after their decisions, spilled with them
+    during an outage, replayed in order -- none lost; a score for a request with no decision is set aside."""
+    from regret_gateway.store.records import FeedbackRecord
+    from regret_gateway.store.schema import Feedback
+
+    records = list(synthetic_records(300, 8))
+    writer = fast_writer(flaky.engine, tmp_path / "spill").start()
+    for r in records[:100]:
+        writer.submit(r)
+    assert writer.drain(timeout=30)
+    flaky.down()
+    for r in records[100:]:
+        writer.submit(r)
+    for r in records:
+        writer.submit(FeedbackRecord(r.request_id, 0.5, source="judge", cost_usd=1e-4))
+    writer.submit(FeedbackRecord("no-such-request", 1.0, source="judge"))
+    time.sleep(0.6)  # past spill_after_s: the outage spills
+    flaky.up()
+    assert writer.drain(timeout=60), writer.stats()
+    stats = writer.stats()
+    writer.close()
+    with Session(engine) as s:
+        scores = s.execute(select(Feedback.source, func.count(), func.sum(Feedback.cost_usd)).group_by(Feedback.source)).all()
+    assert rows(engine) == (300, 300, 300)
+    assert [(src, n) for src, n, _ in scores] == [("judge", 300)] and scores[0][2] == pytest.approx(0.03)
+    assert stats["spilled"] > 0 and stats["refused"] == 1 and stats["dropped"] == 0
+    assert "no-such-request" in (tmp_path / "spill" / "refused.jsonl").read_text()
+
+
 def test_full_queue_overflows_to_disk_and_is_replayed(engine, tmp_path):
     writer = fast_writer(engine, tmp_path / "spill", queue_size=10)
     for record in synthetic_records(300, 8):  # not started yet: the queue holds 10, the rest overflows

@@ -263,3 +263,18 @@ class FeedbackRecord:
         object.__setattr__(self, "cost_usd", None if self.cost_usd is None else float(self.cost_usd))
         object.__setattr__(self, "created_at", _aware(self.created_at))
         _clean_fields(self)
+
+    # A spill-file line (the writer queues judge scores beside decisions): tagged so replay knows the kind.
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "feedback", "request_id": self.request_id, "score": self.score, "source": self.source,
+                "cost_usd": self.cost_usd, "created_at": _aware(self.created_at).isoformat()}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "FeedbackRecord":
+        d = {k: v for k, v in d.items() if k != "kind"}
+        return cls(**{**d, "created_at": datetime.fromisoformat(d["created_at"])})
+
+
+def record_from_json(d: dict[str, Any]) -> "DecisionRecord | FeedbackRecord":
+    """A spilled record of either kind (decision lines carry no kind)."""
+    return FeedbackRecord.from_json(d) if d.get("kind") == "feedback" else DecisionRecord.from_json(d)

@@ -1,6 +1,7 @@
 """The gateway's batched writer: requests never wait for the database, and no decision is lost.
 
-``submit`` puts a record into a bounded in-memory queue and returns at once (it never raises and never
+It writes routing decisions (with their outcomes) and the gateway's own quality scores (the LLM judge's
+:class:`FeedbackRecord`), in the order they were submitted. ``submit`` puts a record into a bounded in-memory queue and returns at once (it never raises and never
 blocks on the database). A background thread takes batches (``batch_size`` records, or whatever arrived
 within ``flush_interval_s``) and writes them in one transaction. When the database is unavailable it
 retries with exponential backoff; if the outage lasts longer than ``spill_after_s`` the batch is appended
@@ -29,8 +30,10 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from regret_gateway.store.records import DecisionRecord, StoreInputError
-from regret_gateway.store.repository import record_decisions
+from regret_gateway.store.records import DecisionRecord, FeedbackRecord, StoreInputError, UnknownRequestError, record_from_json
+from regret_gateway.store.repository import record_decisions, record_feedback
+
+Record = DecisionRecord | FeedbackRecord
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +108,8 @@ class BatchedWriter:
             self._thread.start()
         return self
 
-    def submit(self, record: DecisionRecord) -> None:
-        """Queue one decision (with its outcome). Never blocks on the database; never raises."""
+    def submit(self, record: Record) -> None:
+        """Queue one decision (with its outcome) or score. Never blocks on the database; never raises."""
         try:
             self._queue.put_nowait(record)
         except queue.Full:
@@ -187,8 +190,8 @@ class BatchedWriter:
         for _ in range(len(rest)):
             self._queue.task_done()
 
-    def _take_batch(self) -> tuple[list[DecisionRecord], bool]:
-        batch: list[DecisionRecord] = []
+    def _take_batch(self) -> tuple[list[Record], bool]:
+        batch: list[Record] = []
         wait = self.flush_interval_s
         if self._spill_files():
             wait = max(0.01, min(wait, self._next_probe - time.monotonic()))
@@ -204,9 +207,12 @@ class BatchedWriter:
             batch.append(item)
         return batch, False
 
-    def _write(self, records: list[DecisionRecord]) -> int:
+    def _write(self, records: list[Record]) -> int:
+        """One transaction: the decisions first, then the scores (a score may be for a decision of the batch)."""
+        decisions = [r for r in records if isinstance(r, DecisionRecord)]
+        scores = [r for r in records if isinstance(r, FeedbackRecord)]
         with Session(self.engine) as session, session.begin():
-            return record_decisions(session, records)
+            return record_decisions(session, decisions) + record_feedback(session, scores)
 
     def _mark_up(self) -> None:
         if self._down_since is not None:
@@ -233,7 +239,7 @@ class BatchedWriter:
             if replayed:
                 self._stats["replayed"] += n
 
-    def _deliver(self, batch: list[DecisionRecord], final: bool = False) -> None:
+    def _deliver(self, batch: list[Record], final: bool = False) -> None:
         """Write one batch: retry while the outage is young, spill once it lasts (or at shutdown)."""
         while True:
             if self._down_since is not None and time.monotonic() < self._next_probe:
@@ -244,7 +250,7 @@ class BatchedWriter:
             try:
                 new_rows = self._write(batch)
             except REFUSED:
-                self._write_one_by_one(batch)
+                self._write_one_by_one(batch, live=True)
                 self._mark_up()
                 return
             except SQLAlchemyError as exc:
@@ -256,21 +262,27 @@ class BatchedWriter:
             self._mark_up()
             return
 
-    def _write_one_by_one(self, batch: list[DecisionRecord]) -> None:
-        """A constraint refused the batch: keep every good record, spill the refused one(s) aside."""
+    def _write_one_by_one(self, batch: list[Record], live: bool = False) -> None:
+        """A constraint refused the batch: keep every good record, spill the refused one(s) aside. A score
+        whose decision is still in a spill file (a recent outage) is spilled after it instead, to be
+        replayed in order."""
         for record in batch:
             try:
                 self._count_written(1, self._write([record]), replayed=False)
+            except UnknownRequestError:
+                if live and isinstance(record, FeedbackRecord) and self._spill_files():
+                    self._append(self._spill_file, self._spill_lock, [record])
+                    continue
+                self._refuse(record, "its request has no decision")
             except REFUSED as exc:
-                log.error(
-                    "regret-gateway writer: request %r refused by the store (%s); kept in %s",
-                    record.request_id,
-                    exc,
-                    self.spill_dir / "refused.jsonl",
-                )
-                self._append(self.spill_dir / "refused.jsonl", self._spill_lock, [record], counter="refused")
+                self._refuse(record, str(exc))
 
-    def _append(self, path: Path, lock: threading.Lock, records: list[DecisionRecord], counter: str = "spilled") -> None:
+    def _refuse(self, record: Record, why: str) -> None:
+        log.error("regret-gateway writer: request %r refused by the store (%s); kept in %s", record.request_id, why,
+                  self.spill_dir / "refused.jsonl")  # fmt: skip
+        self._append(self.spill_dir / "refused.jsonl", self._spill_lock, [record], counter="refused")
+
+    def _append(self, path: Path, lock: threading.Lock, records: list[Record], counter: str = "spilled") -> None:
         lines = "".join(json.dumps(r.to_json(), separators=(",", ":")) + "\n" for r in records)
         try:
             with lock, open(path, "a", encoding="utf-8") as fh:
@@ -313,7 +325,7 @@ class BatchedWriter:
             path.unlink()
 
     def _replay_file(self, path: Path) -> bool:
-        chunk: list[DecisionRecord] = []
+        chunk: list[Record] = []
         try:
             fh = open(path, encoding="utf-8")
         except FileNotFoundError:  # another worker replayed it meanwhile
@@ -323,9 +335,9 @@ class BatchedWriter:
                 if not line.strip():
                     continue
                 try:
-                    chunk.append(DecisionRecord.from_json(json.loads(line)))
+                    chunk.append(record_from_json(json.loads(line)))
                 except (ValueError, TypeError, KeyError):
-                    log.error("regret-gateway writer: %s line %d is not a decision record; skipped", path, lineno)
+                    log.error("regret-gateway writer: %s line %d is not a decision or score record; skipped", path, lineno)
                     continue
                 if len(chunk) >= self.replay_chunk:
                     if not self._replay_chunk(chunk):
@@ -333,7 +345,7 @@ class BatchedWriter:
                     chunk = []
         return not chunk or self._replay_chunk(chunk)
 
-    def _replay_chunk(self, chunk: list[DecisionRecord]) -> bool:
+    def _replay_chunk(self, chunk: list[Record]) -> bool:
         try:
             new_rows = self._write(chunk)
         except REFUSED:

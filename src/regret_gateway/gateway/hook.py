@@ -19,7 +19,8 @@ error or timeout there sends the request to the tier's fallback model (mode ``fa
 router never fails a request. The decision's key is the gateway's own id (``rg-<uuid>``), returned to the
 client as the ``x-regret-request-id`` header. The decision goes to the store's batched writer at once; on the
 success/failure event it is submitted again with its outcome (LiteLLM's ``response_cost``, tokens,
-latency, status) -- the decision insert is idempotent, the outcome is added.
+latency, status) -- the decision insert is idempotent, the outcome is added. With a ``judge:`` section,
+the success event also offers the prompt and answer to the sampled LLM judge (``gateway/judge.py``).
 """
 
 from __future__ import annotations
@@ -66,6 +67,16 @@ def routed_text(messages: list | None) -> str:
     users = [content(m) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
     system = [content(m) for m in messages if isinstance(m, dict) and m.get("role") == "system"]
     return "\n".join([*system[:1], *(users[-1:] or [content(messages[-1])])]).strip()
+
+
+def answer_text(response) -> str:
+    """The text of a chat completion's first choice ('' when there is none, e.g. a stream's summary)."""
+    try:
+        choice = response.choices[0]
+        content = choice.message.content if hasattr(choice, "message") else choice["message"]["content"]
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return ""
+    return content if isinstance(content, str) else ""
 
 
 @dataclass
@@ -194,7 +205,7 @@ class RegretRouterHook(CustomLogger):
         request_id = self._request_id(data)
         return {REQUEST_ID_HEADER: request_id} if request_id else None
 
-    def _finish(self, kwargs: dict, status: str) -> None:
+    def _finish(self, kwargs: dict, status: str, response_obj=None) -> None:
         slo = kwargs.get("standard_logging_object") or {}
         call_id = self._request_id(kwargs)
         pending = self._pending.pop(call_id, None) if call_id else None
@@ -220,10 +231,14 @@ class RegretRouterHook(CustomLogger):
         except ValueError as exc:
             log.error("regret-gateway: outcome of %s not recorded (%s); the decision is", call_id, exc)
             outcome = None
-        self.gateway.writer.submit(dataclasses.replace(pending.record, outcome=outcome))
+        gw = self.gateway
+        gw.writer.submit(dataclasses.replace(pending.record, outcome=outcome))
+        if status == "success" and gw.judge is not None:
+            r = pending.record
+            gw.judge.consider(call_id, r.team, r.tier, routed_text(kwargs.get("messages")), answer_text(response_obj))
 
     async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
-        self._finish(kwargs, "success")
+        self._finish(kwargs, "success", response_obj)
 
     async def async_log_failure_event(self, kwargs, response_obj, start_time, end_time):
         self._finish(kwargs, "failure")

@@ -4,6 +4,7 @@
 active router, the sampling RNG and the counters. ``start()`` (idempotent, thread-safe) loads the
 embedder and warms it, opens the store (migrating it under a database lock, see
 :func:`regret_gateway.store.migrate.upgrade`), starts the writer and loads the active router.
+With a ``judge:`` model it also holds the sampled LLM judge (:mod:`regret_gateway.gateway.judge`).
 ``maybe_reload()`` looks for a newly published version at most every ``reload_interval_s`` and loads it
 in a worker thread, never on the event loop: requests keep routing with the current version meanwhile.
 """
@@ -16,11 +17,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from regret_gateway.config import Settings
+
+if TYPE_CHECKING:
+    from regret_gateway.gateway.judge import Judge
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -38,7 +42,9 @@ class Gateway:
         encode: ``texts -> (n, d)`` embedding function (default: the configured embedder).
         engine: an SQLAlchemy engine (default: one for ``settings.store.url``, migrated at start).
         spill_dir: where the writer spills during a database outage (default: the settings').
-        seed: seed of the exploration RNG.
+        seed: seed of the exploration RNG (and the judge's sampling).
+        judge_complete: how the LLM judge's model is called (default: through LiteLLM; the demo's replay
+            passes its mock).
     """
 
     def __init__(
@@ -49,6 +55,7 @@ class Gateway:
         engine=None,
         spill_dir: str | None = None,
         seed: int | None = None,
+        judge_complete=None,
     ) -> None:
         self.settings = settings
         self.rng = np.random.default_rng(seed)
@@ -67,6 +74,8 @@ class Gateway:
         # the embedder share: a slow or hung database fills this pool, not theirs.
         self.store_pool = ThreadPoolExecutor(max_workers=STORE_WORKERS, thread_name_prefix="regret-gateway-store")
         self._last_reload = 0.0
+        self._judge_complete = judge_complete
+        self.judge: Judge | None = None  # the sampled LLM judge (gateway/judge.py), built at start when judge.model is set
 
     @property
     def started(self) -> bool:
@@ -108,6 +117,11 @@ class Gateway:
             self.router = ActiveRouter(s)
             self.hash_key = s.prompt_hash_key()
             self.batcher = EmbeddingBatcher(self._embed, cache_size=s.embedder.cache_size)
+            if s.judge.model is not None:
+                from regret_gateway.gateway.judge import Judge
+
+                judge_rng = np.random.default_rng(self.rng.integers(2**63))
+                self.judge = Judge(s, self.writer.submit, complete=self._judge_complete, rng=judge_rng)
             self._started = True
         self._load_embedder()
         self.router.refresh()
@@ -196,4 +210,6 @@ class Gateway:
             out["embedding_batches"] = self.batcher.batches
             out["embedding_cache_hits"] = self.batcher.cache_hits  # bench gateway and the demo report it
             out["embedding_backend"] = self.embedding_backend
+            if self.judge is not None:
+                out.update(self.judge.stats())
         return out

@@ -211,7 +211,9 @@ def get_decision(session: Session, request_id: str) -> dict | None:
         return None
     d, o = row
     rank = source_rank(None)
-    scores = sorted(session.scalars(select(Feedback).where(Feedback.request_id == request_id)), key=lambda f: (rank(f.source), f.source))
+    scores = sorted(
+        session.scalars(select(Feedback).where(Feedback.request_id == request_id)), key=lambda f: (rank(f.source), f.source)
+    )
     return {
         "request_id": d.request_id,
         "created_at": d.created_at.isoformat(),
@@ -320,9 +322,9 @@ def training_set(
     for rid, src, score in session.execute(
         select(Feedback.request_id, Feedback.source, Feedback.score).join(Decision).where(*window)
     ):
-        r = rank(src)
-        if r is not None and (rid not in best or (r, src) < best[rid][:2]):
-            best[rid] = (r, src, score)
+        k = rank(src)
+        if k is not None and (rid not in best or (k, src) < best[rid][:2]):
+            best[rid] = (k, src, score)
     skipped = {"no_outcome": 0, "failed": 0, "no_feedback": 0, "fallback": 0, "other_embedder": 0, "unknown_model": 0}
     if embedding_model is None and rows:
         names, counts = np.unique(
@@ -416,7 +418,10 @@ def traffic_summary(session: Session, *, since: datetime | None = None) -> dict:
     by_source = {
         src: {"scored": int(n), "coverage": n / total if total else 0.0, "cost_usd": float(cost or 0.0)}
         for src, n, cost in session.execute(
-            select(Feedback.source, func.count(), func.sum(Feedback.cost_usd)).join(Decision).where(*where).group_by(Feedback.source)
+            select(Feedback.source, func.count(), func.sum(Feedback.cost_usd))
+            .join(Decision)
+            .where(*where)
+            .group_by(Feedback.source)
         )
     }
     user, judge = aliased(Feedback), aliased(Feedback)

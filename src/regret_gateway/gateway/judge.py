@@ -1,0 +1,197 @@
+"""The sampled LLM judge: quality scores for routed answers without a human in the loop.
+
+In the success event of a routed request (``hook.py``), :meth:`Judge.consider` draws whether to judge it:
+the team must opt in (``judge.teams``) and a share ``judge.sample`` of its tier's requests is drawn. A
+drawn request's prompt and answer go into a bounded in-memory queue (never to disk); background workers
+(``judge.concurrency``) ask the judge model through LiteLLM -- the proxy's own router, so the judge's
+model group, keys and cost tracking are the deployment's -- parse a score in [0, 1] from its JSON answer
+and hand a :class:`~regret_gateway.store.records.FeedbackRecord` with source ``judge`` (and the call's
+cost) to the store's batched writer. Nothing here touches chat traffic: a full queue drops the answer, a
+judge that fails, hangs past ``timeout_s`` or answers something unparsable is counted, and that is all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import numpy as np
+
+from regret_gateway.config import Settings
+from regret_gateway.store.records import FeedbackRecord
+from regret_gateway.store.repository import JUDGE_SOURCE
+
+log = logging.getLogger(__name__)
+
+# (model, messages, timeout_s) -> (the judge's reply text, the call's cost in USD)
+Complete = Callable[[str, list[dict], float], Awaitable[tuple[str, float]]]
+COUNTERS = ("considered", "sampled", "scored", "failed", "timeouts", "unparsable", "dropped")
+
+
+def judge_messages(rubric: str, prompt: str, answer: str, max_chars: int) -> list[dict]:
+    """The judge's chat: the rubric as system prompt, the request and the answer (each cut to ``max_chars``)."""
+    return [
+        {"role": "system", "content": rubric},
+        {
+            "role": "user",
+            "content": f"<request>\n{prompt[:max_chars]}\n</request>\n\n<answer>\n{answer[:max_chars]}\n</answer>",
+        },
+    ]
+
+
+_SCORE = re.compile(r'"?score"?\s*[:=]\s*"?(-?\d+(?:\.\d+)?)', re.IGNORECASE)
+
+
+def parse_score(text: str | None) -> float | None:
+    """The score in [0, 1] of a judge's reply: a JSON object with ``score`` (also inside a code fence or
+    beside other text), else a ``score: x`` line; None when there is none or it is outside [0, 1]."""
+    if not isinstance(text, str):
+        return None
+    value = None
+    for candidate in re.findall(r"\{[^{}]*\}", text):
+        try:
+            obj = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("score"), (int, float)) and not isinstance(obj["score"], bool):
+            value = float(obj["score"])
+            break
+    if value is None and (m := _SCORE.search(text)):
+        value = float(m.group(1))
+    return value if value is not None and np.isfinite(value) and 0.0 <= value <= 1.0 else None
+
+
+async def litellm_complete(model: str, messages: list[dict], timeout_s: float) -> tuple[str, float]:
+    """Ask ``model`` through the running proxy's router (its model_list, keys and spend tracking), or
+    through ``litellm.acompletion`` outside a proxy; the cost is LiteLLM's ``response_cost``."""
+    import litellm
+
+    router = None
+    try:
+        from litellm.proxy import proxy_server
+
+        router = proxy_server.llm_router
+    except Exception:  # noqa: BLE001 - not inside a proxy
+        router = None
+    if router is not None:
+        response = await router.acompletion(model=model, messages=cast(Any, messages), timeout=timeout_s)
+    else:
+        response = await litellm.acompletion(model=model, messages=messages, timeout=timeout_s)
+    cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+    if cost is None:
+        try:
+            cost = litellm.completion_cost(completion_response=response)
+        except Exception:  # noqa: BLE001 - an unpriced model: the spend is unknown, the score still counts
+            cost = 0.0
+    return str(response.choices[0].message.content or ""), float(cost or 0.0)
+
+
+class Judge:
+    """Samples routed answers and scores them in the background (see the module docstring).
+
+    Args:
+        settings: the deployment's settings (``judge:`` section).
+        submit: where a score goes (the gateway's batched writer).
+        complete: how the judge model is called (default: :func:`litellm_complete`).
+        rng: the sampling RNG.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        submit: Callable[[FeedbackRecord], None],
+        *,
+        complete: Complete | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        self.spec = settings.judge
+        if self.spec.model is None:
+            raise ValueError("judge.model is not set")
+        self.rubric = self.spec.rubric_text()
+        self.submit = submit
+        self.complete = complete or litellm_complete
+        self.rng = rng or np.random.default_rng()
+        self.counters = dict.fromkeys(COUNTERS, 0)
+        self.spend_usd = 0.0
+        self._queue: asyncio.Queue | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._workers: list[asyncio.Task] = []
+
+    def consider(self, request_id: str, team: str | None, tier: str, prompt: str, answer: str) -> bool:
+        """Draw whether to judge this answer and queue it if so (called in the success event, on the
+        event loop). Never raises, never waits. True if it was queued."""
+        self.counters["considered"] += 1
+        if not self.spec.judges(team) or not answer or self.rng.random() >= self.spec.share(tier):
+            return False
+        self.counters["sampled"] += 1
+        try:
+            queue = self._running_queue()
+            queue.put_nowait((request_id, prompt, answer))
+        except (asyncio.QueueFull, RuntimeError):
+            self.counters["dropped"] += 1
+            return False
+        return True
+
+    def _running_queue(self) -> asyncio.Queue:
+        """The queue of the running event loop, with its workers (started on first use)."""
+        loop = asyncio.get_running_loop()
+        if self._queue is None or self._loop is not loop:
+            if self._queue is not None:  # a new loop (a test, a replay round): the old one's items are gone
+                self.counters["dropped"] += self._queue.qsize()
+            self._loop, self._queue = loop, asyncio.Queue(maxsize=self.spec.queue_size)
+            self._workers = [loop.create_task(self._work(self._queue)) for _ in range(self.spec.concurrency)]
+        return self._queue
+
+    async def _work(self, queue: asyncio.Queue) -> None:
+        while True:
+            request_id, prompt, answer = await queue.get()
+            try:
+                await self._score(request_id, prompt, answer)
+            except Exception:  # noqa: BLE001 - a worker never dies
+                self.counters["failed"] += 1
+                log.exception("regret-gateway judge: scoring %s failed", request_id)
+            finally:
+                queue.task_done()
+
+    async def _score(self, request_id: str, prompt: str, answer: str) -> None:
+        messages = judge_messages(self.rubric, prompt, answer, self.spec.max_chars)
+        assert self.spec.model is not None
+        try:
+            text, cost = await asyncio.wait_for(
+                self.complete(self.spec.model, messages, self.spec.timeout_s), self.spec.timeout_s
+            )
+        except asyncio.TimeoutError:
+            self.counters["timeouts"] += 1
+            return
+        except Exception as exc:  # noqa: BLE001 - the judge's failure is counted, never raised
+            self.counters["failed"] += 1
+            log.warning("regret-gateway judge: %s for %s (%s)", type(exc).__name__, request_id, str(exc)[:200])
+            return
+        cost = float(cost) if isinstance(cost, (int, float)) and np.isfinite(cost) and cost >= 0 else 0.0
+        self.spend_usd += cost
+        score = parse_score(text)
+        if score is None:
+            self.counters["unparsable"] += 1
+            return
+        self.counters["scored"] += 1
+        self.submit(FeedbackRecord(request_id, score, source=JUDGE_SOURCE, cost_usd=cost))
+
+    async def drain(self, timeout: float = 60.0) -> bool:
+        """Wait until every queued answer has been judged (or failed); False past ``timeout``."""
+        if self._queue is None or self._loop is not asyncio.get_running_loop():
+            return True
+        try:
+            await asyncio.wait_for(self._queue.join(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    def stats(self) -> dict:
+        out: dict[str, float] = {f"judge_{k}": v for k, v in self.counters.items()}
+        out["judge_queue_depth"] = self._queue.qsize() if self._queue is not None else 0
+        out["judge_spend_usd"] = self.spend_usd
+        return out

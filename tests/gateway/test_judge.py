@@ -1,0 +1,124 @@
+"""The sampled LLM judge (gateway/judge.py) on its own: sampling and opt-in, parsing, and that a judge
+which fails, hangs or answers garbage is counted and never raises; the queue stays bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+
+from regret_gateway.config import Settings
+from regret_gateway.gateway.judge import Judge, judge_messages, parse_score
+
+
+def settings(**judge) -> Settings:
+    return Settings.model_validate(
+        {
+            "models": ["a", "b"],
+            "tiers": {"premium": {"lam": 0}, "standard": {"lam": 100}},
+            "judge": {"model": "judge-model", "teams": ["research"], "sample": 1.0, **judge},
+        }  # fmt: skip
+    )
+
+
+@pytest.mark.parametrize(
+    "reply, score",
+    [
+        ('{"score": 0.8, "reason": "mostly right"}', 0.8),
+        ('```json\n{"score": 1, "reason": "ok"}\n```', 1.0),
+        ('The answer is right. {"reason": "x", "score": 0}', 0.0),
+        ("score: 0.25", 0.25),
+        ('{"score": 7}', None),  # outside [0, 1]: not guessed into range
+        ('{"score": true}', None),
+        ("I think it is good", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_parse_score(reply, score):
+    assert parse_score(reply) == score
+
+
+def test_the_judge_sees_the_rubric_and_both_texts_cut_to_max_chars():
+    messages = judge_messages("RUBRIC", "p" * 500, "a" * 500, max_chars=100)
+    assert messages[0] == {"role": "system", "content": "RUBRIC"}
+    assert messages[1]["content"].count("p") == 100 and messages[1]["content"].count("a") == 100 + 2  # "answer" tags
+
+
+def test_config_refuses_unknown_tiers_bad_shares_and_two_rubrics(tmp_path):
+    with pytest.raises(ValueError, match="tiers that do not exist"):
+        settings(sample={"gold": 0.5})
+    with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+        settings(sample=1.5)
+    with pytest.raises(ValueError, match="not both"):
+        settings(rubric="x", rubric_file=str(tmp_path / "r.txt"))
+    with pytest.raises(ValueError, match="not found"):
+        settings(rubric_file=str(tmp_path / "missing.txt"))
+    (tmp_path / "r.txt").write_text("my rubric")
+    assert settings(rubric_file=str(tmp_path / "r.txt")).judge.rubric_text() == "my rubric"
+    assert "JSON" in settings().judge.rubric_text()  # the default asks for a JSON score
+    assert not Settings().judge.judges("research")  # no model: no judge at all
+
+
+def run_judge(complete, *, calls=20, team="research", tier="premium", **judge):
+    """Offer ``calls`` answers to a judge and wait for it; returns (judge, submitted records, seconds in consider)."""
+    submitted = []
+    j = Judge(settings(**judge), submitted.append, complete=complete, rng=np.random.default_rng(0))
+
+    async def main():
+        t0 = time.perf_counter()
+        for i in range(calls):
+            j.consider(f"rg-{i}", team, tier, f"prompt {i}", f"answer {i}")
+        spent = time.perf_counter() - t0
+        await j.drain(timeout=10)
+        return spent
+
+    return j, submitted, asyncio.run(main())
+
+
+async def good(model, messages, timeout):
+    assert model == "judge-model" and messages[0]["role"] == "system"
+    return '{"score": 1, "reason": "fine"}', 1e-4
+
+
+def test_sampling_follows_opt_in_and_the_tier_s_share():
+    j, got, _ = run_judge(good, calls=40)
+    assert len(got) == 40 and {r.source for r in got} == {"judge"} and j.spend_usd == pytest.approx(40e-4)
+    assert got[0].cost_usd == pytest.approx(1e-4) and sorted(r.request_id for r in got) == sorted(f"rg-{i}" for i in range(40))
+    assert run_judge(good, team="support")[1] == []  # not opted in
+    assert run_judge(good, team=None)[1] == []
+    assert len(run_judge(good, team="support", teams=["*"])[1]) == 20  # '*': every team
+    assert run_judge(good, tier="standard", sample={"premium": 1.0})[1] == []  # the tier's share is 0
+    j, got, _ = run_judge(good, calls=1000, sample=0.3)
+    assert 240 <= len(got) <= 360 and j.counters["sampled"] == len(got)
+
+
+async def broken(model, messages, timeout):
+    raise RuntimeError("judge upstream is down")
+
+
+async def hangs(model, messages, timeout):
+    await asyncio.sleep(60)
+    return '{"score": 1}', 0.0
+
+
+async def garbage(model, messages, timeout):
+    return "Sure! I'd rate it highly.", 2e-4
+
+
+@pytest.mark.parametrize("complete, counter", [(broken, "failed"), (hangs, "timeouts"), (garbage, "unparsable")])
+def test_a_judge_that_fails_hangs_or_answers_garbage_is_counted_and_writes_nothing(complete, counter):
+    j, got, spent = run_judge(complete, calls=8, timeout_s=0.2, concurrency=8)
+    assert got == [] and j.counters[counter] == 8 and j.counters["scored"] == 0
+    assert spent < 0.05  # offering answers never waits for the judge
+    if complete is garbage:
+        assert j.spend_usd == pytest.approx(8 * 2e-4)  # an unparsable answer still cost money: counted
+
+
+def test_the_queue_stays_bounded_under_a_burst():
+    j, got, spent = run_judge(hangs, calls=500, queue_size=10, concurrency=2, timeout_s=0.3)
+    assert j.counters["sampled"] == 500 and j.counters["dropped"] >= 500 - 10 - 2
+    assert j.counters["timeouts"] + j.counters["dropped"] == 500 and got == []
+    assert spent < 0.5

@@ -676,6 +676,10 @@ def test_the_judge_scores_each_sampled_request_of_opted_in_teams_once(app_client
         assert audit["feedback_by_source"]["judge"]["score"] == 0.75 and audit["feedback"]["source"] == "judge"
         stats = gateway.stats()
         assert stats["judge_sampled"] == 4 and stats["judge_scored"] == 4 and stats["judge_spend_usd"] > 0
+        # the counters over HTTP: the proxy admin only
+        assert client.get("/regret/stats", headers={"Authorization": f"Bearer {KEYS['research']}"}).status_code == 403
+        admin = client.get("/regret/stats", headers={"Authorization": "Bearer sk-master-test-0123456789abcdef"})
+        assert admin.status_code == 200 and admin.json()["judge_scored"] == 4 and admin.json()["routed"] == 8
     finally:
         gateway.close()
 

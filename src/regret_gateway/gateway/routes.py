@@ -1,8 +1,8 @@
-"""``POST /regret/feedback`` and ``GET /regret/decisions/{request_id}`` on the proxy app.
+"""``POST /regret/feedback``, ``GET /regret/decisions/{request_id}`` and ``GET /regret/stats`` on the proxy app.
 
-Both authenticate with the caller's LiteLLM key (LiteLLM's own auth dependency); only the team that made
-a request may read or score it (the proxy admin may do both). Scores are idempotent: posting again
-replaces the current score.
+All authenticate with the caller's LiteLLM key (LiteLLM's own auth dependency); only the team that made
+a request may read or score it (the proxy admin may do both). Scores are idempotent per source: posting
+again replaces that source's current score. The stats (this worker's counters) are the admin's only.
 """
 
 from __future__ import annotations
@@ -108,3 +108,13 @@ async def read_decision(
         return await gw.run_store(_get_decision, gw, request_id, auth)
     except (SQLAlchemyError, TimeoutError, asyncio.TimeoutError) as exc:
         raise _store_unavailable(exc) from None
+
+
+@router.get("/stats")
+async def read_stats(auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)) -> dict:
+    """This worker's counters (the proxy admin's key only): routing modes, the store writer (queued,
+    spilled, refused, ...), the embedder (backend, batches, cache hits) and the LLM judge (sampled, scored,
+    failed, timeouts, unparsable, dropped, queue depth, spend). In memory, since the worker started."""
+    if auth.user_role != LitellmUserRoles.PROXY_ADMIN:
+        raise HTTPException(status_code=403, detail="the gateway's counters are for the proxy admin's key")
+    return gw.stats()

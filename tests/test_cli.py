@@ -236,6 +236,7 @@ def test_retrain_feedback_sources_and_status_coverage_spend_agreement(tmp_path):
     engine.dispose()
     default = runner.invoke(app, ["retrain", "--config", str(cfg)])
     assert default.exit_code == 2 and "only 10 usable rows" in default.output and "scored by: judge 6, user 4" in default.output
+    assert "scores from judge in the window cost $0.0100" in default.output
     user = runner.invoke(app, ["retrain", "--config", str(cfg), "--feedback", "user"])
     assert "only 4 usable rows" in user.output and "scored by: user 4" in user.output and "no_feedback': 6" in user.output
     assert runner.invoke(app, ["retrain", "--config", str(cfg), "--feedback", "user,user"]).exit_code == 2

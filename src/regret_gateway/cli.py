@@ -431,6 +431,8 @@ def retrain_cmd(
         if result.data.get("rows"):
             by_source = ", ".join(f"{k} {v}" for k, v in (result.data.get("rows_by_source") or {}).items())
             typer.echo(f"rows: {result.data['rows']} (scored by: {by_source or '-'}; left out: {result.data.get('left_out')})")
+            for src, usd in sorted((result.data.get("feedback_spend_usd") or {}).items()):
+                typer.echo(f"scores from {src} in the window cost ${usd:.4f}")
         typer.echo(f"report: {', '.join(result.report_paths.values())}")
         if period is None:
             engine.dispose()

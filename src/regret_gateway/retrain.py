@@ -328,10 +328,12 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     try:
         if len(settings.models) < 2:
             raise RetrainRefused("`models` must list at least 2 models")
-        data_info = {**check_data(ts.logged, ts.skipped, opts), "rows_by_source": ts.rows_by_source()}
+        data_info = {**check_data(ts.logged, ts.skipped, opts), "rows_by_source": ts.rows_by_source(),
+                     "feedback_spend_usd": ts.spend_by_source}  # fmt: skip
     except RetrainRefused as exc:
         result = RetrainResult("refused", str(exc), active_before=active_id,
-                               data={"left_out": ts.skipped, "rows": ts.n_rows, "rows_by_source": ts.rows_by_source()})  # fmt: skip
+                               data={"left_out": ts.skipped, "rows": ts.n_rows, "rows_by_source": ts.rows_by_source(),
+                                     "feedback_spend_usd": ts.spend_by_source})  # fmt: skip
         _write_report(result, opts.out or root / "reports")
         return result
     logged = ts.logged

@@ -262,6 +262,7 @@ class TrainingSet:
     embedding_model: str | None
     skipped: dict[str, int] = field(default_factory=dict)
     sources: tuple[str, ...] = ()  # (n,) where each row's quality score came from
+    spend_by_source: dict[str, float] = field(default_factory=dict)  # what the window's scores cost (the judge's calls)
 
     @property
     def n_rows(self) -> int:
@@ -319,9 +320,12 @@ def training_set(
     rows = session.execute(q.where(*window)).all()
     rank = source_rank(feedback)
     best: dict[str, tuple[int, str, float]] = {}  # request id -> (rank, source, score) of its best-ranked score
-    for rid, src, score in session.execute(
-        select(Feedback.request_id, Feedback.source, Feedback.score).join(Decision).where(*window)
+    spend: dict[str, float] = {}
+    for rid, src, score, cost in session.execute(
+        select(Feedback.request_id, Feedback.source, Feedback.score, Feedback.cost_usd).join(Decision).where(*window)
     ):
+        if cost:
+            spend[src] = spend.get(src, 0.0) + cost
         k = rank(src)
         if k is not None and (rid not in best or (k, src) < best[rid][:2]):
             best[rid] = (k, src, score)
@@ -374,6 +378,7 @@ def training_set(
         embedding_model=embedding_model,
         skipped=skipped,
         sources=tuple(best[r.request_id][1] for r in kept),
+        spend_by_source=spend,
     )
 
 

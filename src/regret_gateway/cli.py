@@ -182,6 +182,12 @@ def bench_offline(
     seed: int = typer.Option(0, "--seed", help="Seed of the first trial (trial k uses seed+k)."),
     device: str = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda."),
     template: bool = typer.Option(False, "--paper-template/--no-template", help="Embed with the paper's prompt template."),
+    context: Optional[str] = typer.Option(
+        None,
+        "--context",
+        help="Append the code of each prompt's context to its embedding (embedder.context), e.g. '{dataset}': "
+        "the benchmark's task stands for the tags a team sends.",
+    ),
     propensity: str = typer.Option("xgboost", "--propensity", help="xgboost (the paper: estimated) | logged (exact)."),
     estimator: str = typer.Option("dr", "--estimator", help="Counterfactual scores: dr | dm | ipw."),
     clip: str = typer.Option("5,95", "--clip", help="Percentiles each utility column is clipped to, or 'none'."),
@@ -221,7 +227,7 @@ def bench_offline(
     Simulates observational logs (one model per prompt), trains every method on them, and evaluates on
     the test split with the true outcomes. Writes OUT/results.json, OUT/utility.md, OUT/accuracy_cost.png.
     """
-    from regret_gateway.context import PAPER_TEMPLATE
+    from regret_gateway.context import PAPER_TEMPLATE, ContextCode
     from regret_gateway.embedding import Embedder
     from regret_gateway.evaluation.loaders import load_benchmark
     from regret_gateway.evaluation.offline import OfflineConfig, run_offline
@@ -230,6 +236,7 @@ def bench_offline(
 
     started = time.perf_counter()
     try:
+        code = None if context is None else ContextCode(context)
         bench = load_benchmark(data, format=format, limit=limit, seed=seed)
         chosen = tuple(method_names()) if methods == "all" else tuple(m.strip() for m in methods.split(",") if m.strip())
         config = OfflineConfig(
@@ -265,8 +272,11 @@ def bench_offline(
         max_length=max_length,
     )
     X = emb.encode_unique(bench.prompts, datasets=bench.groups.tolist())
+    if code is not None:
+        X = code.append(X, [{"dataset": g} for g in bench.groups.tolist()])
     t_embed = time.perf_counter() - started
     run = run_offline(bench, X, config)
+    run.dataset["context"] = context
     results = summarize(run, {"embedding_seconds": t_embed, "total_seconds": time.perf_counter() - started})
     paths = write_outputs(results, out)
     typer.echo(paths["table"].read_text())
@@ -533,6 +543,12 @@ def demo(
         help="Teams tag each request with its task and the gateway embeds the paper's template with the tags "
         "as {dataset} (embedder.paper_template); the references see the same embeddings.",
     ),
+    context: Optional[str] = typer.Option(
+        None,
+        "--context",
+        help="The gateway appends the code of this context key to every embedding (embedder.context), e.g. "
+        "'{tags}': teams tag each request with its task; the references see the same features.",
+    ),
     judge_sample: Optional[float] = typer.Option(
         None,
         "--judge-sample",
@@ -552,6 +568,13 @@ def demo(
 
     if exploration not in ("igw", "uniform"):
         raise typer.BadParameter(f"--exploration is igw or uniform, got {exploration!r}")
+    if context is not None:
+        from regret_gateway.context import check_key_template
+
+        try:
+            check_key_template(context)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
     if data is not None and not data.exists():
         _fail(FileNotFoundError(f"--data: no such file: {data}"))
     tier_lams = _floats(lambdas, "--lambdas")
@@ -574,6 +597,7 @@ def demo(
             lambdas=(tier_lams[0], tier_lams[1], tier_lams[2]),
             replay=replay,
             paper_template=paper_template,
+            context=context,
             judge_sample=judge_sample,
             judge_noise=judge_noise,
         ),

@@ -25,10 +25,13 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+if TYPE_CHECKING:
+    from regret_gateway.context import ContextCode
 
 DEFAULT_STORE_URL = "sqlite:///regret-gateway.db"
 
@@ -81,6 +84,12 @@ class EmbedderSpec(_Strict):
     # {team} {tier} {tags} {user} {dataset}, e.g. "Team {team}, tags {tags}: {prompt}". None: the prompt only.
     template: str | None = None
     paper_template: bool = False  # shorthand for the paper's template; {dataset} = the request's tags
+    # The request context as features beside the embedding (context.ContextCode): a key such as "{tags}"
+    # or "{team}/{tags}" coded as `context_dim` values of length `context_weight`, appended to the
+    # prompt's embedding. None: the embedding only. Lets the routers learn per context (docs/experiments/context.md).
+    context: str | None = None
+    context_dim: int = Field(default=16, ge=2, le=1024)
+    context_weight: float = Field(default=1.0, gt=0)
     max_length: int = Field(default=256, ge=8)
     # auto: ONNX Runtime on CPU (exported once from the local model, verified against torch, cached in
     # onnx_cache, default <artifacts_dir>/encoders), torch on CUDA and wherever the export is refused.
@@ -107,16 +116,33 @@ class EmbedderSpec(_Strict):
 
         return None if v is None else check_template(v)
 
+    @field_validator("context")
+    @classmethod
+    def _context(cls, v: str | None) -> str | None:
+        from regret_gateway.context import check_key_template
+
+        return None if v is None else check_key_template(v)
+
+    @property
+    def context_code(self) -> "ContextCode | None":
+        """How the request context is appended to the embedding (None: it is not)."""
+        from regret_gateway.context import ContextCode
+
+        return None if self.context is None else ContextCode(self.context, self.context_dim, self.context_weight)
+
     @property
     def embedding_id(self) -> str:
         """What an embedding is an embedding of: the model, and the context template when there is one
         (logged with every decision; retrain reads only rows of the current id, the gateway loads only
-        routers trained on it). Changing the template starts a fresh set of logs."""
-        if self.template is None:
-            return self.model
+        routers trained on it). Changing the template or the context code starts a fresh set of logs."""
         import hashlib
 
-        return f"{self.model}+template-{hashlib.sha256(self.template.encode()).hexdigest()[:10]}"
+        out = self.model
+        if self.template is not None:
+            out += f"+template-{hashlib.sha256(self.template.encode()).hexdigest()[:10]}"
+        if (code := self.context_code) is not None:
+            out += f"+{code.id}"
+        return out
 
 
 class StoreSpec(_Strict):

@@ -1,11 +1,17 @@
 """The request context the router reads besides the prompt: a template such as the paper's, with the
 request's team, tier, tags, user (or a benchmark's task name) filled in. ``render`` is the one place the
-formula lives: the hook, ``import-logs``, the offline bench and the demo's replay encoder all use it."""
+formula lives: the hook, ``import-logs``, the offline bench and the demo's replay encoder all use it.
+:class:`ContextCode` is the other way to read the context: a key (``"{tags}"``) coded as features appended
+to the embedding, so the routers can learn per context without the text encoder having to notice a prefix."""
 
 from __future__ import annotations
 
+import hashlib
 import string
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
 
 PAPER_TEMPLATE = "The following prompt comes from the dataset {dataset}. The prompt is: {prompt}"
 
@@ -17,12 +23,17 @@ CONTEXT_FIELDS = ("prompt", "dataset", "team", "tier", "tags", "user")
 UNKNOWN = "unknown"
 
 
+def _fields(template: str, what: str) -> set[str]:
+    """The fields ``template`` names; a ValueError (saying it is a ``what``) if it is not a format string."""
+    try:
+        return {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    except ValueError as exc:
+        raise ValueError(f"{what} {template!r} is not a valid format string: {exc}") from None
+
+
 def check_template(template: str) -> str:
     """``template`` if it names {prompt} and only :data:`CONTEXT_FIELDS`; else a ValueError saying why."""
-    try:
-        fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
-    except ValueError as exc:
-        raise ValueError(f"template {template!r} is not a valid format string: {exc}") from None
+    fields = _fields(template, "template")
     if "prompt" not in fields:
         raise ValueError(f"template {template!r} must contain '{{prompt}}'")
     unknown = sorted(fields - set(CONTEXT_FIELDS))
@@ -46,3 +57,59 @@ def render(template: str | None, prompt: str, context: Mapping[str, Any] | None 
         values["dataset"] = values["tags"]
     values["prompt"] = str(prompt)
     return template.format(**values)
+
+
+def check_key_template(template: str) -> str:
+    """``template`` if it names at least one context field, only :data:`CONTEXT_FIELDS` and not {prompt}
+    (a context key says where a request comes from, not what it asks); else a ValueError saying why."""
+    fields = _fields(template, "context")
+    allowed = set(CONTEXT_FIELDS) - {"prompt"}
+    if "prompt" in fields or not fields or fields - allowed:
+        raise ValueError(f"context {template!r} must name one or more of {sorted(allowed)} (and not {{prompt}})")
+    return template
+
+
+@dataclass(frozen=True)
+class ContextCode:
+    """The request context as features beside the prompt's embedding: the key ``template`` renders from a
+    request (for example ``"{tags}"``: the request's tags; offline ``"{dataset}"``: the benchmark's task)
+    maps to a fixed random direction of ``dim`` values and length ``weight``, appended to the embedding.
+    Distinct keys get nearly orthogonal codes, the same key the same code in every process (seeded by
+    the key's sha256), so every router -- the networks, the outcome models, RM-Cluster's clusters --
+    can tell requests of different contexts apart without a vocabulary to keep. A key never seen in
+    training is a direction the routers have not learned: they answer from the prompt's embedding."""
+
+    template: str
+    dim: int = 16
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_key_template(self.template)
+        if self.dim < 2 or not self.weight > 0:
+            raise ValueError(f"a context code needs dim >= 2 and weight > 0, got dim={self.dim}, weight={self.weight}")
+
+    def key(self, context: Mapping[str, Any] | None) -> str:
+        """The request's context key: the template with its fields filled in (:func:`render`'s rules)."""
+        return render(self.template, "", context)
+
+    def codes(self, keys: Sequence[str]) -> np.ndarray:
+        """(n, dim) float32 codes of ``keys``."""
+        out = np.empty((len(keys), self.dim), dtype=np.float32)
+        for i, key in enumerate(keys):
+            seed = int.from_bytes(hashlib.sha256(str(key).encode()).digest()[:8], "little")
+            v = np.random.default_rng(seed).standard_normal(self.dim)
+            out[i] = self.weight * v / np.linalg.norm(v)
+        return out
+
+    def append(self, X: np.ndarray, contexts: Sequence[Mapping[str, Any] | None]) -> np.ndarray:
+        """``X`` (n, d) embeddings with the codes of their requests' ``contexts`` appended: (n, d + dim)."""
+        X = np.asarray(X, dtype=np.float32)
+        if X.ndim != 2 or len(X) != len(contexts):
+            raise ValueError(f"need one context per embedding row, got {len(contexts)} for shape {X.shape}")
+        return np.concatenate([X, self.codes([self.key(c) for c in contexts])], axis=1)
+
+    @property
+    def id(self) -> str:
+        """Part of the embedding id: another template, size or weight starts a fresh set of logs."""
+        spec = f"{self.template}|{self.dim}|{self.weight:g}"
+        return f"context-{hashlib.sha256(spec.encode()).hexdigest()[:10]}"

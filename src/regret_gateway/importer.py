@@ -4,7 +4,7 @@ can start from what it already has.
 Columns (CSV, CSV.gz, Parquet or JSON lines): ``model``, ``quality`` in [0, 1], ``cost_usd`` >= 0, and
 either ``prompt`` (embedded with the configured embedder, inside its context template: the columns
 ``team``, ``tier``, ``tags``, ``user``, ``dataset`` fill it where present) or ``x0..x{d-1}`` (embeddings
-already computed that way); optional ``request_id``, ``created_at``, ``team``, ``tier``, ``lam``, ``propensity``. Rows are
+already computed that way; with `embedder.context` set, the code of each row's context is appended to either); optional ``request_id``, ``created_at``, ``team``, ``tier``, ``lam``, ``propensity``. Rows are
 stored as decisions of mode ``imported`` with their outcome and a feedback score (source ``import``).
 Every row is checked before anything is written: one bad row refuses the file, naming the row.
 """
@@ -53,19 +53,17 @@ def read_logs(path: str | Path, settings: Settings, encode=None) -> list[tuple[D
     if unknown:
         raise StoreInputError(f"{path}: models not in the configured `models` {list(settings.models)}: {unknown}")
     tier = settings.default_tier
+    fields = [c for c in ("team", "tags", "user", "dataset") if c in df.columns]
+    contexts = [
+        {"tier": _present(row.get("tier")) or tier, **{c: _present(row.get(c)) for c in fields}} for row in df.to_dict("records")
+    ]
     if xcols:
         X = df[sorted(xcols, key=lambda c: int(c[1:]))].to_numpy(np.float32)
     else:
-        fields = [c for c in ("team", "tags", "user", "dataset") if c in df.columns]
-        texts = [
-            render(
-                settings.embedder.template,
-                str(row["prompt"]),
-                {"tier": _present(row.get("tier")) or tier, **{c: _present(row.get(c)) for c in fields}},
-            )
-            for row in df.to_dict("records")
-        ]
+        texts = [render(settings.embedder.template, str(p), c) for p, c in zip(df["prompt"], contexts)]
         X = np.asarray(encode(texts), dtype=np.float32)
+    if (code := settings.embedder.context_code) is not None:  # the gateway's features: embedding + context code
+        X = code.append(X, contexts)
     records = []
     key = settings.prompt_hash_key()
     for i, row in enumerate(df.to_dict("records")):

@@ -636,6 +636,38 @@ def test_the_context_template_puts_team_tier_tags_and_user_in_front_of_the_promp
         gateway.close()
 
 
+def test_the_context_code_of_the_requests_tags_is_appended_to_the_logged_embedding(app_client, tmp_path, encoder, trained_router):
+    """With `embedder.context: "{tags}"`, what the router reads and the store logs is the prompt's embedding
+    followed by the code of the request's tags: the same code for the same tags, another for other tags
+    or none; a router trained on the plain embeddings is refused (it reads fewer values)."""
+    from regret_gateway.context import ContextCode
+    from regret_gateway.store.schema import Decision
+
+    app, client, _ = app_client
+    gateway = start_gateway(app, tmp_path, encoder, embedder={"context": "{tags}", "context_dim": 8})
+    try:
+        publish(tmp_path, trained_router)  # trained on the plain embeddings
+        assert not gateway.router.refresh() and gateway.router.artifact is None
+        d = encoder(["x"]).shape[1]
+        assert gateway.router.embedding_dim == d + 8
+        a = chat(client, "support", TRANSLATE_PROMPT, metadata={"tags": ["translation"]})
+        b = chat(client, "research", TRANSLATE_PROMPT, tags=["translation"])
+        c = chat(client, "support", TRANSLATE_PROMPT, tags=["code"])
+        assert a.status_code == b.status_code == c.status_code == 200
+        gateway.writer.drain(timeout=10)
+        with Session(gateway.engine) as s:
+            rows = [s.get(Decision, r.headers["x-regret-request-id"]) for r in (a, b, c)]
+        X = np.stack([np.frombuffer(r.embedding, dtype="<f4") for r in rows])
+        assert all(r.embedding_dim == d + 8 for r in rows) and X.shape == (3, d + 8)
+        np.testing.assert_allclose(X[:, :d], np.repeat(encoder([TRANSLATE_PROMPT]), 3, axis=0), atol=1e-6)
+        code = ContextCode("{tags}", dim=8)
+        np.testing.assert_array_equal(X[0, d:], code.codes(["translation"])[0])
+        np.testing.assert_array_equal(X[1, d:], X[0, d:])
+        np.testing.assert_array_equal(X[2, d:], code.codes(["code"])[0])
+    finally:
+        gateway.close()
+
+
 def judge_rows(gateway) -> list[tuple[str, str, float, float | None]]:
     from sqlalchemy import select
 

@@ -7,6 +7,7 @@ import numpy as np
 from regret_gateway.causal.estimators import DoublyRobust, Nuisance
 from regret_gateway.causal.outcome import OutcomeModel
 from regret_gateway.causal.propensity import LoggedPropensity
+from regret_gateway.context import ContextCode
 from regret_gateway.data import FullFeedback
 from regret_gateway.evaluation.offline import evaluate_actions, reference_actions
 from regret_gateway.evaluation.simulation import simulate_logs
@@ -89,3 +90,29 @@ def test_shrinkage_keeps_a_clear_cluster_and_pulls_a_noisy_one_home():
     assert abs(means[0] - 0.0) < 0.02 and abs(means[1] - 1.0) < 0.02  # big, clearly apart: kept
     assert abs(means[2] - overall) < 0.5 * abs(values[cluster == 2].mean() - overall)  # 3 noisy rows: pulled home
     assert means[3] == overall  # empty: the global mean
+
+
+def test_where_only_the_requests_context_tells_the_tasks_apart_its_code_lets_rm_cluster_win():
+    """Tasks whose prompts look alike (the embedding is noise) but whose best models differ: from the prompt
+    alone RM-Cluster can only serve the fixed choice; with the code of each request's context (its task, as
+    a team's tags would name it) appended to the embedding it finds the tasks and beats the single best
+    model -- what `embedder.context` is for."""
+    world = task_world(seed=3)
+    noise = unit_rows(np.random.default_rng(3).normal(size=world.X.shape)).astype(np.float32)  # unit, as the embedder's
+    contexts = [{"tags": [g]} for g in world.groups]
+    results = {}
+    for name, X in (("prompt", noise), ("context", ContextCode("{tags}").append(noise, contexts))):
+        w = FullFeedback(X=X, quality=world.quality, cost=world.cost, model_names=world.model_names, groups=world.groups)
+        router, train, test = _fit(w)
+        util = evaluate_actions(test, LAMBDAS, router.predict(test.X, LAMBDAS))["utility"]
+        single = evaluate_actions(test, LAMBDAS, reference_actions("single-best", train, test, LAMBDAS))["utility"]
+        results[name] = float(np.mean(util - single))
+        per_task = []
+        for lam in LAMBDAS:  # the best model per task, chosen with every outcome known
+            Y = train.utility(lam)
+            best = {g: int(np.argmax(Y[train.groups == g].mean(0))) for g in set(train.groups.tolist())}
+            per_task.append(np.array([best[g] for g in test.groups]))
+        gap = float(np.mean(evaluate_actions(test, LAMBDAS, np.stack(per_task))["utility"] - single))
+    assert gap > 3.0, gap  # the world rewards routing by task
+    assert results["prompt"] < 0.2 * gap, (results, gap)  # nothing to learn from the prompt
+    assert results["context"] > 0.5 * gap, (results, gap)

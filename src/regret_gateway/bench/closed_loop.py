@@ -62,6 +62,7 @@ class DemoConfig:
     lambdas: tuple[float, float, float] = (0.0, 200.0, 1000.0)  # premium, standard, economy
     replay: bool = False  # call the hook, store and retrain in-process instead of through HTTP (for volume)
     paper_template: bool = False  # the gateway embeds the paper's template, {dataset} = the request's tags (its task)
+    context: str | None = None  # embedder.context: the code of this key (e.g. "{tags}": the task) appended to embeddings
     judge_sample: float | None = None  # quality from the gateway's LLM judge on this share of requests (None: teams post it)
     judge_noise: float = 0.1  # the mock judge flips the recorded correctness this often
 
@@ -164,7 +165,7 @@ class _World:
 
     bench: Any
     data_path: Path
-    X: np.ndarray
+    X: np.ndarray  # what the routers read: the embedding, and the context code when the gateway appends one
     traffic_ix: np.ndarray  # prompts the teams send (never the ceiling's training prompts)
     full_information: _FullInformation
     best_single: dict[float, int]
@@ -172,6 +173,7 @@ class _World:
     adaptive: dict[float, _AdaptiveBaseline]
     responses: dict[tuple[str, str], str]
     template: str | None = None  # the context template X was embedded with ({dataset}: the prompt's task)
+    text_dim: int | None = None  # the embedding's own size in X (the rest: the context code the hook appends)
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -212,7 +214,8 @@ class _World:
         stripped, inside the template with its tags); a text that is not one of them -- the gateway's
         warm-up -- gets the zero vector."""
         rows = [self._seen_row.get(t) for t in texts]
-        return np.stack([self.X[i] if i is not None else np.zeros(self.X.shape[1], dtype=self.X.dtype) for i in rows])
+        X = self.X[:, : self.text_dim]
+        return np.stack([X[i] if i is not None else np.zeros(X.shape[1], dtype=X.dtype) for i in rows])
 
     def __post_init__(self) -> None:
         from regret_gateway.context import render
@@ -223,7 +226,7 @@ class _World:
 
 
 def _prepare(cfg: DemoConfig, work: Path, echo) -> _World:
-    from regret_gateway.context import PAPER_TEMPLATE
+    from regret_gateway.context import PAPER_TEMPLATE, ContextCode
     from regret_gateway.data import FullFeedback
     from regret_gateway.embedding import Embedder, default_cache_dir
 
@@ -241,6 +244,9 @@ def _prepare(cfg: DemoConfig, work: Path, echo) -> _World:
     template = PAPER_TEMPLATE if cfg.paper_template else None
     embedder = Embedder(cfg.embedder, device=cfg.device, template=template, progress=True, cache_dir=default_cache_dir())
     X = embedder.encode_unique(bench.prompts, datasets=bench.groups.tolist() if template else None)
+    text_dim = X.shape[1]
+    if cfg.context is not None:  # the features the hook builds from each request's tags
+        X = ContextCode(cfg.context).append(X, [{"tags": [str(g)]} for g in bench.groups.tolist()])
     full = FullFeedback(X=X, quality=bench.quality, cost=bench.cost, model_names=bench.model_names)
     lams = [lam for _, _, lam in cfg.tiers]
     mean_cost = bench.cost[train_ix].mean(0)
@@ -250,7 +256,7 @@ def _prepare(cfg: DemoConfig, work: Path, echo) -> _World:
         best_single={lam: int(np.argmax(full.subset(train_ix).utility(lam).mean(0))) for lam in lams},
         cheapest=int(np.argmin(mean_cost)),
         adaptive={lam: _AdaptiveBaseline(bench.model_names, mean_cost, lam, cfg.seed) for lam in lams},
-        responses=_responses(Path(data_path), bench), template=template,
+        responses=_responses(Path(data_path), bench), template=template, text_dim=text_dim,
     )  # fmt: skip
 
 
@@ -277,6 +283,7 @@ def _gateway_section(world: _World, cfg: DemoConfig, work: Path, keys: dict[str,
             "model": cfg.embedder,
             "device": cfg.device,
             "paper_template": cfg.paper_template,
+            **({"context": cfg.context} if cfg.context is not None else {}),
             "onnx_cache": str(default_cache_dir("onnx")),  # one export for every demo run, not one per work dir
         },
         "store": {"url": f"sqlite:///{work}/gateway.db", "spill_dir": str(work / "spill"), "flush_interval_s": 0.2},

@@ -105,8 +105,8 @@ class RegretRouterHook(CustomLogger):
             self._gateway = Gateway(load_settings(path))
         return self._gateway
 
-    async def _route(self, gw: Gateway, text: str, tier: str) -> tuple[Choice, np.ndarray]:
-        x = np.asarray(await gw.batcher.embed(text), dtype=np.float32)
+    async def _route(self, gw: Gateway, text: str, tier: str, context: dict) -> tuple[Choice, np.ndarray]:
+        x = gw.features(await gw.batcher.embed(text), context)
         return gw.router.choose(x, tier, gw.rng), x
 
     @staticmethod
@@ -150,8 +150,9 @@ class RegretRouterHook(CustomLogger):
         x: np.ndarray | None = None
         try:
             gw.maybe_reload()
-            seen = render(s.embedder.template, text, self._context(data, metadata, team, tier))
-            choice, x = await asyncio.wait_for(self._route(gw, seen, tier), timeout=s.route_timeout_s)
+            context = self._context(data, metadata, team, tier)
+            seen = render(s.embedder.template, text, context)
+            choice, x = await asyncio.wait_for(self._route(gw, seen, tier, context), timeout=s.route_timeout_s)
         except Exception as exc:  # noqa: BLE001 - fail open, always
             log.warning("regret-gateway: routing failed (%s: %s); tier %s falls back", type(exc).__name__, exc, tier)
             choice = Choice(fallback_model(s, tier), 1.0, "fallback", getattr(gw.router.artifact, "version", None))

@@ -149,7 +149,8 @@ class Gateway:
                 log.error("regret-gateway: the embedder cannot be loaded (%s); routed requests go to their tier's "
                           "fallback until it loads (next try in %.0f s)", self.embedder_error, EMBEDDER_RETRY_S)  # fmt: skip
                 return False
-            self.router.embedding_dim = int(warm.shape[-1])
+            code = s.embedder.context_code
+            self.router.embedding_dim = int(warm.shape[-1]) + (code.dim if code is not None else 0)
             report = getattr(getattr(self._encode, "__self__", None), "backend_report", {}) or {}
             log.warning("regret-gateway: embedding with %s on %s%s", self.embedding_backend, self.embedding_device,
                         f" ({report.get('status')}: {report.get('reason')})" if report else "")  # fmt: skip
@@ -173,6 +174,13 @@ class Gateway:
             raise RuntimeError(f"the embedder is unavailable ({self.embedder_error})")
         assert self._encode is not None
         return self._encode(texts)
+
+    def features(self, embedding: np.ndarray, context: dict | None) -> np.ndarray:
+        """What the router reads for one request: its embedding, with the code of its context appended when
+        ``embedder.context`` is set (context.ContextCode)."""
+        x = np.asarray(embedding, dtype=np.float32)
+        code = self.settings.embedder.context_code
+        return x if code is None else code.append(x[None, :], [context])[0]
 
     def maybe_reload(self) -> None:
         """If ``reload_interval_s`` has passed, look for a new active version in a worker thread."""

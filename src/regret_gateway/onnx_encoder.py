@@ -116,7 +116,7 @@ def _export(encoder: Any, tokenizer, target: Path, quantize: bool) -> None:
     sample = tokenizer(["an example prompt", "a second, longer example prompt"], padding=True, return_tensors="pt")
     batch, seq = Dim("batch"), Dim("sequence")
     program = torch.onnx.export(
-        LastHidden(encoder.eval()),
+        LastHidden(encoder).eval(),
         tuple(sample[n] for n in names),
         dynamo=True,
         input_names=names,

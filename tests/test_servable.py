@@ -35,7 +35,10 @@ def nets():
 
 def test_gelu_is_torchs_exact_gelu():
     x = torch.linspace(-10, 10, 200_001)
-    np.testing.assert_allclose(gelu(x.numpy()), torch.nn.functional.gelu(x).numpy(), atol=1e-6)
+    exact = 0.5 * x.double() * torch.special.erfc(-x.double() / 2**0.5)  # float64 reference
+    np.testing.assert_allclose(gelu(x.numpy()), exact.numpy(), atol=1e-6, rtol=0)
+    # torch's own float32 erf differs by CPU (seen up to 1.1e-6 from the float64 value): within that
+    np.testing.assert_allclose(gelu(x.numpy()), torch.nn.functional.gelu(x).numpy(), atol=2.5e-6, rtol=0)
 
 
 def test_numpy_scores_equal_the_torch_networks_at_every_kind_of_lambda(nets):

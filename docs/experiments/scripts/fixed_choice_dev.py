@@ -41,7 +41,7 @@ for trial in range(trials):
     onehot = np.eye(T)[logs.action] / logs.propensity[:, None]  # (n, T) IPS weights
     q_all, c_all = nuisance.outcome_.predict(logs.X)
     sb = reference_actions("single-best", full_train, full_test, lambdas)
-    testU = lambda t, l: 100 * float((full_test.quality[:, t] - l * full_test.cost[:, t]).mean())
+    testU = lambda t, l, full_test=full_test: 100 * float((full_test.quality[:, t] - l * full_test.cost[:, t]).mean())
     for k, lam in enumerate(lambdas):
         y = logs.quality - lam * logs.cost
         est = {

@@ -4,7 +4,7 @@ scored instead, and it is kept out of the logs, the training and the served choi
 import numpy as np
 
 from regret_gateway.evaluation.loaders import Benchmark
-from regret_gateway.evaluation.offline import OfflineConfig, run_offline
+from regret_gateway.evaluation.offline import OfflineConfig, make_trial, run_offline
 
 
 def _bench(n_train=240, n_test=60, seed=0):
@@ -37,3 +37,16 @@ def test_dev_scores_a_held_out_train_slice_and_never_reads_test():
     # the held-out slice is as large as the validation slice and came out of train
     assert dev.dataset["n_test"] == dev.dataset["n_val"] and dev.dataset["n_train"] + 2 * dev.dataset["n_val"] == 240
     assert utilities(flipped, "test")[1] != utilities(bench, "test")[1]  # while scoring test reads them
+
+
+def test_a_dev_trial_keeps_its_slice_out_of_train_val_and_the_logs():
+    bench, X = _bench()
+    full = bench.full_feedback(X)
+    trial = make_trial(bench, full, OfflineConfig(evaluate_on="dev"), seed=3)
+    assert not set(trial.test) & set(trial.pool) and not np.isin(np.flatnonzero(bench.split == "test"), trial.test).any()
+    assert len(trial.test) == len(trial.val) and len(trial.pool) + len(trial.test) == 240
+    np.testing.assert_array_equal(trial.logs.X, X[trial.pool])  # logged on train then val, in that order
+    np.testing.assert_array_equal(trial.logs_val.X, X[trial.val])
+    np.testing.assert_array_equal(trial.full_test.X, X[trial.test])
+    again = make_trial(bench, full, OfflineConfig(evaluate_on="dev"), seed=3)
+    np.testing.assert_array_equal(again.logs.action, trial.logs.action)  # the seed fixes split and logs

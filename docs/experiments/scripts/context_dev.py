@@ -14,8 +14,7 @@ import numpy as np
 from regret_gateway.context import ContextCode
 from regret_gateway.embedding import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
-from regret_gateway.evaluation.offline import OfflineConfig, _split, evaluate_actions, reference_actions, served_actions
-from regret_gateway.evaluation.simulation import simulate_logs
+from regret_gateway.evaluation.offline import OfflineConfig, evaluate_actions, make_trial, reference_actions, served_actions
 from regret_gateway.policy.learner import fit_training_data
 from regret_gateway.policy.registry import make_router
 
@@ -30,15 +29,9 @@ for variant, X in (("plain", plain), ("context", with_context)):
     for trial in range(trials):
         seed = trial
         cfg = OfflineConfig(lambdas=tuple(lams), methods=("r-and-c",), propensity="logged", evaluate_on="dev")
-        rng = np.random.default_rng(seed)
-        train, val, test = _split(bench, rng)  # as run_offline with evaluate_on="dev"
-        order = rng.permutation(train)
-        test, train = np.sort(order[: len(val)]), np.sort(order[len(val) :])
-        pool = np.concatenate([train, val])
-        logs = simulate_logs(full.subset(pool), policy=cfg.logging_policy, temperature=cfg.logging_temperature, seed=seed)
-        logs_train, logs_val = logs.subset(np.arange(len(train))), logs.subset(np.arange(len(train), len(pool)))
-        full_train, full_dev = full.subset(train), full.subset(test)
-        data = fit_training_data(cfg.nuisance(seed), logs_train, logs_val)
+        split = make_trial(bench, full, cfg, seed)  # as run_offline with evaluate_on="dev"
+        full_train, full_dev = split.full_train, split.full_test
+        data = fit_training_data(cfg.nuisance(seed), split.logs_train, split.logs_val)
         routers = {name: make_router(name, random_state=seed).fit(data, lambdas) for name in ("rm-cluster", "r-and-c")}
         choices = {name: r.predict(full_dev.X, lambdas) for name, r in routers.items()}
         served, labels = served_actions(data, routers, choices, lambdas, seed=seed)

@@ -13,8 +13,7 @@ import numpy as np
 
 from regret_gateway.embedding import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
-from regret_gateway.evaluation.offline import OfflineConfig, _split, reference_actions
-from regret_gateway.evaluation.simulation import simulate_logs
+from regret_gateway.evaluation.offline import OfflineConfig, make_trial, reference_actions
 from regret_gateway.policy.learner import fit_training_data
 
 data_path, trials, lams = sys.argv[1], int(sys.argv[2]), [float(x) for x in sys.argv[3].split(",")]
@@ -26,14 +25,9 @@ lambdas = np.array(lams)
 for trial in range(trials):
     seed = trial
     cfg = OfflineConfig(lambdas=tuple(lams), methods=("r-and-c",), propensity="logged", evaluate_on="dev")
-    rng = np.random.default_rng(seed)
-    train, val, test = _split(bench, rng)
-    order = rng.permutation(train)
-    test, train = np.sort(order[: len(val)]), np.sort(order[len(val) :])
-    pool = np.concatenate([train, val])
-    logs = simulate_logs(full.subset(pool), policy=cfg.logging_policy, temperature=cfg.logging_temperature, seed=seed)
-    logs_train, logs_val = logs.subset(np.arange(len(train))), logs.subset(np.arange(len(train), len(pool)))
-    full_train, full_test = full.subset(train), full.subset(test)
+    split = make_trial(bench, full, cfg, seed)
+    logs, logs_train, logs_val = split.logs, split.logs_train, split.logs_val
+    full_train, full_test = split.full_train, split.full_test
     nuisance = cfg.nuisance(seed)
     data = fit_training_data(nuisance, logs_train, logs_val)
     dr = data.scores.concat(data.val_scores)

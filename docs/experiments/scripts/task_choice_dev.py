@@ -14,8 +14,7 @@ import numpy as np
 
 from regret_gateway.embedding import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
-from regret_gateway.evaluation.offline import OfflineConfig, _split, reference_actions
-from regret_gateway.evaluation.simulation import simulate_logs
+from regret_gateway.evaluation.offline import OfflineConfig, make_trial, reference_actions
 from regret_gateway.ope import LoggedData, select
 from regret_gateway.policy.cluster import RMCluster, shrunk_means
 from regret_gateway.policy.learner import fit_training_data
@@ -31,13 +30,9 @@ for trial in range(trials):
     seed = trial
     cfg = OfflineConfig(lambdas=tuple(lams), methods=("r-and-c",), propensity="logged", evaluate_on="dev")
     rng = np.random.default_rng(seed)
-    train, val, test = _split(bench, rng)
-    order = rng.permutation(train)
-    test, train = np.sort(order[: len(val)]), np.sort(order[len(val) :])
-    pool = np.concatenate([train, val])
-    logs = simulate_logs(full.subset(pool), policy=cfg.logging_policy, temperature=cfg.logging_temperature, seed=seed)
-    logs_train, logs_val = logs.subset(np.arange(len(train))), logs.subset(np.arange(len(train), len(pool)))
-    full_train, full_test = full.subset(train), full.subset(test)
+    split = make_trial(bench, full, cfg, seed, rng)  # rng draws on below (the cross-fitting folds)
+    train, test, pool, logs = split.train, split.test, split.pool, split.logs
+    logs_train, logs_val, full_train, full_test = split.logs_train, split.logs_val, split.full_train, split.full_test
     nuisance = cfg.nuisance(seed)
     data = fit_training_data(nuisance, logs_train, logs_val)
     dr = data.scores.concat(data.val_scores)  # raw DR (unclipped quality/cost)

@@ -24,7 +24,7 @@ import numpy as np
 from regret_gateway.causal.estimators import ESTIMATORS, Nuisance
 from regret_gateway.causal.outcome import OutcomeModel
 from regret_gateway.causal.propensity import LoggedPropensity, PropensityModel
-from regret_gateway.data import FullFeedback
+from regret_gateway.data import FullFeedback, LoggedFeedback
 from regret_gateway.evaluation.loaders import Benchmark
 from regret_gateway.evaluation.simulation import simulate_logs
 from regret_gateway.nn.training import OUTCOME_PRESET, preset
@@ -150,6 +150,50 @@ def _split(bench: Benchmark, rng: np.random.Generator) -> tuple[np.ndarray, np.n
     return train, val, test
 
 
+@dataclass(frozen=True)
+class Trial:
+    """One trial's prompts and logs. ``test`` holds the evaluated prompts: the benchmark's test split, or
+    with ``evaluate_on="dev"`` a seeded slice of train the size of val (then out of ``train`` and the logs).
+    The logs are simulated on ``pool`` = train + val, in that order."""
+
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray
+    logs: LoggedFeedback
+    full_train: FullFeedback
+    full_val: FullFeedback
+    full_test: FullFeedback  # ``full_val`` when evaluate_on="val"
+
+    @property
+    def pool(self) -> np.ndarray:
+        return np.concatenate([self.train, self.val])
+
+    @property
+    def logs_train(self) -> LoggedFeedback:
+        return self.logs.subset(np.arange(len(self.train)))
+
+    @property
+    def logs_val(self) -> LoggedFeedback:
+        return self.logs.subset(np.arange(len(self.train), len(self.train) + len(self.val)))
+
+
+def make_trial(
+    bench: Benchmark, full: FullFeedback, config: OfflineConfig, seed: int, rng: np.random.Generator | None = None
+) -> Trial:
+    """The split and simulated logs of the trial with this seed (see the module doc). The split draws from
+    ``rng`` (default: a new generator seeded with ``seed``); a caller that draws more after it passes its own."""
+    rng = np.random.default_rng(seed) if rng is None else rng
+    train, val, test = _split(bench, rng)
+    if config.evaluate_on == "dev":  # a slice of train the size of val, held out from logs, training and selection
+        order = rng.permutation(train)
+        test, train = np.sort(order[: len(val)]), np.sort(order[len(val) :])
+    pool = np.concatenate([train, val])
+    logs = simulate_logs(full.subset(pool), policy=config.logging_policy, temperature=config.logging_temperature, seed=seed)
+    full_val = full.subset(val)
+    full_test = full_val if config.evaluate_on == "val" else full.subset(test)
+    return Trial(train, val, test, logs, full.subset(train), full_val, full_test)
+
+
 def evaluate_actions(full: FullFeedback, lambdas, actions: np.ndarray) -> dict[str, np.ndarray]:
     """Mean utility (x100), accuracy and cost of (L, n) chosen model indices, per lambda."""
     rows = np.arange(full.n_samples)
@@ -229,19 +273,9 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         steps = tqdm(total=config.trials * (len(config.methods) + 1), desc="offline bench", unit="step")
     for trial in range(config.trials):
         seed = config.seed + trial
-        rng = np.random.default_rng(seed)
-        train, val, test = _split(bench, rng)
-        if config.evaluate_on == "dev":  # a slice of train the size of val, held out from logs, training and selection
-            order = rng.permutation(train)
-            test, train = np.sort(order[: len(val)]), np.sort(order[len(val) :])
-        pool = np.concatenate([train, val])
-        logs_pool = simulate_logs(
-            full.subset(pool), policy=config.logging_policy, temperature=config.logging_temperature, seed=seed
-        )
-        logs_train = logs_pool.subset(np.arange(len(train)))
-        logs_val = logs_pool.subset(np.arange(len(train), len(pool)))
-        full_train, full_val = full.subset(train), full.subset(val)
-        full_test = full_val if config.evaluate_on == "val" else full.subset(test)  # "dev": ``test`` is the held-out slice
+        split = make_trial(bench, full, config, seed)
+        logs_train, logs_val = split.logs_train, split.logs_val
+        full_train, full_val, full_test = split.full_train, split.full_val, split.full_test
 
         t0 = time.perf_counter()
         oracle = TrainingData.from_full(full_train, full_val)
@@ -286,5 +320,5 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
             raw[name].add(evaluate_actions(full_test, lambdas, actions), 0.0)
     if steps is not None:
         steps.close()
-    dataset = bench.describe() | {"n_train": int(len(train)), "n_val": int(len(val)), "n_test": int(len(test))}
+    dataset = bench.describe() | {"n_train": len(split.train), "n_val": len(split.val), "n_test": len(split.test)}
     return OfflineRun(dataset=dataset, config=config, lambdas=lambdas.tolist(), methods=raw, diagnostics=diagnostics)

@@ -13,9 +13,8 @@
    on every row) and what the tier serves now (the active router's policy for it). Off-policy
    evaluation of each on the held-out rows: DR and SNIPS value, bootstrap intervals, ESS. The best
    candidate replaces the incumbent only if the paired bootstrap interval of its gain lies above
-   ``margin`` (``force``: whenever it is better); before any router exists, or where a tier serves a
-   constant model, the incumbent is this retrain's best constant model (a fixed choice made on fewer
-   rows does not hold the tier; the gate is for learned challengers). So no tier serves something estimated worse than the fixed choice or than what it
+   ``margin`` (``force``: whenever it is better); before any router exists the incumbent is the best
+   constant model. So no tier serves something estimated worse than the fixed choice or than what it
    had, and a tier that does not improve keeps its policy while the others update.
 6. If any tier changed (or none was served before), write the versioned artifact -- a per-tier policy
    -- point ``ACTIVE`` at it and mark it active in the store: the gateway swaps it in on its next
@@ -80,7 +79,6 @@ class TierEvaluation:
     gain_ci: tuple[float, float]
     traffic_changing_model: float  # share of held-out requests the served policy sends elsewhere than the incumbent
     model_mix: dict[str, float]  # share of held-out requests per model under the served policy
-    previous: str | None = None  # what the tier served before, where that is not the incumbent (a superseded constant)
 
     @property
     def new(self) -> PolicyValue:
@@ -92,7 +90,7 @@ class TierEvaluation:
 
     @property
     def changed(self) -> bool:
-        return self.served != (self.previous or self.incumbent)
+        return self.served != self.incumbent
 
 
 @dataclass
@@ -280,18 +278,10 @@ def evaluate(
     rows, served_policies, labels = [], [], []
     for (name, spec), pool in zip(tiers, candidates(learner, hold, [spec.lam for _, spec in tiers])):
         current = _incumbent(active, spec.lam, names)
-        fixed = incumbent = next(label for label in pool if label.startswith(FIXED))
-        previous = None
+        incumbent = next(label for label in pool if label.startswith(FIXED))
         if current is not None:
-            pool[current[0]] = current[1]
-            if current[0].startswith(FIXED) and current[0].split(" (")[0] != fixed:
-                # A fixed choice made on fewer rows (after cold start, from uniform logs) does not hold the
-                # tier: the fixed choice follows the best constant on every row; the gate applies to learned
-                # challengers. Otherwise a wrong first constant is locked in, since a tier serving it logs
-                # the others only at the exploration floor, too rarely to show a confident gain.
-                previous = current[0]
-            else:
-                incumbent = current[0]
+            incumbent = current[0]
+            pool[incumbent] = current[1]
         actions = {label: policy.choose(hold.X, spec.lam) for label, policy in pool.items()}
         sel = select(
             data, actions, incumbent, spec.lam, required=opts.margin, force=opts.force, n_boot=opts.n_boot, seed=opts.seed
@@ -299,10 +289,9 @@ def evaluate(
         served = actions[sel.served]
         mix = np.bincount(served, minlength=hold.n_models) / len(served)
         changing = float(np.mean(served != actions[incumbent]))
-        reason = sel.reason() if previous is None else f"the fixed choice moves from {previous} to {fixed}; {sel.reason()}"
         rows.append(
-            TierEvaluation(name, spec.lam, sel.served, incumbent, reason, sel.values, sel.gain, sel.gain_ci, changing,
-                           {m: float(v) for m, v in zip(names, mix)}, previous)
+            TierEvaluation(name, spec.lam, sel.served, incumbent, sel.reason(), sel.values, sel.gain, sel.gain_ci, changing,
+                           {m: float(v) for m, v in zip(names, mix)})
         )  # fmt: skip
         served_policies.append(pool[sel.served])
         labels.append(sel.served.split(" (")[0])

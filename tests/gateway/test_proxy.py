@@ -757,9 +757,14 @@ def test_a_hanging_judge_never_delays_chat(app_client, tmp_path, encoder):
         t0 = time.perf_counter()
         for i in range(12):
             assert chat(client, "support", f"{CODE_PROMPT} [{i}]").status_code == 200
-        assert time.perf_counter() - t0 < 10.0  # 12 requests; a judge call blocking them would take 12 s
+        elapsed = time.perf_counter() - t0
+        assert elapsed < 10.0  # 12 requests; a judge call blocking them would take 12 s
         wait_for(lambda: gateway.stats()["judge_considered"] >= 12)
         stats = gateway.stats()
-        assert stats["judge_sampled"] == 12 and stats["judge_queue_depth"] <= 4 and stats["judge_dropped"] >= 12 - 4 - 4
+        # 4 calls in flight, 4 queued, the rest dropped -- less the calls that timed out (1 s each, 4 at a
+        # time) while the chats were still arriving, which a slow (loaded) machine allows
+        timed_out = 4 * int(elapsed // 1.0)
+        assert stats["judge_sampled"] == 12 and stats["judge_queue_depth"] <= 4
+        assert stats["judge_dropped"] >= 12 - 4 - 4 - timed_out, (stats, elapsed)
     finally:
         gateway.close()

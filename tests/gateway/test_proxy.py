@@ -761,10 +761,11 @@ def test_a_hanging_judge_never_delays_chat(app_client, tmp_path, encoder):
         assert elapsed < 10.0  # 12 requests; a judge call blocking them would take 12 s
         wait_for(lambda: gateway.stats()["judge_considered"] >= 12)
         stats = gateway.stats()
-        # 4 calls in flight, 4 queued, the rest dropped -- less the calls that timed out (1 s each, 4 at a
-        # time) while the chats were still arriving, which a slow (loaded) machine allows
-        timed_out = 4 * int(elapsed // 1.0)
-        assert stats["judge_sampled"] == 12 and stats["judge_queue_depth"] <= 4
-        assert stats["judge_dropped"] >= 12 - 4 - 4 - timed_out, (stats, elapsed)
+        # `concurrency` calls in flight, `queue_size` queued, the rest dropped -- less the calls that timed
+        # out (`concurrency` at a time) while the chats were still arriving, which a loaded machine allows
+        spec = gateway.settings.judge
+        timed_out = spec.concurrency * int(elapsed // spec.timeout_s)
+        assert stats["judge_sampled"] == 12 and stats["judge_queue_depth"] <= spec.queue_size
+        assert stats["judge_dropped"] >= 12 - spec.concurrency - spec.queue_size - timed_out, (stats, elapsed)
     finally:
         gateway.close()

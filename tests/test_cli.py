@@ -81,13 +81,26 @@ def test_bench_backends_routes_the_same_with_torch_and_onnx(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_bench_gateway_prints_torch_and_onnx_hook_rows_side_by_side():
-    result = runner.invoke(app, ["bench", "gateway", "--requests", "10", "--concurrency", "1", "--prompts", "short"])
+    args = ["bench", "gateway", "--requests", "10", "--concurrency", "1", "--prompts", "short", "--repeats", "2"]
+    result = runner.invoke(app, [*args, "--threads", "1"])
     assert result.exit_code == 0, result.output
-    for backend in ("torch", "onnx"):
-        assert f"| short | regret-gateway hook | {backend} | 1 |" in result.output, result.output
-        assert f"hook ({backend}): routed=30 fallback=0" in result.output  # 10 + the 20 warm-up requests
+    for backend, key in (("torch", "torch"), ("onnx, 1 thread", "onnx-1")):
+        assert f"| short | regret-gateway hook | {backend} | 1 | 20 |" in result.output, result.output
+        # 20 warm-up requests at start, 2 at the cell's concurrency, 2 x 10 timed; plain rows are not routed
+        assert f"hook ({key}): routed=42 fallback=0" in result.output
+    for plain in ("plain LiteLLM, one model", "plain LiteLLM, the hook's models"):
+        assert result.output.count(f"| short | {plain} | - | 1 | 20 |") == 2
     bad = runner.invoke(app, ["bench", "gateway", "--backends", "tensorrt"])
     assert bad.exit_code == 2 and "unknown --backends/--prompts values: ['tensorrt']" in bad.output
+    bad = runner.invoke(app, ["bench", "gateway", "--threads", "0"])
+    assert bad.exit_code == 2 and "--threads must be whole numbers >= 1" in bad.output
+
+
+def test_pooled_bench_rows_weigh_every_request_and_every_second():
+    from regret_gateway.bench.gateway import pool
+
+    row = pool([(np.array([10.0, 20.0, 30.0]), 1.0, []), (np.array([40.0]), 3.0, [])])
+    assert row["requests"] == 4 and row["p50_ms"] == 25.0 and row["rps"] == 1.0  # 4 requests in 4 seconds
 
 
 def test_bench_offline_clear_errors(tmp_path):

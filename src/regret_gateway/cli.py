@@ -703,33 +703,51 @@ def bench_gateway(
     max_length: int = typer.Option(
         256, "--max-length", min=8, help="Tokens of each prompt the hook embeds (embedder.max_length)."
     ),
+    threads: str = typer.Option(
+        "",
+        "--threads",
+        help="ONNX forward-pass threads to compare, e.g. 1,2 (one ONNX gateway each; default: the gateway's, all cores but one).",
+    ),
+    repeats: int = typer.Option(
+        3, "--repeats", min=1, help="Alternating hook/plain measurements per cell, pooled (each with fresh prompts)."
+    ),
 ) -> None:
     """Latency the hook adds: plain LiteLLM routing to one model vs the regret-gateway hook with each
     embedding backend (torch, ONNX Runtime), against a local mock upstream, for short and ~200-token
-    prompts: p50/p99 and throughput at each concurrency, side by side in one run. Each hook row is
-    compared with the plain row measured just before it under the same load."""
+    prompts: p50/p99 and throughput at each concurrency, side by side in one run. The baseline is plain
+    LiteLLM sent the same requests to the models the hook chose (LiteLLM serving several models costs more
+    than one model: that row is printed too). Each cell is warmed up, then all three are measured in
+    alternation --repeats times (so all see the same machine) and pooled."""
     from regret_gateway.bench.gateway import run_gateway_bench
 
     levels = tuple(int(c) for c in _floats(concurrency, "--concurrency"))
     chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
     lengths = tuple(x.strip() for x in prompts.split(",") if x.strip())
+    counts = tuple(int(t) for t in _floats(threads, "--threads")) if threads else ()
+    if any(t < 1 or t != int(t) for t in (_floats(threads, "--threads") if threads else ())):
+        raise typer.BadParameter(f"--threads must be whole numbers >= 1, got {threads!r}")
     if bad := [b for b in chosen if b not in ("torch", "onnx")] + [x for x in lengths if x not in ("short", "long")]:
         _fail(ValueError(f"unknown --backends/--prompts values: {bad}"))
     result = run_gateway_bench(
         requests=requests, concurrencies=levels, embedder=embedder, device=device, backends=chosen, lengths=lengths,
-        max_length=max_length,
+        max_length=max_length, repeats=repeats, threads=counts,
     )  # fmt: skip
-    typer.echo(f"embedding device: {result['device']}; backends: {result['backends']}; max_length: {max_length}")
-    typer.echo("| prompts | target | backend | concurrency | p50 ms | p99 ms | req/s | added p50 ms | throughput ratio |")
-    typer.echo("|---|---|---|---:|---:|---:|---:|---:|---:|")
-    base: dict = {}
+    typer.echo(
+        f"embedding device: {result['device']}; backends: {result['backends']}; max_length: {max_length}; "
+        f"{repeats} alternating repeats per cell, pooled"
+    )
+    typer.echo("| prompts | target | backend | concurrency | requests | p50 ms | p99 ms | req/s | added p50 ms | "
+               "throughput ratio | of single repeats | ratio to one model |")  # fmt: skip
+    typer.echo("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for r in result["rows"]:
-        if r["target"] == "plain LiteLLM":
-            base = r
-        added = f"{r['p50_ms'] - base['p50_ms']:+.1f} | {r['rps'] / base['rps']:.2f}" if base is not r else "- | -"
+        if "ratio" in r:
+            pairs = ", ".join(f"{x:.2f}" for x in r["pair_ratios"])
+            added = f"{r['added_p50_ms']:+.1f} | {r['ratio']:.2f} | {pairs} | {r['ratio_one_model']:.2f}"
+        else:
+            added = "- | - | - | -"
         typer.echo(
-            f"| {r['prompts']} | {r['target']} | {r['backend']} | {r['concurrency']} | {r['p50_ms']:.1f} | "
-            f"{r['p99_ms']:.1f} | {r['rps']:.1f} | {added} |"
+            f"| {r['prompts']} | {r['target']} | {r['backend']} | {r['concurrency']} | {r['requests']} | "
+            f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['rps']:.1f} | {added} |"
         )
     for backend, hook in result["hooks"].items():
         typer.echo(

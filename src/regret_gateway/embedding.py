@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -51,6 +52,16 @@ def resolve_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def serving_threads() -> int:
+    """Threads of the gateway's ONNX forward pass by default: every core this process may use but one (at
+    least one), so that the proxy's event loop keeps a core while the encoder runs."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores - 1)
+
+
 class Embedder:
     """Mean-pooled transformer embeddings with batching, an optional prompt template and a disk cache.
 
@@ -86,6 +97,7 @@ class Embedder:
         backend: str = "auto",
         onnx_cache: str | Path | None = None,
         quantize: bool = False,
+        threads: int | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"`backend` must be one of {BACKENDS}, got {backend!r}")
@@ -104,6 +116,7 @@ class Embedder:
         self.backend = backend
         self.onnx_cache = Path(onnx_cache) if onnx_cache is not None else default_cache_dir("onnx")
         self.quantize = quantize
+        self.threads = threads  # of one ONNX forward pass; None: ONNX Runtime's default (every core)
         self._tokenizer: Any = None
         self._encoder: Any = None
         self._onnx: Any = None
@@ -113,9 +126,10 @@ class Embedder:
         self.backend_report: dict = {}  # the ONNX export's status, agreement with torch and reason
 
     @classmethod
-    def from_settings(cls, settings: Any, *, progress: bool = False) -> "Embedder":
+    def from_settings(cls, settings: Any, *, progress: bool = False, serving: bool = False) -> "Embedder":
         """The embedder a :class:`~regret_gateway.config.Settings` configures (not loaded yet). The context
-        template is rendered by the caller (:func:`render`), so this embedder gets the finished text."""
+        template is rendered by the caller (:func:`render`), so this embedder gets the finished text.
+        ``serving``: the gateway's (ONNX threads default to :func:`serving_threads`, not every core)."""
         e = settings.embedder
         return cls(
             e.model,
@@ -123,6 +137,7 @@ class Embedder:
             max_length=e.max_length,
             backend=e.backend,
             quantize=e.quantize,
+            threads=e.threads or (serving_threads() if serving else None),
             onnx_cache=e.onnx_cache or Path(settings.artifacts_dir) / "encoders",
             progress=progress,
         )
@@ -162,8 +177,9 @@ class Embedder:
             from regret_gateway.onnx_encoder import load_onnx_encoder
 
             self._onnx, self.backend_report = load_onnx_encoder(
-                path, self.onnx_cache, torch_encoder, self._tokenizer, max_length=self.max_length, quantize=self.quantize
-            )
+                path, self.onnx_cache, torch_encoder, self._tokenizer, max_length=self.max_length, quantize=self.quantize,
+                threads=self.threads,
+            )  # fmt: skip
         if self._onnx is not None:
             self.backend_used = "onnx-int8" if self.quantize else "onnx"
         else:

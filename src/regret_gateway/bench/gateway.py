@@ -1,10 +1,11 @@
 """``regret-gateway bench gateway``: what the hook adds to a request, measured side by side in one run.
 
 A local mock upstream (answers every chat completion at once) and the LiteLLM proxy with the hook run
-in this process on two local ports (uvicorn). The same load is sent to a plain model name (LiteLLM
-routing to one model, the hook passes it through) and to the virtual model (embed + route + log), at
-each concurrency, for short and ~200-token prompts, once per embedding backend (torch, ONNX Runtime);
-each hook row has its plain-LiteLLM row measured just before it under the same load. The router has the
+in this process on two local ports (uvicorn). The same requests go to the virtual model (embed + route +
+log), then as plain LiteLLM requests to the models the hook chose for them (the baseline: what the hook
+adds, and nothing of LiteLLM's own cost of serving several models rather than one), then to one plain
+model name, at each concurrency, for short and ~200-token prompts, once per embedding backend (torch,
+ONNX Runtime), repeated in alternation so that all three see the same drift of the machine. The router has the
 production shape (3-tier RM-Interval, 200x200 per tier, and an R&C exploration estimator) with random
 weights: its cost does not depend on them.
 """
@@ -15,6 +16,7 @@ import asyncio
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,31 +65,47 @@ def _prompts(n: int, seed: int) -> list[str]:
     ]
 
 
-async def _load(port: int, model: str, prompts: list[str], concurrency: int) -> tuple[np.ndarray, float]:
+async def _load(
+    port: int, model: str | Sequence[str], prompts: list[str], concurrency: int
+) -> tuple[np.ndarray, float, list[str]]:
+    """Send ``prompts`` with at most ``concurrency`` in flight, request i to ``model`` (or to ``model[i]``):
+    (latencies in ms, seconds the whole load took, the model that answered each request)."""
     import httpx
 
     sem = asyncio.Semaphore(concurrency)
     latencies: list[float] = []
+    served = [""] * len(prompts)
     async with httpx.AsyncClient(
         base_url=f"http://127.0.0.1:{port}", timeout=60, limits=httpx.Limits(max_connections=concurrency + 4)
     ) as client:
 
-        async def one(text: str) -> None:
+        async def one(i: int, text: str) -> None:
+            name = model if isinstance(model, str) else model[i]
             async with sem:
                 t0 = time.perf_counter()
                 r = await client.post(
                     "/v1/chat/completions",
                     headers={"Authorization": f"Bearer {os.environ['LITELLM_MASTER_KEY']}"},
-                    json={"model": model, "messages": [{"role": "user", "content": text}]},
+                    json={"model": name, "messages": [{"role": "user", "content": text}]},
                 )
                 latencies.append(time.perf_counter() - t0)
                 if r.status_code != 200:
-                    raise RuntimeError(f"{model}: HTTP {r.status_code}: {r.text[:200]}")
+                    raise RuntimeError(f"{name}: HTTP {r.status_code}: {r.text[:200]}")
+                served[i] = r.headers.get("x-litellm-model-group", name)  # the model group LiteLLM called
 
         started = time.perf_counter()
-        await asyncio.gather(*(one(t) for t in prompts))
+        await asyncio.gather(*(one(i, t) for i, t in enumerate(prompts)))
         elapsed = time.perf_counter() - started
-    return np.array(latencies) * 1000.0, len(prompts) / elapsed
+    return np.array(latencies) * 1000.0, elapsed, served
+
+
+def pool(runs: list[tuple[np.ndarray, float, list[str]]]) -> dict:
+    """One row from repeated loads of the same target: p50/p99 over every latency, throughput as all
+    requests over all the seconds they took."""
+    lat = np.concatenate([r[0] for r in runs])
+    seconds = sum(r[1] for r in runs)
+    return {"requests": int(lat.size), "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
+            "rps": lat.size / seconds if seconds > 0 else float("nan")}  # fmt: skip
 
 
 def _long_prompts(n: int, seed: int) -> list[str]:
@@ -110,10 +128,18 @@ def run_gateway_bench(
     lengths: tuple[str, ...] = ("short", "long"),
     warmup: int = 20,
     max_length: int = 256,
+    repeats: int = 3,
+    threads: tuple[int, ...] = (),
 ) -> dict:
-    """Rows of {prompts, target, backend, concurrency, p50_ms, p99_ms, rps}: plain LiteLLM and the hook with
-    each embedding backend (one gateway per backend, swapped into the same proxy), for short and ~200-token
-    prompts, plus each hook's counters. A backend the device cannot run (ONNX on CUDA) is skipped."""
+    """Rows of {prompts, target, backend, concurrency, p50_ms, p99_ms, rps, ...}: plain LiteLLM and the hook
+    with each embedding backend (one gateway per backend, swapped into the same proxy), for short and
+    ~200-token prompts, plus each hook's counters. A backend the device cannot run (ONNX on CUDA) is skipped.
+
+    Each (prompts, concurrency) cell is warmed up, then measured ``repeats`` times in alternation (hook,
+    plain to the hook's models, plain to one model); each row pools its repeats (:func:`pool`), and each
+    hook row carries its added p50, its throughput ratio to the matched plain row (pooled and per repeat)
+    and to the one-model row. ``threads``: ONNX forward-pass threads to compare, one ONNX gateway each
+    (empty: the gateway's default, :func:`~regret_gateway.embedding.serving_threads`)."""
 
     from regret_gateway.config import Settings
     from regret_gateway.embedding import Embedder, default_cache_dir, resolve_device
@@ -147,27 +173,55 @@ def run_gateway_bench(
         }
         config = proxy_config(section, {m: (1e-6, 2e-6) for m in MODELS}, f"http://127.0.0.1:{up_port}/v1")
         (tmp / "config.yaml").write_text(yaml.safe_dump(config))
+        variants = [(b, t) for b in backends for t in ((threads or (None,)) if b == "onnx" else (None,))]
         gateways = {
-            b: Gateway(Settings.model_validate({**section, "embedder": {**section["embedder"], "backend": b}})) for b in backends
+            f"{b}-{t}" if t else b: Gateway(
+                Settings.model_validate({**section, "embedder": {**section["embedder"], "backend": b, "threads": t}})
+            )
+            for b, t in variants
         }
-        app = build_app(tmp / "config.yaml", gateways[backends[0]])
-        rows, hooks, used = [], {}, {}
+        app = build_app(tmp / "config.yaml", next(iter(gateways.values())))
+        rows: list[dict] = []
+        hooks: dict[str, dict] = {}
+        used: dict[str, str | None] = {}
 
-        def measure(target: str, backend: str, model: str, length: str, c: int) -> None:
-            lat, rps = asyncio.run(_load(proxy_port, model, makers[length](requests, c), c))
-            rows.append({"prompts": length, "target": target, "backend": backend, "concurrency": c, "requests": requests,
-                         "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)), "rps": rps})  # fmt: skip
+        def cell(backend: str, length: str, c: int) -> None:
+            """Hook, then plain LiteLLM sent the same requests to the models the hook chose (what the hook
+            adds: LiteLLM serving several models costs more than one), then plain LiteLLM to one model;
+            warmed up, then repeated in that order with fresh prompts (the embedding cache never answers)."""
+            hook, matched, single = "regret-gateway hook", "plain LiteLLM, the hook's models", "plain LiteLLM, one model"
+            runs: dict[str, list] = {hook: [], matched: [], single: []}
+            for k in range(-1, repeats):  # k = -1: the warm-up at this concurrency, not timed
+                prompts = makers[length](2 * c if k < 0 else requests, 1_000 * (k + 1) + c)
+                got = [asyncio.run(_load(proxy_port, "regret-router", prompts, c))]
+                got.append(asyncio.run(_load(proxy_port, got[0][2], prompts, c)))
+                got.append(asyncio.run(_load(proxy_port, MODELS[0], prompts, c)))
+                if k >= 0:
+                    for target, run in zip((hook, matched, single), got):
+                        runs[target].append(run)
+            base = pool(runs[matched])
+            for target in (single, matched, hook):
+                row = {"prompts": length, "target": target, "backend": str(used[backend]) if target == hook else "-",
+                       "concurrency": c, **pool(runs[target])}  # fmt: skip
+                if target == hook:
+                    row["pair_ratios"] = [p[1] / h[1] for p, h in zip(runs[matched], runs[hook])]  # same requests each
+                    row["ratio"] = row["rps"] / base["rps"]
+                    row["added_p50_ms"] = row["p50_ms"] - base["p50_ms"]
+                    row["ratio_one_model"] = row["rps"] / pool(runs[single])["rps"]
+                rows.append(row)
 
         with LocalServer(mock_upstream(lambda model, text: ("ok", 20, 5)), up_port), LocalServer(app, proxy_port):
             asyncio.run(_load(proxy_port, MODELS[0], _prompts(warmup, 99), 4))
             for backend, gateway in gateways.items():
                 attach(app, gateway.start())  # loads and warms the embedder before it takes traffic
-                used[backend] = gateway.embedding_backend
+                n = gateway.embedding_threads
+                used[backend] = (
+                    f"{gateway.embedding_backend}, {n} thread{'s' if n > 1 else ''}" if n else gateway.embedding_backend
+                )
                 asyncio.run(_load(proxy_port, "regret-router", _prompts(warmup, 99), 4))
                 for length in lengths:
                     for c in concurrencies:
-                        measure("plain LiteLLM", "-", MODELS[0], length, c)  # beside each hook row: same load now
-                        measure("regret-gateway hook", str(used[backend]), "regret-router", length, c)
+                        cell(backend, length, c)
                 gateway.writer.drain(timeout=30)
                 hooks[backend] = gateway.stats()
                 gateway.close()

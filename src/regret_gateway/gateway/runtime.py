@@ -141,7 +141,7 @@ class Gateway:
                     from regret_gateway.embedding import Embedder
 
                     # the hook renders the request's context template (context.render) before embedding
-                    self._encode = Embedder.from_settings(s).encode
+                    self._encode = Embedder.from_settings(s, serving=True).encode
                 warm = np.asarray(self._encode(["warm-up"]))  # load now, not inside the first request's budget
             except Exception as exc:  # noqa: BLE001 - fail open: requests go to their tier's fallback
                 self.embedder_error = f"{type(exc).__name__}: {exc}"
@@ -152,7 +152,8 @@ class Gateway:
             code = s.embedder.context_code
             self.router.embedding_dim = int(warm.shape[-1]) + (code.dim if code is not None else 0)
             report = getattr(getattr(self._encode, "__self__", None), "backend_report", {}) or {}
-            log.warning("regret-gateway: embedding with %s on %s%s", self.embedding_backend, self.embedding_device,
+            threads = f", {self.embedding_threads} threads" if self.embedding_threads else ""
+            log.warning("regret-gateway: embedding with %s on %s%s%s", self.embedding_backend, self.embedding_device, threads,
                         f" ({report.get('status')}: {report.get('reason')})" if report else "")  # fmt: skip
             self.embedder_error = None
             self._embedder_ready = True
@@ -167,6 +168,13 @@ class Gateway:
     def embedding_backend(self) -> str | None:
         """What runs the configured embedder (torch / onnx / onnx-int8), once loaded."""
         return getattr(getattr(self._encode, "__self__", None), "backend_used", None)
+
+    @property
+    def embedding_threads(self) -> int | None:
+        """Threads of one ONNX forward pass (None on torch, or before the embedder loads)."""
+        if self.embedding_backend in (None, "torch"):
+            return None
+        return getattr(getattr(self._encode, "__self__", None), "threads", None)
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         """The batcher's encoder (runs in a worker thread): the embedder, loaded on demand when it failed before."""

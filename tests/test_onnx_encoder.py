@@ -50,23 +50,18 @@ def test_the_onnx_encoder_agrees_with_torch_and_loads_from_its_cache_without_tor
 
 
 @pytest.mark.slow
-def test_the_gateway_runs_the_encoder_on_all_cores_but_one_unless_configured(exported, tmp_path, monkeypatch):
+def test_configured_threads_reach_the_onnx_session_and_zero_is_refused(exported, tmp_path):
     from regret_gateway.config import Settings
-    from regret_gateway.embedding import serving_threads
 
     cache, _ = exported
-    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    assert serving_threads() == 3
-    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0}, raising=False)
-    assert serving_threads() == 1  # never 0
     base = {"models": ["a", "b"], "artifacts_dir": str(tmp_path), "embedder": {"device": "cpu", "onnx_cache": str(cache)}}
-    settings = Settings.model_validate(base)
-    assert Embedder.from_settings(settings).threads is None  # offline work: ONNX Runtime's default, every core
-    gateway = Embedder.from_settings(settings, serving=True)
-    gateway.encode(["load"])
-    assert gateway.threads == 1 and gateway._onnx.session.get_session_options().intra_op_num_threads == 1
-    configured = Settings.model_validate({**base, "embedder": {**base["embedder"], "threads": 2}})
-    assert Embedder.from_settings(configured, serving=True).threads == 2
+    default = Embedder.from_settings(Settings.model_validate(base))
+    default.encode(["load"])
+    assert default.threads is None and default._onnx.session.get_session_options().intra_op_num_threads == 0  # ORT's own
+    one = Embedder.from_settings(Settings.model_validate({**base, "embedder": {**base["embedder"], "threads": 1}}))
+    one.encode(["load"])
+    assert one._onnx.session.get_session_options().intra_op_num_threads == 1
+    assert np.allclose(one.encode(PROMPTS), default.encode(PROMPTS), atol=1e-5)
     with pytest.raises(ValueError, match="threads"):
         Settings.model_validate({**base, "embedder": {**base["embedder"], "threads": 0}})
 

@@ -706,7 +706,7 @@ def bench_gateway(
     threads: str = typer.Option(
         "",
         "--threads",
-        help="ONNX forward-pass threads to compare, e.g. 1,2 (one ONNX gateway each; default: the gateway's, all cores but one).",
+        help="ONNX forward-pass threads to compare, e.g. 1,2 (one ONNX gateway each; default: embedder.threads unset, ONNX Runtime's default of every core).",
     ),
     repeats: int = typer.Option(
         3, "--repeats", min=1, help="Alternating hook/plain measurements per cell, pooled (each with fresh prompts)."
@@ -737,14 +737,14 @@ def bench_gateway(
         f"{repeats} alternating repeats per cell, pooled"
     )
     typer.echo("| prompts | target | backend | concurrency | requests | p50 ms | p99 ms | req/s | added p50 ms | "
-               "throughput ratio | of single repeats | ratio to one model |")  # fmt: skip
-    typer.echo("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+               "throughput ratio | of single repeats | ratio to one model | fell back |")  # fmt: skip
+    typer.echo("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     for r in result["rows"]:
         if "ratio" in r:
             pairs = ", ".join(f"{x:.2f}" for x in r["pair_ratios"])
-            added = f"{r['added_p50_ms']:+.1f} | {r['ratio']:.2f} | {pairs} | {r['ratio_one_model']:.2f}"
+            added = f"{r['added_p50_ms']:+.1f} | {r['ratio']:.2f} | {pairs} | {r['ratio_one_model']:.2f} | {r['fallbacks']}"
         else:
-            added = "- | - | - | -"
+            added = "- | - | - | - | -"
         typer.echo(
             f"| {r['prompts']} | {r['target']} | {r['backend']} | {r['concurrency']} | {r['requests']} | "
             f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['rps']:.1f} | {added} |"

@@ -95,8 +95,8 @@ class EmbedderSpec(_Strict):
     # onnx_cache, default <artifacts_dir>/encoders), torch on CUDA and wherever the export is refused.
     backend: Literal["auto", "onnx", "torch"] = "auto"
     quantize: bool = False  # opt-in dynamic int8 weights for the ONNX encoder (agreement in export.json)
-    # Threads of one ONNX forward pass. None: all CPU cores but one (at least 1), which leaves a core to the
-    # proxy's event loop under load (docs/experiments/gateway-overhead.md).
+    # Threads of one ONNX forward pass. None: ONNX Runtime's default (every core). Fewer leave the proxy's
+    # event loop a core under load, at a cost on long prompts (docs/experiments/gateway-overhead.md).
     threads: int | None = Field(default=None, ge=1)
     cache_size: int = Field(default=10_000, ge=0)  # recent texts answered without a forward pass (0: off)
     onnx_cache: str | None = None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -50,16 +49,6 @@ def resolve_device(device: str) -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def serving_threads() -> int:
-    """Threads of the gateway's ONNX forward pass by default: every core this process may use but one (at
-    least one), so that the proxy's event loop keeps a core while the encoder runs."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, cores - 1)
 
 
 class Embedder:
@@ -126,10 +115,9 @@ class Embedder:
         self.backend_report: dict = {}  # the ONNX export's status, agreement with torch and reason
 
     @classmethod
-    def from_settings(cls, settings: Any, *, progress: bool = False, serving: bool = False) -> "Embedder":
+    def from_settings(cls, settings: Any, *, progress: bool = False) -> "Embedder":
         """The embedder a :class:`~regret_gateway.config.Settings` configures (not loaded yet). The context
-        template is rendered by the caller (:func:`render`), so this embedder gets the finished text.
-        ``serving``: the gateway's (ONNX threads default to :func:`serving_threads`, not every core)."""
+        template is rendered by the caller (:func:`render`), so this embedder gets the finished text."""
         e = settings.embedder
         return cls(
             e.model,
@@ -137,7 +125,7 @@ class Embedder:
             max_length=e.max_length,
             backend=e.backend,
             quantize=e.quantize,
-            threads=e.threads or (serving_threads() if serving else None),
+            threads=e.threads,
             onnx_cache=e.onnx_cache or Path(settings.artifacts_dir) / "encoders",
             progress=progress,
         )

@@ -137,9 +137,9 @@ def run_gateway_bench(
 
     Each (prompts, concurrency) cell is warmed up, then measured ``repeats`` times in alternation (hook,
     plain to the hook's models, plain to one model); each row pools its repeats (:func:`pool`), and each
-    hook row carries its added p50, its throughput ratio to the matched plain row (pooled and per repeat)
-    and to the one-model row. ``threads``: ONNX forward-pass threads to compare, one ONNX gateway each
-    (empty: the gateway's default, :func:`~regret_gateway.embedding.serving_threads`)."""
+    hook row carries its added p50, its throughput ratio to the matched plain row (pooled and per repeat),
+    to the one-model row, and how many of its requests fell back unembedded (which flatters it). ``threads``: ONNX forward-pass threads to compare, one ONNX gateway each
+    (empty: ONNX Runtime's default)."""
 
     from regret_gateway.config import Settings
     from regret_gateway.embedding import Embedder, default_cache_dir, resolve_device
@@ -191,9 +191,12 @@ def run_gateway_bench(
             warmed up, then repeated in that order with fresh prompts (the embedding cache never answers)."""
             hook, matched, single = "regret-gateway hook", "plain LiteLLM, the hook's models", "plain LiteLLM, one model"
             runs: dict[str, list] = {hook: [], matched: [], single: []}
+            fell_back = 0  # routed requests of the timed runs that waited past route_timeout_s (not embedded)
             for k in range(-1, repeats):  # k = -1: the warm-up at this concurrency, not timed
+                before = gateways[backend].counters["fallback"]
                 prompts = makers[length](2 * c if k < 0 else requests, 1_000 * (k + 1) + c)
                 got = [asyncio.run(_load(proxy_port, "regret-router", prompts, c))]
+                fell_back += (gateways[backend].counters["fallback"] - before) if k >= 0 else 0
                 got.append(asyncio.run(_load(proxy_port, got[0][2], prompts, c)))
                 got.append(asyncio.run(_load(proxy_port, MODELS[0], prompts, c)))
                 if k >= 0:
@@ -208,6 +211,7 @@ def run_gateway_bench(
                     row["ratio"] = row["rps"] / base["rps"]
                     row["added_p50_ms"] = row["p50_ms"] - base["p50_ms"]
                     row["ratio_one_model"] = row["rps"] / pool(runs[single])["rps"]
+                    row["fallbacks"] = fell_back
                 rows.append(row)
 
         with LocalServer(mock_upstream(lambda model, text: ("ok", 20, 5)), up_port), LocalServer(app, proxy_port):

@@ -141,7 +141,7 @@ class Gateway:
                     from regret_gateway.embedding import Embedder
 
                     # the hook renders the request's context template (context.render) before embedding
-                    self._encode = Embedder.from_settings(s, serving=True).encode
+                    self._encode = Embedder.from_settings(s).encode
                 warm = np.asarray(self._encode(["warm-up"]))  # load now, not inside the first request's budget
             except Exception as exc:  # noqa: BLE001 - fail open: requests go to their tier's fallback
                 self.embedder_error = f"{type(exc).__name__}: {exc}"
@@ -152,7 +152,8 @@ class Gateway:
             code = s.embedder.context_code
             self.router.embedding_dim = int(warm.shape[-1]) + (code.dim if code is not None else 0)
             report = getattr(getattr(self._encode, "__self__", None), "backend_report", {}) or {}
-            threads = f", {self.embedding_threads} threads" if self.embedding_threads else ""
+            n = self.embedding_threads
+            threads = f", {n} thread{'s' if n > 1 else ''}" if n else ""
             log.warning("regret-gateway: embedding with %s on %s%s%s", self.embedding_backend, self.embedding_device, threads,
                         f" ({report.get('status')}: {report.get('reason')})" if report else "")  # fmt: skip
             self.embedder_error = None
@@ -171,7 +172,7 @@ class Gateway:
 
     @property
     def embedding_threads(self) -> int | None:
-        """Threads of one ONNX forward pass (None on torch, or before the embedder loads)."""
+        """Threads of one ONNX forward pass as configured (None: ONNX Runtime's default, torch, or not loaded)."""
         if self.embedding_backend in (None, "torch"):
             return None
         return getattr(getattr(self._encode, "__self__", None), "threads", None)

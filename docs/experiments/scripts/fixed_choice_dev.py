@@ -38,6 +38,8 @@ for trial in range(trials):
     testU = lambda t, l, full_test=full_test: 100 * float((full_test.quality[:, t] - l * full_test.cost[:, t]).mean())
     for k, lam in enumerate(lambdas):
         y = logs.quality - lam * logs.cost
+        u = dr.quality - lam * dr.cost  # (n, T) DR utility scores of every logged row
+        se = u.std(0, ddof=1) / np.sqrt(len(u))
         est = {
             "dr_insample": (dr.quality - lam * dr.cost).mean(0),
             "dr_clipped": dr.utility(lam).mean(0),
@@ -49,6 +51,8 @@ for trial in range(trials):
             "snips": (onehot * y[:, None]).sum(0) / onehot.sum(0),
             "dm": (q_all - lam * c_all).mean(0),
             "dr_val_only": (data.val_scores.quality - lam * data.val_scores.cost).mean(0),
+            "dr_lcb_1se": u.mean(0) - se,  # pessimistic: the best lower bound, not the best estimate
+            "dr_lcb_2se": u.mean(0) - 2 * se,
         }
         row = {"trial": trial, "lam": lam, "single": testU(int(sb[k][0]), lam)}
         row.update({name: testU(int(np.argmax(v)), lam) for name, v in est.items()})

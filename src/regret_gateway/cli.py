@@ -712,8 +712,8 @@ def bench_gateway(
         3, "--repeats", min=1, help="Alternating hook/plain measurements per cell, pooled (each with fresh prompts)."
     ),
 ) -> None:
-    """Latency the hook adds: plain LiteLLM routing to one model vs the regret-gateway hook with each
-    embedding backend (torch, ONNX Runtime), against a local mock upstream, for short and ~200-token
+    """Latency the hook adds: plain LiteLLM vs the regret-gateway hook with each embedding backend
+    (torch, ONNX Runtime), against a local mock upstream, for short and ~200-token
     prompts: p50/p99 and throughput at each concurrency, side by side in one run. The baseline is plain
     LiteLLM sent the same requests to the models the hook chose (LiteLLM serving several models costs more
     than one model: that row is printed too). Each cell is warmed up, then all three are measured in
@@ -723,14 +723,14 @@ def bench_gateway(
     levels = tuple(int(c) for c in _floats(concurrency, "--concurrency"))
     chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
     lengths = tuple(x.strip() for x in prompts.split(",") if x.strip())
-    counts = tuple(int(t) for t in _floats(threads, "--threads")) if threads else ()
-    if any(t < 1 or t != int(t) for t in (_floats(threads, "--threads") if threads else ())):
+    counts = _floats(threads, "--threads") if threads else ()
+    if any(t < 1 or t != int(t) for t in counts):
         raise typer.BadParameter(f"--threads must be whole numbers >= 1, got {threads!r}")
     if bad := [b for b in chosen if b not in ("torch", "onnx")] + [x for x in lengths if x not in ("short", "long")]:
         _fail(ValueError(f"unknown --backends/--prompts values: {bad}"))
     result = run_gateway_bench(
         requests=requests, concurrencies=levels, embedder=embedder, device=device, backends=chosen, lengths=lengths,
-        max_length=max_length, repeats=repeats, threads=counts,
+        max_length=max_length, repeats=repeats, threads=tuple(int(t) for t in counts),
     )  # fmt: skip
     typer.echo(
         f"embedding device: {result['device']}; backends: {result['backends']}; max_length: {max_length}; "

@@ -5,9 +5,9 @@ in this process on two local ports (uvicorn). The same requests go to the virtua
 log), then as plain LiteLLM requests to the models the hook chose for them (the baseline: what the hook
 adds, and nothing of LiteLLM's own cost of serving several models rather than one), then to one plain
 model name, at each concurrency, for short and ~200-token prompts, once per embedding backend (torch,
-ONNX Runtime), repeated in alternation so that all three see the same drift of the machine. The router has the
-production shape (3-tier RM-Interval, 200x200 per tier, and an R&C exploration estimator) with random
-weights: its cost does not depend on them.
+ONNX Runtime), repeated in alternation so that all three see the same drift of the machine. The router
+has the production shape (3-tier RM-Interval, 200x200 per tier, and an R&C exploration estimator) with
+random weights: its cost does not depend on them.
 """
 
 from __future__ import annotations
@@ -138,8 +138,9 @@ def run_gateway_bench(
     Each (prompts, concurrency) cell is warmed up, then measured ``repeats`` times in alternation (hook,
     plain to the hook's models, plain to one model); each row pools its repeats (:func:`pool`), and each
     hook row carries its added p50, its throughput ratio to the matched plain row (pooled and per repeat),
-    to the one-model row, and how many of its requests fell back unembedded (which flatters it). ``threads``: ONNX forward-pass threads to compare, one ONNX gateway each
-    (empty: ONNX Runtime's default)."""
+    to the one-model row, and how many of its requests fell back unembedded (which flatters it).
+    ``threads``: ONNX forward-pass threads to compare, one ONNX gateway each (empty: ONNX Runtime's
+    default)."""
 
     from regret_gateway.config import Settings
     from regret_gateway.embedding import Embedder, default_cache_dir, resolve_device

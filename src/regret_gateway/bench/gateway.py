@@ -203,15 +203,15 @@ def run_gateway_bench(
                 if k >= 0:
                     for target, run in zip((hook, matched, single), got):
                         runs[target].append(run)
-            base = pool(runs[matched])
+            pooled = {target: pool(r) for target, r in runs.items()}
             for target in (single, matched, hook):
                 row = {"prompts": length, "target": target, "backend": str(used[backend]) if target == hook else "-",
-                       "concurrency": c, **pool(runs[target])}  # fmt: skip
+                       "concurrency": c, **pooled[target]}  # fmt: skip
                 if target == hook:
                     row["pair_ratios"] = [p[1] / h[1] for p, h in zip(runs[matched], runs[hook])]  # same requests each
-                    row["ratio"] = row["rps"] / base["rps"]
-                    row["added_p50_ms"] = row["p50_ms"] - base["p50_ms"]
-                    row["ratio_one_model"] = row["rps"] / pool(runs[single])["rps"]
+                    row["ratio"] = row["rps"] / pooled[matched]["rps"]
+                    row["added_p50_ms"] = row["p50_ms"] - pooled[matched]["p50_ms"]
+                    row["ratio_one_model"] = row["rps"] / pooled[single]["rps"]
                     row["fallbacks"] = fell_back
                 rows.append(row)
 
@@ -219,10 +219,7 @@ def run_gateway_bench(
             asyncio.run(_load(proxy_port, MODELS[0], _prompts(warmup, 99), 4))
             for backend, gateway in gateways.items():
                 attach(app, gateway.start())  # loads and warms the embedder before it takes traffic
-                n = gateway.embedding_threads
-                used[backend] = (
-                    f"{gateway.embedding_backend}, {n} thread{'s' if n > 1 else ''}" if n else gateway.embedding_backend
-                )
+                used[backend] = gateway.embedding_label
                 asyncio.run(_load(proxy_port, "regret-router", _prompts(warmup, 99), 4))
                 for length in lengths:
                     for c in concurrencies:

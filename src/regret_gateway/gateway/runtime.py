@@ -152,9 +152,7 @@ class Gateway:
             code = s.embedder.context_code
             self.router.embedding_dim = int(warm.shape[-1]) + (code.dim if code is not None else 0)
             report = getattr(getattr(self._encode, "__self__", None), "backend_report", {}) or {}
-            n = self.embedding_threads
-            threads = f", {n} thread{'s' if n > 1 else ''}" if n else ""
-            log.warning("regret-gateway: embedding with %s on %s%s%s", self.embedding_backend, self.embedding_device, threads,
+            log.warning("regret-gateway: embedding with %s on %s%s", self.embedding_label, self.embedding_device,
                         f" ({report.get('status')}: {report.get('reason')})" if report else "")  # fmt: skip
             self.embedder_error = None
             self._embedder_ready = True
@@ -176,6 +174,12 @@ class Gateway:
         if self.embedding_backend in (None, "torch"):
             return None
         return getattr(getattr(self._encode, "__self__", None), "threads", None)
+
+    @property
+    def embedding_label(self) -> str | None:
+        """The backend and any configured thread count, e.g. ``onnx, 1 thread`` (the log and bench say this)."""
+        n = self.embedding_threads
+        return f"{self.embedding_backend}, {n} thread{'s' if n > 1 else ''}" if n else self.embedding_backend
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         """The batcher's encoder (runs in a worker thread): the embedder, loaded on demand when it failed before."""

@@ -97,10 +97,11 @@ def test_bench_gateway_prints_torch_and_onnx_hook_rows_side_by_side():
 
 
 def test_pooled_bench_rows_weigh_every_request_and_every_second():
-    from regret_gateway.bench.gateway import pool
+    from regret_gateway.bench.gateway import Load, pool
 
-    row = pool([(np.array([10.0, 20.0, 30.0]), 1.0, []), (np.array([40.0]), 3.0, [])])
+    row = pool([Load(np.array([10.0, 20.0, 30.0]), 1.0, [], 0.3), Load(np.array([40.0]), 3.0, [], 0.1)])
     assert row["requests"] == 4 and row["p50_ms"] == 25.0 and row["rps"] == 1.0  # 4 requests in 4 seconds
+    assert row["cpu_ms"] == pytest.approx(100.0)  # 0.4 CPU seconds over 4 requests
 
 
 def test_bench_offline_clear_errors(tmp_path):

@@ -61,6 +61,8 @@ def test_configured_threads_reach_the_onnx_session_and_zero_is_refused(exported,
     one = Embedder.from_settings(Settings.model_validate({**base, "embedder": {**base["embedder"], "threads": 1}}))
     one.encode(["load"])
     assert one._onnx.session.get_session_options().intra_op_num_threads == 1
+    for embedder in (default, one):  # idle workers sleep instead of spinning on the proxy's cores
+        assert embedder._onnx.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert np.allclose(one.encode(PROMPTS), default.encode(PROMPTS), atol=1e-5)
     with pytest.raises(ValueError, match="threads"):
         Settings.model_validate({**base, "embedder": {**base["embedder"], "threads": 0}})

@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import yaml
@@ -65,11 +65,18 @@ def _prompts(n: int, seed: int) -> list[str]:
     ]
 
 
-async def _load(
-    port: int, model: str | Sequence[str], prompts: list[str], concurrency: int
-) -> tuple[np.ndarray, float, list[str]]:
-    """Send ``prompts`` with at most ``concurrency`` in flight, request i to ``model`` (or to ``model[i]``):
-    (latencies in ms, seconds the whole load took, the model that answered each request)."""
+class Load(NamedTuple):
+    """One timed load: every request's latency (ms), the seconds it took, the model that answered each
+    request, and the CPU seconds this process spent meanwhile (every thread: client, proxy, hook, mock)."""
+
+    latencies_ms: np.ndarray
+    seconds: float
+    served: list[str]
+    cpu_s: float
+
+
+async def _load(port: int, model: str | Sequence[str], prompts: list[str], concurrency: int) -> Load:
+    """Send ``prompts`` with at most ``concurrency`` in flight, request i to ``model`` (or to ``model[i]``)."""
     import httpx
 
     sem = asyncio.Semaphore(concurrency)
@@ -93,19 +100,20 @@ async def _load(
                     raise RuntimeError(f"{name}: HTTP {r.status_code}: {r.text[:200]}")
                 served[i] = r.headers.get("x-litellm-model-group", name)  # the model group LiteLLM called
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(one(i, t) for i, t in enumerate(prompts)))
-        elapsed = time.perf_counter() - started
-    return np.array(latencies) * 1000.0, elapsed, served
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return Load(np.array(latencies) * 1000.0, elapsed, served, cpu)
 
 
-def pool(runs: list[tuple[np.ndarray, float, list[str]]]) -> dict:
+def pool(runs: list[Load]) -> dict:
     """One row from repeated loads of the same target: p50/p99 over every latency, throughput as all
-    requests over all the seconds they took."""
-    lat = np.concatenate([r[0] for r in runs])
-    seconds = sum(r[1] for r in runs)
+    requests over all the seconds they took, CPU milliseconds per request over all of them."""
+    lat = np.concatenate([r.latencies_ms for r in runs])
+    seconds = sum(r.seconds for r in runs)
     return {"requests": int(lat.size), "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
-            "rps": lat.size / seconds if seconds > 0 else float("nan")}  # fmt: skip
+            "rps": lat.size / seconds if seconds > 0 else float("nan"),
+            "cpu_ms": 1000.0 * sum(r.cpu_s for r in runs) / max(lat.size, 1)}  # fmt: skip
 
 
 def _long_prompts(n: int, seed: int) -> list[str]:
@@ -198,7 +206,7 @@ def run_gateway_bench(
                 prompts = makers[length](2 * c if k < 0 else requests, 1_000 * (k + 1) + c)
                 got = [asyncio.run(_load(proxy_port, "regret-router", prompts, c))]
                 fell_back += (gateways[backend].counters["fallback"] - before) if k >= 0 else 0
-                got.append(asyncio.run(_load(proxy_port, got[0][2], prompts, c)))
+                got.append(asyncio.run(_load(proxy_port, got[0].served, prompts, c)))
                 got.append(asyncio.run(_load(proxy_port, MODELS[0], prompts, c)))
                 if k >= 0:
                     for target, run in zip((hook, matched, single), got):
@@ -208,9 +216,10 @@ def run_gateway_bench(
                 row = {"prompts": length, "target": target, "backend": str(used[backend]) if target == hook else "-",
                        "concurrency": c, **pooled[target]}  # fmt: skip
                 if target == hook:
-                    row["pair_ratios"] = [p[1] / h[1] for p, h in zip(runs[matched], runs[hook])]  # same requests each
+                    row["pair_ratios"] = [p.seconds / h.seconds for p, h in zip(runs[matched], runs[hook])]  # same requests each
                     row["ratio"] = row["rps"] / pooled[matched]["rps"]
                     row["added_p50_ms"] = row["p50_ms"] - pooled[matched]["p50_ms"]
+                    row["added_cpu_ms"] = row["cpu_ms"] - pooled[matched]["cpu_ms"]
                     row["ratio_one_model"] = row["rps"] / pooled[single]["rps"]
                     row["fallbacks"] = fell_back
                 rows.append(row)

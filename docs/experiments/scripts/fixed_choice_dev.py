@@ -34,6 +34,16 @@ for trial in range(trials):
     T = logs.n_models
     onehot = np.eye(T)[logs.action] / logs.propensity[:, None]  # (n, T) IPS weights
     q_all, c_all = nuisance.outcome_.predict(logs.X)
+    truth = full.subset(np.concatenate([split.train, split.val]))  # every model's outcome on the logged prompts
+    snips_cost = (onehot * logs.cost[:, None]).sum(0) / onehot.sum(0)
+    err = {  # how far each estimate of a model's mean is from the truth on the logged prompts (RMSE over models)
+        "quality_dr": dr.quality.mean(0) - truth.quality.mean(0),
+        "cost_dr": dr.cost.mean(0) - truth.cost.mean(0),
+        "cost_dm": c_all.mean(0) - truth.cost.mean(0),
+        "cost_snips": snips_cost - truth.cost.mean(0),
+    }
+    print(json.dumps({"trial": trial, "diagnostic": True, "lam_max": float(lambdas.max()),
+                      **{k: float(np.sqrt((v**2).mean())) for k, v in err.items()}}), flush=True)  # fmt: skip
     sb = reference_actions("single-best", full_train, full_test, lambdas)
     testU = lambda t, l, full_test=full_test: 100 * float((full_test.quality[:, t] - l * full_test.cost[:, t]).mean())
     for k, lam in enumerate(lambdas):
@@ -53,6 +63,8 @@ for trial in range(trials):
             "dr_val_only": (data.val_scores.quality - lam * data.val_scores.cost).mean(0),
             "dr_lcb_1se": u.mean(0) - se,  # pessimistic: the best lower bound, not the best estimate
             "dr_lcb_2se": u.mean(0) - 2 * se,
+            "dr_quality_dm_cost": dr.quality.mean(0) - lam * c_all.mean(0),  # cost from the outcome model alone
+            "dr_quality_snips_cost": dr.quality.mean(0) - lam * snips_cost,
         }
         row = {"trial": trial, "lam": lam, "single": testU(int(sb[k][0]), lam)}
         row.update({name: testU(int(np.argmax(v)), lam) for name, v in est.items()})

@@ -76,6 +76,25 @@ def test_the_loop_with_tags_embeds_each_request_with_its_task(tmp_path):
     assert np.all(np.linalg.norm(X, axis=1) > 0.99)  # every request found its templated embedding
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_replay_is_reproduced_by_its_seed(tmp_path):
+    """Two replays with the same seed make the same decisions, log the same rows in the same order (the order retrain reads them in) and print
+    the same table (the exploration RNG, LiteLLM's adaptive router and the order of the logs all follow the
+    seed): a paired comparison of two designs compares the designs, not two draws of the run's randomness."""
+    import sqlite3
+
+    runs = []
+    for k in range(2):
+        cfg = DemoConfig(world_size=400, rounds=2, requests=120, out=tmp_path / str(k), device="cpu", replay=True, seed=5)
+        doc = run_demo(cfg, echo=lambda _: None)
+        with sqlite3.connect(f"{doc['work_dir']}/gateway.db") as db:
+            logged = db.execute("SELECT tier, chosen_model, propensity, mode FROM decisions ORDER BY created_at").fetchall()
+        runs.append(([(r["round"], r["tier"], r["utility"], r["accuracy"]) for r in doc["rounds"]], logged))
+    assert len(runs[0][1]) == 2 * 3 * 120 and {m for *_, m in runs[0][1]} >= {"cold_start", "policy"}
+    assert runs[0] == runs[1]
+
+
 def test_a_file_with_train_rows_only_still_gets_a_traffic_split(tmp_path):
     """A file whose name says train has no test split: a seeded share of its prompts becomes the traffic,
     never the prompts the references were trained on (this used to crash after embedding everything)."""
@@ -91,6 +110,34 @@ def test_a_file_with_train_rows_only_still_gets_a_traffic_split(tmp_path):
     assert len(set(world.traffic_ix.tolist())) == 20 and any("no test split" in line for line in lines)
     again = _prepare(DemoConfig(data=tmp_path / "only_train.csv", device="cpu"), tmp_path, lines.append)
     assert np.array_equal(world.traffic_ix, again.traffic_ix)  # seeded: the same traffic every run
+
+
+def test_a_repeated_prompt_is_sent_judged_and_scored_as_one_row(tmp_path):
+    """The gateway sees text only, so the mock upstream and judge answer a text from one recorded row. A
+    text that repeats with other recorded outcomes is one prompt of the traffic -- the row they answer from
+    -- or the logs would record one row's outcome and the tables score another's (which made retrain's
+    held-out check look far better than the round that followed on the generated world)."""
+    import json as json_
+
+    from regret_gateway.bench.closed_loop import _prepare
+    from tests.evaluation.test_loaders import rb_row, write_routerbench
+
+    rows = [rb_row(i, q_small=float(i % 2), q_large=float(i % 3 > 0), c_small=1e-4 * (1 + i)) for i in range(60)]
+    for r in rows:  # 15 distinct texts, each four times with other outcomes and costs
+        r["prompt"] = f"What is {int(r['sample_id'].split('.')[1]) % 15} plus one?"
+    write_routerbench(tmp_path / "repeats_train.csv", rows)
+    lines: list[str] = []
+    world = _prepare(DemoConfig(data=tmp_path / "repeats_train.csv", device="cpu"), tmp_path, lines.append)
+    bench, texts = world.bench, [world.bench.prompts[i] for i in world.traffic_ix]
+    assert 0 < len(texts) == len(set(texts)) < 15 and any("distinct prompts" in line for line in lines), lines
+    for i in world.traffic_ix:
+        for t, model in enumerate(world.models):
+            answer, _, tokens = world.respond(model, bench.prompts[i])
+            assert tokens == round(bench.cost[i, t] / 1e-9)  # the cost the gateway logs is this row's
+            reply = world.judge(
+                f"<request>\n{bench.prompts[i]}\n</request>\n\n<answer>\n{answer}\n</answer>", 0.0, np.random.default_rng(0)
+            )
+            assert json_.loads(reply)["score"] == bench.quality[i, t]  # and so is the quality
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -109,6 +110,9 @@ class _AdaptiveBaseline:
     """LiteLLM's AdaptiveRouter for one tier, driven in-process and rewarded with the recorded correctness."""
 
     def __init__(self, models: tuple[str, ...], mean_cost: np.ndarray, lam: float, seed: int):
+        from regret_gateway.gateway.app import litellm_environment
+
+        litellm_environment()  # LiteLLM's first import is here: the bundled cost map, not a download
         from litellm.router_strategy.adaptive_router.adaptive_router import AdaptiveRouter
         from litellm.types.router import AdaptiveRouterConfig, AdaptiveRouterWeights
 
@@ -220,9 +224,15 @@ class _World:
     def __post_init__(self) -> None:
         from regret_gateway.context import render
 
-        self._row_of = {p: i for i, p in enumerate(self.bench.prompts)}  # one recorded row per distinct prompt
+        # The gateway sees text only: the upstream's answer, its cost and the judge's score come from one
+        # recorded row per distinct prompt (a traffic row for a text the teams send), so the teams send those
+        # rows and the tables score them -- a repeated text with other recorded outcomes would be logged with
+        # one row's outcome and scored with another's.
+        prompts = self.bench.prompts
+        self._row_of = {p: i for i, p in enumerate(prompts)} | {prompts[i]: int(i) for i in self.traffic_ix}
         self._row_of.update({p.strip(): i for p, i in self._row_of.items() if p.strip() not in self._row_of})
         self._seen_row = {render(self.template, p, {"tags": self.tags(i)}): i for p, i in self._row_of.items()}
+        self.traffic_ix = np.array([i for i in self.traffic_ix if self._row_of[prompts[i]] == i], dtype=np.int64)
 
 
 def _prepare(cfg: DemoConfig, work: Path, echo) -> _World:
@@ -250,7 +260,7 @@ def _prepare(cfg: DemoConfig, work: Path, echo) -> _World:
     full = FullFeedback(X=X, quality=bench.quality, cost=bench.cost, model_names=bench.model_names)
     lams = [lam for _, _, lam in cfg.tiers]
     mean_cost = bench.cost[train_ix].mean(0)
-    return _World(
+    world = _World(
         bench=bench, data_path=Path(data_path), X=X, traffic_ix=traffic_ix,
         full_information=_FullInformation(full.subset(train_ix), full.subset(val_ix), lams, cfg.seed),
         best_single={lam: int(np.argmax(full.subset(train_ix).utility(lam).mean(0))) for lam in lams},
@@ -258,6 +268,11 @@ def _prepare(cfg: DemoConfig, work: Path, echo) -> _World:
         adaptive={lam: _AdaptiveBaseline(bench.model_names, mean_cost, lam, cfg.seed) for lam in lams},
         responses=_responses(Path(data_path), bench), template=template, text_dim=text_dim,
     )  # fmt: skip
+    if len(world.traffic_ix) < len(traffic_ix):
+        echo(
+            f"traffic: {len(world.traffic_ix)} distinct prompts of {len(traffic_ix)} traffic rows (a repeated text is one prompt)"
+        )
+    return world
 
 
 def _gateway_section(world: _World, cfg: DemoConfig, work: Path, keys: dict[str, str]) -> dict:
@@ -344,9 +359,11 @@ class _Teams:
 
 class _ReplayTeams:
     """The teams without HTTP: each request goes through the hook's own pre-call and success handlers and
-    the gateway's store writer, in one event loop at ``concurrency``; the feedback is written to the store
-    once the round's decisions are (what ``POST /regret/feedback`` writes). Embeddings come from the world's
-    own (same embedder), so volume costs routing and logging only."""
+    the gateway's store writer, one after another in one event loop (``concurrency`` is the HTTP demo's: here
+    the order of the gateway's random draws and of the logged rows is the order of the requests, so a seed
+    reproduces the run); the feedback is written to the store once the round's decisions are (what
+    ``POST /regret/feedback`` writes). Embeddings come from the world's own (same embedder), so volume costs
+    routing and logging only."""
 
     def __init__(self, gateway, world: _World) -> None:
         from regret_gateway.gateway.hook import RegretRouterHook
@@ -354,15 +371,14 @@ class _ReplayTeams:
         self.gateway, self.world, self.hook = gateway, world, RegretRouterHook(gateway)
         self.index = {m: t for t, m in enumerate(world.models)}
 
-    async def _ask(self, team: str, i: int, gate) -> tuple[int, str | None, int, str]:
+    async def _ask(self, team: str, i: int) -> tuple[int, str | None, int, str]:
         from types import SimpleNamespace
 
         bench = self.world.bench
         data = {"model": self.gateway.settings.virtual_model, "messages": [{"role": "user", "content": bench.prompts[i]}],
                 "metadata": {"tags": self.world.tags(i)}}  # fmt: skip
         key = SimpleNamespace(team_id=team, team_metadata=None, user_role=None)
-        async with gate:
-            data = await self.hook.async_pre_call_hook(key, None, data, "completion")
+        data = await self.hook.async_pre_call_hook(key, None, data, "completion")
         meta = data["metadata"]["regret_gateway"]
         t = self.index[meta["model"]]
         scores = self.hook._pending[meta["request_id"]].record.scores or {}
@@ -384,8 +400,7 @@ class _ReplayTeams:
         from regret_gateway.store.repository import record_feedback
 
         async def run():
-            gate = asyncio.Semaphore(concurrency)
-            answers = await asyncio.gather(*(self._ask(team, int(i), gate) for i in rows))
+            answers = [await self._ask(team, int(i)) for i in rows]
             if self.gateway.judge is not None:
                 await self.gateway.judge.drain(timeout=600)  # its queue lives on this loop
             return answers
@@ -441,6 +456,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="regret-demo-", dir=out))
     t_start = time.perf_counter()
+    random.seed(cfg.seed)  # LiteLLM's adaptive router samples from the global generator; in replay the run is the seed's
     world = _prepare(cfg, work, echo)
     keys = {team: f"sk-{team}-{os.urandom(6).hex()}" for team, _, _ in cfg.tiers}
     up_port, proxy_port = free_port(), free_port()
@@ -463,7 +479,8 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     async def replay_judge(model: str, messages: list[dict], timeout_s: float) -> tuple[str, float]:
         return world.judge(messages[-1]["content"], cfg.judge_noise, judge_rng), JUDGE_TOKENS * JUDGE_PRICE
 
-    gateway = Gateway(settings, encode=world.encode if cfg.replay else None, judge_complete=replay_judge if cfg.replay else None)
+    gateway = Gateway(settings, encode=world.encode if cfg.replay else None, seed=cfg.seed,
+                      judge_complete=replay_judge if cfg.replay else None)  # fmt: skip
     rng = np.random.default_rng(cfg.seed)
     table: list[RoundStats] = []
     with ExitStack() as stack:

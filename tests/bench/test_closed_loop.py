@@ -17,8 +17,8 @@ from regret_gateway.config import Settings
 def test_the_closed_loop_learns_from_its_own_logs(tmp_path):
     """Replay mode (the hook, the store and retrain in-process, 150 requests per tier and round): after one
     retrain the router's own (greedy) choices beat uniform routing and its cold start by a wide margin, and
-    are not below the best single model (chosen with full feedback) by more than 3 points on the mean over
-    tiers -- about the paired noise of 150 requests per tier."""
+    are not below the best single model (chosen with full feedback) on the mean over tiers: the fixed
+    choice is the least a learned router must give (seeds 0-7 of this world: +0.0 to +7.5)."""
     lines: list[str] = []
     doc = run_demo(DemoConfig(world_size=600, rounds=2, requests=150, out=tmp_path, device="cpu", replay=True), echo=lines.append)
     rounds = doc["rounds"]
@@ -30,7 +30,7 @@ def test_the_closed_loop_learns_from_its_own_logs(tmp_path):
     )
     cold = np.mean([r["utility"]["gateway"] for r in rounds if r["round"] == 0])
     assert greedy > uniform + 10 and greedy > cold + 10, "\n".join(lines)
-    assert greedy > best_single - 3, "\n".join(lines)
+    assert greedy >= best_single, "\n".join(lines)
 
 
 @pytest.mark.slow
@@ -110,6 +110,25 @@ def test_a_file_with_train_rows_only_still_gets_a_traffic_split(tmp_path):
     assert len(set(world.traffic_ix.tolist())) == 20 and any("no test split" in line for line in lines)
     again = _prepare(DemoConfig(data=tmp_path / "only_train.csv", device="cpu"), tmp_path, lines.append)
     assert np.array_equal(world.traffic_ix, again.traffic_ix)  # seeded: the same traffic every run
+
+
+def test_the_cold_start_draws_models_independently_of_the_prompts_drawn(tmp_path):
+    """The demo's traffic and the gateway's exploration come from one seed but must not share a stream: a
+    generator seeded like the traffic's would send every repeat of a prompt to the same model in the cold
+    start (its propensity 1/T a lie), and retrain would learn the draw, not the models."""
+    import sqlite3
+
+    doc = run_demo(
+        DemoConfig(world_size=400, rounds=1, requests=150, out=tmp_path, device="cpu", replay=True, seed=3), echo=lambda _: None
+    )
+    with sqlite3.connect(f"{doc['work_dir']}/gateway.db") as db:
+        groups = db.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT chosen_model) FROM decisions WHERE mode = 'cold_start' GROUP BY embedding"
+        ).fetchall()
+    repeated = [(n, k) for n, k in groups if n >= 3]
+    assert sum(n for n, _ in groups) == 450 and len(repeated) >= 20
+    # uniform over 4 models: a prompt sent 3+ times goes to one model with probability <= 1/16
+    assert np.mean([k == 1 for _, k in repeated]) < 0.25, repeated
 
 
 def test_a_repeated_prompt_is_sent_judged_and_scored_as_one_row(tmp_path):

@@ -457,6 +457,10 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     work = Path(tempfile.mkdtemp(prefix="regret-demo-", dir=out))
     t_start = time.perf_counter()
     random.seed(cfg.seed)  # LiteLLM's adaptive router samples from the global generator; in replay the run is the seed's
+    # Independent streams from the one seed: generators seeded with the same number draw the same numbers, so
+    # a traffic stream and a gateway stream both seeded with ``cfg.seed`` would route each prompt of the
+    # cold start to a model fixed by the prompt's draw (and a retrain split would follow the traffic).
+    traffic_seq, gateway_seq, judge_seq, retrain_seq = np.random.SeedSequence(cfg.seed).spawn(4)
     world = _prepare(cfg, work, echo)
     keys = {team: f"sk-{team}-{os.urandom(6).hex()}" for team, _, _ in cfg.tiers}
     up_port, proxy_port = free_port(), free_port()
@@ -467,7 +471,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                           custom_auth=True, api_key="sk-mock")  # fmt: skip
     (work / "config.yaml").write_text(yaml.safe_dump(config))
     settings = load_settings(work / "config.yaml")
-    judge_rng = np.random.default_rng(cfg.seed + 7)
+    judge_rng = np.random.default_rng(judge_seq)
 
     def respond(model: str, text: str) -> tuple[str, int, int]:  # the mock upstream, the judge model included
         return (
@@ -479,9 +483,9 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     async def replay_judge(model: str, messages: list[dict], timeout_s: float) -> tuple[str, float]:
         return world.judge(messages[-1]["content"], cfg.judge_noise, judge_rng), JUDGE_TOKENS * JUDGE_PRICE
 
-    gateway = Gateway(settings, encode=world.encode if cfg.replay else None, seed=cfg.seed,
+    gateway = Gateway(settings, encode=world.encode if cfg.replay else None, seed=int(gateway_seq.generate_state(1)[0]),
                       judge_complete=replay_judge if cfg.replay else None)  # fmt: skip
-    rng = np.random.default_rng(cfg.seed)
+    rng, retrain_seed = np.random.default_rng(traffic_seq), int(retrain_seq.generate_state(1)[0] % 2**31)
     table: list[RoundStats] = []
     with ExitStack() as stack:
         if cfg.replay:
@@ -504,7 +508,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
             if rnd < cfg.rounds - 1:
                 _wait_for_judge(gateway)
                 gateway.writer.drain(timeout=120)
-                result = retrain(settings, engine, RetrainOptions(seed=cfg.seed + rnd, out=work / "reports", n_boot=200))
+                result = retrain(settings, engine, RetrainOptions(seed=retrain_seed + rnd, out=work / "reports", n_boot=200))
                 echo(f"retrain after round {rnd}: {result.status} ({result.reason}) in {result.seconds.get('total', 0):.0f}s")
                 if cfg.replay:
                     gateway.router.refresh()  # what the reload thread does, now

@@ -3,7 +3,8 @@
 RouterBench's dataset card states no licence, so the project ships its own world, generated from a seed:
 prompts from five task families at three difficulties, four models whose chance of answering correctly
 depends on both (a specialist for code, one for maths, a cheap generalist, an expensive frontier model),
-and costs from token counts x list prices. Every model's answer is recorded, so a mock upstream can
+and costs from token counts x list prices. Every prompt is its own text (a request number closes it): an
+outcome is one draw, so a router must learn what the family and difficulty predict, not memorise texts. Every model's answer is recorded, so a mock upstream can
 replay it. ``write_world`` writes the CSV that ``load_benchmark`` reads.
 """
 
@@ -119,7 +120,7 @@ def generate_world(n: int = 2000, seed: int = 0) -> list[dict]:
         templates, subjects, out_tokens = FAMILIES[fam]
         level = list(DIFFICULTY)[rng.integers(3)]
         prefix, steps = DIFFICULTY[level]
-        prompt = prefix + templates[rng.integers(len(templates))].format(subjects[rng.integers(len(subjects))])
+        prompt = prefix + templates[rng.integers(len(templates))].format(subjects[rng.integers(len(subjects))]) + f" (request {i})"
         row: dict[str, str | float] = {"sample_id": f"{fam}.{i}", "prompt": prompt, "eval_name": f"{fam}-{level}"}
         in_tokens = max(8, len(prompt) // 4)
         for m, (p_in, p_out) in MODELS.items():

@@ -120,7 +120,9 @@ def generate_world(n: int = 2000, seed: int = 0) -> list[dict]:
         templates, subjects, out_tokens = FAMILIES[fam]
         level = list(DIFFICULTY)[rng.integers(3)]
         prefix, steps = DIFFICULTY[level]
-        prompt = prefix + templates[rng.integers(len(templates))].format(subjects[rng.integers(len(subjects))]) + f" (request {i})"
+        prompt = (
+            prefix + templates[rng.integers(len(templates))].format(subjects[rng.integers(len(subjects))]) + f" (request {i})"
+        )
         row: dict[str, str | float] = {"sample_id": f"{fam}.{i}", "prompt": prompt, "eval_name": f"{fam}-{level}"}
         in_tokens = max(8, len(prompt) // 4)
         for m, (p_in, p_out) in MODELS.items():

@@ -79,9 +79,10 @@ def test_the_loop_with_tags_embeds_each_request_with_its_task(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_replay_is_reproduced_by_its_seed(tmp_path):
-    """Two replays with the same seed make the same decisions, log the same rows in the same order (the order retrain reads them in) and print
-    the same table (the exploration RNG, LiteLLM's adaptive router and the order of the logs all follow the
-    seed): a paired comparison of two designs compares the designs, not two draws of the run's randomness."""
+    """Two replays with the same seed make the same decisions, log the same rows in the same order (the
+    order retrain reads them in) and print the same table (the exploration RNG, LiteLLM's adaptive router
+    and the order of the logs all follow the seed): a paired comparison of two designs compares the
+    designs, not two draws of the run's randomness."""
     import sqlite3
 
     runs = []
@@ -138,7 +139,7 @@ def test_a_repeated_prompt_is_sent_judged_and_scored_as_one_row(tmp_path):
     held-out check look far better than the round that followed on the generated world)."""
     import json as json_
 
-    from regret_gateway.bench.closed_loop import _prepare
+    from regret_gateway.bench.closed_loop import OUTPUT_PRICE, _prepare
     from tests.evaluation.test_loaders import rb_row, write_routerbench
 
     rows = [rb_row(i, q_small=float(i % 2), q_large=float(i % 3 > 0), c_small=1e-4 * (1 + i)) for i in range(60)]
@@ -152,7 +153,7 @@ def test_a_repeated_prompt_is_sent_judged_and_scored_as_one_row(tmp_path):
     for i in world.traffic_ix:
         for t, model in enumerate(world.models):
             answer, _, tokens = world.respond(model, bench.prompts[i])
-            assert tokens == round(bench.cost[i, t] / 1e-9)  # the cost the gateway logs is this row's
+            assert tokens == round(bench.cost[i, t] / OUTPUT_PRICE)  # the cost the gateway logs is this row's
             reply = world.judge(
                 f"<request>\n{bench.prompts[i]}\n</request>\n\n<answer>\n{answer}\n</answer>", 0.0, np.random.default_rng(0)
             )

@@ -4,8 +4,9 @@ RouterBench's dataset card states no licence, so the project ships its own world
 prompts from five task families at three difficulties, four models whose chance of answering correctly
 depends on both (a specialist for code, one for maths, a cheap generalist, an expensive frontier model),
 and costs from token counts x list prices. Every prompt is its own text (a request number closes it): an
-outcome is one draw, so a router must learn what the family and difficulty predict, not memorise texts. Every model's answer is recorded, so a mock upstream can
-replay it. ``write_world`` writes the CSV that ``load_benchmark`` reads.
+outcome is one draw, so a router must learn what the family and difficulty predict, not memorise texts.
+Every model's answer is recorded, so a mock upstream can replay it. ``write_world`` writes the CSV that
+``load_benchmark`` reads.
 """
 
 from __future__ import annotations

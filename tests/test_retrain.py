@@ -13,7 +13,7 @@ from regret_gateway.artifacts import active_version_id
 from regret_gateway.config import Settings, StoreSpec, TierSpec
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.world import write_world
-from regret_gateway.retrain import RetrainOptions, retrain
+from regret_gateway.retrain import RetrainOptions, logger_labels, retrain
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
@@ -76,6 +76,12 @@ def settings_for(tmp_path, bench) -> Settings:
 def new_engine(settings):
     upgrade(settings.store.url)
     return make_engine(settings.store.url)
+
+
+def test_each_tier_under_each_router_version_is_its_own_logger():
+    labels = logger_labels(("premium", "premium", "economy", "premium", "economy"), (None, "v1", "v1", "v2", None))
+    assert len(set(labels)) == 5 and labels[0] == "premium|cold-start"
+    assert list(logger_labels(("a", "a"), ("v1", "v1"))) == ["a|v1", "a|v1"]
 
 
 @pytest.mark.slow

@@ -7,7 +7,28 @@ For logs (x_i, t_i, y_i, p_i) with y = a - lambda * c, a policy pi, and outcome 
     SNIPS = sum_i w_i y_i / sum_i w_i
     ESS   = (sum_i w_i)^2 / sum_i w_i^2
 
-(where w_i > 0 the logged model is pi's choice, so r_{t_i} = r_pi). The estimators share one base
+(where w_i > 0 the logged model is pi's choice, so r_{t_i} = r_pi).
+
+Logs written by several logging policies (the gateway's tiers, each under the router versions it
+served: "loggers") give a better DR estimate when each logger's correction counts as far as it saw the
+policy's choices (the *weighted* estimator over multiple loggers of Agarwal, Basu, Schnabel and Joachims,
+WSDM 2017, applied per chosen model). With ``strata`` s_i naming each row's logger,
+
+    DR = mean_i r_pi(x_i) + sum_a sum_s omega_{s,a} C_{s,a},
+    C_{s,a} = mean_{i in s} 1[pi(x_i) = a] w_i (y_i - r_pi(x_i))       (logger s's correction of block a)
+    omega_{s,a} proportional to n_s / k_{s,a},  summing to 1 over s,
+    k_{s,a} = max( sum_{i in s, pi(x_i) = a} w_i^2 / m_{s,a},  (m_{s,a} + 1/p_s) / (h_{s,a} + 1) )
+
+where n_s is the logger's row count, m_{s,a} the rows of its block, h_{s,a} those where the logged
+model is a, and p_s the smallest propensity the logger logged (at most 1/T; a logger that never
+randomised counts as knowing nothing of other models). k_{s,a} estimates the mean of 1 / mu_s(a | x)
+over the block: from the squared weights (E[1[t_i = a] w_i^2] = 1 / mu_s(a | x_i)) or, at least, the
+inverse of the match rate with one prior row at the logger's floor, so a block the logger rarely or
+never matched counts as one it explores at its floor, not one it knows exactly. C_{s,a} has variance
+~ P(pi = a) k_{s,a} / n_s, and omega is its inverse. Every logger's C_{s,a} is an unbiased estimate of
+the outcome model's error on block a when the loggers see the same prompts; the weights take it from
+the loggers that chose model a often (weights near 1) instead of averaging in rows another tier
+explored at propensity 0.001 (weights near 1,000). With one logger it is the plain DR above. The estimators share one base
 (Open Bandit Pipeline's layout): a subclass implements :meth:`OffPolicyEstimator._values`, the estimate
 on each of a batch of row resamples; the point estimate is the full sample, the interval the percentile
 bootstrap over the same resamples for every estimator. The formulas are those of
@@ -17,7 +38,7 @@ and the paired gain of one policy over another; :func:`select` chooses what a ti
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -43,11 +64,53 @@ class PolicyValue:
 @dataclass(frozen=True)
 class LoggedOutcomes:
     """Per logged row: observed outcome ``y`` (n,), the outcome model's value of the policy's choice
-    ``r`` (n,), and the importance weight ``w`` (n,) of that choice."""
+    ``r`` (n,), and the importance weight ``w`` (n,) of that choice; with several loggers, the row's
+    logger ``strata`` (n,) in 0..S-1, the policy's choice ``actions`` (n,) and each logger's worst-case
+    inverse propensity ``worst`` (S,) (:func:`worst_case_inverse_propensity`)."""
 
     y: np.ndarray
     r: np.ndarray
     w: np.ndarray
+    strata: np.ndarray | None = None
+    actions: np.ndarray | None = None
+    worst: np.ndarray | None = None
+
+    def terms(self) -> np.ndarray:
+        """(n,) the plain DR term of each row."""
+        return dr_term(self.r, self.y, self.w)
+
+    def dr(self, rows: np.ndarray) -> np.ndarray:
+        """(B,) DR estimate on each resample of ``rows`` (B, n): plain, or weighted by logger (module doc)."""
+        if self.strata is None or self.actions is None or self.worst is None or len(self.worst) == 1:
+            return self.terms()[rows].mean(1)
+        S, T = len(self.worst), int(self.actions.max()) + 1
+        cell = self.strata * T + self.actions
+        correction = self.w * (self.y - self.r)
+        matched = (self.w > 0).astype(np.float64)
+        worst = self.worst
+        out = np.empty(len(rows))
+        for b, idx in enumerate(rows):
+            k = cell[idx]
+            n_s = np.bincount(self.strata[idx], minlength=S).astype(np.float64)
+            mean = np.bincount(k, correction[idx], minlength=S * T).reshape(S, T) / np.maximum(n_s, 1.0)[:, None]
+            m = np.bincount(k, minlength=S * T).reshape(S, T)
+            hits = np.bincount(k, matched[idx], minlength=S * T).reshape(S, T)
+            w2 = np.bincount(k, self.w[idx] ** 2, minlength=S * T).reshape(S, T)
+            kappa = np.maximum(w2 / np.maximum(m, 1), (m + worst[:, None]) / (hits + 1))
+            precision = n_s[:, None] / kappa
+            omega = precision / precision.sum(0)
+            out[b] = self.r[idx].mean() + float((omega * mean).sum())
+        return out
+
+
+def worst_case_inverse_propensity(strata: np.ndarray, propensity: np.ndarray, n_models: int) -> np.ndarray:
+    """(S,) 1 / p_s for loggers ``strata`` (n,) in 0..S-1: p_s the smallest propensity logger s logged, at
+    most 1 / ``n_models`` (some model always has at most that); a logger whose every propensity is 1 never
+    randomised and knows nothing of the models it did not choose: 1e6."""
+    S = int(strata.max()) + 1
+    smallest = np.ones(S)
+    np.minimum.at(smallest, strata, np.asarray(propensity, dtype=np.float64))
+    return np.where(smallest < 1.0 - 1e-9, np.maximum(1.0 / smallest, n_models), 1e6)
 
 
 class OffPolicyEstimator:
@@ -70,7 +133,7 @@ class DoublyRobustOPE(OffPolicyEstimator):
     name = "dr"
 
     def _values(self, d, rows):
-        return dr_term(d.r, d.y, d.w)[rows].mean(1)
+        return d.dr(rows)
 
 
 class SelfNormalizedIPS(OffPolicyEstimator):
@@ -89,7 +152,8 @@ DR, SNIPS = DoublyRobustOPE(), SelfNormalizedIPS()
 class LoggedData:
     """Held-out logs for off-policy evaluation: ``logged`` actions (n,), observed ``quality`` and ``cost``
     (n,), logging ``propensity`` (n,), and outcome-model predictions ``quality_hat``/``cost_hat`` (n, T)
-    fitted on other rows."""
+    fitted on other rows; optionally each row's logger ``strata`` (n,) (any labels: the gateway's tier and
+    router version), which weights each logger's DR correction by what it knows (module doc)."""
 
     logged: np.ndarray
     quality: np.ndarray
@@ -97,6 +161,8 @@ class LoggedData:
     propensity: np.ndarray
     quality_hat: np.ndarray
     cost_hat: np.ndarray
+    strata: np.ndarray | None = None
+    worst: np.ndarray | None = field(default=None, init=False, repr=False)  # (S,) per logger, from strata
 
     def __post_init__(self) -> None:
         if len(self.logged) == 0:
@@ -104,6 +170,13 @@ class LoggedData:
         p = np.asarray(self.propensity, dtype=np.float64)
         if p.min() <= 0 or p.max() > 1:
             raise ValueError(f"`propensity` must be in (0, 1], got min={p.min():.6g}, max={p.max():.6g}")
+        if self.strata is not None:
+            labels = np.asarray(self.strata)
+            if labels.shape != np.shape(self.logged):
+                raise ValueError(f"`strata` must have one label per row ({len(self.logged)}), got shape {labels.shape}")
+            strata = np.unique(labels, return_inverse=True)[1].reshape(-1)
+            object.__setattr__(self, "strata", strata)
+            object.__setattr__(self, "worst", worst_case_inverse_propensity(strata, p, np.shape(self.quality_hat)[1]))
 
     def outcomes(self, actions: np.ndarray, lam: float) -> tuple[LoggedOutcomes, LoggedOutcomes, LoggedOutcomes]:
         """(utility, quality, cost) per row for the policy that chose ``actions``."""
@@ -111,8 +184,9 @@ class LoggedData:
         w = (actions == self.logged) / np.asarray(self.propensity, dtype=np.float64)
         rows = np.arange(len(actions))
         q_hat, c_hat = self.quality_hat[rows, actions], self.cost_hat[rows, actions]
-        return (LoggedOutcomes(self.quality - lam * self.cost, q_hat - lam * c_hat, w),
-                LoggedOutcomes(self.quality, q_hat, w), LoggedOutcomes(self.cost, c_hat, w))  # fmt: skip
+        s, k = self.strata, self.worst
+        return (LoggedOutcomes(self.quality - lam * self.cost, q_hat - lam * c_hat, w, s, actions, k),
+                LoggedOutcomes(self.quality, q_hat, w, s, actions, k), LoggedOutcomes(self.cost, c_hat, w, s, actions, k))  # fmt: skip
 
     def value(self, actions: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = 0.05, seed: int = 0) -> PolicyValue:
         """DR and SNIPS value (with bootstrap intervals), DR quality and cost, ESS, match rate."""
@@ -132,9 +206,9 @@ class LoggedData:
         """DR value of ``actions`` minus that of ``reference`` and its paired bootstrap interval (the same
         resampled rows for both policies, so the noise they share cancels)."""
         a, b = self.outcomes(actions, lam)[0], self.outcomes(reference, lam)[0]
-        diff = dr_term(a.r, a.y, a.w) - dr_term(b.r, b.y, b.w)
-        boot = bootstrap_rows(len(diff), n_boot, seed)
-        return float(diff.mean()), percentile_interval(diff[boot].mean(1), alpha)
+        boot = bootstrap_rows(len(a.y), n_boot, seed)
+        everything = np.arange(len(a.y))[None, :]
+        return float((a.dr(everything) - b.dr(everything))[0]), percentile_interval(a.dr(boot) - b.dr(boot), alpha)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,10 @@
    on every row) and what the tier serves now (the active router's policy for it). Off-policy
    evaluation of each on the held-out rows: DR and SNIPS value, bootstrap intervals, ESS. The best
    candidate replaces the incumbent only if the paired bootstrap interval of its gain lies above
-   ``margin`` (``force``: whenever it is better); before any router exists the incumbent is the best
+   ``margin`` (``force``: whenever it is better). The held-out rows were logged by several policies (each
+   tier under each router version); each one's DR correction counts as far as it saw the candidate's
+   choices (:mod:`regret_gateway.ope`), so a tier's comparison is not swamped by rows another tier
+   explored at tiny propensities. Before any router exists the incumbent is the best
    constant model. So no tier serves something estimated worse than the fixed choice or than what it
    had, and a tier that does not improve keeps its policy while the others update.
 6. If any tier changed (or none was served before), write the versioned artifact -- a per-tier policy
@@ -265,15 +268,23 @@ def _incumbent(active: RouterArtifact | None, lam: float, model_names: tuple[str
 
 
 def evaluate(
-    learner, hold: LoggedFeedback, tiers, active: RouterArtifact | None, opts: RetrainOptions
+    learner,
+    hold: LoggedFeedback,
+    tiers,
+    active: RouterArtifact | None,
+    opts: RetrainOptions,
+    loggers: np.ndarray | None = None,
 ) -> tuple[list[TierEvaluation], PerTierPolicy]:
     """Per tier: every candidate's DR/SNIPS value on the held-out rows and the choice of what to serve
-    (:func:`regret_gateway.ope.select`). Returns the evaluations and the per-tier policy they describe, with
-    this retrain's R&C outcome networks as its utility estimator (exploration reads it, whatever a tier serves)."""
+    (:func:`regret_gateway.ope.select`). ``loggers`` (n,) names the policy that logged each held-out row
+    (tier and router version, :func:`logger_labels`): each logger's DR correction is then weighted by
+    what it knows about a candidate's choices (:mod:`regret_gateway.ope`). Returns the evaluations and the
+    per-tier policy they describe, with this retrain's R&C outcome networks as its utility estimator
+    (exploration reads it, whatever a tier serves)."""
     nuisance = learner.nuisance_
     q_hat, c_hat = nuisance.outcome_.predict(hold.X)
     p_hold = np.clip(nuisance.propensity_.observed(hold), 1e-3, 1.0) if hold.propensity is None else hold.propensity
-    data = LoggedData(hold.action, hold.quality, hold.cost, p_hold, q_hat, c_hat)
+    data = LoggedData(hold.action, hold.quality, hold.cost, p_hold, q_hat, c_hat, strata=loggers)
     names = hold.model_names
     rows, served_policies, labels = [], [], []
     for (name, spec), pool in zip(tiers, candidates(learner, hold, [spec.lam for _, spec in tiers])):
@@ -297,6 +308,12 @@ def evaluate(
         labels.append(sel.served.split(" (")[0])
     estimator = pool["r-and-c"]  # this retrain's outcome networks: every tier's utility estimates for exploration
     return rows, PerTierPolicy([spec.lam for _, spec in tiers], served_policies, labels, estimator)
+
+
+def logger_labels(tiers: tuple[str, ...], versions: tuple[str | None, ...]) -> np.ndarray:
+    """(n,) the logging policy of each row: its tier under the router version that chose it (cold start:
+    no version). Rows of one label were drawn from one randomised policy."""
+    return np.array([f"{tier}|{version or 'cold-start'}" for tier, version in zip(tiers, versions)])
 
 
 def publish(settings: Settings, engine: Engine, policy: ServablePolicy, rows: list[TierEvaluation], data_info: dict) -> Path:
@@ -344,7 +361,8 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     timings["fit"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     active = _active(settings, active_id, data_info)
-    rows, policy = evaluate(learner, logged.subset(hold_ix), tiers, active, opts)
+    loggers = logger_labels(ts.tiers, ts.router_versions)[hold_ix] if len(ts.router_versions) == ts.n_rows else None
+    rows, policy = evaluate(learner, logged.subset(hold_ix), tiers, active, opts, loggers)
     timings["evaluate"] = time.perf_counter() - t2
     if active is not None and not any(r.changed for r in rows):
         reason = "no candidate is confidently better than what each tier serves -- the active router stays: " + "; ".join(

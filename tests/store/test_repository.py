@@ -168,8 +168,13 @@ def test_refused_batches_change_nothing(engine):
 def test_training_set_joins_filters_and_counts(engine):
     with Session(engine) as s, s.begin():
         record_decisions(
-            s, [decision(i, model=("small", "large")[i % 2], team=("a", "b")[i % 2 == 0 and i >= 6]) for i in range(10)]
-        )
+            s,
+            [
+                decision(i, model=("small", "large")[i % 2], team=("a", "b")[i % 2 == 0 and i >= 6],
+                         router_version="v1" if i >= 4 else None)
+                for i in range(10)
+            ],
+        )  # fmt: skip
         record_decisions(s, [decision(20, outcome=False)])  # no outcome yet
         record_decisions(
             s,
@@ -204,6 +209,7 @@ def test_training_set_joins_filters_and_counts(engine):
         np.testing.assert_allclose(lg.cost, [1e-4 * (i + 1) for i in range(8)])
         assert np.all(lg.propensity == 0.5) and np.all(lg.lam == 100.0)
         assert np.array_equal(lg.X[:, 0], np.arange(8, dtype=np.float32))
+        assert ts.router_versions == (None,) * 4 + ("v1",) * 4  # which policy logged each row (None: cold start)
         # team filter, time window and a fixed model list
         assert training_set(s, team="b", model_names=["large", "small"]).request_ids == ("r6",)
         assert training_set(s, since=T0 + timedelta(minutes=2), until=T0 + timedelta(minutes=5)).request_ids == ("r2", "r3", "r4")

@@ -260,6 +260,7 @@ class TrainingSet:
     tiers: tuple[str, ...]
     modes: tuple[str, ...]
     embedding_model: str | None
+    router_versions: tuple[str | None, ...] = ()  # (n,) the router version that chose (None: cold start)
     skipped: dict[str, int] = field(default_factory=dict)
     sources: tuple[str, ...] = ()  # (n,) where each row's quality score came from
     spend_by_source: dict[str, float] = field(default_factory=dict)  # what the window's scores cost (the judge's calls)
@@ -304,6 +305,7 @@ def training_set(
             Decision.chosen_model,
             Decision.propensity,
             Decision.mode,
+            Decision.router_version,
             Outcome.cost_usd,
             Outcome.status,
         )
@@ -375,6 +377,7 @@ def training_set(
         teams=tuple(r.team for r in kept),
         tiers=tuple(r.tier for r in kept),
         modes=tuple(r.mode for r in kept),
+        router_versions=tuple(r.router_version for r in kept),
         embedding_model=embedding_model,
         skipped=skipped,
         sources=tuple(best[r.request_id][1] for r in kept),

@@ -518,7 +518,10 @@ def demo(
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Concurrent client requests."),
     epsilon: float = typer.Option(0.1, "--epsilon", min=0.0, max=1.0, help="Exploration rate of every tier."),
     exploration: str = typer.Option(
-        "igw", "--exploration", help="How each tier spends epsilon: igw (inverse gap weighting, default) | uniform."
+        "igw",
+        "--exploration",
+        help="How each tier spends epsilon: igw (inverse gap weighting, default) | challengers (IGW, and the models "
+        "the estimates rank above the router's choice share the rest of epsilon) | uniform.",
     ),
     igw_gamma: float = typer.Option(
         50.0, "--igw-gamma", min=0.0, help="IGW's gamma: larger explores less where the router's estimates see a gap."
@@ -566,8 +569,8 @@ def demo(
     full-information references (Full-Feedback and the best full-information router)."""
     from regret_gateway.bench.closed_loop import DemoConfig, run_demo
 
-    if exploration not in ("igw", "uniform"):
-        raise typer.BadParameter(f"--exploration is igw or uniform, got {exploration!r}")
+    if exploration not in ("igw", "challengers", "uniform"):
+        raise typer.BadParameter(f"--exploration is igw, challengers or uniform, got {exploration!r}")
     if context is not None:
         from regret_gateway.context import check_key_template
 

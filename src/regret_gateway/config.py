@@ -54,12 +54,13 @@ class TierSpec(_Strict):
     the router's choice (by the router's own estimates) a share epsilon / (T - 1) / (1 + igw_gamma * gap)
     of the traffic, at least ``min(min_propensity, epsilon / (T - 1))`` (default: a quarter of
     epsilon / (T - 1)): epsilon is the most a tier
-    explores, spent in full only where the models look alike. ``uniform`` is classic epsilon-greedy
-    (epsilon / T each)."""
+    explores, spent in full only where the models look alike. ``challengers``: IGW, and the models the
+    estimates rank above the router's choice share what IGW leaves of epsilon. ``uniform`` is classic
+    epsilon-greedy (epsilon / T each)."""
 
     lam: float = Field(ge=0.0)
     epsilon: float = Field(default=0.05, ge=0.0, le=1.0)
-    exploration: Literal["igw", "uniform"] = "igw"
+    exploration: Literal["igw", "challengers", "uniform"] = "igw"
     igw_gamma: float = Field(default=50.0, ge=0.0)
     min_propensity: float | None = Field(default=None, ge=0.0, le=1.0)
     fallback: str | None = None  # model used when routing fails; default: the first model

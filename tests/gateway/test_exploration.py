@@ -33,6 +33,21 @@ def test_igw_without_estimates_or_with_equal_gaps_spreads_evenly_and_floor_is_ca
     assert p[1] > p[2]
 
 
+def test_challengers_share_what_igw_leaves_of_epsilon():
+    """The models the estimates rank above the served choice (model 0, a constant) are explored at about
+    epsilon / 2 each instead of epsilon / (T - 1); the rest keep their IGW shares; epsilon in all."""
+    u = np.array([0.60, 0.70, 0.65, 0.10, -0.40, 0.20, 0.0, 0.3, 0.59])
+    igw = exploration_distribution(0, 9, 0.1, utilities=u, gamma=50.0)
+    p = exploration_distribution(0, 9, 0.1, rule="challengers", utilities=u, gamma=50.0)
+    assert p.sum() == pytest.approx(1.0) and p[0] == pytest.approx(0.9)  # epsilon is spent in full
+    assert np.allclose(p[3:], igw[3:]) and p[1] == p[2] == pytest.approx((0.1 - igw[3:].sum()) / 2)
+    assert p[1] > 3 * igw[1]  # the gate's comparison with model 1 gets rows at weight ~26, not 80
+    # where the router's choice is the estimates' best, nothing is ahead of it: plain IGW
+    assert np.allclose(
+        exploration_distribution(1, 9, 0.1, rule="challengers", utilities=u), exploration_distribution(1, 9, 0.1, utilities=u)
+    )
+
+
 def test_uniform_rule_is_epsilon_greedy():
     p = exploration_distribution(1, 4, 0.2, rule="uniform", utilities=np.array([0.0, 1.0, 0.0, 0.0]))
     assert np.allclose(p, [0.05, 0.85, 0.05, 0.05])

@@ -54,7 +54,7 @@ class DemoConfig:
     requests: int = 120  # per team per round
     concurrency: int = 8
     epsilon: float = 0.1
-    exploration: str = "igw"  # igw | uniform (config.TierSpec.exploration)
+    exploration: str = "igw"  # igw | challengers | uniform (config.TierSpec.exploration)
     igw_gamma: float = 50.0  # config.TierSpec.igw_gamma
     seed: int = 0
     out: Path = Path("runs/demo")

@@ -13,6 +13,10 @@ probability another model (:func:`exploration_distribution`):
   looks as good as t*, and what exploring costs (sum of p * g, if the estimates are right) stays below
   epsilon / gamma plus the floor's share. The floor bounds the importance weight 1/p that the logs
   carry into retrain. Without utility estimates (an artifact that has none) the gaps count as 0.
+* ``challengers``: IGW, and the models the estimates rank above t* (where the tier serves a constant
+  or a router that disagrees with the estimator) share what IGW leaves of epsilon, each at least its IGW
+  share: the comparisons the next retrain's gate has to make get rows at weights near k / epsilon
+  instead of the floor's. Where nothing is ranked above t*, it is IGW.
 * ``uniform``: epsilon-greedy, each model epsilon / T and t* 1 - epsilon + epsilon / T.
 
 The logged propensity is the exact probability of the chosen model under that distribution.
@@ -67,13 +71,17 @@ def exploration_distribution(
         p[:] = epsilon / T
         p[best] += 1.0 - epsilon
         return p
-    if rule != "igw":
-        raise ValueError(f"unknown exploration rule {rule!r}; use igw or uniform")
+    if rule not in ("igw", "challengers"):
+        raise ValueError(f"unknown exploration rule {rule!r}; use igw, challengers or uniform")
     others = np.arange(T) != best
     gap = np.zeros(T) if utilities is None else np.maximum(utilities[best] - np.asarray(utilities, dtype=np.float64), 0.0)
     share = epsilon / (T - 1)
     floor = share / 4 if min_propensity is None else min(min_propensity, share)
     p[others] = np.maximum(floor, share / (1.0 + gamma * gap[others]))
+    if rule == "challengers" and utilities is not None:
+        ahead = others & (np.asarray(utilities, dtype=np.float64) > utilities[best])
+        if ahead.any():  # what IGW leaves of epsilon goes to them: at least share each, since the rest <= share each
+            p[ahead] = np.maximum(p[ahead], (epsilon - p[others & ~ahead].sum()) / ahead.sum())
     p[best] = 1.0 - p[others].sum()
     return p
 
@@ -138,7 +146,7 @@ class ActiveRouter:
             t = int(rng.integers(len(models)))
             return Choice(models[t], 1.0 / len(models), "cold_start", None)
         X = x[None, :]
-        if spec.epsilon > 0 and spec.exploration == "igw":
+        if spec.epsilon > 0 and spec.exploration != "uniform":
             logits, estimates = artifact.logits_and_utilities(X, spec.lam)
         else:
             logits, estimates = artifact.logits(X, spec.lam), None

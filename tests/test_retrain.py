@@ -131,7 +131,13 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
     assert kept.status == "kept" and kept.active_before == result.version, kept.reason
     assert "the active router stays" in kept.reason and all(t.tier in kept.reason for t in kept.tiers)
     assert all(t.incumbent.endswith(f"({result.version})") and t.served == t.incumbent for t in kept.tiers)
-    assert active_version_id(settings.artifacts_dir) == result.version
+    # every tier serves exactly what it served; the new version renews only the estimates exploration reads
+    assert active_version_id(settings.artifacts_dir) == kept.version != result.version
+    renewed = load_artifact(tmp_path / "artifacts" / kept.version)
+    assert renewed.policy.labels == artifact.policy.labels
+    for row in kept.tiers:
+        assert np.array_equal(renewed.logits(X, row.lam), artifact.logits(X, row.lam))
+    assert not np.allclose(renewed.utility_estimates(X[:50], 0.0), artifact.utility_estimates(X[:50], 0.0))
     assert json.loads(open(kept.report_paths["json"]).read())["status"] == "kept"
     engine.dispose()
 

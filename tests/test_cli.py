@@ -227,6 +227,10 @@ def test_retrain_refuses_an_empty_store_and_status_reports_cold_start(tmp_path):
     assert status.exit_code == 0 and "cold start" in status.output and "requests in total: 0" in status.output
     bad = runner.invoke(app, ["retrain", "--config", str(cfg), "--every", "soon"])
     assert bad.exit_code == 2 and "--every must look like" in bad.output
+    crossfit = runner.invoke(app, ["retrain", "--config", str(cfg), "--cross-fit", "--folds", "3"])
+    assert crossfit.exit_code == 2 and "refused: no usable rows" in crossfit.output
+    one_fold = runner.invoke(app, ["retrain", "--config", str(cfg), "--cross-fit", "--folds", "1"])
+    assert one_fold.exit_code == 2 and "--folds" in one_fold.output
 
 
 def test_retrain_feedback_sources_and_status_coverage_spend_agreement(tmp_path):

@@ -303,25 +303,22 @@ def evaluate(
     opts: RetrainOptions,
     loggers: np.ndarray | None = None,
 ) -> tuple[list[TierEvaluation], PerTierPolicy]:
-    """Per tier: every candidate's DR/SNIPS value on every row, out of fold, and the choice of what to serve
-    (:func:`regret_gateway.ope.select`). A learned candidate's choice on fold k and the outcome models'
-    predictions there come from ``fits.learners[k]``; the best constant model is chosen on every row's
-    out-of-fold DR scores (the most data for the fixed choice; that the evaluation rows chose it favours
-    it in the comparison, which errs on the safe side). ``loggers`` (n,) names the policy that logged each
+    """Per tier: every candidate's DR/SNIPS value on the held-out folds' rows (every row when cross-fitted)
+    and the choice of what to serve (:func:`regret_gateway.ope.select`). A learned candidate's choice on
+    fold k and the outcome models' predictions there come from ``fits.learners[k]``; the best constant
+    model is chosen on the DR scores of every row -- out of fold where cross-fitted, else the held-out
+    fold's and the fit's own -- (the most data for the fixed choice; that the evaluation rows chose it
+    favours it in the comparison, which errs on the safe side). ``loggers`` (n,) names the policy that logged each
     row (tier and router version, :func:`logger_labels`): each logger's DR correction is then weighted by
     what it knows about a candidate's choices (:mod:`regret_gateway.ope`). Returns the evaluations and the
     per-tier policy they describe -- the learned candidates of the first fold's fit -- with its R&C
     outcome networks as the utility estimator (exploration reads it, whatever a tier serves)."""
     order, names = fits.order, fits.logged.model_names
     hold, parts = fits.logged.subset(order), [fits.logged.subset(f) for f in fits.folds]
-    nuisances = [learner.nuisance_ for learner in fits.learners]
-    predicted = [n.outcome_.predict(part.X) for n, part in zip(nuisances, parts)]
-    q_hat, c_hat = np.concatenate([q for q, _ in predicted]), np.concatenate([c for _, c in predicted])
-    if hold.propensity is None:
-        p_hold = np.concatenate([np.clip(n.propensity_.observed(part), 1e-3, 1.0) for n, part in zip(nuisances, parts)])
-    else:
-        p_hold = hold.propensity
-    scores = nuisances[0].scores(parts[0]).concat(*(n.scores(part) for n, part in zip(nuisances[1:], parts[1:])))
+    held = [learner.nuisance_.held_out(part) for learner, part in zip(fits.learners, parts)]  # each fold by its own fit
+    scores = held[0][0].concat(*(h[0] for h in held[1:]))
+    q_hat, c_hat = np.concatenate([h[2] for h in held]), np.concatenate([h[3] for h in held])
+    p_hold = np.clip(np.concatenate([h[1] for h in held]), 1e-3, 1.0) if hold.propensity is None else hold.propensity
     if len(parts) == 1:  # one fold held out: the fixed choice reads the fit's own rows too (in-sample scores)
         scores = scores.concat(fits.learners[0].data_.scores, fits.learners[0].data_.val_scores)
     strata = None if loggers is None else np.asarray(loggers)[order]

@@ -225,9 +225,10 @@ class Nuisance:
         return outcome, self.propensity.with_seed(seed).fit_logs(logs)
 
     def _score(self, logs: LoggedFeedback, outcome: OutcomeModel, prop):
+        """(scores, propensity (n,), quality_hat (n, T), cost_hat (n, T)) of ``logs`` under these models."""
         p = prop.observed(logs)
         q_hat, c_hat = outcome.predict(logs.X)
-        return self.estimator.estimate(logs, p, q_hat, c_hat), p
+        return self.estimator.estimate(logs, p, q_hat, c_hat), p, q_hat, c_hat
 
     def fit(self, logs: LoggedFeedback) -> "Nuisance":
         """Fit the outcome and propensity models on all of ``logs``."""
@@ -237,9 +238,14 @@ class Nuisance:
 
     def scores(self, logs: LoggedFeedback) -> CounterfactualScores:
         """Scores for ``logs`` from the models fitted by :meth:`fit` (use on held-out rows)."""
+        return self.held_out(logs)[0]
+
+    def held_out(self, logs: LoggedFeedback) -> tuple[CounterfactualScores, np.ndarray, np.ndarray, np.ndarray]:
+        """For held-out ``logs``, from one pass of the models fitted by :meth:`fit`: the scores, the
+        propensity of each logged choice (n,) and the outcome models' quality and cost (n, T)."""
         if not hasattr(self, "outcome_"):
             raise RuntimeError("Nuisance is not fitted; call fit() first")
-        return self._score(logs, self.outcome_, self.propensity_)[0]
+        return self._score(logs, self.outcome_, self.propensity_)
 
     def fit_scores(self, logs: LoggedFeedback) -> CounterfactualScores:
         """Fit on ``logs`` and score the same rows; with ``cross_fit=k`` each fold is scored out-of-fold.
@@ -248,7 +254,7 @@ class Nuisance:
         """
         self.fit(logs)
         if self.cross_fit == 1:
-            scores, p = self._score(logs, self.outcome_, self.propensity_)
+            scores, p = self._score(logs, self.outcome_, self.propensity_)[:2]
             self.observed_propensity_ = p
             return scores
         rng = np.random.default_rng(self.random_state)
@@ -260,7 +266,7 @@ class Nuisance:
             held = np.flatnonzero(fold == k)
             rest = logs.subset(np.flatnonzero(fold != k))
             outcome, prop = self._fit_models(rest, self.random_state + 1 + k)
-            s, p = self._score(logs.subset(held), outcome, prop)
+            s, p = self._score(logs.subset(held), outcome, prop)[:2]
             quality[held], cost[held], p_all[held] = s.quality, s.cost, p
         self.observed_propensity_ = p_all
         return CounterfactualScores(quality, cost, self.estimator.clip, self.estimator.clip_scope)

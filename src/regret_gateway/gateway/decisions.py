@@ -74,12 +74,13 @@ def exploration_distribution(
     if rule not in ("igw", "challengers"):
         raise ValueError(f"unknown exploration rule {rule!r}; use igw, challengers or uniform")
     others = np.arange(T) != best
-    gap = np.zeros(T) if utilities is None else np.maximum(utilities[best] - np.asarray(utilities, dtype=np.float64), 0.0)
+    u = None if utilities is None else np.asarray(utilities, dtype=np.float64)
+    gap = np.zeros(T) if u is None else np.maximum(u[best] - u, 0.0)
     share = epsilon / (T - 1)
     floor = share / 4 if min_propensity is None else min(min_propensity, share)
     p[others] = np.maximum(floor, share / (1.0 + gamma * gap[others]))
-    if rule == "challengers" and utilities is not None:
-        ahead = others & (np.asarray(utilities, dtype=np.float64) > utilities[best])
+    if rule == "challengers" and u is not None:
+        ahead = others & (u > u[best])
         if ahead.any():  # what IGW leaves of epsilon goes to them: at least share each, since the rest <= share each
             p[ahead] = np.maximum(p[ahead], (epsilon - p[others & ~ahead].sum()) / ahead.sum())
     p[best] = 1.0 - p[others].sum()

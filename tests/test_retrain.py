@@ -110,9 +110,9 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
     assert active_version_id(settings.artifacts_dir) == result.version
     report = json.loads(open(result.report_paths["json"]).read())
     assert report["status"] == "published" and len(report["tiers"]) == 3
-    # without cross-fitting one fold of five is held out, and every candidate is valued on those rows
-    assert result.data["evaluation"] == "1/5 of the rows held out"
-    assert all(v.n == len(actions) // 5 for row in result.tiers for v in row.values.values())
+    # cross-fitted (the default): every candidate is valued on every logged row, each by a fit that did not see it
+    assert result.data["evaluation"].startswith("cross-fitted, 5 folds")
+    assert all(v.n == len(actions) for row in result.tiers for v in row.values.values())
 
     from regret_gateway.artifacts import load_artifact
 
@@ -140,8 +140,11 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
     # no candidate can deliver it; the active version stays and the report says why, tier by tier
     newer = datetime.now(timezone.utc)
     log_to_store(engine, bench, X[:300], actions=actions[:300], propensity=P[np.arange(300), actions[:300]], prefix="k")
-    kept = retrain(settings, engine, RetrainOptions(n_boot=50, margin=0.5, since=newer))
+    kept = retrain(settings, engine, RetrainOptions(n_boot=50, margin=0.5, since=newer, cross_fit=False))
     assert kept.status == "kept" and kept.active_before == result.version, kept.reason
+    # without cross-fitting one fold of five is held out, and every candidate is valued on those rows only
+    assert kept.data["evaluation"] == "1/5 of the rows held out"
+    assert all(v.n == 300 // 5 for row in kept.tiers for v in row.values.values())
     assert "the active router stays" in kept.reason and all(t.tier in kept.reason for t in kept.tiers)
     assert all(t.incumbent.endswith(f"({result.version})") and t.served == t.incumbent for t in kept.tiers)
     # every tier serves exactly what it served; the new version renews only the estimates exploration reads
@@ -158,8 +161,8 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
 @pytest.mark.slow
 def test_where_the_prompt_does_not_matter_every_tier_serves_the_fixed_choice(tmp_path, world):
     """Outcomes that do not depend on the prompt: no learned router can be confidently better than the
-    best constant model, so every tier serves a constant -- never something estimated worse; cross-fitted,
-    so every candidate is valued on every row, each by the fit that did not see it."""
+    best constant model, so every tier serves a constant -- never something estimated worse; cross-fitted
+    (the default), so every candidate is valued on every row, each by the fit that did not see it."""
     bench, X = world
     n = 1200
     rng = np.random.default_rng(4)
@@ -169,7 +172,7 @@ def test_where_the_prompt_does_not_matter_every_tier_serves_the_fixed_choice(tmp
     n_models = len(bench.model_names)
     actions = rng.integers(0, n_models, n)
     log_to_store(engine, bench, X[shuffled], actions=actions, propensity=np.full(n, 1.0 / n_models))
-    result = retrain(settings, engine, RetrainOptions(n_boot=300, cross_fit=True))
+    result = retrain(settings, engine, RetrainOptions(n_boot=300))
     assert result.status == "published", result.reason
     assert result.data["evaluation"].startswith("cross-fitted, 5 folds")
     assert all(v.n == n for row in result.tiers for v in row.values.values())
@@ -243,7 +246,8 @@ def test_imported_logs_without_propensities_train_a_router(tmp_path, world):
     df.to_parquet(tmp_path / "history.parquet")
     assert import_logs(tmp_path / "history.parquet", settings, engine) == 1500
     assert import_logs(tmp_path / "history.parquet", settings, engine) == 0  # idempotent
-    result = retrain(settings, engine, RetrainOptions(n_boot=100))
+    # one fit is enough to show that imported rows train a router (the cross-fitted path is the same per fold)
+    result = retrain(settings, engine, RetrainOptions(n_boot=100, cross_fit=False))
     assert result.status == "published", result.reason
     assert result.data["propensity"].startswith("estimated (XGBoost)")
     engine.dispose()

@@ -4,14 +4,16 @@
    failed requests and fail-open fallbacks are left out and counted).
 2. Check the data: enough rows, enough per model, randomised logging (propensities < 1), overlap
    (minimum propensity, effective sample size per model). Refuse with a clear message otherwise.
-3. Split the rows into ``folds`` (5) folds and hold out the first; on the other folds fit the nuisance
-   stage (the logged propensities -- exact, the gateway sampled them; XGBoost estimates when some rows
-   were imported without one -- and the outcome MLPs), doubly robust scores,
+3. Split the rows into ``folds`` (5) folds and hold out each in turn (cross-fitting, the default); on the
+   other folds fit the nuisance stage (the logged propensities -- exact, the gateway sampled them;
+   XGBoost estimates when some rows were imported without one -- and the outcome MLPs), doubly robust
+   scores,
 4. and the learned routers: RM-Interval (one RM-Softmax policy per configured tier lambda, interval nets
    between them), RM-Cluster (per embedding cluster, the model with the best mean DR score) and R&C (the
-   outcome models' argmax). With ``cross_fit`` every fold is held out in turn (``folds`` fits), so
-   every row is evaluated, each candidate's choice and the outcome models' predictions on it coming
-   from the fit that did not see it; what is published is the first fold's fit either way.
+   outcome models' argmax). So every row is evaluated, each candidate's choice and the outcome models'
+   predictions on it coming from the fit that did not see it; what is published is the first fold's
+   fit. ``cross_fit=False`` holds out the first fold only: one fit instead of ``folds``, and the gate
+   sees a fifth of the rows (intervals about sqrt(5) times as wide).
 5. Per tier, the candidates: those learned routers, the best constant model (the fixed choice, by the
    mean DR score of every row: out of fold where cross-fitted) and what the tier serves now (the active
    router's policy for it). Off-policy evaluation of each on the held-out rows: DR and SNIPS value,
@@ -64,7 +66,7 @@ class RetrainOptions:
     margin: float = 0.0  # a candidate must beat the incumbent by more than this (lower end of the paired 95% CI)
     force: bool = False
     folds: int = 5  # the rows split into this many folds; what a fit on the others learned is evaluated on a fold
-    cross_fit: bool = False  # every fold held out once (``folds`` fits, every row evaluated); False: the first (one fit)
+    cross_fit: bool = True  # every fold held out once (``folds`` fits, every row evaluated); False: the first (one fit)
     min_rows: int = 200
     min_rows_per_model: int = 20
     min_ess_per_model: float = 10.0

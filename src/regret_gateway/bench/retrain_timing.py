@@ -64,6 +64,8 @@ def _fill(engine, n: int, dim: int, seed: int, chunk: int = 5000) -> None:
 
 
 def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print) -> list[dict]:
+    """For each size: one store of ``n`` logged rows, retrained twice from scratch -- cross-fitted (the
+    default, five fits) and with ``cross_fit=False`` (one fit) -- so the two times are measured side by side."""
     from regret_gateway.retrain import RetrainOptions, retrain
 
     rows = []
@@ -75,19 +77,23 @@ def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print)
             t0 = time.perf_counter()
             _fill(engine, n, dim, seed)
             fill = time.perf_counter() - t0
-            settings = Settings(
-                models=MODELS,
-                tiers=TIERS,
-                default_tier="standard",
-                artifacts_dir=str(Path(tmp) / "artifacts"),
-                store=StoreSpec(url=url),
-            )
-            result = retrain(settings, engine, RetrainOptions(n_boot=200, out=Path(tmp) / "reports"))
+            for cross_fit in (True, False):
+                folder = Path(tmp) / ("cross-fitted" if cross_fit else "one-fit")
+                settings = Settings(
+                    models=MODELS,
+                    tiers=TIERS,
+                    default_tier="standard",
+                    artifacts_dir=str(folder / "artifacts"),
+                    store=StoreSpec(url=url),
+                )
+                options = RetrainOptions(n_boot=200, cross_fit=cross_fit, out=folder / "reports")
+                result = retrain(settings, engine, options)
+                row = {"rows": n, "cross_fit": cross_fit, "status": result.status, "fill_s": fill,
+                       **{f"{k}_s": v for k, v in result.seconds.items()}}  # fmt: skip
+                rows.append(row)
+                echo(
+                    f"{n} rows, {folder.name}: {result.status}, retrain {row.get('total_s', float('nan')):.1f}s "
+                    f"(read {row.get('read_s', 0):.1f}, fit {row.get('fit_s', 0):.1f}, evaluate {row.get('evaluate_s', 0):.1f})"
+                )
             engine.dispose()
-        row = {"rows": n, "status": result.status, "fill_s": fill, **{f"{k}_s": v for k, v in result.seconds.items()}}
-        rows.append(row)
-        echo(
-            f"{n} rows: {result.status}, retrain {row.get('total_s', float('nan')):.1f}s "
-            f"(read {row.get('read_s', 0):.1f}, fit {row.get('fit_s', 0):.1f}, evaluate {row.get('evaluate_s', 0):.1f})"
-        )
     return rows

@@ -79,6 +79,28 @@ def test_spherical_kmeans_separates_clear_directions():
     assert all(len(set(row.tolist())) == 1 for row in labels) and len({row[0] for row in labels}) == 4
 
 
+def test_spherical_kmeans_on_a_sample_of_a_large_log_still_separates_every_row():
+    """Beyond ``sample`` rows the centroids come from a seeded sample; every row, sampled or not, is
+    assigned by them, and the clusters are as clear as when fitted on all rows."""
+    rng = np.random.default_rng(1)
+    directions = unit_rows(rng.normal(size=(5, 32)))
+    Z = unit_rows(np.repeat(directions, 400, axis=0) + 0.05 * rng.normal(size=(2000, 32)))
+    C = spherical_kmeans(Z, 5, seed=0, sample=300)
+    labels = np.argmax(Z @ C.T, axis=1).reshape(5, 400)
+    assert all(len(set(row.tolist())) == 1 for row in labels) and len({row[0] for row in labels}) == 5
+    assert np.allclose(np.linalg.norm(C, axis=1), 1.0) and C.dtype == np.float64
+
+
+def test_cluster_sums_are_the_per_cluster_row_sums():
+    from regret_gateway.policy.cluster import cluster_sums
+
+    rng = np.random.default_rng(0)
+    values, cluster = rng.normal(size=(300, 7)), rng.integers(5, size=300)
+    cluster[cluster == 3] = 4  # cluster 3 is empty: its sum is 0
+    expected = np.stack([values[cluster == c].sum(0) for c in range(6)])
+    assert np.allclose(cluster_sums(values, cluster, 6), expected)
+
+
 def test_shrinkage_keeps_a_clear_cluster_and_pulls_a_noisy_one_home():
     from regret_gateway.policy.cluster import shrunk_means
 

@@ -28,10 +28,17 @@ from regret_gateway.policy.base import Lambdas, Router, TrainingData, check_lamb
 from regret_gateway.servable import ClusterPolicy, unit_rows
 
 
-def spherical_kmeans(Z: np.ndarray, k: int, *, seed: int = 0, iters: int = 50, restarts: int = 4) -> np.ndarray:
+def spherical_kmeans(
+    Z: np.ndarray, k: int, *, seed: int = 0, iters: int = 50, restarts: int = 4, sample: int = 10_000
+) -> np.ndarray:
     """(k, d) unit centroids of the unit rows ``Z`` (n, d): cosine k-means from k-means++ seeds, the best
-    (highest total similarity to the assigned centroid) of ``restarts`` runs."""
+    (highest total similarity to the assigned centroid) of ``restarts`` runs. Beyond ``sample`` rows the
+    centroids are fitted on a seeded sample of that many (at most 64 clusters: over 150 rows per
+    cluster), so a retrain on a large log pays a bounded cost; single precision, as the embeddings are."""
     rng = np.random.default_rng(seed)
+    if len(Z) > sample:
+        Z = Z[np.sort(rng.choice(len(Z), size=sample, replace=False))]
+    Z = np.asarray(Z, dtype=np.float32)
     n = len(Z)
     k = max(1, min(k, n))
     best, best_fit = None, -np.inf
@@ -39,14 +46,13 @@ def spherical_kmeans(Z: np.ndarray, k: int, *, seed: int = 0, iters: int = 50, r
         centers = [Z[rng.integers(n)]]
         far = 1.0 - Z @ centers[0]  # cosine distance to the nearest centre so far (half the squared distance)
         for _ in range(1, k):
-            p = np.clip(far, 0.0, None)
+            p = np.clip(far, 0.0, None).astype(np.float64)
             centers.append(Z[rng.choice(n, p=p / p.sum())] if p.sum() > 0 else Z[rng.integers(n)])
             far = np.minimum(far, 1.0 - Z @ centers[-1])
         C = np.stack(centers)
         for _ in range(iters):
             a = np.argmax(Z @ C.T, axis=1)
-            sums = np.zeros_like(C)
-            np.add.at(sums, a, Z)
+            sums = cluster_sums(Z, a, k)
             moved = unit_rows(np.where(np.bincount(a, minlength=k)[:, None] > 0, sums, C))
             if np.allclose(moved, C):
                 break
@@ -55,7 +61,7 @@ def spherical_kmeans(Z: np.ndarray, k: int, *, seed: int = 0, iters: int = 50, r
         if fit > best_fit:
             best, best_fit = C, fit
     assert best is not None
-    return best
+    return best.astype(np.float64)
 
 
 class RMCluster(Router):
@@ -114,6 +120,16 @@ class RMCluster(Router):
         return self.policy_
 
 
+def cluster_sums(values: np.ndarray, cluster: np.ndarray, k: int) -> np.ndarray:
+    """(k, d) the sum of the rows of ``values`` (n, d) in each cluster ``cluster`` (n,) in 0..k-1: a
+    one-hot (k, n) product, some hundred times faster than ``np.add.at`` on wide rows (the k-means
+    update on 20,000 x 384 embeddings: 0.1 s per iteration with ``np.add.at``)."""
+    values = np.asarray(values)
+    onehot = np.zeros((k, len(cluster)), dtype=np.result_type(values.dtype, np.float32))
+    onehot[cluster, np.arange(len(cluster))] = 1.0
+    return onehot @ values
+
+
 def _se(x: np.ndarray) -> float:
     return float(np.std(x, ddof=1) / np.sqrt(len(x))) if len(x) > 1 else 0.0
 
@@ -124,9 +140,7 @@ def shrunk_means(values: np.ndarray, cluster: np.ndarray, k: int) -> np.ndarray:
     squared standard error of the cluster mean and tau_t^2 the spread of the cluster means beyond their
     noise (moment estimate, weighted by cluster size). An empty or one-row cluster is the column mean."""
     counts = np.bincount(cluster, minlength=k).astype(np.float64)[:, None]
-    sums, squares = np.zeros((k, values.shape[1])), np.zeros((k, values.shape[1]))
-    np.add.at(sums, cluster, values)
-    np.add.at(squares, cluster, values**2)
+    sums, squares = cluster_sums(values, cluster, k), cluster_sums(values**2, cluster, k)
     mean = sums / np.maximum(counts, 1.0)
     var = np.maximum(squares - counts * mean**2, 0.0) / np.maximum(counts - 1.0, 1.0)
     noise = np.where(counts > 1, var / np.maximum(counts, 1.0), np.inf)  # squared standard error

@@ -127,6 +127,9 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
         lam = row.lam
         U = bench.quality - lam * bench.cost  # the truth: every model's outcome on every prompt
         chosen = artifact.logits(X, lam).argmax(1)
+        # the report's model mix is what the published policy does with the logged requests
+        mix = np.bincount(chosen, minlength=len(bench.model_names)) / len(chosen)
+        assert np.allclose([row.model_mix[m] for m in bench.model_names], mix, atol=1e-9), (row.model_mix, mix)
         true_new = U[np.arange(len(U)), chosen].mean()
         true_logging = (P * U).sum(1).mean()
         lo, hi = row.new.dr_ci

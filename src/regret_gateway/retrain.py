@@ -89,8 +89,8 @@ class TierEvaluation:
     values: dict[str, PolicyValue]  # every candidate's DR/SNIPS value
     gain: float  # DR value of the best candidate minus the incumbent's
     gain_ci: tuple[float, float]
-    traffic_changing_model: float  # share of held-out requests the served policy sends elsewhere than the incumbent
-    model_mix: dict[str, float]  # share of held-out requests per model under the served policy
+    traffic_changing_model: float  # share of the logged requests the published policy sends elsewhere than the incumbent
+    model_mix: dict[str, float]  # share of the logged requests per model under the published policy (not the fold fits)
 
     @property
     def new(self) -> PolicyValue:
@@ -347,7 +347,7 @@ def evaluate(
         sel = select(
             data, actions, incumbent, spec.lam, required=opts.margin, force=opts.force, n_boot=opts.n_boot, seed=opts.seed
         )
-        served = actions[sel.served]
+        served = pool[sel.served].choose(hold.X, spec.lam)  # what the published policy does with these requests
         mix = np.bincount(served, minlength=hold.n_models) / len(served)
         changing = float(np.mean(served != actions[incumbent]))
         rows.append(

@@ -8,9 +8,9 @@ score A - lambda * C. Each cluster's mean quality and cost of a model are shrunk
 global mean by empirical Bayes (:func:`shrunk_means`): as far as the cluster's noise exceeds the spread
 between clusters, so a noisy cluster falls back to the fixed choice; K = 1 *is* the best constant model.
 
-Clusters: spherical k-means (k-means++ seeding) on the unit-normalised training embeddings, for each K
-in ``clusters`` with at least ``min_rows_per_model`` training rows per model and cluster on average; the
-fewest clusters whose validation DR regret (averaged over the lambdas) is within one paired standard
+Clusters: spherical k-means (k-means++ seeding) on the unit-normalised training embeddings (a seeded
+sample of 10,000 where there are more), for each K in ``clusters`` with at least ``min_rows_per_model``
+training rows per model and cluster on average; the fewest clusters whose validation DR regret (averaged over the lambdas) is within one paired standard
 error of the lowest is kept (the one-standard-error rule: splitting must earn its place). One
 fit serves every lambda: the policy keeps per-cluster quality and cost, and routes with
 argmax_t A_k(t) - lambda * C_k(t) (:class:`~regret_gateway.servable.ClusterPolicy`).

@@ -12,8 +12,8 @@ Clusters: spherical k-means (k-means++ seeding) on the unit-normalised training 
 sample of 10,000 where there are more), for each K in ``clusters`` with at least ``min_rows_per_model``
 training rows per model and cluster on average; the fewest clusters whose validation DR regret
 (averaged over the lambdas) is within one paired standard error of the lowest is kept (the
-one-standard-error rule: splitting must earn its place). One fit serves every lambda: the policy keeps per-cluster quality and cost, and routes with
-argmax_t A_k(t) - lambda * C_k(t) (:class:`~regret_gateway.servable.ClusterPolicy`).
+one-standard-error rule: splitting must earn its place). One fit serves every lambda: the policy keeps
+per-cluster quality and cost, and routes with argmax_t A_k(t) - lambda * C_k(t) (:class:`~regret_gateway.servable.ClusterPolicy`).
 
 Why it is here: a network trained on a few hundred noisy DR scores per model learns less than the task
 structure the embedding already shows (docs/experiments/served.md); averaging the scores of a whole

@@ -382,7 +382,8 @@ class _ReplayTeams:
         data = await self.hook.async_pre_call_hook(key, None, data, "completion")
         meta = data["metadata"]["regret_gateway"]
         t = self.index[meta["model"]]
-        scores = self.hook._pending[meta["request_id"]].record.scores or {}
+        decision = self.hook.awaiting_outcome(meta["request_id"])
+        scores = (decision.scores if decision is not None else None) or {}
         greedy = self.index[max(scores, key=lambda m: scores[m])] if scores else t
         outcome = {"metadata": data["metadata"], "messages": data["messages"],
                    "standard_logging_object": {"response_cost": float(bench.cost[i, t])}}  # fmt: skip

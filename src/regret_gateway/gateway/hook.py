@@ -98,6 +98,11 @@ class RegretRouterHook(CustomLogger):
         self._gateway = gateway
         self._pending.clear()
 
+    def awaiting_outcome(self, request_id: str) -> DecisionRecord | None:
+        """The logged decision of a routed request whose outcome (success or failure event) has not come yet."""
+        pending = self._pending.get(request_id)
+        return None if pending is None else pending.record
+
     @property
     def gateway(self) -> Gateway:
         if self._gateway is None:

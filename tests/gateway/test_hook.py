@@ -1,0 +1,38 @@
+"""The hook's own bookkeeping, without the proxy: a routed request's decision waits for its outcome
+event, and the event takes it."""
+
+import asyncio
+from types import SimpleNamespace
+
+import numpy as np
+
+from regret_gateway.config import Settings
+from regret_gateway.gateway.hook import RegretRouterHook
+from regret_gateway.gateway.runtime import Gateway
+
+
+def test_a_routed_decision_awaits_its_outcome_until_the_success_event(tmp_path):
+    settings = Settings(models=("a", "b", "c"), default_tier="t", tiers={"t": {"lam": 100.0}},
+                        artifacts_dir=str(tmp_path / "artifacts"), embedder={"model": "m"},
+                        store={"url": f"sqlite:///{tmp_path}/gw.db", "spill_dir": str(tmp_path / "spill")})  # fmt: skip
+    gateway = Gateway(settings, encode=lambda texts: np.ones((len(texts), 8), dtype=np.float32), seed=0)
+    hook = RegretRouterHook(gateway)
+    key = SimpleNamespace(team_id=None, team_metadata=None, user_role=None)
+    request = {"model": "regret-router", "messages": [{"role": "user", "content": "hi"}]}
+
+    async def route_and_answer():
+        data = await hook.async_pre_call_hook(key, None, request, "completion")
+        meta = data["metadata"]["regret_gateway"]
+        waiting = hook.awaiting_outcome(meta["request_id"])
+        answer = SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content="hello"))])
+        event = {"metadata": data["metadata"], "standard_logging_object": {"response_cost": 1e-4}}
+        await hook.async_log_success_event(event, answer, None, None)
+        return meta, waiting
+
+    try:
+        meta, waiting = asyncio.run(route_and_answer())
+        assert waiting is not None and waiting.request_id == meta["request_id"] and waiting.chosen_model == meta["model"]
+        assert hook.awaiting_outcome(meta["request_id"]) is None  # the outcome came: nothing waits
+        assert hook.awaiting_outcome("never-routed") is None
+    finally:
+        gateway.close()

@@ -121,9 +121,8 @@ class RMCluster(Router):
 
 
 def cluster_sums(values: np.ndarray, cluster: np.ndarray, k: int) -> np.ndarray:
-    """(k, d) the sum of the rows of ``values`` (n, d) in each cluster ``cluster`` (n,) in 0..k-1: a
-    one-hot (k, n) product, some hundred times faster than ``np.add.at`` on wide rows (the k-means
-    update on 20,000 x 384 embeddings: 0.1 s per iteration with ``np.add.at``)."""
+    """(k, d) the sum of the rows of ``values`` (n, d) in each cluster ``cluster`` (n,) in 0..k-1, as a
+    one-hot (k, n) product: on 20,000 x 384 embeddings 22 ms against ``np.add.at``'s 103 ms."""
     values = np.asarray(values)
     onehot = np.zeros((k, len(cluster)), dtype=np.result_type(values.dtype, np.float32))
     onehot[cluster, np.arange(len(cluster))] = 1.0

@@ -1,7 +1,8 @@
 """The closed loop on a small generated world: through the proxy end to end (every request answered,
 feedback stored, retrain between rounds, the new router swapped in), and in replay mode at a volume where
 learning can be judged: the gateway's own choices must beat uniform routing and not fall below the best
-single model."""
+single model. The tests of wiring (proxy, judge, reproducibility) retrain with one fit (``cross_fit=False``,
+a fifth of the time); the tests of learning keep the default, cross-fitted retrain."""
 
 import json
 
@@ -40,7 +41,8 @@ def test_the_demo_runs_through_the_proxy(tmp_path):
     routes, one retrain published and swapped in; the table, JSON and plot are written."""
     lines: list[str] = []
     doc = run_demo(
-        DemoConfig(world_size=500, rounds=2, requests=70, out=tmp_path, device="cpu", concurrency=8), echo=lines.append
+        DemoConfig(world_size=500, rounds=2, requests=70, out=tmp_path, device="cpu", concurrency=8, cross_fit=False),
+        echo=lines.append,
     )
     rounds = doc["rounds"]
     assert [(r["round"], r["tier"]) for r in rounds] == [(k, t) for k in range(2) for t in ("premium", "standard", "economy")]
@@ -87,7 +89,8 @@ def test_a_replay_is_reproduced_by_its_seed(tmp_path):
 
     runs = []
     for k in range(2):
-        cfg = DemoConfig(world_size=400, rounds=2, requests=120, out=tmp_path / str(k), device="cpu", replay=True, seed=5)
+        cfg = DemoConfig(world_size=400, rounds=2, requests=120, out=tmp_path / str(k), device="cpu", replay=True, seed=5,
+                         cross_fit=False)  # fmt: skip
         doc = run_demo(cfg, echo=lambda _: None)
         with sqlite3.connect(f"{doc['work_dir']}/gateway.db") as db:
             logged = db.execute("SELECT tier, chosen_model, propensity, mode FROM decisions ORDER BY created_at").fetchall()
@@ -213,7 +216,9 @@ def test_the_judge_runs_through_the_proxy(tmp_path):
     import sqlite3
 
     doc = run_demo(
-        DemoConfig(world_size=300, rounds=2, requests=30, out=tmp_path, device="cpu", concurrency=4, judge_sample=0.5),
+        DemoConfig(
+            world_size=300, rounds=2, requests=30, out=tmp_path, device="cpu", concurrency=4, judge_sample=0.5, cross_fit=False
+        ),
         echo=lambda _: None,
     )
     hook = doc["hook"]

@@ -347,7 +347,9 @@ def evaluate(
         sel = select(
             data, actions, incumbent, spec.lam, required=opts.margin, force=opts.force, n_boot=opts.n_boot, seed=opts.seed
         )
-        served = pool[sel.served].choose(hold.X, spec.lam)  # what the published policy does with these requests
+        # what the published policy does with these requests: a learned candidate's actions above are its
+        # fold fits' (out of fold); the constant's and the incumbent's are their published choices already
+        served = pool[sel.served].choose(hold.X, spec.lam) if sel.served in labels else actions[sel.served]
         mix = np.bincount(served, minlength=hold.n_models) / len(served)
         changing = float(np.mean(served != actions[incumbent]))
         rows.append(

@@ -139,7 +139,7 @@ def shrunk_means(values: np.ndarray, cluster: np.ndarray, k: int) -> np.ndarray:
     squared standard error of the cluster mean and tau_t^2 the spread of the cluster means beyond their
     noise (moment estimate, weighted by cluster size). An empty or one-row cluster is the column mean."""
     counts = np.bincount(cluster, minlength=k).astype(np.float64)[:, None]
-    sums, squares = cluster_sums(values, cluster, k), cluster_sums(values**2, cluster, k)
+    sums, squares = np.split(cluster_sums(np.concatenate([values, values**2], axis=1), cluster, k), 2, axis=1)
     mean = sums / np.maximum(counts, 1.0)
     var = np.maximum(squares - counts * mean**2, 0.0) / np.maximum(counts - 1.0, 1.0)
     noise = np.where(counts > 1, var / np.maximum(counts, 1.0), np.inf)  # squared standard error

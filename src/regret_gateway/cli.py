@@ -176,7 +176,7 @@ def bench_offline(
                 "rm-cluster",
             ]
         )
-        + " (the served row chooses among RM-Interval, R&C and RM-Cluster, retrain's candidates, those that run, and the best constant model)",
+        + " (when RM-Interval, R&C or RM-Cluster runs, a `served` row is added: what `retrain` publishes from the trial's logs, by its own code and defaults, cross-fitted, one tier per lambda)",
     ),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Use a seeded random subset of N prompts."),
     seed: int = typer.Option(0, "--seed", help="Seed of the first trial (trial k uses seed+k)."),

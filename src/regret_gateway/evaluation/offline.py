@@ -28,14 +28,13 @@ from regret_gateway.data import FullFeedback, LoggedFeedback
 from regret_gateway.evaluation.loaders import Benchmark
 from regret_gateway.evaluation.simulation import simulate_logs
 from regret_gateway.nn.training import OUTCOME_PRESET, preset
-from regret_gateway.ope import LoggedData, select
 from regret_gateway.policy.base import Router, TrainingData
 from regret_gateway.policy.learner import fit_training_data
 from regret_gateway.policy.registry import method_names, router_class
 
 REFERENCES = ("single-best", "oracle")
-SERVED = "served"  # what retrain would publish: per lambda, the candidate chosen on the validation logs
-SERVED_CANDIDATES = ("rm-interval", "r-and-c", "rm-cluster")  # retrain's learned candidates (retrain.candidates)
+SERVED = "served"  # what retrain publishes from the trial's logs (train + val), by its own code: served_actions
+SERVED_CANDIDATES = ("rm-interval", "r-and-c", "rm-cluster")  # retrain's learned candidates: running one runs served
 DEFAULT_LAMBDAS = tuple(float(l) for l in range(0, 1001, 100))
 
 
@@ -212,30 +211,22 @@ def reference_actions(name: str, train: FullFeedback, test: FullFeedback, lambda
 
 
 def served_actions(
-    data: TrainingData, routers: dict[str, Router], test_choices: dict[str, np.ndarray], lambdas: np.ndarray, *, seed: int = 0
+    logs: LoggedFeedback, test_X: np.ndarray, lambdas: np.ndarray, *, seed: int = 0
 ) -> tuple[np.ndarray, list[str]]:
-    """(L, n_test) choices of what ``retrain`` would serve at each lambda: among ``routers`` (whose (L,
-    n_test) choices on the test prompts are ``test_choices``) and the best constant model (chosen on the DR
-    scores of every logged row, training and validation), the candidate :func:`regret_gateway.ope.select`
-    picks on the validation logs -- the best constant unless a router is confidently better. Also the
-    label of the candidate served at each lambda (``constant:<model>`` or the router's name)."""
-    nuisance, logs_val = data.nuisance, data.observed(SERVED)[1]
-    assert nuisance is not None
-    q_hat, c_hat = nuisance.outcome_.predict(logs_val.X)
-    p_val = np.clip(nuisance.propensity_.observed(logs_val), 1e-3, 1.0)
-    held = LoggedData(logs_val.action, logs_val.quality, logs_val.cost, p_val, q_hat, c_hat)
-    val_choices = {name: r.predict(logs_val.X, lambdas) for name, r in routers.items()}
-    n_test = len(next(iter(test_choices.values()))[0])
-    pooled = data.scores.concat(data.val_scores)  # the fixed choice from every logged row, as retrain makes it
-    out, labels = [], []
-    for k, lam in enumerate(lambdas):
-        best = pooled.best_constant(float(lam))
-        fixed = f"constant:{data.model_names[best]}"
-        val = {fixed: np.full(logs_val.n_samples, best), **{name: a[k] for name, a in val_choices.items()}}
-        chosen = select(held, val, fixed, float(lam), n_boot=300, seed=seed).served
-        out.append(np.full(n_test, best) if chosen == fixed else test_choices[chosen][k])
-        labels.append(chosen)
-    return np.stack(out), labels
+    """(L, n_test) choices of what ``retrain`` publishes from ``logs`` with one tier per lambda, by its own
+    code and defaults (:func:`regret_gateway.retrain.cross_fit` and :func:`~regret_gateway.retrain.evaluate`:
+    the production learner fitted once per fold of five, every candidate -- RM-Interval, R&C, RM-Cluster
+    and the best constant model -- valued on every logged row out of fold, the gate of
+    :func:`regret_gateway.ope.select`), and the label each tier serves (``constant:<model>`` or a
+    candidate's name). No tier serves anything yet, so each gate's incumbent is the best constant."""
+    from regret_gateway.config import TierSpec
+    from regret_gateway.retrain import RetrainOptions, cross_fit, evaluate
+
+    opts = RetrainOptions(seed=seed)
+    lams = [float(lam) for lam in lambdas]
+    fits = cross_fit(logs, lams, folds=opts.folds, every=opts.cross_fit, seed=opts.seed)
+    rows, policy = evaluate(fits, [(f"lambda={lam:g}", TierSpec(lam=lam)) for lam in lams], None, opts)
+    return np.stack([policy.choose(test_X, lam) for lam in lams]), [row.served for row in rows]
 
 
 def _diagnostics(nuisance: Nuisance, scores, logs, full_train: FullFeedback) -> dict[str, float]:
@@ -270,7 +261,7 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
     if progress:
         from tqdm.auto import tqdm
 
-        steps = tqdm(total=config.trials * (len(config.methods) + 1), desc="offline bench", unit="step")
+        steps = tqdm(total=config.trials * (len(config.methods) + 1 + bool(candidates)), desc="offline bench", unit="step")
     for trial in range(config.trials):
         seed = config.seed + trial
         split = make_trial(bench, full, config, seed)
@@ -288,7 +279,6 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         diagnostics.append(diag)
         if steps is not None:
             steps.update(1)
-        fitted, test_choices = {}, {}
         for name in config.methods:
             t0 = time.perf_counter()
             router = config.router(name, seed)
@@ -296,16 +286,18 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
             actions = router.predict(full_test.X, lambdas)
             seconds = time.perf_counter() - t0
             raw[name].add(evaluate_actions(full_test, lambdas, actions), seconds)
-            fitted[name], test_choices[name] = router, actions
             if steps is not None:
                 steps.set_postfix_str(f"trial {trial + 1}: {name} {seconds:.1f}s")
                 steps.update(1)
         references = {name: reference_actions(name, full_train, full_test, lambdas) for name in REFERENCES}
         if candidates:
             t0 = time.perf_counter()
-            chosen = {m: fitted[m] for m in candidates}
-            actions, labels = served_actions(data, chosen, {m: test_choices[m] for m in candidates}, lambdas, seed=seed)
-            raw[SERVED].add(evaluate_actions(full_test, lambdas, actions), time.perf_counter() - t0)
+            actions, labels = served_actions(split.logs, full_test.X, lambdas, seed=seed)
+            seconds = time.perf_counter() - t0
+            raw[SERVED].add(evaluate_actions(full_test, lambdas, actions), seconds)
+            if steps is not None:
+                steps.set_postfix_str(f"trial {trial + 1}: {SERVED} (retrain, cross-fitted) {seconds:.1f}s")
+                steps.update(1)
             single = references["single-best"][:, 0]
             # why served differs from the single best model: a learned router won the gate, or the fixed
             # choice the logs estimate is another model than the one full feedback picks

@@ -231,6 +231,32 @@ def test_retrain_refuses_an_empty_store_and_status_reports_cold_start(tmp_path):
     assert one_fit.exit_code == 2 and "refused: no usable rows" in one_fit.output
     one_fold = runner.invoke(app, ["retrain", "--config", str(cfg), "--folds", "1"])
     assert one_fold.exit_code == 2 and "--folds" in one_fold.output
+    no_threads = runner.invoke(app, ["retrain", "--config", str(cfg), "--threads", "0"])
+    assert no_threads.exit_code == 2 and "--threads" in no_threads.output
+
+
+def test_retrain_threads_sets_the_fits_threads(tmp_path, monkeypatch):
+    import torch
+
+    import regret_gateway.retrain as retrain_module
+
+    seen = []
+    monkeypatch.setattr(
+        retrain_module,
+        "retrain",
+        lambda *a, **k: seen.append(torch.get_num_threads()) or retrain_module.RetrainResult("refused", "stand-in"),
+    )
+    before = torch.get_num_threads()
+    cfg = tmp_path / "settings.yaml"
+    cfg.write_text(
+        f"models: [a, b]\ndefault_tier: std\ntiers: {{std: {{lam: 100}}}}\nstore: {{url: 'sqlite:///{tmp_path}/gw.db'}}\n"
+    )
+    try:
+        torch.set_num_threads(2)  # not already what the option asks for, whatever this machine's default
+        result = runner.invoke(app, ["retrain", "--config", str(cfg), "--threads", "1"])
+    finally:
+        torch.set_num_threads(before)
+    assert result.exit_code == 2 and seen == [1], result.output
 
 
 def test_retrain_feedback_sources_and_status_coverage_spend_agreement(tmp_path):

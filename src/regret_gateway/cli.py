@@ -399,6 +399,14 @@ def retrain_cmd(
     ),
     every: Optional[str] = typer.Option(None, "--every", help="Repeat forever every DURATION (e.g. 6h); without it, run once."),
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: the new version's folder)."),
+    threads: Optional[int] = typer.Option(
+        None,
+        "--threads",
+        min=1,
+        help="CPU threads of the network fits (default: torch's, one per core). Where other CPU work runs beside "
+        "the retrain (the proxy, another job), use fewer: torch's threads spin while they wait, and two jobs that "
+        "each use every core are several times slower than each on its share (docs/operations.md).",
+    ),
 ) -> None:
     """Retrain from the gateway's logs; each tier serves the best candidate that is confidently better than what it has.
 
@@ -428,6 +436,10 @@ def retrain_cmd(
     sources = tuple(x.strip() for x in feedback.split(",") if x.strip()) if feedback is not None else None
     if sources is not None and (not sources or len(set(sources)) != len(sources)):
         _fail(ValueError(f"--feedback must name distinct sources, e.g. 'user,judge', got {feedback!r}"))
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
     engine = make_engine(settings.store.url)
     codes = {"published": 0, "kept": 1, "refused": 2}
     while True:

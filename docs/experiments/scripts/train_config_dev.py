@@ -1,0 +1,64 @@
+"""Dev study (the test split is never read): how should ``retrain`` train its networks on a few thousand
+logged rows -- full-batch with patience 100 (what it does up to 5,000 rows) or in mini-batches (what it
+does beyond)? Per dataset, trial, log size and training config: the time of one production fit
+(``retrain.fit_router``: outcome models, DR scores, RM-Interval) and the dev utility of the candidates it
+offers (RM-Interval, R&C, RM-Cluster) at the tier lambdas; one JSON line each.
+
+    python docs/experiments/scripts/train_config_dev.py DATA TRIALS LAMBDAS SIZES [LIMIT] > out.jsonl
+
+The dev prompts: a seeded 30% of the prompts outside the test split; the logs: the paper's
+accuracy-softmax logging policy simulated on the rest, of which the first SIZE rows (a seeded order) are
+the retrain's logs.
+"""
+
+import json
+import sys
+import time
+
+import numpy as np
+
+from regret_gateway import retrain
+from regret_gateway.embedding import Embedder, default_cache_dir
+from regret_gateway.evaluation.loaders import load_benchmark
+from regret_gateway.evaluation.simulation import simulate_logs
+from regret_gateway.nn.training import TrainConfig
+
+CONFIGS = {
+    "full-batch-p100": TrainConfig(patience=100),
+    "batch-1024": TrainConfig(batch_size=1024, max_epochs=40, patience=5),
+    "batch-512": TrainConfig(batch_size=512, max_epochs=100, patience=10),
+}
+
+data_path, trials, lams = sys.argv[1], int(sys.argv[2]), [float(x) for x in sys.argv[3].split(",")]
+sizes = [int(x) for x in sys.argv[4].split(",")]
+limit = int(sys.argv[5]) if len(sys.argv) > 5 else None
+bench = load_benchmark(data_path, limit=limit, seed=0)
+X = Embedder(progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts)
+full = bench.full_feedback(X)
+outside_test = np.flatnonzero(bench.split != "test")
+for trial in range(trials):
+    rng = np.random.default_rng(trial)
+    order = rng.permutation(outside_test)
+    n_dev = int(0.3 * len(order))
+    dev, pool = np.sort(order[:n_dev]), order[n_dev:]
+    logs_all = simulate_logs(full.subset(pool), policy="accuracy-softmax", temperature=1.0, seed=trial)
+    truth = full.subset(dev)
+    single = {lam: float(100 * truth.utility(lam).mean(0)[np.argmax(full.subset(pool).utility(lam).mean(0))]) for lam in lams}
+    for n in sizes:
+        if n > len(pool):
+            continue
+        logs = logs_all.subset(np.arange(n))
+        for name, config in CONFIGS.items():
+            retrain._train_config = lambda rows, config=config: config  # the study's config for every fit
+            t0 = time.perf_counter()
+            learner = retrain.fit_router(logs, lams, seed=trial)
+            seconds = time.perf_counter() - t0
+            candidates, k = retrain.learned_candidates(learner, logs.model_names, lams)
+            for label, policy in candidates.items():
+                util = [
+                    float(100 * truth.utility(lam)[np.arange(truth.n_samples), policy.choose(truth.X, lam)].mean())
+                    for lam in lams
+                ]
+                print(json.dumps({"data": data_path, "trial": trial, "rows": n, "config": name, "seconds": round(seconds, 1),
+                                  "candidate": label, "k": k, "utility": util, "mean": float(np.mean(util)),
+                                  "single_best_mean": float(np.mean(list(single.values())))}), flush=True)  # fmt: skip

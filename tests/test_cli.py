@@ -44,6 +44,7 @@ def test_bench_offline_wiring(tmp_path):
             "r-and-c,rm-softmax",
             "--outcome-preset",
             "fast",
+            "--served-one-fit",
             "--cache-dir",
             str(tmp_path / "cache"),
             "--device",

@@ -221,6 +221,11 @@ def bench_offline(
     max_length: int = typer.Option(
         256, "--max-length", min=8, help="Tokens of each prompt the router reads (embedder.max_length; longer ones are cut)."
     ),
+    served_cross_fit: bool = typer.Option(
+        True,
+        "--served-cross-fit/--served-one-fit",
+        help="The served row's retrain: cross-fitted (five fits, retrain's default) or one fit (retrain --no-cross-fit).",
+    ),
 ) -> None:
     """Reproduce the paper's offline experiment on a full-feedback benchmark.
 
@@ -259,6 +264,7 @@ def bench_offline(
             tau=tau,
             ties=ties,
             evaluate_on=evaluate_on,
+            served_cross_fit=served_cross_fit,
         )
     except (ValueError, FileNotFoundError, ImportError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)

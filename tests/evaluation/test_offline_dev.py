@@ -26,7 +26,9 @@ def test_dev_scores_a_held_out_train_slice_and_never_reads_test():
     bench, X = _bench()
     is_test = bench.split == "test"
     flipped = Benchmark(**{**bench.__dict__, "quality": np.where(is_test[:, None], 1 - bench.quality, bench.quality)})
-    config = dict(trials=1, methods=("r-and-c",), lambdas=(0.0, 100.0), outcome_preset="fast", propensity="logged")
+    config = dict(
+        trials=1, methods=("r-and-c",), lambdas=(0.0, 100.0), outcome_preset="fast", propensity="logged", served_cross_fit=False
+    )
 
     def utilities(b, evaluate_on):
         run = run_offline(b, X, OfflineConfig(evaluate_on=evaluate_on, **config), progress=False)

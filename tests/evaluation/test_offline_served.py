@@ -30,19 +30,26 @@ def _bench(signal: bool, n_train=400, n_test=200, seed=0):
     return bench, X
 
 
-def _run(bench, X):
-    config = OfflineConfig(trials=1, methods=("r-and-c",), lambdas=(0.0, 100.0), outcome_preset="fast", propensity="logged")
+def _run(bench, X, cross_fit):
+    config = OfflineConfig(
+        trials=1,
+        methods=("r-and-c",),
+        lambdas=(0.0, 100.0),
+        outcome_preset="fast",
+        propensity="logged",
+        served_cross_fit=cross_fit,
+    )
     run = run_offline(bench, X, config, progress=False)
     return {name: np.asarray(trials.utility)[0] for name, trials in run.methods.items()}, run.diagnostics[0]
 
 
 def test_served_routes_where_the_prompt_tells_which_model_is_right():
-    utility, diag = _run(*_bench(signal=True))
+    utility, diag = _run(*_bench(signal=True), cross_fit=False)  # retrain --no-cross-fit: one fit is enough here
     assert diag["served_learned_share"] == 1.0  # every tier left the fixed choice
     assert (utility["served"] > utility["single-best"] + 15).all()  # ~95 vs ~72 x100
 
 
 def test_served_is_the_fixed_choice_where_the_prompt_tells_nothing():
-    utility, diag = _run(*_bench(signal=False))
+    utility, diag = _run(*_bench(signal=False), cross_fit=True)
     assert diag["served_learned_share"] == 0.0 and diag["served_constant_is_single_best_share"] == 1.0
     np.testing.assert_allclose(utility["served"], utility["single-best"])

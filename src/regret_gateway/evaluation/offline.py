@@ -59,8 +59,9 @@ class OfflineConfig:
     tau: float = 1.0  # chosen on validation (README); the paper's value is 100
     ties: str = "share"
     # "dev": score on a seeded slice of the train prompts held out from everything (choose settings without
-    # test); "val": on the validation prompts (which also early-stop the routers and make the served choice)
+    # test); "val": on the validation prompts (which also early-stop the routers and are logged for served)
     evaluate_on: str = "test"
+    served_cross_fit: bool = True  # the served row's retrain: cross-fitted (its default) or one fit
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in method_names()]
@@ -211,18 +212,19 @@ def reference_actions(name: str, train: FullFeedback, test: FullFeedback, lambda
 
 
 def served_actions(
-    logs: LoggedFeedback, test_X: np.ndarray, lambdas: np.ndarray, *, seed: int = 0
+    logs: LoggedFeedback, test_X: np.ndarray, lambdas: np.ndarray, *, cross_fitted: bool = True, seed: int = 0
 ) -> tuple[np.ndarray, list[str]]:
     """(L, n_test) choices of what ``retrain`` publishes from ``logs`` with one tier per lambda, by its own
     code and defaults (:func:`regret_gateway.retrain.cross_fit` and :func:`~regret_gateway.retrain.evaluate`:
     the production learner fitted once per fold of five, every candidate -- RM-Interval, R&C, RM-Cluster
     and the best constant model -- valued on every logged row out of fold, the gate of
     :func:`regret_gateway.ope.select`), and the label each tier serves (``constant:<model>`` or a
-    candidate's name). No tier serves anything yet, so each gate's incumbent is the best constant."""
+    candidate's name). No tier serves anything yet, so each gate's incumbent is the best constant.
+    ``cross_fitted=False``: one fit, as ``retrain --no-cross-fit``."""
     from regret_gateway.config import TierSpec
     from regret_gateway.retrain import RetrainOptions, cross_fit, evaluate
 
-    opts = RetrainOptions(seed=seed)
+    opts = RetrainOptions(cross_fit=cross_fitted, seed=seed)
     lams = [float(lam) for lam in lambdas]
     fits = cross_fit(logs, lams, folds=opts.folds, every=opts.cross_fit, seed=opts.seed)
     rows, policy = evaluate(fits, [(f"lambda={lam:g}", TierSpec(lam=lam)) for lam in lams], None, opts)
@@ -292,7 +294,7 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         references = {name: reference_actions(name, full_train, full_test, lambdas) for name in REFERENCES}
         if candidates:
             t0 = time.perf_counter()
-            actions, labels = served_actions(split.logs, full_test.X, lambdas, seed=seed)
+            actions, labels = served_actions(split.logs, full_test.X, lambdas, cross_fitted=config.served_cross_fit, seed=seed)
             seconds = time.perf_counter() - t0
             raw[SERVED].add(evaluate_actions(full_test, lambdas, actions), seconds)
             if steps is not None:

@@ -13,7 +13,8 @@ from regret_gateway.artifacts import active_version_id
 from regret_gateway.config import Settings, StoreSpec, TierSpec
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.world import write_world
-from regret_gateway.retrain import RetrainOptions, folds_of, logger_labels, retrain
+from regret_gateway.policy.candidates import folds_of
+from regret_gateway.retrain import RetrainOptions, logger_labels, retrain
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord

@@ -49,8 +49,8 @@ from regret_gateway.artifacts import ArtifactError, RouterArtifact, activate, ac
 from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.config import Settings
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.ope import LoggedData, PolicyValue, select
-from regret_gateway.servable import ConstantPolicy, PerTierPolicy, ServablePolicy
+from regret_gateway.policy.candidates import TierEvaluation, cross_fit, evaluate
+from regret_gateway.servable import ServablePolicy
 
 
 class RetrainRefused(ValueError):
@@ -73,36 +73,6 @@ class RetrainOptions:
     n_boot: int = 300
     seed: int = 0
     out: Path | None = None  # report folder (default: the new version's folder, or artifacts/reports)
-
-
-@dataclass(frozen=True)
-class TierEvaluation:
-    """What one tier serves after retrain, and why: every candidate's off-policy value on the held-out rows
-    and the paired gain of the best one over the incumbent (what the tier served before: the active
-    router, or before any the best constant model)."""
-
-    tier: str
-    lam: float
-    served: str  # the candidate the tier serves now
-    incumbent: str
-    reason: str
-    values: dict[str, PolicyValue]  # every candidate's DR/SNIPS value
-    gain: float  # DR value of the best candidate minus the incumbent's
-    gain_ci: tuple[float, float]
-    traffic_changing_model: float  # share of the logged requests the published policy sends elsewhere than the incumbent
-    model_mix: dict[str, float]  # share of the logged requests per model under the published policy (not the fold fits)
-
-    @property
-    def new(self) -> PolicyValue:
-        return self.values[self.served]
-
-    @property
-    def reference(self) -> PolicyValue:
-        return self.values[self.incumbent]
-
-    @property
-    def changed(self) -> bool:
-        return self.served != self.incumbent
 
 
 @dataclass
@@ -160,65 +130,6 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
     return {**info, "propensity": "logged", "min_propensity": float(p.min()), "ess_per_model": ess}
 
 
-def _train_config(n: int):
-    """Full-batch Adam at lr 1e-3 (the ``fast`` preset) with the paper's patience of 100 epochs up to 5,000
-    rows; beyond, mini-batches of 1,024 for at most 40 epochs (patience 5): a fixed number of passes, so
-    the time grows linearly with the rows.
-
-    Why patience 100 and not ``fast``'s 50: with a few hundred logged rows the validation share is a few
-    dozen rows, and a network that has waited 50 full-batch steps without a better validation regret is
-    stopped for good; on uniform logs of the generated world (360 and 720 rows, 5 seeds each) that cost
-    the lambda=1000 tier 2-7 points in 3 of the 10 fits (1.4-1.5 on the mean over seeds), and patience 100
-    gave them back (README)."""
-    from regret_gateway.nn.training import TrainConfig
-
-    if n <= 5_000:
-        return TrainConfig(patience=100)
-    return TrainConfig(batch_size=1024, max_epochs=40, patience=5)
-
-
-def _split(n: int, share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(rest, held): a seeded random ``share`` of the rows held out."""
-    order = np.random.default_rng(seed).permutation(n)
-    n_held = max(1, int(round(share * n)))
-    return np.sort(order[n_held:]), np.sort(order[:n_held])
-
-
-def folds_of(n: int, k: int, seed: int) -> list[np.ndarray]:
-    """``k`` seeded random folds of ``n`` rows, each sorted, sizes within one of each other."""
-    if not 2 <= k <= n:
-        raise ValueError(f"`folds` must be between 2 and the number of rows ({n}), got {k}")
-    return [np.sort(f) for f in np.array_split(np.random.default_rng(seed).permutation(n), k)]
-
-
-def production_learner(n_rows: int, tier_lams: list[float], *, imported: bool, seed: int = 0):
-    """The learner ``retrain`` publishes from: exact logged propensities (XGBoost where some rows were
-    imported without one), outcome MLPs, DR scores, RM-Interval over the tier lambdas."""
-    from regret_gateway.causal.estimators import DoublyRobust, Nuisance
-    from regret_gateway.causal.outcome import OutcomeModel
-    from regret_gateway.causal.propensity import LoggedPropensity, PropensityModel
-    from regret_gateway.policy.learner import Learner
-    from regret_gateway.policy.tiers import RMInterval
-
-    config = _train_config(n_rows)
-    nuisance = Nuisance(
-        propensity=PropensityModel() if imported else LoggedPropensity(),
-        outcome=OutcomeModel(train=config),
-        estimator=DoublyRobust(),
-        random_state=seed,
-    )
-    return Learner(nuisance=nuisance, policy=RMInterval(tiers=sorted(tier_lams), train=config, random_state=seed))
-
-
-def fit_router(logged: LoggedFeedback, tier_lams: list[float], *, seed: int = 0):
-    """Fit the production learner on ``logged`` (1/8 of it held out for early stopping). Returns the
-    fitted :class:`~regret_gateway.policy.learner.Learner`."""
-    train_ix, val_ix = _split(logged.n_samples, 0.125, seed + 1)  # validation: early stopping only
-    tr, va = logged.subset(train_ix), logged.subset(val_ix)
-    learner = production_learner(tr.n_samples, tier_lams, imported=logged.propensity is None, seed=seed)
-    return learner.fit(tr, va, sorted(tier_lams))
-
-
 def _read(settings: Settings, engine: Engine, opts: RetrainOptions):
     from regret_gateway.store.repository import training_set
 
@@ -244,122 +155,6 @@ def _active(settings: Settings, active_id: str | None, data_info: dict) -> Route
     except ArtifactError as exc:
         data_info["active_unreadable"] = str(exc)
         return None
-
-
-FIXED = "constant"  # label prefix of the best constant model, the fixed choice every tier can fall back to
-
-
-@dataclass(frozen=True)
-class CrossFit:
-    """The fits of cross-fitting: ``learners[k]`` was fitted on every row of ``logged`` but ``folds[k]``."""
-
-    logged: LoggedFeedback
-    folds: list[np.ndarray]
-    learners: list
-
-    @property
-    def order(self) -> np.ndarray:
-        """(n,) the rows in fold order: how the out-of-fold arrays of :func:`evaluate` are laid out."""
-        return np.concatenate(self.folds)
-
-
-def cross_fit(logged: LoggedFeedback, tier_lams: list[float], *, folds: int, every: bool = True, seed: int = 0) -> CrossFit:
-    """One :func:`fit_router` per fold, each on the other folds (``every=False``: the first fold only)."""
-    parts = folds_of(logged.n_samples, folds, seed)[: None if every else 1]
-    everything = np.arange(logged.n_samples)
-    learners = [fit_router(logged.subset(np.setdiff1d(everything, f)), tier_lams, seed=seed) for f in parts]
-    return CrossFit(logged, parts, learners)
-
-
-def learned_candidates(learner, model_names: tuple[str, ...], lams: list[float]) -> tuple[dict[str, ServablePolicy], int]:
-    """The routers one fit offers every tier: the RM routers (RM-Interval, the paper's; RM-Cluster, regret
-    minimisation over embedding clusters) and R&C (the outcome models' argmax); and RM-Cluster's number of
-    clusters (with one it is a constant model: the fixed choice, from fewer rows)."""
-    from regret_gateway.policy.cluster import RMCluster
-
-    cluster = RMCluster(random_state=learner.policy.random_state).fit(learner.data_, lams)
-    policies = {
-        "rm-interval": learner.policy_.to_policy(),
-        "r-and-c": learner.nuisance_.outcome_.to_policy(model_names),
-        "rm-cluster": cluster.to_policy(),
-    }
-    return policies, cluster.k_
-
-
-def _incumbent(active: RouterArtifact | None, lam: float, model_names: tuple[str, ...]) -> tuple[str, ServablePolicy] | None:
-    """(label, policy) of what the active router serves at ``lam``, if it routes over the same models."""
-    if active is None or active.model_names != model_names:
-        return None
-    policy = active.policy
-    if isinstance(policy, PerTierPolicy):
-        sub = policy.policy_for(lam)
-        label = policy.labels[next(i for i, p in enumerate(policy.policies) if p is sub)]
-        return f"{label} ({active.version})", sub
-    return f"{policy.kind} ({active.version})", policy
-
-
-def evaluate(
-    fits: CrossFit,
-    tiers,
-    active: RouterArtifact | None,
-    opts: RetrainOptions,
-    loggers: np.ndarray | None = None,
-) -> tuple[list[TierEvaluation], PerTierPolicy]:
-    """Per tier: every candidate's DR/SNIPS value on the held-out folds' rows (every row when cross-fitted)
-    and the choice of what to serve (:func:`regret_gateway.ope.select`). A learned candidate's choice on
-    fold k and the outcome models' predictions there come from ``fits.learners[k]``; the best constant
-    model is chosen on the DR scores of every row -- out of fold where cross-fitted, else the held-out
-    fold's and the fit's own -- (the most data for the fixed choice; that the evaluation rows chose it
-    favours it in the comparison, which errs on the safe side). ``loggers`` (n,) names the policy that logged each
-    row (tier and router version, :func:`logger_labels`): each logger's DR correction is then weighted by
-    what it knows about a candidate's choices (:mod:`regret_gateway.ope`). Returns the evaluations and the
-    per-tier policy they describe -- the learned candidates of the first fold's fit -- with its R&C
-    outcome networks as the utility estimator (exploration reads it, whatever a tier serves)."""
-    order, names = fits.order, fits.logged.model_names
-    hold, parts = fits.logged.subset(order), [fits.logged.subset(f) for f in fits.folds]
-    held = [learner.nuisance_.held_out(part) for learner, part in zip(fits.learners, parts)]  # each fold by its own fit
-    scores = held[0][0].concat(*(h[0] for h in held[1:]))
-    q_hat, c_hat = np.concatenate([h[2] for h in held]), np.concatenate([h[3] for h in held])
-    p_hold = np.clip(np.concatenate([h[1] for h in held]), 1e-3, 1.0) if hold.propensity is None else hold.propensity
-    if len(parts) == 1:  # one fold held out: the fixed choice reads the fit's own rows too (in-sample scores)
-        scores = scores.concat(fits.learners[0].data_.scores, fits.learners[0].data_.val_scores)
-    strata = None if loggers is None else np.asarray(loggers)[order]
-    data = LoggedData(hold.action, hold.quality, hold.cost, p_hold, q_hat, c_hat, strata=strata)
-    lams = [spec.lam for _, spec in tiers]
-    learned = [learned_candidates(learner, names, lams) for learner in fits.learners]
-    published, k_clusters = learned[0]
-    labels = [label for label in published if label != "rm-cluster" or k_clusters > 1]
-    rows, served_policies, served_labels = [], [], []
-    for name, spec in tiers:
-        best = names[scores.best_constant(spec.lam)]
-        fixed = f"{FIXED}:{best}"
-        pool: dict[str, ServablePolicy] = {**{label: published[label] for label in labels}, fixed: ConstantPolicy(names, best)}
-        actions = {
-            label: np.concatenate([fold[label].choose(part.X, spec.lam) for (fold, _), part in zip(learned, parts)])
-            for label in labels
-        }
-        actions[fixed] = pool[fixed].choose(hold.X, spec.lam)
-        incumbent, current = fixed, _incumbent(active, spec.lam, names)
-        if current is not None:
-            incumbent = current[0]
-            pool[incumbent] = current[1]
-            actions[incumbent] = current[1].choose(hold.X, spec.lam)
-        sel = select(
-            data, actions, incumbent, spec.lam, required=opts.margin, force=opts.force, n_boot=opts.n_boot, seed=opts.seed
-        )
-        # what the published policy does with these requests: a learned candidate's actions above are its
-        # fold fits' (out of fold); the constant's and the incumbent's are their published choices already
-        served = pool[sel.served].choose(hold.X, spec.lam) if sel.served in labels else actions[sel.served]
-        mix = np.bincount(served, minlength=hold.n_models) / len(served)
-        changing = float(np.mean(served != actions[incumbent]))
-        rows.append(
-            TierEvaluation(name, spec.lam, sel.served, incumbent, sel.reason(), sel.values, sel.gain, sel.gain_ci, changing,
-                           {m: float(v) for m, v in zip(names, mix)})
-        )  # fmt: skip
-        served_policies.append(pool[sel.served])
-        served_labels.append(sel.served.split(" (")[0])
-    estimator = published["r-and-c"]  # this retrain's outcome networks: every tier's utility estimates for exploration
-    return rows, PerTierPolicy(lams, served_policies, served_labels, estimator)
 
 
 def logger_labels(tiers: tuple[str, ...], versions: tuple[str | None, ...]) -> np.ndarray:
@@ -415,7 +210,10 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     timings["fit"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     active = _active(settings, active_id, data_info)
-    rows, policy = evaluate(fits, tiers, active, opts, logger_labels(ts.tiers, ts.router_versions))
+    rows, policy = evaluate(
+        fits, tiers, active, logger_labels(ts.tiers, ts.router_versions), margin=opts.margin, force=opts.force,
+        n_boot=opts.n_boot, seed=opts.seed,
+    )  # fmt: skip
     timings["evaluate"] = time.perf_counter() - t2
     # published even when every tier keeps what it serves: the new version carries this retrain's utility
     # estimates, which exploration reads; with the old ones it would keep exploring where the first

@@ -1,7 +1,7 @@
 """Dev study (the test split is never read): how should ``retrain`` train its networks on a few thousand
 logged rows -- full-batch with patience 100 (what it does up to 5,000 rows) or in mini-batches (what it
 does beyond)? Per dataset, trial, log size and training config: the time of one production fit
-(``retrain.fit_router``: outcome models, DR scores, RM-Interval) and the dev utility of the candidates it
+(``policy.candidates.fit_router``: outcome models, DR scores, RM-Interval) and the dev utility of the candidates it
 offers (RM-Interval, R&C, RM-Cluster) at the tier lambdas; one JSON line each.
 
     python docs/experiments/scripts/train_config_dev.py DATA TRIALS LAMBDAS SIZES [LIMIT] > out.jsonl
@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from regret_gateway import retrain
+from regret_gateway.policy import candidates
 from regret_gateway.embedding import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.simulation import simulate_logs
@@ -49,11 +49,11 @@ for trial in range(trials):
             continue
         logs = logs_all.subset(np.arange(n))
         for name, config in CONFIGS.items():
-            retrain._train_config = lambda rows, config=config: config  # the study's config for every fit
+            candidates._train_config = lambda rows, config=config: config  # the study's config for every fit
             t0 = time.perf_counter()
-            learner = retrain.fit_router(logs, lams, seed=trial)
+            learner = candidates.fit_router(logs, lams, seed=trial)
             seconds = time.perf_counter() - t0
-            candidates, k = retrain.learned_candidates(learner, logs.model_names, lams)
+            candidates, k = candidates.learned_candidates(learner, logs.model_names, lams)
             for label, policy in candidates.items():
                 util = [
                     float(100 * truth.utility(lam)[np.arange(truth.n_samples), policy.choose(truth.X, lam)].mean())

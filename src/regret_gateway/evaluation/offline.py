@@ -215,19 +215,18 @@ def served_actions(
     logs: LoggedFeedback, test_X: np.ndarray, lambdas: np.ndarray, *, cross_fitted: bool = True, seed: int = 0
 ) -> tuple[np.ndarray, list[str]]:
     """(L, n_test) choices of what ``retrain`` publishes from ``logs`` with one tier per lambda, by its own
-    code and defaults (:func:`regret_gateway.retrain.cross_fit` and :func:`~regret_gateway.retrain.evaluate`:
+    code and defaults (:func:`regret_gateway.policy.candidates.cross_fit` and :func:`~regret_gateway.policy.candidates.evaluate`:
     the production learner fitted once per fold of five, every candidate -- RM-Interval, R&C, RM-Cluster
     and the best constant model -- valued on every logged row out of fold, the gate of
     :func:`regret_gateway.ope.select`), and the label each tier serves (``constant:<model>`` or a
     candidate's name). No tier serves anything yet, so each gate's incumbent is the best constant.
     ``cross_fitted=False``: one fit, as ``retrain --no-cross-fit``."""
     from regret_gateway.config import TierSpec
-    from regret_gateway.retrain import RetrainOptions, cross_fit, evaluate
+    from regret_gateway.policy.candidates import cross_fit, evaluate
 
-    opts = RetrainOptions(cross_fit=cross_fitted, seed=seed)
     lams = [float(lam) for lam in lambdas]
-    fits = cross_fit(logs, lams, folds=opts.folds, every=opts.cross_fit, seed=opts.seed)
-    rows, policy = evaluate(fits, [(f"lambda={lam:g}", TierSpec(lam=lam)) for lam in lams], None, opts)
+    fits = cross_fit(logs, lams, folds=5, every=cross_fitted, seed=seed)  # retrain's defaults (RetrainOptions)
+    rows, policy = evaluate(fits, [(f"lambda={lam:g}", TierSpec(lam=lam)) for lam in lams], None, seed=seed)
     return np.stack([policy.choose(test_X, lam) for lam in lams]), [row.served for row in rows]
 
 

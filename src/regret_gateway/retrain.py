@@ -31,6 +31,9 @@
    on its next reload check. "published" when a tier changed (or none was served before); "kept" when
    every tier serves what it served, with only the estimates renewed.
 7. Report: a table per tier and candidate, which one each tier serves and why; JSON and PNG.
+
+Steps 3-5 (the fits and the per-tier choice) are :mod:`regret_gateway.policy.candidates`, which holds
+no store or artifacts-folder code (the offline bench's ``served`` row runs them on simulated logs).
 """
 
 from __future__ import annotations

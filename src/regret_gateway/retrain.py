@@ -52,7 +52,7 @@ from regret_gateway.artifacts import ArtifactError, RouterArtifact, activate, ac
 from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.config import Settings
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.policy.candidates import TierEvaluation, cross_fit, evaluate
+from regret_gateway.policy.candidates import FOLDS, N_BOOT, TierEvaluation, cross_fit, evaluate
 from regret_gateway.servable import ServablePolicy
 
 
@@ -68,12 +68,12 @@ class RetrainOptions:
     feedback: tuple[str, ...] | None = None  # quality sources to learn from, in order (None: all, user first, judge last)
     margin: float = 0.0  # a candidate must beat the incumbent by more than this (lower end of the paired 95% CI)
     force: bool = False
-    folds: int = 5  # the rows split into this many folds; what a fit on the others learned is evaluated on a fold
+    folds: int = FOLDS  # the rows split into this many folds; what a fit on the others learned is evaluated on a fold
     cross_fit: bool = True  # every fold held out once (``folds`` fits, every row evaluated); False: the first (one fit)
     min_rows: int = 200
     min_rows_per_model: int = 20
     min_ess_per_model: float = 10.0
-    n_boot: int = 300
+    n_boot: int = N_BOOT
     seed: int = 0
     out: Path | None = None  # report folder (default: the new version's folder, or artifacts/reports)
 

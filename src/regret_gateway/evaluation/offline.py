@@ -222,10 +222,10 @@ def served_actions(
     candidate's name). No tier serves anything yet, so each gate's incumbent is the best constant.
     ``cross_fitted=False``: one fit, as ``retrain --no-cross-fit``."""
     from regret_gateway.config import TierSpec
-    from regret_gateway.policy.candidates import cross_fit, evaluate
+    from regret_gateway.policy.candidates import FOLDS, cross_fit, evaluate
 
     lams = [float(lam) for lam in lambdas]
-    fits = cross_fit(logs, lams, folds=5, every=cross_fitted, seed=seed)  # retrain's defaults (RetrainOptions)
+    fits = cross_fit(logs, lams, folds=FOLDS, every=cross_fitted, seed=seed)
     rows, policy = evaluate(fits, [(f"lambda={lam:g}", TierSpec(lam=lam)) for lam in lams], None, seed=seed)
     return np.stack([policy.choose(test_X, lam) for lam in lams]), [row.served for row in rows]
 
@@ -297,7 +297,8 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
             seconds = time.perf_counter() - t0
             raw[SERVED].add(evaluate_actions(full_test, lambdas, actions), seconds)
             if steps is not None:
-                steps.set_postfix_str(f"trial {trial + 1}: {SERVED} (retrain, cross-fitted) {seconds:.1f}s")
+                how = "cross-fitted" if config.served_cross_fit else "one fit"
+                steps.set_postfix_str(f"trial {trial + 1}: {SERVED} (retrain, {how}) {seconds:.1f}s")
                 steps.update(1)
             single = references["single-best"][:, 0]
             # why served differs from the single best model: a learned router won the gate, or the fixed

@@ -23,6 +23,9 @@ from regret_gateway.data import LoggedFeedback
 from regret_gateway.ope import LoggedData, PolicyValue, select
 from regret_gateway.servable import ConstantPolicy, PerTierPolicy, ServablePolicy
 
+FOLDS = 5  # retrain's default number of folds (RetrainOptions.folds)
+N_BOOT = 300  # bootstrap resamples of the gate's paired intervals (RetrainOptions.n_boot)
+
 
 @dataclass(frozen=True)
 class TierEvaluation:
@@ -173,7 +176,7 @@ def evaluate(
     *,
     margin: float = 0.0,
     force: bool = False,
-    n_boot: int = 300,
+    n_boot: int = N_BOOT,
     seed: int = 0,
 ) -> tuple[list[TierEvaluation], PerTierPolicy]:
     """Per tier: every candidate's DR/SNIPS value on the held-out folds' rows (every row when cross-fitted)

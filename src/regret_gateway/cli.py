@@ -606,6 +606,13 @@ def demo(
         "serves the judge model, answering with the recorded correctness, flipped at --judge-noise).",
     ),
     judge_noise: float = typer.Option(0.1, "--judge-noise", min=0.0, max=1.0, help="How often the mock judge is wrong."),
+    threads: Optional[int] = typer.Option(
+        None,
+        "--threads",
+        min=1,
+        help="CPU threads of the retrains' network fits, as retrain --threads (default: torch's, one per core); "
+        "use 1 when other jobs share the cores.",
+    ),
 ) -> None:
     """The closed loop on embedded defaults: a mock upstream serving a full-feedback world, the LiteLLM proxy
     with the hook, three teams on three tiers sending traffic through the OpenAI SDK, feedback after every
@@ -649,6 +656,7 @@ def demo(
             context=context,
             judge_sample=judge_sample,
             judge_noise=judge_noise,
+            threads=threads,
         ),
         echo=typer.echo,
     )

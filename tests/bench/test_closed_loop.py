@@ -228,3 +228,27 @@ def test_the_judge_runs_through_the_proxy(tmp_path):
         rows = db.execute("SELECT request_id, source, cost_usd FROM feedback").fetchall()
     assert len(rows) == hook["judge_scored"] and len({r[0] for r in rows}) == len(rows)
     assert {r[1] for r in rows} == {"judge"} and all(r[2] > 0 for r in rows)
+
+
+def test_the_demo_retrains_with_the_threads_it_is_given(tmp_path, monkeypatch):
+    """``demo --threads N``: the retrains between rounds fit with N torch threads (retrain --threads), so
+    a replay sharing the cores with other jobs does not oversubscribe them."""
+    import torch
+
+    import regret_gateway.retrain as retrain_module
+
+    seen: list[int] = []
+
+    def stand_in(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return retrain_module.RetrainResult("kept", "stand-in")
+
+    monkeypatch.setattr(retrain_module, "retrain", stand_in)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)  # not already what the option asks for, whatever this machine's default
+        run_demo(DemoConfig(world_size=200, rounds=2, requests=10, out=tmp_path, device="cpu", replay=True, threads=1),
+                 echo=lambda _: None)  # fmt: skip
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [1]

@@ -53,8 +53,8 @@ for trial in range(trials):
             t0 = time.perf_counter()
             learner = candidates.fit_router(logs, lams, seed=trial)
             seconds = time.perf_counter() - t0
-            candidates, k = candidates.learned_candidates(learner, logs.model_names, lams)
-            for label, policy in candidates.items():
+            offered, k = candidates.learned_candidates(learner, logs.model_names, lams)
+            for label, policy in offered.items():
                 util = [
                     float(100 * truth.utility(lam)[np.arange(truth.n_samples), policy.choose(truth.X, lam)].mean())
                     for lam in lams

@@ -67,6 +67,7 @@ class DemoConfig:
     context: str | None = None  # embedder.context: the code of this key (e.g. "{tags}": the task) appended to embeddings
     judge_sample: float | None = None  # quality from the gateway's LLM judge on this share of requests (None: teams post it)
     judge_noise: float = 0.1  # the mock judge flips the recorded correctness this often
+    threads: int | None = None  # torch threads of the retrains' fits (retrain --threads); None: torch's default
 
     @property
     def tiers(self) -> tuple[tuple[str, str, float], ...]:
@@ -457,6 +458,10 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="regret-demo-", dir=out))
+    if cfg.threads is not None:  # the retrains' fits run in this process
+        import torch
+
+        torch.set_num_threads(cfg.threads)
     t_start = time.perf_counter()
     random.seed(cfg.seed)  # LiteLLM's adaptive router samples from the global generator; in replay the run is the seed's
     # Independent streams from the one seed: generators seeded with the same number draw the same numbers, so

@@ -1,10 +1,15 @@
 """Dev study (the test split is never read): how should ``retrain`` train its networks on a few thousand
-logged rows -- full-batch with patience 100 (what it does up to 5,000 rows) or in mini-batches (what it
-does beyond)? Per dataset, trial, log size and training config: the time of one production fit
-(``policy.candidates.fit_router``: outcome models, DR scores, RM-Interval) and the dev utility of the candidates it
-offers (RM-Interval, R&C, RM-Cluster) at the tier lambdas; one JSON line each.
+logged rows? Per dataset, trial, log size and training config: the time of one production fit
+(``policy.candidates.fit_router``: outcome models, DR scores, RM-Interval) and the dev utility of the
+candidates it offers (RM-Interval, R&C, RM-Cluster) at the tier lambdas; one JSON line each.
 
-    python docs/experiments/scripts/train_config_dev.py DATA TRIALS LAMBDAS SIZES [LIMIT] > out.jsonl
+* default: every network full-batch with patience 100 (what ``retrain`` does up to 5,000 rows) or in
+  mini-batches (what it does beyond);
+* ``--outcome-only``: RM-Interval keeps full-batch with patience 100, only the outcome networks (R&C, the
+  DR scores' regression term, the gateway's exploration estimates) train otherwise.
+
+    python docs/experiments/scripts/train_config_dev.py [--outcome-only] DATA TRIALS LAMBDAS SIZES [LIMIT] > out.jsonl
+    python docs/experiments/scripts/train_config_summary.py out.jsonl ...
 
 The dev prompts: a seeded 30% of the prompts outside the test split; the logs: the paper's
 accuracy-softmax logging policy simulated on the rest, of which the first SIZE rows (a seeded order) are
@@ -17,21 +22,35 @@ import time
 
 import numpy as np
 
-from regret_gateway.policy import candidates
+from regret_gateway.causal.estimators import DoublyRobust, Nuisance
+from regret_gateway.causal.outcome import OutcomeModel
+from regret_gateway.causal.propensity import LoggedPropensity
 from regret_gateway.embedding import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.simulation import simulate_logs
 from regret_gateway.nn.training import TrainConfig
+from regret_gateway.policy import candidates
+from regret_gateway.policy.learner import Learner
+from regret_gateway.policy.tiers import RMInterval
 
+USED = TrainConfig(patience=100)  # retrain's, up to 5,000 rows
 CONFIGS = {
-    "full-batch-p100": TrainConfig(patience=100),
+    "full-batch-p100": USED,
     "batch-1024": TrainConfig(batch_size=1024, max_epochs=40, patience=5),
     "batch-512": TrainConfig(batch_size=512, max_epochs=100, patience=10),
 }
+OUTCOME_CONFIGS = {  # --outcome-only
+    **CONFIGS,
+    "full-batch-p20": TrainConfig(patience=20),
+    "full-batch-wd": TrainConfig(patience=100, weight_decay=1e-2),
+}
 
-data_path, trials, lams = sys.argv[1], int(sys.argv[2]), [float(x) for x in sys.argv[3].split(",")]
-sizes = [int(x) for x in sys.argv[4].split(",")]
-limit = int(sys.argv[5]) if len(sys.argv) > 5 else None
+args = sys.argv[1:]
+outcome_only = "--outcome-only" in args
+args = [a for a in args if a != "--outcome-only"]
+data_path, trials, lams = args[0], int(args[1]), [float(x) for x in args[2].split(",")]
+sizes = [int(x) for x in args[3].split(",")]
+limit = int(args[4]) if len(args) > 4 else None
 bench = load_benchmark(data_path, limit=limit, seed=0)
 X = Embedder(progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts)
 full = bench.full_feedback(X)
@@ -48,8 +67,16 @@ for trial in range(trials):
         if n > len(pool):
             continue
         logs = logs_all.subset(np.arange(n))
-        for name, config in CONFIGS.items():
-            candidates._train_config = lambda rows, config=config: config  # the study's config for every fit
+        for name, config in (OUTCOME_CONFIGS if outcome_only else CONFIGS).items():
+            policy_config = USED if outcome_only else config
+
+            def learner_with(n_rows, tier_lams, *, imported, seed=0, outcome=config, policy=policy_config):
+                """production_learner with the study's configs (the logs carry their propensities)."""
+                nuisance = Nuisance(propensity=LoggedPropensity(), outcome=OutcomeModel(train=outcome),
+                                    estimator=DoublyRobust(), random_state=seed)  # fmt: skip
+                return Learner(nuisance=nuisance, policy=RMInterval(tiers=sorted(tier_lams), train=policy, random_state=seed))
+
+            candidates.production_learner = learner_with  # fit_router builds its learner with it
             t0 = time.perf_counter()
             learner = candidates.fit_router(logs, lams, seed=trial)
             seconds = time.perf_counter() - t0

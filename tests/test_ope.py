@@ -160,3 +160,21 @@ def test_a_model_no_logger_serves_stays_uncertain():
     unseen = data.value(np.full(n, 3), 0.0, n_boot=200)
     served = data.value(np.zeros(n, int), 0.0, n_boot=200)
     assert unseen.dr_ci[1] - unseen.dr_ci[0] > 5 * (served.dr_ci[1] - served.dr_ci[0])
+
+
+def test_a_kept_tier_says_how_many_rows_its_challengers_gain_would_need():
+    """The gate's reason for keeping the incumbent says how many times the held-out rows would confirm the
+    best challenger's gain at its size (interval width ~ 1 / sqrt(rows)); nothing where there is no gain
+    to confirm."""
+    from regret_gateway.ope import Selection
+
+    kept = Selection("b", "b", "a", 0.01, (-0.05, 0.07), {})
+    assert kept.rows_to_confirm == pytest.approx(36.0)  # the lower end 6 gains below it: 6^2 the rows
+    assert "needs ~36x these rows to confirm" in kept.reason()
+    assert Selection("b", "b", "a", 0.01, (-0.03, 0.05), {}, required=0.005).rows_to_confirm == pytest.approx(64.0)
+    for nothing in (
+        Selection("a", "b", "a", 0.02, (0.01, 0.03), {}),  # confirmed: replaced
+        Selection("b", "b", "b", 0.0, (0.0, 0.0), {}),  # the incumbent is the best
+        Selection("b", "b", "a", 0.004, (-0.02, 0.03), {}, required=0.005),  # not above the margin
+    ):
+        assert nothing.rows_to_confirm is None and "these rows" not in nothing.reason()

@@ -222,17 +222,31 @@ class Selection:
     gain: float  # DR value of the best candidate minus the incumbent's
     gain_ci: tuple[float, float]
     values: dict[str, PolicyValue]
+    required: float = 0.0  # the margin the lower end of the gain's interval had to clear
 
     @property
     def changed(self) -> bool:
         return self.served != self.incumbent
+
+    @property
+    def rows_to_confirm(self) -> float | None:
+        """About how many times these held-out rows the gate would need to confirm the best challenger's
+        gain, were it to stay this size: an interval's width shrinks as one over the square root of the
+        rows, and its lower end must rise from where it is to above ``required``. None where there is
+        nothing to confirm (the incumbent is the best, the gain was confirmed, or it is not above
+        ``required``)."""
+        if self.best == self.incumbent or self.changed or self.gain <= self.required:
+            return None
+        return ((self.gain - self.gain_ci[0]) / (self.gain - self.required)) ** 2
 
     def reason(self) -> str:
         g, (lo, hi) = 100 * self.gain, (100 * self.gain_ci[0], 100 * self.gain_ci[1])
         if self.best == self.incumbent:
             return f"{self.incumbent} is the best candidate"
         verdict = "replaces" if self.changed else "is not confidently better than"
-        return f"{self.best} {verdict} {self.incumbent}: {g:+.2f} [{lo:+.2f}, {hi:+.2f}] x100"
+        text = f"{self.best} {verdict} {self.incumbent}: {g:+.2f} [{lo:+.2f}, {hi:+.2f}] x100"
+        factor = self.rows_to_confirm
+        return text if factor is None else text + f" (a gain this size needs ~{factor:.0f}x these rows to confirm)"
 
 
 def select(
@@ -262,4 +276,4 @@ def select(
     family = alpha / max(1, len(candidates) - 1)
     gain, ci = data.gain(candidates[best], candidates[incumbent], lam, n_boot=n_boot, alpha=family, seed=seed)
     confident = ci[0] > required or (force and gain > 0)
-    return Selection(best if best != incumbent and confident else incumbent, incumbent, best, gain, ci, values)
+    return Selection(best if best != incumbent and confident else incumbent, incumbent, best, gain, ci, values, required)

@@ -16,22 +16,18 @@ accuracy-softmax logging policy simulated on the rest, of which the first SIZE r
 the retrain's logs.
 """
 
+import functools
 import json
 import sys
 import time
 
 import numpy as np
 
-from regret_gateway.causal.estimators import DoublyRobust, Nuisance
-from regret_gateway.causal.outcome import OutcomeModel
-from regret_gateway.causal.propensity import LoggedPropensity
 from regret_gateway.embedding import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.simulation import simulate_logs
 from regret_gateway.nn.training import TrainConfig
 from regret_gateway.policy import candidates
-from regret_gateway.policy.learner import Learner
-from regret_gateway.policy.tiers import RMInterval
 
 USED = TrainConfig(patience=100)  # retrain's, up to 5,000 rows
 CONFIGS = {
@@ -45,6 +41,7 @@ OUTCOME_CONFIGS = {  # --outcome-only
     "full-batch-wd": TrainConfig(patience=100, weight_decay=1e-2),
 }
 
+production_learner = candidates.production_learner
 args = sys.argv[1:]
 outcome_only = "--outcome-only" in args
 args = [a for a in args if a != "--outcome-only"]
@@ -69,14 +66,9 @@ for trial in range(trials):
         logs = logs_all.subset(np.arange(n))
         for name, config in (OUTCOME_CONFIGS if outcome_only else CONFIGS).items():
             policy_config = USED if outcome_only else config
-
-            def learner_with(n_rows, tier_lams, *, imported, seed=0, outcome=config, policy=policy_config):
-                """production_learner with the study's configs (the logs carry their propensities)."""
-                nuisance = Nuisance(propensity=LoggedPropensity(), outcome=OutcomeModel(train=outcome),
-                                    estimator=DoublyRobust(), random_state=seed)  # fmt: skip
-                return Learner(nuisance=nuisance, policy=RMInterval(tiers=sorted(tier_lams), train=policy, random_state=seed))
-
-            candidates.production_learner = learner_with  # fit_router builds its learner with it
+            # fit_router builds the production learner with the study's configs
+            candidates._train_config = lambda rows, policy_config=policy_config: policy_config
+            candidates.production_learner = functools.partial(production_learner, outcome_train=config)
             t0 = time.perf_counter()
             learner = candidates.fit_router(logs, lams, seed=trial)
             seconds = time.perf_counter() - t0

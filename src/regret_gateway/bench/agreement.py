@@ -1,11 +1,12 @@
-"""``regret-gateway bench backends``: do the torch and ONNX Runtime encoders route the same?
+"""``regret-gateway bench backends``: do the embedding backends route the same?
 
-On a full-feedback benchmark: every prompt is embedded by both backends (the same tokenizer, the same
-model; no cache for the ONNX side), a router -- the full-information regression network, the most
-embedding-sensitive kind the project trains -- is fitted on the torch embeddings of the train split, and
-the test prompts are routed twice, once per backend. Reported: the cosine between the two embeddings
-(min, mean), the share of test prompts whose chosen model differs at each lambda, and the utility of
-either routing. Timings of the two encoders on the same texts are printed side by side.
+On a full-feedback benchmark: every prompt is embedded by each encoder -- torch on CPU (the reference),
+ONNX Runtime on CPU and, where CUDA is present, torch on the GPU (the same tokenizer, the same model; no
+cache) -- a router -- the full-information regression network, the most embedding-sensitive kind the
+project trains -- is fitted on the reference embeddings of the train split, and the test prompts are
+routed once per encoder. Reported: each encoder's cosine to the reference (min, mean), the share of test
+prompts whose chosen model differs from the reference's at each lambda, and the utility of each routing.
+The encoders' times on the same texts are printed side by side.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def backend_agreement(
     seed: int = 0,
     onnx_cache: Path | None = None,
 ) -> dict:
+    import torch
+
     from regret_gateway.data import FullFeedback
     from regret_gateway.embedding import Embedder, default_cache_dir
     from regret_gateway.evaluation.loaders import load_benchmark
@@ -32,10 +35,12 @@ def backend_agreement(
 
     bench = load_benchmark(data, limit=limit, seed=seed)
     texts = list(bench.prompts)
-    embedders = {
+    embedders = {  # the reference first: torch on CPU
         "torch": Embedder(device="cpu", backend="torch", progress=True),
         "onnx": Embedder(device="cpu", backend="onnx", onnx_cache=onnx_cache or default_cache_dir("onnx"), progress=True),
     }
+    if torch.cuda.is_available():
+        embedders["torch-cuda"] = Embedder(device="cuda", backend="torch", progress=True)
     X, seconds = {}, {}
     for name, embedder in embedders.items():
         embedder.encode(["warm-up"])
@@ -44,7 +49,8 @@ def backend_agreement(
         seconds[name] = time.perf_counter() - started
     if embedders["onnx"].backend_used != "onnx":
         raise RuntimeError(f"the ONNX encoder is not in use: {embedders['onnx'].backend_report}")
-    cosine = (X["torch"] * X["onnx"]).sum(1)
+    others = [name for name in X if name != "torch"]
+    cosine = {name: (X["torch"] * X[name]).sum(1) for name in others}
     split = bench.split
     train, val, test = (np.flatnonzero(split == s) for s in ("train", "val", "test"))
     if len(test) == 0 or len(val) == 0:
@@ -59,24 +65,23 @@ def backend_agreement(
         TrainingData.from_full(full(train), full(val)), list(lambdas)
     )
     rows = []
+    n = np.arange(len(test))
     for lam in lambdas:
         picks = {name: router.predict(X[name][test], [lam])[0] for name in X}
         U = bench.quality[test] - lam * bench.cost[test]
-        n = np.arange(len(test))
         rows.append(
             {
                 "lambda": lam,
-                "disagree": float(np.mean(picks["torch"] != picks["onnx"])),
-                "n_disagree": int(np.sum(picks["torch"] != picks["onnx"])),
-                "utility_torch": float(100 * U[n, picks["torch"]].mean()),
-                "utility_onnx": float(100 * U[n, picks["onnx"]].mean()),
+                "utility": {name: float(100 * U[n, p].mean()) for name, p in picks.items()},
+                "n_disagree": {name: int(np.sum(picks["torch"] != picks[name])) for name in others},
             }
         )
     return {
         "prompts": len(texts),
         "test_prompts": len(test),
-        "cosine_min": float(cosine.min()),
-        "cosine_mean": float(cosine.mean()),
+        "encoders": list(X),
+        "cosine_min": {name: float(c.min()) for name, c in cosine.items()},
+        "cosine_mean": {name: float(c.mean()) for name, c in cosine.items()},
         "seconds": seconds,
         "rows": rows,
     }

@@ -141,7 +141,8 @@ def run_gateway_bench(
 ) -> dict:
     """Rows of {prompts, target, backend, concurrency, p50_ms, p99_ms, rps, ...}: plain LiteLLM and the hook
     with each embedding backend (one gateway per backend, swapped into the same proxy), for short and
-    ~200-token prompts, plus each hook's counters. A backend the device cannot run (ONNX on CUDA) is skipped.
+    ~200-token prompts, plus each hook's counters. ONNX runs on CPU; torch on ``device``, and on CPU too
+    where ``device`` is a GPU (:func:`variants`).
 
     Each (prompts, concurrency) cell is warmed up, then measured ``repeats`` times in alternation (hook,
     plain to the hook's models, plain to one model); each row pools its repeats (:func:`pool`), and each
@@ -157,8 +158,7 @@ def run_gateway_bench(
 
     litellm_environment()
     os.environ.setdefault("LITELLM_MASTER_KEY", MASTER_KEY)  # one key per process: LiteLLM keeps it in a global
-    if resolve_device(device) != "cpu":
-        backends = tuple(b for b in backends if b != "onnx")
+    resolved = resolve_device(device)
     makers = {"short": _prompts, "long": _long_prompts}
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -182,12 +182,9 @@ def run_gateway_bench(
         }
         config = proxy_config(section, {m: (1e-6, 2e-6) for m in MODELS}, f"http://127.0.0.1:{up_port}/v1")
         (tmp / "config.yaml").write_text(yaml.safe_dump(config))
-        variants = [(b, t) for b in backends for t in ((threads or (None,)) if b == "onnx" else (None,))]
         gateways = {
-            f"{b}-{t}" if t else b: Gateway(
-                Settings.model_validate({**section, "embedder": {**section["embedder"], "backend": b, "threads": t}})
-            )
-            for b, t in variants
+            name: Gateway(Settings.model_validate({**section, "embedder": {**section["embedder"], **embedder_settings}}))
+            for name, embedder_settings in variants(backends, resolved, threads).items()
         }
         app = build_app(tmp / "config.yaml", next(iter(gateways.values())))
         rows: list[dict] = []
@@ -228,7 +225,7 @@ def run_gateway_bench(
             asyncio.run(_load(proxy_port, MODELS[0], _prompts(warmup, 99), 4))
             for backend, gateway in gateways.items():
                 attach(app, gateway.start())  # loads and warms the embedder before it takes traffic
-                used[backend] = gateway.embedding_label
+                used[backend] = f"{gateway.embedding_label} on {gateway.embedding_device}"
                 asyncio.run(_load(proxy_port, "regret-router", _prompts(warmup, 99), 4))
                 for length in lengths:
                     for c in concurrencies:
@@ -236,5 +233,20 @@ def run_gateway_bench(
                 gateway.writer.drain(timeout=30)
                 hooks[backend] = gateway.stats()
                 gateway.close()
-    device_used = next(iter(gateways.values())).embedding_device or device
-    return {"rows": rows, "hooks": hooks, "device": device_used, "backends": used}
+    return {"rows": rows, "hooks": hooks, "device": resolved, "backends": used}
+
+
+def variants(backends: Sequence[str], device: str, threads: Sequence[int] = ()) -> dict[str, dict]:
+    """The hooks to compare, each as its ``embedder`` settings: ONNX on CPU (one per thread count in
+    ``threads``), torch on ``device``, and where that is a GPU torch on CPU as well, so that a GPU
+    machine's run shows the GPU row beside the CPU rows it replaces."""
+    out: dict[str, dict] = {}
+    for b in backends:
+        if b == "onnx":
+            for t in threads or (None,):
+                out[f"onnx-{t}" if t else "onnx"] = {"backend": "onnx", "device": "cpu", "threads": t}
+        else:
+            if device != "cpu":
+                out["torch-cpu"] = {"backend": "torch", "device": "cpu", "threads": None}
+            out["torch" if device == "cpu" else f"torch-{device}"] = {"backend": "torch", "device": device, "threads": None}
+    return out

@@ -5,7 +5,7 @@ R&C's outcome networks as the exploration estimator; random weights: its cost do
 published and loaded by the gateway's own ``ActiveRouter``; then, on one thread:
 ``choose`` for one request at a time (greedy, uniform and IGW exploration -- IGW runs the artifact's
 utility estimates as well), the policy's forward pass on batches (routes per second; numpy, as served)
-beside the same tier network run by torch, and the hook's logging step (building the decision record and handing it to the batched writer's queue).
+beside the same tier network run by torch (and by torch on the GPU where CUDA is present), and the hook's logging step (building the decision record and handing it to the batched writer's queue).
 """
 
 from __future__ import annotations
@@ -77,6 +77,8 @@ def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -
         with torch.no_grad():
             p50, p99 = _per_call_us(lambda: tier_net(x1), calls)
         rows.append({"step": "the same forward in torch, batch 1", "p50_us": p50, "p99_us": p99, "routes_per_s": 1 / (p50 / 1e6)})
+        if torch.cuda.is_available():
+            rows += _cuda_rows(tier_net, dim, calls)
         url = f"sqlite:///{tmp}/bench.db"
         upgrade(url)
         engine = make_engine(url)
@@ -107,3 +109,26 @@ def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -
         writer.close()
         engine.dispose()
     return {"rows": rows, "dim": dim}
+
+
+def _cuda_rows(tier_net, dim: int, calls: int) -> list[dict]:
+    """The tier network's forward pass on the GPU, each call timed to the end of its kernels (the result
+    copied back to the host): batch 1, and batches of 1,024 and 25,000 (the paper's timing: 25,000 prompts
+    on one A100)."""
+    import torch
+
+    net = tier_net.to("cuda")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    rows = []
+    for n in (1, 1024, 25_000):
+        x = torch.nn.functional.normalize(torch.randn(n, dim, device="cuda", generator=gen), dim=1)
+
+        def forward(x=x) -> None:
+            with torch.no_grad():
+                net(x).argmax(dim=-1).cpu()
+
+        p50, p99 = _per_call_us(forward, max(20, calls // max(1, n // 1024)))
+        rows.append({"step": f"the same forward in torch on CUDA, batch {n:,}", "p50_us": p50, "p99_us": p99,
+                     "routes_per_s": n / (p50 / 1e6)})  # fmt: skip
+    tier_net.to("cpu")
+    return rows

@@ -1,0 +1,60 @@
+"""The embedding step alone, outside the proxy: one request's encode (tokenise, forward pass, pooling) with
+each encoder the machine has -- torch on CPU, ONNX Runtime on CPU and, where CUDA is present, torch on the
+GPU -- for the gateway bench's short (~20-token) and long (~190-token) prompts, p50/p99 over fresh prompts,
+and a batch of 64 (what the hook's batcher sends under load). Side by side in one run.
+
+    python docs/experiments/scripts/encoder_latency.py [--calls 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from regret_gateway.bench.gateway import _long_prompts, _prompts
+from regret_gateway.embedding import Embedder, default_cache_dir
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=200)
+    args = ap.parse_args()
+    import torch
+
+    encoders = {
+        "torch on cpu": Embedder(device="cpu", backend="torch", progress=False),
+        "onnx on cpu": Embedder(device="cpu", backend="onnx", onnx_cache=default_cache_dir("onnx"), progress=False),
+    }
+    if torch.cuda.is_available():
+        encoders["torch on cuda"] = Embedder(device="cuda", backend="torch", progress=False)
+    print(f"torch threads {torch.get_num_threads()}; cuda: {torch.cuda.get_device_name() if torch.cuda.is_available() else '-'}")
+    print("| encoder | prompts | one request p50 ms | p99 ms | batch of 64, ms | prompts/s in batches of 64 |")
+    print("|---|---|---:|---:|---:|---:|")
+    for name, encoder in encoders.items():
+        for length, make in (("short", _prompts), ("long", _long_prompts)):
+            texts = make(args.calls + 64 * 6, 7)
+            for t in texts[:20]:  # warm-up (CUDA kernels, ONNX Runtime's arena)
+                encoder.encode([t])
+            times = []
+            for t in texts[20 : 20 + args.calls]:
+                t0 = time.perf_counter()
+                encoder.encode([t])
+                times.append(time.perf_counter() - t0)
+            batches = []
+            for k in range(5):
+                chunk = texts[args.calls + 64 * k : args.calls + 64 * (k + 1)]
+                t0 = time.perf_counter()
+                encoder.encode(chunk)
+                batches.append(time.perf_counter() - t0)
+            ms = 1000 * np.array(times)
+            batch_ms = 1000 * float(np.median(batches))
+            print(
+                f"| {name} | {length} | {np.percentile(ms, 50):.2f} | {np.percentile(ms, 99):.2f} | {batch_ms:.1f} | "
+                f"{64 / batch_ms * 1000:,.0f} |"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -65,3 +65,17 @@ def test_a_repeated_text_is_answered_from_the_bounded_cache_without_a_forward_pa
 
 async def _twice(batcher, text):
     return [await batcher.embed(text) for _ in range(2)]
+
+
+def test_concurrent_requests_for_one_text_share_a_forward_pass_and_a_waiter_that_gives_up_takes_nobody_with_it():
+    calls = []
+    batcher = EmbeddingBatcher(slow_encoder(calls))
+
+    async def main():
+        impatient = asyncio.ensure_future(asyncio.wait_for(batcher.embed("t-4"), timeout=0.001))
+        patient = [batcher.embed("t-4") for _ in range(3)]
+        return await asyncio.gather(impatient, *patient, return_exceptions=True)
+
+    first, *rest = asyncio.run(main())
+    assert isinstance(first, asyncio.TimeoutError)
+    assert [float(r[0]) for r in rest] == [4.0, 4.0, 4.0] and calls == [["t-4"]]

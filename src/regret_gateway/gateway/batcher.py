@@ -3,7 +3,8 @@
 While no batch is being embedded, a request is embedded at once (no added latency at low load). While a
 batch is in flight, arriving requests accumulate and go together as the next batch (up to
 ``max_batch``) as soon as the current one finishes: under load, one forward pass serves many requests.
-The encoder runs in a worker thread, off the event loop.
+The encoder runs in a worker thread, off the event loop. Concurrent requests for the same text share one
+forward pass.
 """
 
 from __future__ import annotations
@@ -27,30 +28,37 @@ class EmbeddingBatcher:
         self.cache_size = cache_size
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
         self._pending: list[tuple[str, asyncio.Future]] = []
+        self._inflight: dict[bytes, asyncio.Future] = {}  # texts queued or being embedded: asked again, shared
         self._busy = False
         self.batches = 0
         self.texts = 0
         self.cache_hits = 0
 
+    @staticmethod
+    def _key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
     async def embed(self, text: str) -> np.ndarray:
-        """The (d,) embedding of ``text`` (read-only); raises what the encoder raised."""
-        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest() if self.cache_size else None
-        if key is not None and (hit := self._cache.get(key)) is not None:
+        """The (d,) embedding of ``text`` (read-only); raises what the encoder raised. A text already queued
+        or being embedded (a concurrent duplicate: a retry, templated traffic) waits for that forward pass."""
+        key = self._key(text)
+        if (hit := self._cache.get(key)) is not None:
             self._cache.move_to_end(key)
             self.cache_hits += 1
             return hit
-        fut = asyncio.get_running_loop().create_future()
-        self._pending.append((text, fut))
-        if not self._busy:
-            self._busy = True
-            asyncio.get_running_loop().create_task(self._drain())
-        row = np.array(await fut)
-        row.flags.writeable = False
-        if key is not None:
-            self._cache[key] = row
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-        return row
+        # shielded: a caller that gives up (the hook's route_timeout_s) must not cancel the others' result
+        return await asyncio.shield(self._submit(key, text))
+
+    def _submit(self, key: bytes, text: str) -> asyncio.Future:
+        fut = self._inflight.get(key)
+        if fut is None:
+            fut = asyncio.get_running_loop().create_future()
+            self._inflight[key] = fut
+            self._pending.append((text, fut))
+            if not self._busy:
+                self._busy = True
+                asyncio.get_running_loop().create_task(self._drain())
+        return fut
 
     async def _drain(self) -> None:
         try:
@@ -66,10 +74,19 @@ class EmbeddingBatcher:
         try:
             out = await asyncio.get_running_loop().run_in_executor(None, self.encode, [t for t, _ in batch])
         except Exception as exc:  # noqa: BLE001 - every waiter gets the error (and fails open)
-            for _, fut in batch:
+            for text, fut in batch:
+                self._inflight.pop(self._key(text), None)
                 if not fut.done():
                     fut.set_exception(exc)
             return
-        for (_, fut), row in zip(batch, out):
+        for (text, fut), row in zip(batch, out):
+            key = self._key(text)
+            self._inflight.pop(key, None)
+            row = np.array(row)
+            row.flags.writeable = False  # shared by every waiter and the cache: nobody may change it
+            if self.cache_size:
+                self._cache[key] = row
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
             if not fut.done():
                 fut.set_result(row)

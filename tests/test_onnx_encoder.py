@@ -90,6 +90,21 @@ def test_a_refused_export_keeps_torch_says_why_and_is_not_redone(exported, torch
     assert later.backend_used == "torch" and len(calls) == 1  # the refusal is cached with its reason
 
 
+@pytest.mark.slow
+def test_a_shallower_encoder_has_its_own_verified_export(exported, tmp_path):
+    """``layers=N``: the first N layers are exported on their own (beside the full model's, never instead of
+    it), verified against torch at the same depth."""
+    cache, full = exported
+    shallow = Embedder(device="cpu", layers=2, onnx_cache=cache, progress=False)
+    torch_shallow = Embedder(device="cpu", backend="torch", layers=2, progress=False)
+    a, b = shallow.encode(PROMPTS), torch_shallow.encode(PROMPTS)
+    assert shallow.backend_used == "onnx" and shallow.backend_report["status"] == "verified"
+    assert (a * b).sum(1).min() >= 0.9999
+    assert shallow.backend_report["path"] != full.backend_report["path"]
+    assert len([p for p in cache.iterdir() if (p / "export.json").is_file()]) >= 2
+    assert (a * full.encode(PROMPTS)).sum(1).max() < 0.9
+
+
 def test_an_export_that_fails_keeps_torch(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("exporter exploded")

@@ -221,6 +221,12 @@ def bench_offline(
     max_length: int = typer.Option(
         256, "--max-length", min=8, help="Tokens of each prompt the router reads (embedder.max_length; longer ones are cut)."
     ),
+    layers: Optional[int] = typer.Option(
+        None,
+        "--layers",
+        min=1,
+        help="Transformer layers the embedder runs, the first N of the model's (embedder.layers; default: all).",
+    ),
     served_cross_fit: bool = typer.Option(
         True,
         "--served-cross-fit/--served-one-fit",
@@ -276,8 +282,12 @@ def bench_offline(
         template=PAPER_TEMPLATE if template else None,
         cache_dir=cache_dir or default_cache_dir(),
         max_length=max_length,
+        layers=layers,
     )
-    X = emb.encode_unique(bench.prompts, datasets=bench.groups.tolist())
+    try:
+        X = emb.encode_unique(bench.prompts, datasets=bench.groups.tolist())
+    except ValueError as exc:  # e.g. --layers deeper than the model
+        _fail(exc)
     if code is not None:
         X = code.append(X, [{"dataset": g} for g in bench.groups.tolist()])
     t_embed = time.perf_counter() - started
@@ -770,6 +780,11 @@ def bench_gateway(
     repeats: int = typer.Option(
         3, "--repeats", min=1, help="Alternating hook/plain measurements per cell, pooled (each with fresh prompts)."
     ),
+    layers: str = typer.Option(
+        "",
+        "--layers",
+        help="Shallower encoders to compare beside the full one, e.g. 3 (embedder.layers: the first N transformer layers; one ONNX gateway each).",
+    ),
 ) -> None:
     """Latency the hook adds: plain LiteLLM vs the regret-gateway hook with each embedding backend
     (torch, ONNX Runtime; on a CUDA machine torch on the GPU too), against a local mock upstream, for short and ~200-token
@@ -785,11 +800,16 @@ def bench_gateway(
     counts = _floats(threads, "--threads") if threads else ()
     if any(t < 1 or t != int(t) for t in counts):
         raise typer.BadParameter(f"--threads must be whole numbers >= 1, got {threads!r}")
+    depths = _floats(layers, "--layers") if layers else ()
+    if any(n < 1 or n != int(n) for n in depths):
+        raise typer.BadParameter(f"--layers must be whole numbers >= 1, got {layers!r}")
+    if depths and "onnx" not in chosen:
+        raise typer.BadParameter("--layers compares ONNX gateways: add onnx to --backends")
     if bad := [b for b in chosen if b not in ("torch", "onnx")] + [x for x in lengths if x not in ("short", "long")]:
         _fail(ValueError(f"unknown --backends/--prompts values: {bad}"))
     result = run_gateway_bench(
         requests=requests, concurrencies=levels, embedder=embedder, device=device, backends=chosen, lengths=lengths,
-        max_length=max_length, repeats=repeats, threads=tuple(int(t) for t in counts),
+        max_length=max_length, repeats=repeats, threads=tuple(int(t) for t in counts), layers=tuple(int(n) for n in depths),
     )  # fmt: skip
     typer.echo(
         f"embedding device: {result['device']}; backends: {result['backends']}; max_length: {max_length}; "

@@ -92,6 +92,10 @@ class EmbedderSpec(_Strict):
     context_dim: int = Field(default=16, ge=2, le=1024)
     context_weight: float = Field(default=1.0, gt=0)
     max_length: int = Field(default=256, ge=8)
+    # Transformer layers the embedder runs: the first N of the model's (None: all). The forward pass costs in
+    # proportion; it is another embedding (its own embedding_id: fresh logs and routers), and what it does to
+    # routing is measured in docs/experiments/gateway-overhead.md.
+    layers: int | None = Field(default=None, ge=1)
     # auto: ONNX Runtime on CPU (exported once from the local model, verified against torch, cached in
     # onnx_cache, default <artifacts_dir>/encoders), torch on CUDA and wherever the export is refused.
     backend: Literal["auto", "onnx", "torch"] = "auto"
@@ -136,12 +140,15 @@ class EmbedderSpec(_Strict):
 
     @property
     def embedding_id(self) -> str:
-        """What an embedding is an embedding of: the model, and the context template when there is one
-        (logged with every decision; retrain reads only rows of the current id, the gateway loads only
-        routers trained on it). Changing the template or the context code starts a fresh set of logs."""
+        """What an embedding is an embedding of: the model (and its depth when ``layers`` is set), and the
+        context template when there is one (logged with every decision; retrain reads only rows of the
+        current id, the gateway loads only routers trained on it). Changing the template, the context code
+        or the depth starts a fresh set of logs."""
         import hashlib
 
         out = self.model
+        if self.layers is not None:
+            out += f"+layers-{self.layers}"
         if self.template is not None:
             out += f"+template-{hashlib.sha256(self.template.encode()).hexdigest()[:10]}"
         if (code := self.context_code) is not None:

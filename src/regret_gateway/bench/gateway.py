@@ -29,9 +29,9 @@ MODELS = ("model-a", "model-b", "model-c")
 MASTER_KEY = "sk-bench-master-0123456789abcdef"  # unless LITELLM_MASTER_KEY is set (the proxy reads that)
 
 
-def _publish_random_router(root: Path, dim: int, tiers: dict[str, float], embedder: str) -> None:
+def _publish_random_router(root: Path, dim: int, tiers: dict[str, float], embedder: str, embedding_id: str) -> None:
     """What retrain publishes, with random weights: an RM-Interval per tier and R&C's outcome networks as
-    the exploration estimator (IGW runs both)."""
+    the exploration estimator (IGW runs both), for embeddings of ``embedding_id``."""
     import torch
 
     from regret_gateway.artifacts import activate, save_artifact
@@ -43,7 +43,7 @@ def _publish_random_router(root: Path, dim: int, tiers: dict[str, float], embedd
     interval = TieredPolicy(MODELS, lams, StackedMLP(len(lams), dim, len(MODELS)), IntervalNets(len(lams) - 1, len(MODELS)))
     estimator = OutcomePolicy(MODELS, StackedMLP(len(MODELS), dim, 2), np.full(len(MODELS), 1e-3))
     policy = PerTierPolicy(lams, [interval] * len(lams), ["rm-interval"] * len(lams), estimator=estimator)
-    path = save_artifact(root, policy=policy, tiers=tiers, embedder={"model": embedder})
+    path = save_artifact(root, policy=policy, tiers=tiers, embedder={"model": embedder, "id": embedding_id})
     activate(root, path.name)
 
 
@@ -138,6 +138,7 @@ def run_gateway_bench(
     max_length: int = 256,
     repeats: int = 3,
     threads: tuple[int, ...] = (),
+    layers: tuple[int, ...] = (),
 ) -> dict:
     """Rows of {prompts, target, backend, concurrency, p50_ms, p99_ms, rps, ...}: plain LiteLLM and the hook
     with each embedding backend (one gateway per backend, swapped into the same proxy), for short and
@@ -149,7 +150,8 @@ def run_gateway_bench(
     hook row carries its added p50, its throughput ratio to the matched plain row (pooled and per repeat),
     to the one-model row, and how many of its requests fell back unembedded (which flatters it).
     ``threads``: ONNX forward-pass threads to compare, one ONNX gateway each (empty: ONNX Runtime's
-    default)."""
+    default). ``layers``: shallower encoders to compare beside the full one (``embedder.layers``), one ONNX
+    gateway each, each with a router published for its own embedding."""
 
     from regret_gateway.config import Settings
     from regret_gateway.embedding import Embedder, default_cache_dir, resolve_device
@@ -165,7 +167,6 @@ def run_gateway_bench(
         tmp = Path(scratch)
         dim = Embedder(embedder, device="cpu", progress=False).dimension
         tiers = {"premium": 0.0, "standard": 200.0, "economy": 1000.0}
-        _publish_random_router(tmp / "artifacts", dim, tiers, embedder)
         up_port, proxy_port = free_port(), free_port()
         section: dict[str, Any] = {
             "models": list(MODELS),
@@ -178,14 +179,17 @@ def run_gateway_bench(
                 "max_length": max_length,
             },
             "store": {"url": f"sqlite:///{tmp}/bench.db", "spill_dir": str(tmp / "spill")},
-            "artifacts_dir": str(tmp / "artifacts"),
+            "artifacts_dir": str(tmp / "artifacts"),  # each gateway below has its own, for its embedding
         }
         config = proxy_config(section, {m: (1e-6, 2e-6) for m in MODELS}, f"http://127.0.0.1:{up_port}/v1")
         (tmp / "config.yaml").write_text(yaml.safe_dump(config))
-        gateways = {
-            name: Gateway(Settings.model_validate({**section, "embedder": {**section["embedder"], **embedder_settings}}))
-            for name, embedder_settings in variants(backends, resolved, threads).items()
-        }
+        gateways = {}
+        for name, embedder_settings in variants(backends, resolved, threads, layers).items():
+            settings = Settings.model_validate(
+                {**section, "embedder": {**section["embedder"], **embedder_settings}, "artifacts_dir": str(tmp / f"artifacts-{name}")}
+            )  # fmt: skip
+            _publish_random_router(Path(settings.artifacts_dir), dim, tiers, embedder, settings.embedder.embedding_id)
+            gateways[name] = Gateway(settings)
         app = build_app(tmp / "config.yaml", next(iter(gateways.values())))
         rows: list[dict] = []
         hooks: dict[str, dict] = {}
@@ -236,15 +240,17 @@ def run_gateway_bench(
     return {"rows": rows, "hooks": hooks, "device": resolved, "backends": used}
 
 
-def variants(backends: Sequence[str], device: str, threads: Sequence[int] = ()) -> dict[str, dict]:
+def variants(backends: Sequence[str], device: str, threads: Sequence[int] = (), layers: Sequence[int] = ()) -> dict[str, dict]:
     """The hooks to compare, each as its ``embedder`` settings: ONNX on CPU (one per thread count in
-    ``threads``), torch on ``device``, and where that is a GPU torch on CPU as well, so that a GPU
-    machine's run shows the GPU row beside the CPU rows it replaces."""
+    ``threads``, then one per shallower depth in ``layers``), torch on ``device``, and where that is a GPU
+    torch on CPU as well, so that a GPU machine's run shows the GPU row beside the CPU rows it replaces."""
     out: dict[str, dict] = {}
     for b in backends:
         if b == "onnx":
             for t in threads or (None,):
                 out[f"onnx-{t}" if t else "onnx"] = {"backend": "onnx", "device": "cpu", "threads": t}
+            for n in layers:
+                out[f"onnx-L{n}"] = {"backend": "onnx", "device": "cpu", "threads": None, "layers": n}
         else:
             if device != "cpu":
                 out["torch-cpu"] = {"backend": "torch", "device": "cpu", "threads": None}

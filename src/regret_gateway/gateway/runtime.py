@@ -177,9 +177,13 @@ class Gateway:
 
     @property
     def embedding_label(self) -> str | None:
-        """The backend and any configured thread count, e.g. ``onnx, 1 thread`` (the log and bench say this)."""
-        n = self.embedding_threads
-        return f"{self.embedding_backend}, {n} thread{'s' if n > 1 else ''}" if n else self.embedding_backend
+        """The backend with any configured thread count and depth, e.g. ``onnx, 1 thread`` or ``onnx, 3 layers``
+        (the log and bench say this)."""
+        if self.embedding_backend is None:
+            return None
+        n, depth = self.embedding_threads, self.settings.embedder.layers
+        parts = [self.embedding_backend, *([f"{n} thread{'s' if n > 1 else ''}"] if n else [])]
+        return ", ".join(parts + ([f"{depth} layer{'s' if depth > 1 else ''}"] if depth else []))
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         """The batcher's encoder (runs in a worker thread): the embedder, loaded on demand when it failed before."""

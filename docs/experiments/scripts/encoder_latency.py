@@ -1,9 +1,10 @@
 """The embedding step alone, outside the proxy: one request's encode (tokenise, forward pass, pooling) with
 each encoder the machine has -- torch on CPU, ONNX Runtime on CPU and, where CUDA is present, torch on the
 GPU -- for the gateway bench's short (~20-token) and long (~190-token) prompts, p50/p99 over fresh prompts,
-and a batch of 64 (what the hook's batcher sends under load). Side by side in one run.
+and a batch of 64 (what the hook's batcher sends under load). Side by side in one run. ``--layers 2,3``
+adds ONNX Runtime encoders of the model's first N layers (``embedder.layers``).
 
-    python docs/experiments/scripts/encoder_latency.py [--calls 200]
+    python docs/experiments/scripts/encoder_latency.py [--calls 200] [--layers 2,3]
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from regret_gateway.embedding import Embedder, default_cache_dir
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--layers", default="", help="shallower ONNX encoders to add, e.g. 2,3")
     args = ap.parse_args()
     import torch
 
@@ -27,6 +29,10 @@ def main() -> None:
         "torch on cpu": Embedder(device="cpu", backend="torch", progress=False),
         "onnx on cpu": Embedder(device="cpu", backend="onnx", onnx_cache=default_cache_dir("onnx"), progress=False),
     }
+    for n in (int(x) for x in args.layers.split(",") if x):
+        encoders[f"onnx on cpu, {n} layers"] = Embedder(
+            device="cpu", backend="onnx", layers=n, onnx_cache=default_cache_dir("onnx"), progress=False
+        )
     if torch.cuda.is_available():
         encoders["torch on cuda"] = Embedder(device="cuda", backend="torch", progress=False)
     print(f"torch threads {torch.get_num_threads()}; cuda: {torch.cuda.get_device_name() if torch.cuda.is_available() else '-'}")

@@ -135,6 +135,14 @@ def _floats(text: str, what: str) -> tuple[float, ...]:
     return values
 
 
+def _counts(text: str, what: str) -> tuple[int, ...]:
+    """An optional comma-separated list of whole numbers >= 1 (``""``: none)."""
+    values = _floats(text, what) if text else ()
+    if any(v < 1 or v != int(v) for v in values):
+        raise typer.BadParameter(f"{what} must be whole numbers >= 1, got {text!r}")
+    return tuple(int(v) for v in values)
+
+
 def _clip(text: str) -> tuple[float, float] | None:
     if text.lower() == "none":
         return None
@@ -797,19 +805,14 @@ def bench_gateway(
     levels = tuple(int(c) for c in _floats(concurrency, "--concurrency"))
     chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
     lengths = tuple(x.strip() for x in prompts.split(",") if x.strip())
-    counts = _floats(threads, "--threads") if threads else ()
-    if any(t < 1 or t != int(t) for t in counts):
-        raise typer.BadParameter(f"--threads must be whole numbers >= 1, got {threads!r}")
-    depths = _floats(layers, "--layers") if layers else ()
-    if any(n < 1 or n != int(n) for n in depths):
-        raise typer.BadParameter(f"--layers must be whole numbers >= 1, got {layers!r}")
+    counts, depths = _counts(threads, "--threads"), _counts(layers, "--layers")
     if depths and "onnx" not in chosen:
         raise typer.BadParameter("--layers compares ONNX gateways: add onnx to --backends")
     if bad := [b for b in chosen if b not in ("torch", "onnx")] + [x for x in lengths if x not in ("short", "long")]:
         _fail(ValueError(f"unknown --backends/--prompts values: {bad}"))
     result = run_gateway_bench(
         requests=requests, concurrencies=levels, embedder=embedder, device=device, backends=chosen, lengths=lengths,
-        max_length=max_length, repeats=repeats, threads=tuple(int(t) for t in counts), layers=tuple(int(n) for n in depths),
+        max_length=max_length, repeats=repeats, threads=counts, layers=depths,
     )  # fmt: skip
     typer.echo(
         f"embedding device: {result['device']}; backends: {result['backends']}; max_length: {max_length}; "

@@ -27,21 +27,17 @@ class EmbeddingBatcher:
         self.max_batch = max_batch
         self.cache_size = cache_size
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
-        self._pending: list[tuple[str, asyncio.Future]] = []
+        self._pending: list[tuple[bytes, str, asyncio.Future]] = []  # (key, text, future)
         self._inflight: dict[bytes, asyncio.Future] = {}  # texts queued or being embedded: asked again, shared
         self._busy = False
         self.batches = 0
         self.texts = 0
         self.cache_hits = 0
 
-    @staticmethod
-    def _key(text: str) -> bytes:
-        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
     async def embed(self, text: str) -> np.ndarray:
         """The (d,) embedding of ``text`` (read-only); raises what the encoder raised. A text already queued
         or being embedded (a concurrent duplicate: a retry, templated traffic) waits for that forward pass."""
-        key = self._key(text)
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         if (hit := self._cache.get(key)) is not None:
             self._cache.move_to_end(key)
             self.cache_hits += 1
@@ -54,7 +50,7 @@ class EmbeddingBatcher:
         if fut is None:
             fut = asyncio.get_running_loop().create_future()
             self._inflight[key] = fut
-            self._pending.append((text, fut))
+            self._pending.append((key, text, fut))
             if not self._busy:
                 self._busy = True
                 asyncio.get_running_loop().create_task(self._drain())
@@ -68,19 +64,18 @@ class EmbeddingBatcher:
         finally:
             self._busy = False
 
-    async def _run(self, batch: list[tuple[str, asyncio.Future]]) -> None:
+    async def _run(self, batch: list[tuple[bytes, str, asyncio.Future]]) -> None:
         self.batches += 1
         self.texts += len(batch)
         try:
-            out = await asyncio.get_running_loop().run_in_executor(None, self.encode, [t for t, _ in batch])
+            out = await asyncio.get_running_loop().run_in_executor(None, self.encode, [t for _, t, _ in batch])
         except Exception as exc:  # noqa: BLE001 - every waiter gets the error (and fails open)
-            for text, fut in batch:
-                self._inflight.pop(self._key(text), None)
+            for key, _, fut in batch:
+                self._inflight.pop(key, None)
                 if not fut.done():
                     fut.set_exception(exc)
             return
-        for (text, fut), row in zip(batch, out):
-            key = self._key(text)
+        for (key, _, fut), row in zip(batch, out):
             self._inflight.pop(key, None)
             row = np.array(row)
             row.flags.writeable = False  # shared by every waiter and the cache: nobody may change it

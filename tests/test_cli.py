@@ -83,14 +83,19 @@ def test_bench_backends_routes_the_same_with_torch_and_onnx(tmp_path):
 @pytest.mark.timeout(600)
 def test_bench_gateway_prints_torch_and_onnx_hook_rows_side_by_side():
     args = ["bench", "gateway", "--requests", "10", "--concurrency", "1", "--prompts", "short", "--repeats", "2"]
-    result = runner.invoke(app, [*args, "--threads", "1", "--layers", "2"])
+    result = runner.invoke(app, [*args, "--threads", "1", "--layers", "2", "--backends", "torch,onnx,onnx-plain"])
     assert result.exit_code == 0, result.output
-    for backend, key in (("torch on cpu", "torch"), ("onnx, 1 thread on cpu", "onnx-1"), ("onnx, 2 layers on cpu", "onnx-L2")):
+    for backend, key in (
+        ("torch on cpu", "torch"),
+        ("onnx, fused graph, 1 thread on cpu", "onnx-1"),
+        ("onnx, fused graph, 2 layers on cpu", "onnx-L2"),
+        ("onnx, plain graph on cpu", "onnx-plain"),
+    ):
         assert f"| short | regret-gateway hook | {backend} | 1 | 20 |" in result.output, result.output
         # 20 warm-up requests at start, 2 at the cell's concurrency, 2 x 10 timed; plain rows are not routed
         assert f"hook ({key}): routed=42 fallback=0" in result.output
     for plain in ("plain LiteLLM, one model", "plain LiteLLM, the hook's models"):
-        assert result.output.count(f"| short | {plain} | - | 1 | 20 |") == 3
+        assert result.output.count(f"| short | {plain} | - | 1 | 20 |") == 4  # beside each hook
     bad = runner.invoke(app, ["bench", "gateway", "--backends", "tensorrt"])
     assert bad.exit_code == 2 and "unknown --backends/--prompts values: ['tensorrt']" in bad.output
     bad = runner.invoke(app, ["bench", "gateway", "--threads", "0"])
@@ -112,6 +117,9 @@ def test_the_gateway_bench_compares_the_gpu_with_the_cpu_encoders_it_replaces():
     assert variants(("onnx",), "cpu", layers=(3,)) == {
         "onnx": {"backend": "onnx", "device": "cpu", "threads": None},
         "onnx-L3": {"backend": "onnx", "device": "cpu", "threads": None, "layers": 3},
+    }
+    assert variants(("onnx-plain",), "cpu") == {
+        "onnx-plain": {"backend": "onnx", "device": "cpu", "threads": None, "fuse": False}
     }
     assert variants(("torch", "onnx"), "cpu") == {
         "torch": {"backend": "torch", "device": "cpu", "threads": None},

@@ -1,6 +1,8 @@
 """The ONNX Runtime encoder: exported once from the bundled MiniLM, verified against torch, cached; an
 export that fails or disagrees keeps torch, says why, and is not retried on every start."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -50,6 +52,33 @@ def test_the_onnx_encoder_agrees_with_torch_and_loads_from_its_cache_without_tor
 
 
 @pytest.mark.slow
+def test_the_default_export_is_the_fused_graph(exported):
+    """MiniLM's export fuses every layer's attention into one ONNX Runtime ``Attention`` op (and its layer
+    norms): fewer, larger ops than the plain graph, the same embedding (agreement asserted above)."""
+    import onnx
+
+    report = exported[1].backend_report
+    assert report["graph"] == "fused" and "fusion" not in report
+    ops = [n.op_type for n in onnx.load(report["path"]).graph.node]
+    assert ops.count("Attention") == 6 and ops.count("SkipLayerNormalization") == 12 and len(ops) < 80
+
+
+@pytest.mark.slow
+def test_a_graph_that_cannot_be_fused_is_served_plain_and_says_why(torch_embedder, tmp_path, monkeypatch):
+    def unfusable(encoder, tokenizer, target):
+        raise ValueError("ONNX Runtime's optimiser fused the attention of 0 of 6 layers")
+
+    monkeypatch.setattr(onnx_encoder, "_export_fused", unfusable)
+    embedder = Embedder(device="cpu", onnx_cache=tmp_path, progress=False)
+    a = embedder.encode(PROMPTS)
+    report = embedder.backend_report
+    assert embedder.backend_used == "onnx" and report["status"] == "verified" and report["graph"] == "plain"
+    assert "0 of 6 layers" in report["fusion"]
+    assert (a * torch_embedder.encode(PROMPTS)).sum(1).min() >= 0.9999
+    assert sorted(p.name for p in Path(report["path"]).parent.iterdir()) == ["export.json", "model.onnx"]  # nothing left over
+
+
+@pytest.mark.slow
 def test_configured_threads_reach_the_onnx_session_and_zero_is_refused(exported, tmp_path):
     from regret_gateway.config import Settings
 
@@ -75,19 +104,19 @@ def test_a_refused_export_keeps_torch_says_why_and_is_not_redone(exported, torch
     verified_model = exported[1].backend_report["path"]
     calls = []
 
-    def reuse(encoder, tokenizer, target, quantize):
+    def reuse(encoder, tokenizer, target, graph, quantize):
         calls.append(target)
-        (target / "model.onnx").write_bytes(open(verified_model, "rb").read())
+        target.write_bytes(open(verified_model, "rb").read())
 
     monkeypatch.setattr(onnx_encoder, "_export", reuse)
     monkeypatch.setattr(onnx_encoder, "MIN_COSINE", 1.5)
     refused = Embedder(device="cpu", onnx_cache=tmp_path, progress=False)
     assert np.allclose(refused.encode(PROMPTS), torch_embedder.encode(PROMPTS), atol=1e-6)
     assert refused.backend_used == "torch" and refused.backend_report["status"] == "refused"
-    assert "need >= 1.5" in refused.backend_report["reason"] and len(calls) == 1
+    assert "need >= 1.5" in refused.backend_report["reason"] and len(calls) == 2  # the fused graph, then the plain one
     later = Embedder(device="cpu", onnx_cache=tmp_path, progress=False)
     later.encode(["x"])
-    assert later.backend_used == "torch" and len(calls) == 1  # the refusal is cached with its reason
+    assert later.backend_used == "torch" and len(calls) == 2  # the refusal is cached with its reason
 
 
 @pytest.mark.slow

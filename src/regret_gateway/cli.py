@@ -774,7 +774,7 @@ def bench_gateway(
     backends: str = typer.Option(
         "torch,onnx",
         "--backends",
-        help="Embedding backends to compare, each its own gateway: onnx runs on CPU; torch on --device, and on CPU as well where that is a GPU.",
+        help="Embedding backends to compare, each its own gateway: onnx runs on CPU (the fused graph where the model allows it); onnx-plain: onnx with the plain, unfused graph (embedder.fuse: false); torch on --device, and on CPU as well where that is a GPU.",
     ),
     prompts: str = typer.Option("short,long", "--prompts", help="Prompt sets: short (~20 tokens), long (~200 tokens)."),
     max_length: int = typer.Option(
@@ -808,7 +808,8 @@ def bench_gateway(
     counts, depths = _counts(threads, "--threads"), _counts(layers, "--layers")
     if depths and "onnx" not in chosen:
         raise typer.BadParameter("--layers compares ONNX gateways: add onnx to --backends")
-    if bad := [b for b in chosen if b not in ("torch", "onnx")] + [x for x in lengths if x not in ("short", "long")]:
+    bad = [b for b in chosen if b not in ("torch", "onnx", "onnx-plain")] + [x for x in lengths if x not in ("short", "long")]
+    if bad:
         _fail(ValueError(f"unknown --backends/--prompts values: {bad}"))
     result = run_gateway_bench(
         requests=requests, concurrencies=levels, embedder=embedder, device=device, backends=chosen, lengths=lengths,

@@ -100,6 +100,9 @@ class EmbedderSpec(_Strict):
     # onnx_cache, default <artifacts_dir>/encoders), torch on CUDA and wherever the export is refused.
     backend: Literal["auto", "onnx", "torch"] = "auto"
     quantize: bool = False  # opt-in dynamic int8 weights for the ONNX encoder (agreement in export.json)
+    # Serve the fused ONNX graph (attention, layer norms, GELUs fused by ONNX Runtime's transformer optimiser;
+    # BERT-family models, the same embedding, verified alike) where the model allows it. False: the plain export.
+    fuse: bool = True
     # Threads of one ONNX forward pass. None: ONNX Runtime's default (every core). Fewer leave the proxy's
     # event loop a core under load, at a cost on long prompts (docs/experiments/gateway-overhead.md).
     threads: int | None = Field(default=None, ge=1)

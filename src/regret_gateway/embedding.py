@@ -64,6 +64,9 @@ class Embedder:
             why in :attr:`backend_report`.
         onnx_cache: folder of the ONNX exports (default ``~/.cache/regret-gateway/onnx``).
         quantize: opt-in dynamic int8 quantisation of the ONNX encoder's weights.
+        fuse: serve the fused ONNX graph where the model allows it (attention, layer norms and GELUs fused
+            by ONNX Runtime's transformer optimiser; the same embedding, verified alike); False: the plain
+            export.
         batch_size: texts per forward pass.
         max_length: tokens kept per text (longer texts are truncated).
         layers: transformer layers run (the first N of the model's; None: all). The forward pass costs in
@@ -92,6 +95,7 @@ class Embedder:
         quantize: bool = False,
         threads: int | None = None,
         layers: int | None = None,
+        fuse: bool = True,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"`backend` must be one of {BACKENDS}, got {backend!r}")
@@ -114,6 +118,7 @@ class Embedder:
         self.quantize = quantize
         self.threads = threads  # of one ONNX forward pass; None: ONNX Runtime's default (every core)
         self.layers = layers
+        self.fuse = fuse
         self._tokenizer: Any = None
         self._encoder: Any = None
         self._onnx: Any = None
@@ -135,6 +140,7 @@ class Embedder:
             quantize=e.quantize,
             threads=e.threads,
             layers=e.layers,
+            fuse=e.fuse,
             onnx_cache=e.onnx_cache or Path(settings.artifacts_dir) / "encoders",
             progress=progress,
         )
@@ -181,7 +187,7 @@ class Embedder:
 
             self._onnx, self.backend_report = load_onnx_encoder(
                 path, self.onnx_cache, torch_encoder, self._tokenizer, max_length=self.max_length, quantize=self.quantize,
-                threads=self.threads, layers=shallow.get("num_hidden_layers"),
+                threads=self.threads, layers=shallow.get("num_hidden_layers"), fuse=self.fuse,
             )  # fmt: skip
         if self._onnx is not None:
             self.backend_used = "onnx-int8" if self.quantize else "onnx"

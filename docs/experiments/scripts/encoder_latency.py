@@ -1,15 +1,19 @@
 """The embedding step alone, outside the proxy: one request's encode (tokenise, forward pass, pooling) with
 each encoder the machine has -- torch on CPU, ONNX Runtime on CPU and, where CUDA is present, torch on the
 GPU -- for the gateway bench's short (~20-token) and long (~190-token) prompts, p50/p99 over fresh prompts,
-and a batch of 64 (what the hook's batcher sends under load). Side by side in one run. ``--layers 2,3``
-adds ONNX Runtime encoders of the model's first N layers (``embedder.layers``).
+the CPU time (every thread) per request, and a batch of 64 (what the hook's batcher sends under load). Side
+by side in one run; ``--rounds R`` measures every encoder R times in turn (the machine's drift shows
+between rounds, not between encoders). ONNX Runtime runs the fused graph (the default) and the plain one
+(``embedder.fuse: false``). ``--layers 2,3`` adds ONNX Runtime encoders of the model's first N layers
+(``embedder.layers``).
 
-    python docs/experiments/scripts/encoder_latency.py [--calls 200] [--layers 2,3]
+    python docs/experiments/scripts/encoder_latency.py [--calls 200] [--rounds 1] [--layers 2,3]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 
 import numpy as np
@@ -21,6 +25,7 @@ from regret_gateway.embedding import Embedder, default_cache_dir
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=1, help="times every encoder is measured, in turn")
     ap.add_argument("--layers", default="", help="shallower ONNX encoders to add, e.g. 2,3")
     args = ap.parse_args()
     import torch
@@ -28,6 +33,9 @@ def main() -> None:
     encoders = {
         "torch on cpu": Embedder(device="cpu", backend="torch", progress=False),
         "onnx on cpu": Embedder(device="cpu", backend="onnx", onnx_cache=default_cache_dir("onnx"), progress=False),
+        "onnx on cpu, plain graph": Embedder(
+            device="cpu", backend="onnx", fuse=False, onnx_cache=default_cache_dir("onnx"), progress=False
+        ),
     }
     for n in (int(x) for x in args.layers.split(",") if x):
         encoders[f"onnx on cpu, {n} layers"] = Embedder(
@@ -36,30 +44,34 @@ def main() -> None:
     if torch.cuda.is_available():
         encoders["torch on cuda"] = Embedder(device="cuda", backend="torch", progress=False)
     print(f"torch threads {torch.get_num_threads()}; cuda: {torch.cuda.get_device_name() if torch.cuda.is_available() else '-'}")
-    print("| encoder | prompts | one request p50 ms | p99 ms | batch of 64, ms | prompts/s in batches of 64 |")
-    print("|---|---|---:|---:|---:|---:|")
-    for name, encoder in encoders.items():
-        for length, make in (("short", _prompts), ("long", _long_prompts)):
-            texts = make(args.calls + 64 * 6, 7)
-            for t in texts[:20]:  # warm-up (CUDA kernels, ONNX Runtime's arena)
-                encoder.encode([t])
-            times = []
-            for t in texts[20 : 20 + args.calls]:
-                t0 = time.perf_counter()
-                encoder.encode([t])
-                times.append(time.perf_counter() - t0)
-            batches = []
-            for k in range(5):
-                chunk = texts[args.calls + 64 * k : args.calls + 64 * (k + 1)]
-                t0 = time.perf_counter()
-                encoder.encode(chunk)
-                batches.append(time.perf_counter() - t0)
-            ms = 1000 * np.array(times)
-            batch_ms = 1000 * float(np.median(batches))
-            print(
-                f"| {name} | {length} | {np.percentile(ms, 50):.2f} | {np.percentile(ms, 99):.2f} | {batch_ms:.1f} | "
-                f"{64 / batch_ms * 1000:,.0f} |"
-            )
+    print(
+        "| round | encoder | prompts | one request p50 ms | p99 ms | CPU ms/request | batch of 64, ms | prompts/s in batches of 64 |"
+    )
+    print("|---:|---|---|---:|---:|---:|---:|---:|")
+    for r, (name, encoder), (length, make) in itertools.product(
+        range(1, args.rounds + 1), encoders.items(), (("short", _prompts), ("long", _long_prompts))
+    ):
+        texts = make(args.calls + 64 * 6, 7 + r)
+        for t in texts[:20]:  # warm-up (CUDA kernels, ONNX Runtime's arena)
+            encoder.encode([t])
+        times, cpu = [], time.process_time()
+        for t in texts[20 : 20 + args.calls]:
+            t0 = time.perf_counter()
+            encoder.encode([t])
+            times.append(time.perf_counter() - t0)
+        cpu_ms = 1000 * (time.process_time() - cpu) / args.calls
+        batches = []
+        for k in range(5):
+            chunk = texts[args.calls + 64 * k : args.calls + 64 * (k + 1)]
+            t0 = time.perf_counter()
+            encoder.encode(chunk)
+            batches.append(time.perf_counter() - t0)
+        ms = 1000 * np.array(times)
+        batch_ms = 1000 * float(np.median(batches))
+        print(
+            f"| {r} | {name} | {length} | {np.percentile(ms, 50):.2f} | {np.percentile(ms, 99):.2f} | {cpu_ms:.2f} | {batch_ms:.1f} | "
+            f"{64 / batch_ms * 1000:,.0f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -242,8 +242,9 @@ def run_gateway_bench(
 
 def variants(backends: Sequence[str], device: str, threads: Sequence[int] = (), layers: Sequence[int] = ()) -> dict[str, dict]:
     """The hooks to compare, each as its ``embedder`` settings: ONNX on CPU (one per thread count in
-    ``threads``, then one per shallower depth in ``layers``), torch on ``device``, and where that is a GPU
-    torch on CPU as well, so that a GPU machine's run shows the GPU row beside the CPU rows it replaces."""
+    ``threads``, then one per shallower depth in ``layers``), ``onnx-plain`` (ONNX on CPU serving the plain,
+    unfused graph: ``embedder.fuse: false``), torch on ``device``, and where that is a GPU torch on CPU as
+    well, so that a GPU machine's run shows the GPU row beside the CPU rows it replaces."""
     out: dict[str, dict] = {}
     for b in backends:
         if b == "onnx":
@@ -251,6 +252,8 @@ def variants(backends: Sequence[str], device: str, threads: Sequence[int] = (), 
                 out[f"onnx-{t}" if t else "onnx"] = {"backend": "onnx", "device": "cpu", "threads": t}
             for n in layers:
                 out[f"onnx-L{n}"] = {"backend": "onnx", "device": "cpu", "threads": None, "layers": n}
+        elif b == "onnx-plain":
+            out[b] = {"backend": "onnx", "device": "cpu", "threads": None, "fuse": False}
         else:
             if device != "cpu":
                 out["torch-cpu"] = {"backend": "torch", "device": "cpu", "threads": None}

@@ -177,12 +177,14 @@ class Gateway:
 
     @property
     def embedding_label(self) -> str | None:
-        """The backend with any configured thread count and depth, e.g. ``onnx, 1 thread`` or ``onnx, 3 layers``
-        (the log and bench say this)."""
+        """The backend with its ONNX graph and any configured thread count and depth, e.g. ``onnx, fused graph,
+        1 thread`` or ``onnx, plain graph, 3 layers`` (the log and bench say this)."""
         if self.embedding_backend is None:
             return None
         n, depth = self.embedding_threads, self.settings.embedder.layers
-        parts = [self.embedding_backend, *([f"{n} thread{'s' if n > 1 else ''}"] if n else [])]
+        report = getattr(getattr(self._encode, "__self__", None), "backend_report", {}) or {}
+        graph = [f"{report['graph']} graph"] if self.embedding_backend.startswith("onnx") and report.get("graph") else []
+        parts = [self.embedding_backend, *graph, *([f"{n} thread{'s' if n > 1 else ''}"] if n else [])]
         return ", ".join(parts + ([f"{depth} layer{'s' if depth > 1 else ''}"] if depth else []))
 
     def _embed(self, texts: Sequence[str]) -> np.ndarray:

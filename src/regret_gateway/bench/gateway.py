@@ -5,7 +5,8 @@ in this process on two local ports (uvicorn). The same requests go to the virtua
 log), then as plain LiteLLM requests to the models the hook chose for them (the baseline: what the hook
 adds, and nothing of LiteLLM's own cost of serving several models rather than one), then to one plain
 model name, at each concurrency, for short and ~200-token prompts, once per embedding backend (torch,
-ONNX Runtime), repeated in alternation so that all three see the same drift of the machine. The router
+ONNX Runtime), repeated in alternation so that all three see the same drift of the machine; the backends'
+hooks take turns cell by cell (all are loaded at start), so that they too see the same drift. The router
 has the production shape (3-tier RM-Interval, 200x200 per tier, and an R&C exploration estimator) with
 random weights: its cost does not depend on them.
 """
@@ -141,8 +142,8 @@ def run_gateway_bench(
     layers: tuple[int, ...] = (),
 ) -> dict:
     """Rows of {prompts, target, backend, concurrency, p50_ms, p99_ms, rps, ...}: plain LiteLLM and the hook
-    with each embedding backend (one gateway per backend, swapped into the same proxy), for short and
-    ~200-token prompts, plus each hook's counters. ONNX runs on CPU; torch on ``device``, and on CPU too
+    with each embedding backend (one gateway per backend, all loaded at start, swapped into the same proxy
+    cell by cell), for short and ~200-token prompts, plus each hook's counters. ONNX runs on CPU; torch on ``device``, and on CPU too
     where ``device`` is a GPU (:func:`variants`).
 
     Each (prompts, concurrency) cell is warmed up, then measured ``repeats`` times in alternation (hook,
@@ -231,9 +232,12 @@ def run_gateway_bench(
                 attach(app, gateway.start())  # loads and warms the embedder before it takes traffic
                 used[backend] = f"{gateway.embedding_label} on {gateway.embedding_device}"
                 asyncio.run(_load(proxy_port, "regret-router", _prompts(warmup, 99), 4))
-                for length in lengths:
-                    for c in concurrencies:
+            for length in lengths:
+                for c in concurrencies:
+                    for backend, gateway in gateways.items():  # the hooks take turns cell by cell: one drift for all
+                        attach(app, gateway)
                         cell(backend, length, c)
+            for backend, gateway in gateways.items():
                 gateway.writer.drain(timeout=30)
                 hooks[backend] = gateway.stats()
                 gateway.close()

@@ -801,7 +801,7 @@ def bench_gateway(
     than one model: that row is printed too). Each cell is warmed up, then all three are measured in
     alternation --repeats times (so all see the same machine) and pooled; the backends take turns cell by
     cell."""
-    from regret_gateway.bench.gateway import run_gateway_bench
+    from regret_gateway.bench.gateway import BACKENDS, run_gateway_bench
 
     levels = tuple(int(c) for c in _floats(concurrency, "--concurrency"))
     chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
@@ -809,7 +809,7 @@ def bench_gateway(
     counts, depths = _counts(threads, "--threads"), _counts(layers, "--layers")
     if depths and "onnx" not in chosen:
         raise typer.BadParameter("--layers compares ONNX gateways: add onnx to --backends")
-    bad = [b for b in chosen if b not in ("torch", "onnx", "onnx-plain")] + [x for x in lengths if x not in ("short", "long")]
+    bad = [b for b in chosen if b not in BACKENDS] + [x for x in lengths if x not in ("short", "long")]
     if bad:
         _fail(ValueError(f"unknown --backends/--prompts values: {bad}"))
     result = run_gateway_bench(

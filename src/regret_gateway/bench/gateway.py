@@ -27,6 +27,7 @@ import yaml
 from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config
 
 MODELS = ("model-a", "model-b", "model-c")
+BACKENDS = ("torch", "onnx", "onnx-plain")  # what --backends may name (:func:`variants`)
 MASTER_KEY = "sk-bench-master-0123456789abcdef"  # unless LITELLM_MASTER_KEY is set (the proxy reads that)
 
 
@@ -143,8 +144,8 @@ def run_gateway_bench(
 ) -> dict:
     """Rows of {prompts, target, backend, concurrency, p50_ms, p99_ms, rps, ...}: plain LiteLLM and the hook
     with each embedding backend (one gateway per backend, all loaded at start, swapped into the same proxy
-    cell by cell), for short and ~200-token prompts, plus each hook's counters. ONNX runs on CPU; torch on ``device``, and on CPU too
-    where ``device`` is a GPU (:func:`variants`).
+    cell by cell), for short and ~200-token prompts, plus each hook's counters. ONNX runs on CPU; torch on
+    ``device``, and on CPU too where ``device`` is a GPU (:func:`variants`).
 
     Each (prompts, concurrency) cell is warmed up, then measured ``repeats`` times in alternation (hook,
     plain to the hook's models, plain to one model); each row pools its repeats (:func:`pool`), and each

@@ -151,7 +151,7 @@ class Gateway:
                 return False
             code = s.embedder.context_code
             self.router.embedding_dim = int(warm.shape[-1]) + (code.dim if code is not None else 0)
-            report = getattr(getattr(self._encode, "__self__", None), "backend_report", {}) or {}
+            report = self.embedding_report
             log.warning("regret-gateway: embedding with %s on %s%s", self.embedding_label, self.embedding_device,
                         f" ({report.get('status')}: {report.get('reason')})" if report else "")  # fmt: skip
             self.embedder_error = None
@@ -169,6 +169,11 @@ class Gateway:
         return getattr(getattr(self._encode, "__self__", None), "backend_used", None)
 
     @property
+    def embedding_report(self) -> dict:
+        """The configured embedder's ONNX export report (status, agreement, graph; {} for none), once loaded."""
+        return getattr(getattr(self._encode, "__self__", None), "backend_report", {}) or {}
+
+    @property
     def embedding_threads(self) -> int | None:
         """Threads of one ONNX forward pass as configured (None: ONNX Runtime's default, torch, or not loaded)."""
         if self.embedding_backend in (None, "torch"):
@@ -182,7 +187,7 @@ class Gateway:
         if self.embedding_backend is None:
             return None
         n, depth = self.embedding_threads, self.settings.embedder.layers
-        report = getattr(getattr(self._encode, "__self__", None), "backend_report", {}) or {}
+        report = self.embedding_report
         graph = [f"{report['graph']} graph"] if self.embedding_backend.startswith("onnx") and report.get("graph") else []
         parts = [self.embedding_backend, *graph, *([f"{n} thread{'s' if n > 1 else ''}"] if n else [])]
         return ", ".join(parts + ([f"{depth} layer{'s' if depth > 1 else ''}"] if depth else []))

@@ -33,6 +33,7 @@ utilities; a per-tier policy carries R&C's outcome networks as its ``estimator``
 
 from __future__ import annotations
 
+import bisect
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
@@ -51,6 +52,12 @@ def check_lambda(lam: float) -> float:
 # erf by Abramowitz and Stegun 7.1.26 (absolute error <= 1.5e-7, float32's resolution): numpy has no erf.
 _ERF_P = np.float32(0.3275911)
 _ERF_A = tuple(np.float32(a) for a in (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592))
+
+
+def _same_tier(tier: float, lam: float) -> bool:
+    """``lam`` is the tier's lambda, to numpy's ``isclose`` tolerance (in plain floats: isclose costs tens of
+    microseconds a call, on every routed request's path)."""
+    return abs(tier - lam) <= 1e-8 + 1e-5 * abs(lam)
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
@@ -177,6 +184,7 @@ class TieredPolicy(ServablePolicy):
     ) -> None:
         super().__init__(model_names, tier_net.d_in)
         self.tiers = np.asarray(tiers, dtype=np.float64)
+        self._tier_values = tuple(float(t) for t in self.tiers)
         if tier_net.n_members != len(self.tiers) or tier_net.d_out != self.n_models:
             raise ValueError(
                 f"tier network has {tier_net.n_members} members x {tier_net.d_out} outputs, "
@@ -195,12 +203,12 @@ class TieredPolicy(ServablePolicy):
             )
 
     def _logits(self, X: np.ndarray, lam: float) -> np.ndarray:
-        tiers = self.tiers
-        exact = np.flatnonzero(np.isclose(tiers, lam))
-        if exact.size or lam <= tiers[0] or lam >= tiers[-1]:
-            j = int(exact[0]) if exact.size else (0 if lam <= tiers[0] else len(tiers) - 1)
+        tiers = self._tier_values
+        exact = next((j for j, t in enumerate(tiers) if _same_tier(t, lam)), None)
+        if exact is not None or lam <= tiers[0] or lam >= tiers[-1]:
+            j = exact if exact is not None else (0 if lam <= tiers[0] else len(tiers) - 1)
             return self._tier_arrays.forward(X, j)
-        j = int(np.searchsorted(tiers, lam) - 1)  # tiers[j] < lam < tiers[j+1]
+        j = bisect.bisect_left(tiers, lam) - 1  # tiers[j] < lam < tiers[j+1]
         s = np.float32((lam - tiers[j]) / (tiers[j + 1] - tiers[j]))
         assert self._interval_arrays is not None
         g_weight, g_bias, out_weight, out_bias = self._interval_arrays
@@ -358,15 +366,16 @@ class PerTierPolicy(ServablePolicy):
             raise ValueError("the policies of a per-tier policy must route over the same models and embedding size")
         super().__init__(policies[0].model_names, dims.pop() if dims else None)
         self.tiers = np.asarray(tiers, dtype=np.float64)[order]
+        self._tier_values = tuple(float(t) for t in self.tiers)
         self.policies = [policies[i] for i in order]
         self.labels = [str(labels[i]) for i in order]
         self.estimator = estimator
 
     def policy_for(self, lam: float) -> ServablePolicy:
-        tiers = self.tiers
-        j = int(np.argmin(np.abs(tiers - lam)))  # nearest tier (the lower one on a tie)
-        if tiers[0] < lam < tiers[-1] and not np.isclose(tiers[j], lam):
-            right = int(np.searchsorted(tiers, lam))
+        tiers = self._tier_values
+        j = min(range(len(tiers)), key=lambda i: abs(tiers[i] - lam))  # nearest tier (the lower one on a tie)
+        if tiers[0] < lam < tiers[-1] and not _same_tier(tiers[j], lam):
+            right = bisect.bisect_left(tiers, lam)
             if self.policies[right - 1] is self.policies[right]:
                 return self.policies[right]  # one policy on both sides: it knows what lies between
         return self.policies[j]

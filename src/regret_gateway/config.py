@@ -228,7 +228,7 @@ class Settings(_Strict):
     artifacts_dir: str = ".regret-gateway/artifacts"
     cold_start: Literal["uniform", "fallback"] = "uniform"  # before any router: uniform, or each tier's fallback
     reload_interval_s: float = Field(default=10.0, gt=0)  # how often the gateway looks for a new active version
-    route_timeout_s: float = Field(default=2.0, gt=0)  # embedding + routing budget; past it: fallback
+    route_timeout_s: float = Field(default=2.0, gt=0)  # how long a request waits for its embedding; past it: fallback
     store_timeout_s: float = Field(default=5.0, gt=0)  # a /regret/* call's store budget; past it: 503
     # false: a team key may not name one of `models` directly (which would bypass its tier); 403
     allow_direct_models: bool = True

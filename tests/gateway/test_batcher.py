@@ -1,9 +1,12 @@
 """Micro-batching: one call at low load, shared forward passes under load, results to the right caller."""
 
 import asyncio
+import concurrent.futures
+import threading
 import time
 
 import numpy as np
+import pytest
 
 from regret_gateway.gateway.batcher import EmbeddingBatcher
 
@@ -79,3 +82,43 @@ def test_concurrent_requests_for_one_text_share_a_forward_pass_and_a_waiter_that
     first, *rest = asyncio.run(main())
     assert isinstance(first, asyncio.TimeoutError)
     assert [float(r[0]) for r in rest] == [4.0, 4.0, 4.0] and calls == [["t-4"]]
+
+
+def test_a_caller_past_its_timeout_gets_a_timeout_error_and_the_others_their_row():
+    calls = []
+    batcher = EmbeddingBatcher(slow_encoder(calls), cache_size=4)
+
+    async def main():
+        return await asyncio.gather(batcher.embed("t-1", timeout=0.001), batcher.embed("t-1", timeout=5), return_exceptions=True)
+
+    late, patient = asyncio.run(main())
+    assert isinstance(late, TimeoutError) and float(patient[0]) == 1.0 and calls == [["t-1"]]
+    assert float(asyncio.run(batcher.embed("t-1", timeout=5))[0]) == 1.0 and batcher.cache_hits == 1
+
+
+def test_the_encoder_does_not_queue_behind_the_event_loops_default_executor():
+    """LiteLLM runs every completion's set-up in the loop's default executor: a full default executor must
+    not hold up a request's embedding."""
+    batcher = EmbeddingBatcher(slow_encoder([]))
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=1))
+        release = threading.Event()
+        busy = loop.run_in_executor(None, release.wait, 10)
+        try:
+            return await asyncio.wait_for(batcher.embed("t-3"), timeout=5)
+        finally:
+            release.set()
+            await busy
+
+    assert float(asyncio.run(main())[0]) == 3.0
+
+
+def test_a_closed_batcher_fails_each_request_at_once():
+    batcher = EmbeddingBatcher(slow_encoder(calls := []))
+    batcher.close()
+    for _ in range(2):  # and keeps failing, rather than waiting on a batch that never ran
+        with pytest.raises(RuntimeError):
+            asyncio.run(asyncio.wait_for(batcher.embed("t-1"), timeout=5))
+    assert calls == []

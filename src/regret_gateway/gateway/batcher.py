@@ -3,13 +3,19 @@
 While no batch is being embedded, a request is embedded at once (no added latency at low load). While a
 batch is in flight, arriving requests accumulate and go together as the next batch (up to
 ``max_batch``) as soon as the current one finishes: under load, one forward pass serves many requests.
-The encoder runs in a worker thread, off the event loop. Concurrent requests for the same text share one
-forward pass.
+The encoder runs in the batcher's own worker thread, off the event loop and out of the loop's default
+executor (which LiteLLM fills with its own calls under load). Concurrent requests for the same text share
+one forward pass.
+
+A batch hands its rows back with one callback on the event loop, straight to each caller's future: no
+task or shield between the forward pass and the request, each of whose hops waits its turn behind
+whatever else the proxy's loop has queued.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -27,61 +33,99 @@ class EmbeddingBatcher:
         self.max_batch = max_batch
         self.cache_size = cache_size
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
-        self._pending: list[tuple[bytes, str, asyncio.Future]] = []  # (key, text, future)
-        self._inflight: dict[bytes, asyncio.Future] = {}  # texts queued or being embedded: asked again, shared
+        self._pending: list[tuple[bytes, str]] = []  # (key, text) waiting for the next batch
+        self._waiters: dict[bytes, list[asyncio.Future]] = {}  # texts queued or being embedded: who waits for each
         self._busy = False
+        self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="regret-gateway-encoder")
         self.batches = 0
         self.texts = 0
         self.cache_hits = 0
 
-    async def embed(self, text: str) -> np.ndarray:
-        """The (d,) embedding of ``text`` (read-only); raises what the encoder raised. A text already queued
-        or being embedded (a concurrent duplicate: a retry, templated traffic) waits for that forward pass."""
+    async def embed(self, text: str, timeout: float | None = None) -> np.ndarray:
+        """The (d,) embedding of ``text`` (read-only); raises what the encoder raised, or TimeoutError past
+        ``timeout`` seconds. A text already queued or being embedded (a concurrent duplicate: a retry,
+        templated traffic) waits for that forward pass; a caller that gives up takes nobody with it."""
         key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         if (hit := self._cache.get(key)) is not None:
             self._cache.move_to_end(key)
             self.cache_hits += 1
             return hit
-        # shielded: a caller that gives up (the hook's route_timeout_s) must not cancel the others' result
-        return await asyncio.shield(self._submit(key, text))
-
-    def _submit(self, key: bytes, text: str) -> asyncio.Future:
-        fut = self._inflight.get(key)
-        if fut is None:
-            fut = asyncio.get_running_loop().create_future()
-            self._inflight[key] = fut
-            self._pending.append((key, text, fut))
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        if (waiters := self._waiters.get(key)) is not None:
+            waiters.append(fut)
+        else:
+            self._waiters[key] = [fut]
+            self._pending.append((key, text))
             if not self._busy:
-                self._busy = True
-                asyncio.get_running_loop().create_task(self._drain())
-        return fut
-
-    async def _drain(self) -> None:
+                self._next(loop)
+        if timeout is None:
+            return await fut
+        expiry = loop.call_later(timeout, _expire, fut, timeout)
         try:
-            while self._pending:
-                batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
-                await self._run(batch)
+            return await fut
         finally:
-            self._busy = False
+            expiry.cancel()
 
-    async def _run(self, batch: list[tuple[bytes, str, asyncio.Future]]) -> None:
+    def _next(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Send the next batch of pending texts to the worker thread; its rows come back through :meth:`_done`."""
+        batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+        self._busy = True
         self.batches += 1
         self.texts += len(batch)
         try:
-            out = await asyncio.get_running_loop().run_in_executor(None, self.encode, [t for _, t, _ in batch])
-        except Exception as exc:  # noqa: BLE001 - every waiter gets the error (and fails open)
-            for key, _, fut in batch:
-                self._inflight.pop(key, None)
-                if not fut.done():
-                    fut.set_exception(exc)
+            running = self._worker.submit(self.encode, [t for _, t in batch])
+        except RuntimeError as exc:  # the batcher was closed
+            self._done(loop, batch, exc)
             return
-        for (key, _, fut), row in zip(batch, out):
-            self._inflight.pop(key, None)
-            row = np.array(row)
+
+        def hand_back(f: concurrent.futures.Future) -> None:  # in the worker thread
+            try:
+                loop.call_soon_threadsafe(self._done, loop, batch, f)
+            except RuntimeError:  # the loop closed meanwhile, and with it every request that waited on it
+                self._waiters.clear()
+                self._pending.clear()
+                self._busy = False
+
+        running.add_done_callback(hand_back)
+
+    def _done(
+        self, loop: asyncio.AbstractEventLoop, batch: list[tuple[bytes, str]], result: concurrent.futures.Future | Exception
+    ) -> None:
+        """On the loop: each waiter gets its row (or the encoder's error), then the next batch starts."""
+        out, error = None, result if isinstance(result, Exception) else None
+        if error is None:
+            try:
+                out = result.result()  # type: ignore[union-attr]
+            except Exception as exc:  # noqa: BLE001 - every waiter gets the error (and fails open)
+                error = exc
+        for i, (key, _) in enumerate(batch):
+            waiters = self._waiters.pop(key, [])
+            if error is not None:
+                for fut in waiters:
+                    if not fut.done():
+                        fut.set_exception(error)
+                continue
+            assert out is not None
+            row = np.array(out[i])
             row.flags.writeable = False  # shared by every waiter and the cache: nobody may change it
             if self.cache_size:
                 self._cache[key] = row
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
-            if not fut.done():
-                fut.set_result(row)
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(row)
+        if self._pending:
+            self._next(loop)
+        else:
+            self._busy = False
+
+    def close(self) -> None:
+        """Stop the worker thread once its current batch is done (later requests fail, and fall back)."""
+        self._worker.shutdown(wait=False)
+
+
+def _expire(fut: asyncio.Future, timeout: float) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError(f"no embedding within {timeout:g} s"))

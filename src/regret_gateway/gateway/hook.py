@@ -110,10 +110,6 @@ class RegretRouterHook(CustomLogger):
             self._gateway = Gateway(load_settings(path))
         return self._gateway
 
-    async def _route(self, gw: Gateway, text: str, tier: str, context: dict) -> tuple[Choice, np.ndarray]:
-        x = gw.features(await gw.batcher.embed(text), context)
-        return gw.router.choose(x, tier, gw.rng), x
-
     @staticmethod
     def _context(data: dict, metadata: dict, team: str | None, tier: str) -> dict:
         """The request context a template may name (embedding.CONTEXT_FIELDS): tags from the body's ``tags``
@@ -157,7 +153,8 @@ class RegretRouterHook(CustomLogger):
             gw.maybe_reload()
             context = self._context(data, metadata, team, tier)
             seen = render(s.embedder.template, text, context)
-            choice, x = await asyncio.wait_for(self._route(gw, seen, tier, context), timeout=s.route_timeout_s)
+            x = gw.features(await gw.batcher.embed(seen, timeout=s.route_timeout_s), context)
+            choice = gw.router.choose(x, tier, gw.rng)
         except Exception as exc:  # noqa: BLE001 - fail open, always
             log.warning("regret-gateway: routing failed (%s: %s); tier %s falls back", type(exc).__name__, exc, tier)
             choice = Choice(fallback_model(s, tier), 1.0, "fallback", getattr(gw.router.artifact, "version", None))

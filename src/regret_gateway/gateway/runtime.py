@@ -229,9 +229,10 @@ class Gateway:
         return await asyncio.wait_for(loop.run_in_executor(self.store_pool, fn, *args), self.settings.store_timeout_s)
 
     def close(self, timeout: float = 30.0) -> None:
-        """Flush and stop the writer (what is still queued is written or spilled)."""
+        """Flush and stop the writer (what is still queued is written or spilled) and the encoder's thread."""
         if self._started:
             self.writer.close(timeout=timeout)
+            self.batcher.close()
 
     def stats(self) -> dict:
         out: dict = dict(self.counters)

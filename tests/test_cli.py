@@ -135,6 +135,29 @@ def test_pooled_bench_rows_weigh_every_request_and_every_second():
     assert row["cpu_ms"] == pytest.approx(100.0)  # 0.4 CPU seconds over 4 requests
 
 
+def test_at_concurrency_one_the_hook_and_the_plain_targets_take_turns_every_few_requests(monkeypatch):
+    """So that a drift of the machine's speed within a repeat falls on all three alike."""
+    import asyncio
+
+    from regret_gateway.bench.gateway import MASTER_KEY, MODELS, _turns
+    from regret_gateway.bench.local import LocalServer, free_port, mock_upstream
+
+    seen: list[tuple[str, str]] = []
+
+    def respond(model: str, text: str) -> tuple[str, int, int]:
+        seen.append((model, text))
+        return "ok", 1, 1
+
+    monkeypatch.setenv("LITELLM_MASTER_KEY", MASTER_KEY)
+    port = free_port()
+    with LocalServer(mock_upstream(respond), port):
+        hook, matched, single = asyncio.run(_turns(port, [f"p{i}" for i in range(5)], turn=2))
+    # no LiteLLM here: the "hook's models" are the virtual name it was sent, as served
+    assert seen[:6] == [("regret-router", "p0"), ("regret-router", "p1")] * 2 + [(MODELS[0], "p0"), (MODELS[0], "p1")]
+    assert [t for _, t in seen[6:]] == ["p2", "p3"] * 3 + ["p4"] * 3
+    assert all(len(load.latencies_ms) == 5 and len(load.served) == 5 and load.seconds > 0 for load in (hook, matched, single))
+
+
 def test_bench_offline_clear_errors(tmp_path):
     result = runner.invoke(app, ["bench", "offline", "--data", str(tmp_path / "none.csv"), "--out", str(tmp_path)])
     assert result.exit_code == 2 and "not found" in result.output

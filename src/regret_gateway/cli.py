@@ -799,8 +799,8 @@ def bench_gateway(
     prompts: p50/p99 and throughput at each concurrency, side by side in one run. The baseline is plain
     LiteLLM sent the same requests to the models the hook chose (LiteLLM serving several models costs more
     than one model: that row is printed too). Each cell is warmed up, then all three are measured in
-    alternation --repeats times (so all see the same machine) and pooled; the backends take turns cell by
-    cell."""
+    alternation --repeats times (so all see the same machine; at concurrency 1 they take turns every 10
+    requests) and pooled; the backends take turns cell by cell."""
     from regret_gateway.bench.gateway import BACKENDS, run_gateway_bench
 
     levels = tuple(int(c) for c in _floats(concurrency, "--concurrency"))

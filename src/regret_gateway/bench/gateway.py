@@ -5,8 +5,9 @@ in this process on two local ports (uvicorn). The same requests go to the virtua
 log), then as plain LiteLLM requests to the models the hook chose for them (the baseline: what the hook
 adds, and nothing of LiteLLM's own cost of serving several models rather than one), then to one plain
 model name, at each concurrency, for short and ~200-token prompts, once per embedding backend (torch,
-ONNX Runtime), repeated in alternation so that all three see the same drift of the machine; the backends'
-hooks take turns cell by cell (all are loaded at start), so that they too see the same drift. The router
+ONNX Runtime), repeated in alternation so that all three see the same drift of the machine (at
+concurrency 1 they take turns every ``TURN`` requests: the machine's speed drifts within seconds, and the
+added latency of one request is a few milliseconds); the backends' hooks take turns cell by cell (all are loaded at start), so that they too see the same drift. The router
 has the production shape (3-tier RM-Interval, 200x200 per tier, and an R&C exploration estimator) with
 random weights: its cost does not depend on them.
 """
@@ -28,6 +29,7 @@ from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, pr
 
 MODELS = ("model-a", "model-b", "model-c")
 BACKENDS = ("torch", "onnx", "onnx-plain")  # what --backends may name (:func:`variants`)
+TURN = 10  # at concurrency 1 the hook and the plain targets take turns every TURN requests
 MASTER_KEY = "sk-bench-master-0123456789abcdef"  # unless LITELLM_MASTER_KEY is set (the proxy reads that)
 
 
@@ -77,35 +79,64 @@ class Load(NamedTuple):
     cpu_s: float
 
 
-async def _load(port: int, model: str | Sequence[str], prompts: list[str], concurrency: int) -> Load:
-    """Send ``prompts`` with at most ``concurrency`` in flight, request i to ``model`` (or to ``model[i]``)."""
+def _client(port: int, concurrency: int):
     import httpx
 
+    return httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}", timeout=60, limits=httpx.Limits(max_connections=concurrency + 4)
+    )
+
+
+async def _send(client, model: str | Sequence[str], prompts: list[str], concurrency: int) -> Load:
+    """Send ``prompts`` with at most ``concurrency`` in flight, request i to ``model`` (or to ``model[i]``)."""
     sem = asyncio.Semaphore(concurrency)
     latencies: list[float] = []
     served = [""] * len(prompts)
-    async with httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{port}", timeout=60, limits=httpx.Limits(max_connections=concurrency + 4)
-    ) as client:
 
-        async def one(i: int, text: str) -> None:
-            name = model if isinstance(model, str) else model[i]
-            async with sem:
-                t0 = time.perf_counter()
-                r = await client.post(
-                    "/v1/chat/completions",
-                    headers={"Authorization": f"Bearer {os.environ['LITELLM_MASTER_KEY']}"},
-                    json={"model": name, "messages": [{"role": "user", "content": text}]},
-                )
-                latencies.append(time.perf_counter() - t0)
-                if r.status_code != 200:
-                    raise RuntimeError(f"{name}: HTTP {r.status_code}: {r.text[:200]}")
-                served[i] = r.headers.get("x-litellm-model-group", name)  # the model group LiteLLM called
+    async def one(i: int, text: str) -> None:
+        name = model if isinstance(model, str) else model[i]
+        async with sem:
+            t0 = time.perf_counter()
+            r = await client.post(
+                "/v1/chat/completions",
+                headers={"Authorization": f"Bearer {os.environ['LITELLM_MASTER_KEY']}"},
+                json={"model": name, "messages": [{"role": "user", "content": text}]},
+            )
+            latencies.append(time.perf_counter() - t0)
+            if r.status_code != 200:
+                raise RuntimeError(f"{name}: HTTP {r.status_code}: {r.text[:200]}")
+            served[i] = r.headers.get("x-litellm-model-group", name)  # the model group LiteLLM called
 
-        started, cpu = time.perf_counter(), time.process_time()
-        await asyncio.gather(*(one(i, t) for i, t in enumerate(prompts)))
-        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    started, cpu = time.perf_counter(), time.process_time()
+    await asyncio.gather(*(one(i, t) for i, t in enumerate(prompts)))
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     return Load(np.array(latencies) * 1000.0, elapsed, served, cpu)
+
+
+async def _load(port: int, model: str | Sequence[str], prompts: list[str], concurrency: int) -> Load:
+    async with _client(port, concurrency) as client:
+        return await _send(client, model, prompts, concurrency)
+
+
+async def _turns(port: int, prompts: list[str], turn: int) -> tuple[Load, Load, Load]:
+    """One request at a time, the hook, plain LiteLLM to the models the hook chose and plain LiteLLM to one
+    model taking turns every ``turn`` requests: every target sees the same seconds of the machine."""
+    hook: list[Load] = []
+    matched: list[Load] = []
+    single: list[Load] = []
+    async with _client(port, 1) as client:
+        for i in range(0, len(prompts), turn):
+            chunk = prompts[i : i + turn]
+            hook.append(await _send(client, "regret-router", chunk, 1))
+            matched.append(await _send(client, hook[-1].served, chunk, 1))
+            single.append(await _send(client, MODELS[0], chunk, 1))
+    return _joined(hook), _joined(matched), _joined(single)
+
+
+def _joined(loads: list[Load]) -> Load:
+    """Consecutive loads of one target as one."""
+    return Load(np.concatenate([x.latencies_ms for x in loads]), sum(x.seconds for x in loads),
+                [m for x in loads for m in x.served], sum(x.cpu_s for x in loads))  # fmt: skip
 
 
 def pool(runs: list[Load]) -> dict:
@@ -200,17 +231,21 @@ def run_gateway_bench(
         def cell(backend: str, length: str, c: int) -> None:
             """Hook, then plain LiteLLM sent the same requests to the models the hook chose (what the hook
             adds: LiteLLM serving several models costs more than one), then plain LiteLLM to one model;
-            warmed up, then repeated in that order with fresh prompts (the embedding cache never answers)."""
+            warmed up, then repeated in that order with fresh prompts (the embedding cache never answers).
+            At concurrency 1 the three take turns every TURN requests within each repeat."""
             hook, matched, single = "regret-gateway hook", "plain LiteLLM, the hook's models", "plain LiteLLM, one model"
             runs: dict[str, list] = {hook: [], matched: [], single: []}
             fell_back = 0  # routed requests of the timed runs that waited past route_timeout_s (not embedded)
             for k in range(-1, repeats):  # k = -1: the warm-up at this concurrency, not timed
                 before = gateways[backend].counters["fallback"]
                 prompts = makers[length](2 * c if k < 0 else requests, 1_000 * (k + 1) + c)
-                got = [asyncio.run(_load(proxy_port, "regret-router", prompts, c))]
+                if c == 1:  # one at a time: the three take turns every TURN requests
+                    got = list(asyncio.run(_turns(proxy_port, prompts, TURN)))
+                else:
+                    got = [asyncio.run(_load(proxy_port, "regret-router", prompts, c))]
+                    got.append(asyncio.run(_load(proxy_port, got[0].served, prompts, c)))
+                    got.append(asyncio.run(_load(proxy_port, MODELS[0], prompts, c)))
                 fell_back += (gateways[backend].counters["fallback"] - before) if k >= 0 else 0
-                got.append(asyncio.run(_load(proxy_port, got[0].served, prompts, c)))
-                got.append(asyncio.run(_load(proxy_port, MODELS[0], prompts, c)))
                 if k >= 0:
                     for target, run in zip((hook, matched, single), got):
                         runs[target].append(run)

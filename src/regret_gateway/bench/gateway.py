@@ -18,7 +18,8 @@ import asyncio
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -186,44 +187,13 @@ def run_gateway_bench(
     default). ``layers``: shallower encoders to compare beside the full one (``embedder.layers``), one ONNX
     gateway each, each with a router published for its own embedding."""
 
-    from regret_gateway.config import Settings
-    from regret_gateway.embedding import Embedder, default_cache_dir, resolve_device
-    from regret_gateway.gateway.app import attach, build_app, litellm_environment
-    from regret_gateway.gateway.runtime import Gateway
+    from regret_gateway.embedding import resolve_device
+    from regret_gateway.gateway.app import attach
 
-    litellm_environment()
-    os.environ.setdefault("LITELLM_MASTER_KEY", MASTER_KEY)  # one key per process: LiteLLM keeps it in a global
     resolved = resolve_device(device)
     makers = {"short": _prompts, "long": _long_prompts}
-
-    with tempfile.TemporaryDirectory() as scratch:
-        tmp = Path(scratch)
-        dim = Embedder(embedder, device="cpu", progress=False).dimension
-        tiers = {"premium": 0.0, "standard": 200.0, "economy": 1000.0}
-        up_port, proxy_port = free_port(), free_port()
-        section: dict[str, Any] = {
-            "models": list(MODELS),
-            "default_tier": "standard",
-            "tiers": {k: {"lam": v, "epsilon": 0.05} for k, v in tiers.items()},
-            "embedder": {
-                "model": embedder,
-                "device": device,
-                "onnx_cache": str(default_cache_dir("onnx")),
-                "max_length": max_length,
-            },
-            "store": {"url": f"sqlite:///{tmp}/bench.db", "spill_dir": str(tmp / "spill")},
-            "artifacts_dir": str(tmp / "artifacts"),  # each gateway below has its own, for its embedding
-        }
-        config = proxy_config(section, {m: (1e-6, 2e-6) for m in MODELS}, f"http://127.0.0.1:{up_port}/v1")
-        (tmp / "config.yaml").write_text(yaml.safe_dump(config))
-        gateways = {}
-        for name, embedder_settings in variants(backends, resolved, threads, layers).items():
-            settings = Settings.model_validate(
-                {**section, "embedder": {**section["embedder"], **embedder_settings}, "artifacts_dir": str(tmp / f"artifacts-{name}")}
-            )  # fmt: skip
-            _publish_random_router(Path(settings.artifacts_dir), dim, tiers, embedder, settings.embedder.embedding_id)
-            gateways[name] = Gateway(settings)
-        app = build_app(tmp / "config.yaml", next(iter(gateways.values())))
+    named = variants(backends, resolved, threads, layers)
+    with bench_proxy(named, embedder=embedder, device=device, max_length=max_length) as (proxy_port, app, gateways):
         rows: list[dict] = []
         hooks: dict[str, dict] = {}
         used: dict[str, str | None] = {}
@@ -262,22 +232,69 @@ def run_gateway_bench(
                     row["fallbacks"] = fell_back
                 rows.append(row)
 
-        with LocalServer(mock_upstream(lambda model, text: ("ok", 20, 5)), up_port), LocalServer(app, proxy_port):
-            asyncio.run(_load(proxy_port, MODELS[0], _prompts(warmup, 99), 4))
-            for backend, gateway in gateways.items():
-                attach(app, gateway.start())  # loads and warms the embedder before it takes traffic
-                used[backend] = f"{gateway.embedding_label} on {gateway.embedding_device}"
-                asyncio.run(_load(proxy_port, "regret-router", _prompts(warmup, 99), 4))
-            for length in lengths:
-                for c in concurrencies:
-                    for backend, gateway in gateways.items():  # the hooks take turns cell by cell: one drift for all
-                        attach(app, gateway)
-                        cell(backend, length, c)
-            for backend, gateway in gateways.items():
-                gateway.writer.drain(timeout=30)
-                hooks[backend] = gateway.stats()
-                gateway.close()
+        asyncio.run(_load(proxy_port, MODELS[0], _prompts(warmup, 99), 4))
+        for backend, gateway in gateways.items():
+            attach(app, gateway.start())  # loads and warms the embedder before it takes traffic
+            used[backend] = f"{gateway.embedding_label} on {gateway.embedding_device}"
+            asyncio.run(_load(proxy_port, "regret-router", _prompts(warmup, 99), 4))
+        for length in lengths:
+            for c in concurrencies:
+                for backend, gateway in gateways.items():  # the hooks take turns cell by cell: one drift for all
+                    attach(app, gateway)
+                    cell(backend, length, c)
+        for backend, gateway in gateways.items():
+            gateway.writer.drain(timeout=30)
+            hooks[backend] = gateway.stats()
     return {"rows": rows, "hooks": hooks, "device": resolved, "backends": used}
+
+
+@contextmanager
+def bench_proxy(named: dict[str, dict], *, embedder: str, device: str, max_length: int) -> Iterator[tuple[int, Any, dict]]:
+    """The LiteLLM proxy with the hook in front of a mock upstream (answers at once), both on local ports,
+    and one :class:`Gateway` per entry of ``named`` (name -> ``embedder`` settings), each with a router of
+    the production shape published for its embedding; none attached or started yet. Yields (the proxy's
+    port, its app, the gateways); closes the gateways and the servers at exit."""
+    from regret_gateway.config import Settings
+    from regret_gateway.embedding import Embedder, default_cache_dir
+    from regret_gateway.gateway.app import build_app, litellm_environment
+    from regret_gateway.gateway.runtime import Gateway
+
+    litellm_environment()
+    os.environ.setdefault("LITELLM_MASTER_KEY", MASTER_KEY)  # one key per process: LiteLLM keeps it in a global
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(scratch)
+        dim = Embedder(embedder, device="cpu", progress=False).dimension
+        tiers = {"premium": 0.0, "standard": 200.0, "economy": 1000.0}
+        up_port, proxy_port = free_port(), free_port()
+        section: dict[str, Any] = {
+            "models": list(MODELS),
+            "default_tier": "standard",
+            "tiers": {k: {"lam": v, "epsilon": 0.05} for k, v in tiers.items()},
+            "embedder": {
+                "model": embedder,
+                "device": device,
+                "onnx_cache": str(default_cache_dir("onnx")),
+                "max_length": max_length,
+            },
+            "store": {"url": f"sqlite:///{tmp}/bench.db", "spill_dir": str(tmp / "spill")},
+            "artifacts_dir": str(tmp / "artifacts"),  # each gateway below has its own, for its embedding
+        }
+        config = proxy_config(section, {m: (1e-6, 2e-6) for m in MODELS}, f"http://127.0.0.1:{up_port}/v1")
+        (tmp / "config.yaml").write_text(yaml.safe_dump(config))
+        gateways = {}
+        for name, embedder_settings in named.items():
+            settings = Settings.model_validate(
+                {**section, "embedder": {**section["embedder"], **embedder_settings}, "artifacts_dir": str(tmp / f"artifacts-{name}")}
+            )  # fmt: skip
+            _publish_random_router(Path(settings.artifacts_dir), dim, tiers, embedder, settings.embedder.embedding_id)
+            gateways[name] = Gateway(settings)
+        app = build_app(tmp / "config.yaml", next(iter(gateways.values())))
+        try:
+            with LocalServer(mock_upstream(lambda model, text: ("ok", 20, 5)), up_port), LocalServer(app, proxy_port):
+                yield proxy_port, app, gateways
+        finally:
+            for gateway in gateways.values():
+                gateway.close()
 
 
 def variants(backends: Sequence[str], device: str, threads: Sequence[int] = (), layers: Sequence[int] = ()) -> dict[str, dict]:

@@ -7,9 +7,10 @@ adds, and nothing of LiteLLM's own cost of serving several models rather than on
 model name, at each concurrency, for short and ~200-token prompts, once per embedding backend (torch,
 ONNX Runtime), repeated in alternation so that all three see the same drift of the machine (at
 concurrency 1 they take turns every ``TURN`` requests: the machine's speed drifts within seconds, and the
-added latency of one request is a few milliseconds); the backends' hooks take turns cell by cell (all are loaded at start), so that they too see the same drift. The router
-has the production shape (3-tier RM-Interval, 200x200 per tier, and an R&C exploration estimator) with
-random weights: its cost does not depend on them.
+added latency of one request is a few milliseconds); the backends' hooks take turns cell by cell (all are
+loaded at start), so that they too see the same drift. The router has the production shape (3-tier
+RM-Interval, 200x200 per tier, and an R&C exploration estimator) with random weights: its cost does not
+depend on them.
 """
 
 from __future__ import annotations

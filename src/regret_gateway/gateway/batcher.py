@@ -75,8 +75,10 @@ class EmbeddingBatcher:
         self.texts += len(batch)
         try:
             running = self._worker.submit(self.encode, [t for _, t in batch])
-        except RuntimeError as exc:  # the batcher was closed
-            self._done(loop, batch, exc)
+        except RuntimeError as exc:  # the batcher was closed: the batch fails like a forward pass that raised
+            running = concurrent.futures.Future()
+            running.set_exception(exc)
+            self._done(loop, batch, running)
             return
 
         def hand_back(f: concurrent.futures.Future) -> None:  # in the worker thread
@@ -89,16 +91,13 @@ class EmbeddingBatcher:
 
         running.add_done_callback(hand_back)
 
-    def _done(
-        self, loop: asyncio.AbstractEventLoop, batch: list[tuple[bytes, str]], result: concurrent.futures.Future | Exception
-    ) -> None:
+    def _done(self, loop: asyncio.AbstractEventLoop, batch: list[tuple[bytes, str]], result: concurrent.futures.Future) -> None:
         """On the loop: each waiter gets its row (or the encoder's error), then the next batch starts."""
-        out, error = None, result if isinstance(result, Exception) else None
-        if error is None:
-            try:
-                out = result.result()  # type: ignore[union-attr]
-            except Exception as exc:  # noqa: BLE001 - every waiter gets the error (and fails open)
-                error = exc
+        out, error = None, None
+        try:
+            out = result.result()
+        except Exception as exc:  # noqa: BLE001 - every waiter gets the error (and fails open)
+            error = exc
         for i, (key, _) in enumerate(batch):
             waiters = self._waiters.pop(key, [])
             if error is not None:

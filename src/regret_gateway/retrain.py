@@ -166,8 +166,12 @@ def logger_labels(tiers: tuple[str, ...], versions: tuple[str | None, ...]) -> n
     return np.array([f"{tier}|{version or 'cold-start'}" for tier, version in zip(tiers, versions)])
 
 
+PUBLISH_LOCK = ".publish-lock"  # in the artifact folder
+
+
 def publish(settings: Settings, engine: Engine, policy: ServablePolicy, rows: list[TierEvaluation], data_info: dict) -> Path:
     """Write the versioned artifact, point ``ACTIVE`` at it and mark it active in the store."""
+    from regret_gateway.store.locks import advisory_lock, file_lock
     from regret_gateway.store.repository import publish_version
 
     root = Path(settings.artifacts_dir)
@@ -177,9 +181,12 @@ def publish(settings: Settings, engine: Engine, policy: ServablePolicy, rows: li
     embedder = {"model": e.model, "template": e.template, "id": e.embedding_id}
     path = save_artifact(root, policy=policy, tiers={n: s.lam for n, s in settings.tiers_by_lambda()}, embedder=embedder,
                          metrics=metrics)  # fmt: skip
-    activate(root, path.name)
-    with Session(engine) as session, session.begin():
-        publish_version(session, path.name, str(path.resolve()), metrics)
+    # One publisher at a time, across processes and machines: ACTIVE and the store's active row always name
+    # the same version, and exactly one row is active.
+    with file_lock(root / PUBLISH_LOCK), advisory_lock(engine, "publish"):
+        activate(root, path.name)
+        with Session(engine) as session, session.begin():
+            publish_version(session, path.name, str(path.resolve()), metrics)
     return path
 
 

@@ -6,9 +6,6 @@ package as ``regret_gateway.migrations``, so ``regret-gateway db upgrade`` works
 
 from __future__ import annotations
 
-import contextlib
-import zlib
-from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -16,9 +13,10 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, make_url, text
+from sqlalchemy import Connection, make_url
 
 from regret_gateway.store.engine import make_engine
+from regret_gateway.store.locks import advisory_lock, file_lock
 
 
 def migrations_dir() -> Path:
@@ -35,21 +33,6 @@ def alembic_config(url: str | None = None, connection: Connection | None = None)
     return cfg
 
 
-LOCK_KEY = zlib.crc32(b"regret-gateway migrations")  # PostgreSQL advisory lock id
-
-
-@contextlib.contextmanager
-def _file_lock(path: str) -> Iterator[None]:
-    import fcntl
-
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def upgrade(url: str | None = None, *, revision: str = "head", connection: Connection | None = None) -> None:
     """Migrate the database at ``url`` (or on ``connection``) to ``revision``.
 
@@ -63,14 +46,9 @@ def upgrade(url: str | None = None, *, revision: str = "head", connection: Conne
     if parsed.get_backend_name() == "postgresql":
         engine = make_engine(url)
         try:
-            with engine.connect() as conn:
-                conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": LOCK_KEY})
-                try:
-                    command.upgrade(alembic_config(url, conn), revision)
-                    conn.commit()
-                finally:
-                    conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": LOCK_KEY})
-                    conn.commit()
+            with advisory_lock(engine, "migrations"), engine.connect() as conn:
+                command.upgrade(alembic_config(url, conn), revision)
+                conn.commit()
         finally:
             engine.dispose()
         return
@@ -78,7 +56,7 @@ def upgrade(url: str | None = None, *, revision: str = "head", connection: Conne
     if not database or database == ":memory:":
         command.upgrade(alembic_config(url), revision)
         return
-    with _file_lock(f"{database}.migrate-lock"):
+    with file_lock(f"{database}.migrate-lock"):
         command.upgrade(alembic_config(url), revision)
 
 

@@ -1,0 +1,43 @@
+"""Publishing a router is one step across processes: concurrent retrains leave exactly one active version,
+and the ACTIVE pointer names the same one as the store."""
+
+from __future__ import annotations
+
+import threading
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from regret_gateway.artifacts import active_version_id
+from regret_gateway.config import Settings
+from regret_gateway.retrain import publish
+from regret_gateway.servable import ConstantPolicy
+from regret_gateway.store.schema import RouterVersion
+
+MODELS = ("a", "b")
+
+
+def test_concurrent_publishers_leave_one_active_version_named_by_active(engine, tmp_path):
+    settings = Settings.model_validate({"models": MODELS, "tiers": {"standard": {"lam": 0}}, "artifacts_dir": str(tmp_path)})
+    publishers, rounds = 4, 6
+    for _ in range(rounds):
+        start = threading.Barrier(publishers)
+        errors: list[BaseException] = []
+
+        def one(start: threading.Barrier = start, errors: list = errors) -> None:
+            try:
+                start.wait()
+                publish(settings, engine, ConstantPolicy(MODELS, "a"), [], {})
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=one) for _ in range(publishers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []
+        with Session(engine) as session:
+            active = session.scalars(select(RouterVersion.id).where(RouterVersion.active.is_(True))).all()
+        assert len(active) == 1, active
+        assert active_version_id(tmp_path) == active[0]

@@ -187,9 +187,9 @@ def test_db_upgrade_status_export(tmp_path):
 
     url = f"sqlite:///{tmp_path}/gw.db"
     status = runner.invoke(app, ["db", "status", "--url", url])
-    assert status.exit_code == 1 and "pending migrations: 0001, 0002, 0003" in status.output
+    assert status.exit_code == 1 and "pending migrations: 0001, 0002, 0003, 0004" in status.output
     up = runner.invoke(app, ["db", "upgrade", "--url", url])
-    assert up.exit_code == 0 and "at revision 0003" in up.output
+    assert up.exit_code == 0 and "at revision 0004" in up.output
     engine = make_engine(url)
     with Session(engine) as s, s.begin():
         record_decisions(
@@ -431,3 +431,36 @@ def test_bench_offline_of_full_information_references_alone_reads_no_logs(tmp_pa
     assert len(list((tmp_path / "cache").iterdir())) == 1
     assert runner.invoke(app, args(64)).exit_code == 0
     assert len(list((tmp_path / "cache").iterdir())) == 2  # another token limit is another embedding
+
+
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        ({"models": ["a", "ghost"]}, "regret_gateway.models: ['ghost'] not a model_name of model_list"),
+        ({"judge": {"model": "ghost"}}, "regret_gateway.judge.model: 'ghost' is not a model_name"),
+        (
+            {"store": {"url": "mongodb://127.0.0.1/x"}},
+            "regret_gateway.store.url: 'mongodb://127.0.0.1/x': the store is SQLite or PostgreSQL",
+        ),
+        ({"store": {"url": "postgresql+nosuchdriver://u@127.0.0.1/x"}}, "regret_gateway.store.url: 'postgresql+nosuchdriver"),
+        (
+            {"store": {"url": "sqlite:///{tmp}/missing/dir/gw.db"}},
+            "regret_gateway.store.url: the folder of the SQLite file does not exist",
+        ),
+        ({"store": {"url": "not a url"}}, "regret_gateway.store.url: 'not a url' is not a database URL"),
+    ],
+)
+def test_serve_refuses_a_config_that_cannot_work_in_one_line(tmp_path, change, key):
+    import yaml
+
+    from regret_gateway.bench.local import proxy_config
+
+    section = {"models": ["a", "b"], "tiers": {"standard": {"lam": 0}}, "artifacts_dir": str(tmp_path / "artifacts"),
+               "store": {"url": f"sqlite:///{tmp_path}/gw.db"}}  # fmt: skip
+    change = yaml.safe_load(yaml.safe_dump(change).replace("{tmp}", str(tmp_path)))
+    cfg = proxy_config({**section, **change}, {"a": (1e-6, 1e-6), "b": (1e-6, 1e-6)}, "http://127.0.0.1:1/v1")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    result = runner.invoke(app, ["serve", "--config", str(path)])
+    assert result.exit_code == 2 and key in result.output, result.output
+    assert result.output.strip().count("\n") == 0  # one line, no traceback

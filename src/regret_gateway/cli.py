@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -315,11 +316,16 @@ def serve(
     host: str = typer.Option("0.0.0.0", "--host", help="Interface to listen on."),
     port: int = typer.Option(4000, "--port", help="Port to listen on."),
 ) -> None:
-    """Run the LiteLLM proxy with the regret-gateway hook and the /regret/feedback and /regret/decisions routes."""
-    from regret_gateway.config import load_settings
+    """Run the LiteLLM proxy with the regret-gateway hook and the /regret/feedback and /regret/decisions routes.
+
+    A config that cannot work is refused before the proxy starts, with one line naming the key: a routed model
+    or the judge's model missing from model_list, a store URL that is not SQLite or PostgreSQL (or whose
+    driver is not installed), an SQLite file in a folder that does not exist. Shut down with SIGTERM or
+    Ctrl-C: the decisions still queued are written first."""
+    from regret_gateway.gateway.preflight import check_deployment
 
     try:
-        load_settings(config)  # fail here, with a clear message, rather than on the first request
+        check_deployment(config)  # fail here, with a clear message, rather than on the first request
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
     from regret_gateway.gateway.app import serve as run
@@ -333,45 +339,49 @@ app.add_typer(feedback_app, name="feedback")
 
 @feedback_app.command("import")
 def feedback_import(
-    file: Path = typer.Argument(..., help="CSV (header: request_id,score[,source]) or JSON lines with those keys."),
+    file: Path = typer.Argument(..., help="CSV (header: request_id,score[,source]) or JSON lines with those keys; .gz too."),
     config: Optional[Path] = CONFIG_OPTION,
     url: Optional[str] = URL_OPTION,
     source: str = typer.Option("import", "--source", help="Source recorded where the file has none."),
     skip_unknown: bool = typer.Option(
-        False, "--skip-unknown", help="Import the known request ids and list the unknown ones, instead of refusing the file."
+        False, "--skip-unknown", help="Import the known request ids and count the unknown ones, instead of refusing the file."
+    ),
+    skip_invalid: bool = typer.Option(
+        False, "--skip-invalid", help="Import the valid rows and report the invalid ones, instead of refusing the file."
     ),
 ) -> None:
-    """Import quality scores in bulk (an LLM judge's output, a labelling export). All or nothing by default:
-    one bad row or unknown request id refuses the whole file and changes nothing."""
+    """Import quality scores in bulk (an LLM judge's output, a labelling export), streamed in chunks.
+
+    All or nothing by default: an invalid row or an unknown request id refuses the whole file and changes
+    nothing. Every invalid row is reported with its line number. Exit code: 0 imported, 2 refused."""
     from sqlalchemy.exc import SQLAlchemyError
-    from sqlalchemy.orm import Session
 
     from regret_gateway.store.engine import make_engine
-    from regret_gateway.store.records import StoreInputError, UnknownRequestError
-    from regret_gateway.store.repository import read_feedback_file, record_feedback
+    from regret_gateway.store.feedback_import import count_lines, import_feedback
+    from regret_gateway.store.records import StoreInputError
+
+    def invalid(line: int, why: str) -> None:
+        typer.secho(f"{file} line {line}: {why}", fg=typer.colors.RED, err=True)
 
     target = _store_url(config, url)
-    try:
-        records = read_feedback_file(file, default_source=source)
-    except (StoreInputError, ValueError, FileNotFoundError) as exc:
-        _fail(exc)
     engine = make_engine(target)
-    skipped: list[str] = []
     try:
-        with Session(engine) as session, session.begin():
-            try:
-                n = record_feedback(session, records)
-            except UnknownRequestError as exc:
-                if not skip_unknown:
-                    raise
-                skipped = exc.request_ids
-                known = [r for r in records if r.request_id not in set(skipped)]
-                n = record_feedback(session, known)
-    except (StoreInputError, SQLAlchemyError) as exc:
+        with typer.progressbar(length=count_lines(file), label="importing", file=sys.stderr) as bar:
+            result = import_feedback(engine, file, default_source=source, skip_unknown=skip_unknown,
+                                     skip_invalid=skip_invalid, on_invalid=invalid, on_chunk=bar.update)  # fmt: skip
+    except (StoreInputError, ValueError, FileNotFoundError, SQLAlchemyError) as exc:
         _fail(exc)
     finally:
         engine.dispose()
-    typer.echo(f"imported {n} scores from {file}" + (f"; skipped {len(skipped)} unknown request ids" if skipped else ""))
+    unknown = f"{result.unknown} unknown request ids (e.g. {', '.join(map(repr, result.unknown_examples))})"
+    if not result.committed:
+        reasons = [f"{result.invalid} invalid rows (above; --skip-invalid imports the rest)"] if result.invalid else []
+        reasons += [f"{unknown} (--skip-unknown imports the rest)"] if result.unknown else []
+        _fail(ValueError(f"{file}: nothing imported: {'; '.join(reasons)}"))
+    skipped = ([f"skipped {result.invalid} invalid rows"] if result.invalid else []) + (
+        [f"skipped {unknown}"] if result.unknown else []
+    )
+    typer.echo(f"imported {result.imported} scores from {file}" + (f"; {'; '.join(skipped)}" if skipped else ""))
 
 
 def _duration(text: Optional[str], what: str) -> Optional[float]:

@@ -27,7 +27,7 @@ from regret_gateway.store.records import (
     valid_request_id,
 )
 from regret_gateway.store.schema import Decision, Feedback, Outcome, RouterVersion, utcnow
-from regret_gateway.tables import open_text, table_format, write_columns
+from regret_gateway.tables import write_columns
 
 _ID_CHUNK = 1000  # ids per IN (...) list
 _ROW_CHUNK = 1000  # rows per multi-row INSERT (SQLite allows 32,766 bound parameters)
@@ -101,9 +101,13 @@ def _insert_new(session: Session, table, records: Sequence) -> int:
     return len(new)
 
 
+def unknown_request_ids(session: Session, ids: Sequence[str]) -> list[str]:
+    """The ids among ``ids`` that have no routing decision, sorted."""
+    return sorted(set(ids) - _existing(session, Decision.request_id, ids))
+
+
 def _require_known(session: Session, ids: Sequence[str]) -> None:
-    unknown = sorted(set(ids) - _existing(session, Decision.request_id, ids))
-    if unknown:
+    if unknown := unknown_request_ids(session, ids):
         raise UnknownRequestError(unknown)
 
 
@@ -169,34 +173,6 @@ def _feedback_view(f: Feedback) -> dict:
             "cost_usd": f.cost_usd}  # fmt: skip
 
 
-def read_feedback_file(path: str | Path, *, default_source: str = "import") -> list[FeedbackRecord]:
-    """Feedback records from a CSV (header ``request_id,score[,source]``) or JSON-lines file; a bad row
-    raises :class:`StoreInputError` naming its line."""
-    import csv
-    import json
-
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"feedback file not found: {path}")
-    kind = table_format(path, allowed=("csv", "jsonl", "json"))
-    with open_text(path) as fh:
-        if kind != "csv":  # JSON lines (a .json feedback file holds one object per line too)
-            rows = [(i, json.loads(line)) for i, line in enumerate(fh, 1) if line.strip()]
-        else:
-            reader = csv.DictReader(fh)
-            if not reader.fieldnames or not {"request_id", "score"} <= set(reader.fieldnames):
-                raise StoreInputError(f"{path}: the CSV header must have request_id and score, got {reader.fieldnames}")
-            rows = list(enumerate(reader, 2))
-    records = []
-    for line, row in rows:
-        try:
-            score = float(row["score"])
-            records.append(FeedbackRecord(str(row["request_id"]), score, source=row.get("source") or default_source))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StoreInputError(f"{path} line {line}: {exc}") from None
-    return records
-
-
 def get_decision(session: Session, request_id: str) -> dict | None:
     """The audit view of one request: its decision, outcome and feedback (None if unknown): ``feedback``
     is the score retrain takes by default (:func:`source_rank`), ``feedback_by_source`` every source's."""
@@ -235,6 +211,7 @@ def get_decision(session: Session, request_id: str) -> dict | None:
             "latency_ms": o.latency_ms,
             "status": o.status,
             "error": o.error,
+            "retries": o.retries,
         },
         "feedback": _feedback_view(scores[0]) if scores else None,
         "feedback_by_source": {f.source: _feedback_view(f) for f in scores},

@@ -1,0 +1,72 @@
+"""What ``serve`` checks before it starts: a deployment that cannot work is refused with one line naming
+the key, instead of failing requests (or dying with a traceback) later.
+
+- every model of ``regret_gateway.models`` and the judge's model is a ``model_name`` of the proxy's
+  ``model_list`` (skipped where LiteLLM keeps its models in its database: ``store_model_in_db``);
+- ``regret_gateway.store.url`` is an SQLite or PostgreSQL URL whose driver is installed, and an SQLite
+  file's folder exists (the store is not contacted: a server that is down at start heals, and the writer
+  spills meanwhile).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from regret_gateway.config import Settings, load_settings
+
+STORE_BACKENDS = ("sqlite", "postgresql")
+
+
+class DeploymentError(ValueError):
+    """A config the gateway cannot serve with; the message names the key."""
+
+
+def check_deployment(config: str | Path) -> Settings:
+    """The deployment's settings, once every check above passed; raises :class:`DeploymentError`."""
+    settings = load_settings(config)
+    raw = yaml.safe_load(Path(config).read_text()) or {}
+    if not (raw.get("general_settings") or {}).get("store_model_in_db"):
+        _check_models(settings, raw.get("model_list"))
+    check_store_url(settings.store.url)
+    return settings
+
+
+def _check_models(settings: Settings, model_list: object) -> None:
+    if not isinstance(model_list, list) or not model_list:
+        raise DeploymentError("model_list: the proxy config lists no models (the router picks among model_list's model_name)")
+    names = {m.get("model_name") for m in model_list if isinstance(m, dict)}
+    missing = [m for m in settings.models if m not in names]
+    if missing:
+        raise DeploymentError(
+            f"regret_gateway.models: {missing} not a model_name of model_list (it has {sorted(map(str, names))})"
+        )
+    if settings.judge.model is not None and settings.judge.model not in names:
+        raise DeploymentError(f"regret_gateway.judge.model: {settings.judge.model!r} is not a model_name of model_list")
+
+
+def check_store_url(url: str) -> None:
+    """Refuse a store URL the gateway could never write to: not a URL, another database, a driver that is
+    not installed, an SQLite file in a folder that does not exist."""
+    from sqlalchemy import create_engine, make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    key = "regret_gateway.store.url"
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise DeploymentError(f"{key}: {url!r} is not a database URL (e.g. sqlite:///regret-gateway.db)") from None
+    backend = parsed.get_backend_name()
+    shown = parsed.render_as_string(hide_password=True)
+    if backend not in STORE_BACKENDS:
+        raise DeploymentError(f"{key}: {shown!r}: the store is SQLite or PostgreSQL, not {backend!r}")
+    try:
+        create_engine(parsed).dispose()  # loads the dialect and imports its driver; connects to nothing
+    except (NoSuchModuleError, ImportError) as exc:
+        raise DeploymentError(f"{key}: {shown!r}: its driver is not installed ({type(exc).__name__}: {exc})") from None
+    database = parsed.database if backend == "sqlite" else None
+    if database and database != ":memory:" and not database.startswith("file:"):
+        folder = Path(database).expanduser().resolve().parent
+        if not folder.is_dir():
+            raise DeploymentError(f"{key}: the folder of the SQLite file does not exist: {folder}")

@@ -1,5 +1,6 @@
 """Versioned router bundles: a saved router routes exactly as before; anything off is refused."""
 
+import copy
 import json
 
 import numpy as np
@@ -141,3 +142,38 @@ def test_an_artifact_for_another_embedding_size_is_refused(tmp_path, router):
     assert load_artifact(path, embedding_dim=8).policy.dim == 8
     with pytest.raises(ArtifactError, match="reads 8-d embeddings, the gateway's embedder gives 384-d"):
         load_artifact(path, embedding_dim=384)
+
+
+def _first_tensor(state):
+    """The first weight tensor of a policy's state (nested dicts and lists)."""
+    import torch
+
+    if isinstance(state, torch.Tensor):
+        return state
+    children = state.values() if isinstance(state, dict) else state if isinstance(state, (list, tuple)) else ()
+    for child in children:
+        if (found := _first_tensor(child)) is not None:
+            return found
+    return None
+
+
+def test_an_artifact_that_would_fail_every_routed_request_is_refused_at_load(tmp_path, router):
+    """NaN weights behind a valid checksum, and a version id the store's column cannot hold, are refused when
+    the artifact is loaded (not served until every decision record is refused)."""
+    state = copy.deepcopy(router.to_policy().state())  # the state shares the fitted router's tensors
+    _first_tensor(state).fill_(float("nan"))
+    path = save_artifact(tmp_path, policy=from_state(state, MODELS), tiers={"p": 0.0, "e": 200.0}, embedder={"model": "m"})
+    with pytest.raises(ArtifactError, match="lambda 0 are not finite"):
+        load_artifact(path, models=MODELS)
+    long_id = "v" * 65
+    good = save_artifact(tmp_path, policy=router.to_policy(), tiers={"p": 0.0}, embedder={"model": "m"})
+    manifest = json.loads((good / "manifest.json").read_text())
+    (tmp_path / long_id).mkdir()
+    for name in ("weights.pt", "manifest.json"):
+        (tmp_path / long_id / name).write_bytes((good / name).read_bytes())
+    (tmp_path / long_id / "manifest.json").write_text(json.dumps({**manifest, "version": long_id}))
+    with pytest.raises(ArtifactError, match="printable id of <= 64 characters"):
+        load_artifact(tmp_path / long_id, models=MODELS)
+    with pytest.raises(ArtifactError, match="must be 1-64 printable characters"):
+        save_artifact(tmp_path, policy=router.to_policy(), tiers={"p": 0.0}, embedder={"model": "m"}, version=long_id + "x")
+    assert load_artifact(good, models=MODELS).version == good.name  # the checks pass a sound artifact

@@ -85,6 +85,8 @@ def save_artifact(
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     version = version or new_version_id()
+    if not version_id_ok(version):
+        raise ArtifactError(f"version {version[:80]!r} must be 1-{MAX_VERSION_CHARS} printable characters, no path separator")
     final = root / version
     if final.exists():
         raise ArtifactError(f"version {version} already exists in {root}")
@@ -137,7 +139,46 @@ def _check_manifest(path: Path, manifest: object) -> dict:
         raise ArtifactError(f"{path}: manifest.json lacks or mistypes: {', '.join(wrong)}")
     if not all(isinstance(m, str) for m in manifest["model_names"]) or len(set(manifest["model_names"])) < 2:
         raise ArtifactError(f"{path}: manifest.json `model_names` must be at least 2 distinct names")
+    version = manifest["version"]
+    if version != path.name or not version_id_ok(version):
+        raise ArtifactError(f"{path}: manifest.json `version` must be the folder's name, a printable id of <= "
+                            f"{MAX_VERSION_CHARS} characters (every decision logs it), got {version[:80]!r}")  # fmt: skip
     return manifest
+
+
+MAX_VERSION_CHARS = 64  # the store's router_version column
+
+
+def version_id_ok(version: str) -> bool:
+    """A version id the store and the ACTIVE pointer can hold: 1-64 printable characters, no path separator."""
+    return (
+        0 < len(version) <= MAX_VERSION_CHARS
+        and version.isprintable()
+        and not set(version) & {"/", "\\"}
+        and version.strip() == version
+    )
+
+
+PROBE_ROWS = 8  # rows routed at load, at every tier's lambda: an artifact must give finite scores on them
+
+
+def _probe(path: Path, policy: ServablePolicy, lams: set[float]) -> None:
+    """Route a few probe rows (zeros, and unit-norm random rows like normalised embeddings) at each lambda and
+    refuse an artifact whose scores or utility estimates are not finite (NaN or inf weights behind a valid
+    checksum): it would otherwise be served and fail every routed request."""
+    dim = policy.dim if policy.dim is not None else 8
+    X = np.random.default_rng(0).standard_normal((PROBE_ROWS, dim)).astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    X[0] = 0.0
+    for lam in sorted(lams):
+        try:
+            logits, estimates = policy.logits_and_utilities(X, lam)
+        except Exception as exc:  # noqa: BLE001 - any failure here means an unusable bundle
+            raise ArtifactError(f"{path}: routing a probe row at lambda {lam:g} fails ({type(exc).__name__}: {exc})") from None
+        if logits.shape != (PROBE_ROWS, len(policy.model_names)) or not np.isfinite(logits).all():
+            raise ArtifactError(f"{path}: routing scores at lambda {lam:g} are not finite (NaN or inf in the weights?)")
+        if estimates is not None and not np.isfinite(estimates).all():
+            raise ArtifactError(f"{path}: utility estimates at lambda {lam:g} are not finite (NaN or inf in the weights?)")
 
 
 def load_artifact(
@@ -146,11 +187,12 @@ def load_artifact(
     models: tuple[str, ...] | None = None,
     embedder_model: str | None = None,
     embedding_dim: int | None = None,
+    lams: tuple[float, ...] = (),
 ) -> RouterArtifact:
     """Load and check one version folder. ``models``: the models the deployment can call (every model of
     the artifact must be one of them); ``embedder_model`` and ``embedding_dim``: the embedding id the gateway
     logs (``EmbedderSpec.embedding_id``: model and context template) and the size of its embeddings (both
-    must match)."""
+    must match); ``lams``: the deployment's tier lambdas, probed beside the manifest's (see :func:`_probe`)."""
     path = Path(path)
     try:
         manifest = _check_manifest(path, json.loads((path / "manifest.json").read_text()))
@@ -183,6 +225,8 @@ def load_artifact(
         )
     if embedding_dim is not None and policy.dim is not None and policy.dim != embedding_dim:
         raise ArtifactError(f"{path}: reads {policy.dim}-d embeddings, the gateway's embedder gives {embedding_dim}-d")
+    tier_lams = {float(v) for v in manifest["tiers"].values() if isinstance(v, (int, float)) and np.isfinite(v) and v >= 0}
+    _probe(path, policy, {0.0, *tier_lams, *(float(v) for v in lams)})
     return RouterArtifact(
         version=manifest["version"],
         model_names=names,

@@ -228,8 +228,13 @@ class Settings(_Strict):
     artifacts_dir: str = ".regret-gateway/artifacts"
     cold_start: Literal["uniform", "fallback"] = "uniform"  # before any router: uniform, or each tier's fallback
     reload_interval_s: float = Field(default=10.0, gt=0)  # how often the gateway looks for a new active version
-    route_timeout_s: float = Field(default=2.0, gt=0)  # how long a request waits for its embedding; past it: fallback
+    # The most a routed request waits for its embedding: one predicted to wait longer (the embedder is
+    # overloaded) is not embedded but sent to its tier's fallback at once; one still waiting at it falls back.
+    route_timeout_s: float = Field(default=0.25, gt=0)
     store_timeout_s: float = Field(default=5.0, gt=0)  # a /regret/* call's store budget; past it: 503
+    # How long feedback (and the audit) waits for a request id the store does not hold yet: the replica that
+    # answered writes it within its store.flush_interval_s. Past it: 404.
+    feedback_grace_s: float = Field(default=5.0, ge=0)
     # false: a team key may not name one of `models` directly (which would bypass its tier); 403
     allow_direct_models: bool = True
     api_keys: dict[str, str] = Field(default_factory=dict)  # key -> team, for proxies without a database
@@ -239,6 +244,9 @@ class Settings(_Strict):
     def _consistent(self) -> "Settings":
         if len(set(self.models)) != len(self.models):
             raise ValueError(f"`models` must be unique, got {list(self.models)}")
+        for kind, names, limit in (("tier", self.tiers, 64), ("model", self.models, 256)):  # the store's columns
+            if bad := [n for n in names if not (0 < len(n) <= limit and n.isprintable())]:
+                raise ValueError(f"{kind} names must be 1-{limit} printable characters, got {bad[0][:80]!r}")
         if self.default_tier not in self.tiers:
             raise ValueError(f"`default_tier` '{self.default_tier}' is not one of the tiers {sorted(self.tiers)}")
         for name, spec in self.tiers.items():

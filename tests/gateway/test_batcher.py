@@ -122,3 +122,45 @@ def test_a_closed_batcher_fails_each_request_at_once():
         with pytest.raises(RuntimeError):
             asyncio.run(asyncio.wait_for(batcher.embed("t-1"), timeout=5))
     assert calls == []
+
+
+def test_texts_predicted_to_wait_past_the_budget_are_shed_at_once(monkeypatch):
+    """With a forward pass timed (by a fake clock: 0.1 s for one short text) and the next one stuck in the
+    encoder, a burst of 40 texts with a 0.25 s budget: the first few are queued, the rest raise Overloaded
+    at once -- while the encoder is still stuck -- and the queued ones get their rows once it is free."""
+    import types
+
+    import regret_gateway.gateway.batcher as batcher_module
+    from regret_gateway.gateway.batcher import Overloaded
+
+    clock = [0.0]
+    monkeypatch.setattr(batcher_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    release = threading.Event()
+
+    def encode(texts):
+        if texts == ["t-0"]:
+            clock[0] += 0.1
+        else:
+            assert release.wait(10)
+        return np.array([[float(t.split("-")[1])] for t in texts])
+
+    batcher = EmbeddingBatcher(encode, max_batch=64)
+
+    async def main():
+        assert (await batcher.embed("t-0", budget=0.25))[0] == 0.0  # timed: the batcher now knows its speed
+        stuck = asyncio.ensure_future(batcher.embed("t-1", budget=0.25))
+        await asyncio.sleep(0)
+        burst = [asyncio.ensure_future(batcher.embed(f"t-{i}", budget=0.25)) for i in range(2, 42)]
+        await asyncio.sleep(0)  # every task of the burst has run to its first wait (or raised)
+        shed = [t for t in burst if t.done()]
+        assert all(isinstance(t.exception(), Overloaded) for t in shed) and not stuck.done()
+        queued = [t for t in burst if not t.done()]
+        assert 0 < len(queued) < 40 and batcher.shed == len(shed)
+        assert queued == burst[: len(queued)]  # first come, first served
+        release.set()
+        rows = await asyncio.gather(stuck, *queued)
+        assert [float(r[0]) for r in rows] == [float(i) for i in range(1, len(queued) + 2)]
+        unbudgeted = await asyncio.gather(*(batcher.embed(f"t-{i}") for i in range(100, 140)))  # no budget: none shed
+        assert len(unbudgeted) == 40 and batcher.shed == len(shed)
+
+    asyncio.run(main())

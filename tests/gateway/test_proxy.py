@@ -47,10 +47,15 @@ def gateway_config(tmp) -> dict:
 
 
 JUDGE = {"status": 200, "reply": '{"score": 0.75, "reason": "fine"}'}  # how the mocked judge model answers
+FAILING: dict[str, int] = {}  # prompt -> how many more calls with it the upstream answers with a 500
 
 
 def completion(request: httpx.Request) -> httpx.Response:
     body = json.loads(request.content)
+    prompt = body["messages"][-1]["content"]
+    if FAILING.get(prompt, 0) > 0:
+        FAILING[prompt] -= 1
+        return httpx.Response(500, json={"error": {"message": "upstream hiccup"}})
     if body["messages"][0]["role"] == "system" and "You grade" in body["messages"][0]["content"]:  # the LLM judge
         if JUDGE["status"] != 200:
             return httpx.Response(JUDGE["status"], json={"error": {"message": "judge is down"}})
@@ -299,11 +304,11 @@ def test_faults_fail_open_to_a_real_upstream_call(routed, fault, monkeypatch):
     else:
         (tmp / "artifacts" / "ACTIVE").write_text("v-does-not-exist")
         assert not hook.router.refresh()
-    calls = route.call_count
+    calls, budget = route.call_count, hook.settings.route_timeout_s
     try:
         r = chat(client, "support", CODE_PROMPT)
     finally:
-        object.__setattr__(hook.settings, "route_timeout_s", 2.0)
+        object.__setattr__(hook.settings, "route_timeout_s", budget)
     assert r.status_code == 200 and route.call_count == calls + 1
     d = decision(client, "support", r.headers["x-regret-request-id"])
     if fault == "artifact missing":  # refused: the loaded version keeps routing
@@ -769,3 +774,125 @@ def test_a_hanging_judge_never_delays_chat(app_client, tmp_path, encoder):
         assert stats["judge_dropped"] >= 12 - spec.concurrency - spec.queue_size - timed_out, (stats, elapsed)
     finally:
         gateway.close()
+
+
+# ---- hardening II: what a second adversarial probe found ------------------------------------------------
+
+
+def test_a_decision_the_store_would_refuse_falls_back_instead_of_failing(app_client, tmp_path, encoder, monkeypatch):
+    """A team id longer than the store's column and a router version the store refuses (an artifact that got
+    through) used to fail every such request with a 500: the first is stored under its team key (and that
+    team still reads its decision), the second routes to the tier's fallback and is logged as such."""
+    from regret_gateway.gateway.decisions import Choice
+    from regret_gateway.store.records import team_key
+
+    app, client, route = app_client
+    long_team = "team-" + "x" * 200
+    section = gateway_config(tmp_path)["regret_gateway"]
+    gateway = start_gateway(app, tmp_path, encoder, api_keys={**section["api_keys"], "sk-long-1": long_team})
+    try:
+        r = client.post("/v1/chat/completions", headers={"Authorization": "Bearer sk-long-1"},
+                        json={"model": "regret-router", "messages": [{"role": "user", "content": CODE_PROMPT}]})  # fmt: skip
+        assert r.status_code == 200, r.text
+        rid = r.headers["x-regret-request-id"]
+        mine = client.get(f"/regret/decisions/{rid}", headers={"Authorization": "Bearer sk-long-1"})
+        assert mine.status_code == 200 and mine.json()["team"] == team_key(long_team) and len(mine.json()["team"]) == 128
+        assert client.get(f"/regret/decisions/{rid}", headers={"Authorization": f"Bearer {KEYS['support']}"}).status_code == 403
+
+        monkeypatch.setattr(gateway.router, "choose", lambda x, tier, rng: Choice("large", 1.0, "policy", "v" * 100))
+        r = chat(client, "support", CODE_PROMPT)
+        assert r.status_code == 200 and upstream_model(route) == "small-a"  # economy's fallback
+        d = with_outcome(client, "support", r.headers["x-regret-request-id"])
+        assert d["mode"] == "fallback" and d["router_version"] is None and d["outcome"]["status"] == "success"
+    finally:
+        gateway.close()
+
+
+def test_feedback_with_a_nul_source_or_a_deeply_nested_body_gets_a_4xx(routed):
+    client, _, _, _ = routed
+    headers = {"Authorization": f"Bearer {KEYS['support']}"}
+    rid = chat(client, "support", CODE_PROMPT).headers["x-regret-request-id"]
+    nul = client.post("/regret/feedback", headers=headers, json={"request_id": rid, "score": 1.0, "source": "us\x00er"})
+    assert nul.status_code == 422 and "printable" in nul.text
+    deep = b'{"request_id": "x", "score": 1, "pad": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    assert len(deep) < 64 * 1024
+    r = client.post("/regret/feedback", headers={**headers, "content-type": "application/json"}, content=deep)
+    assert r.status_code == 422, (r.status_code, r.text[:200])
+    assert decision(client, "support", rid)["feedback_by_source"] == {}  # nothing was stored
+
+
+@pytest.mark.parametrize("key", [KEYS["support"], "sk-wrong"])
+def test_every_method_on_the_regret_routes_has_a_body_limit(proxy, key):
+    client, _, _, _ = proxy
+    big = b"x" * 200_000
+    for path in ("/regret/decisions/x", "/regret/stats"):
+        r = client.request("GET", path, headers={"Authorization": f"Bearer {key}"}, content=big)
+        assert r.status_code == 413 and "over 65536 bytes" in r.text, (path, r.status_code, r.text[:200])
+
+
+def test_a_score_sent_to_another_replica_right_after_the_answer_is_accepted(app_client, tmp_path, encoder):
+    """Replica A answers (its writer flushes every 3 s); the score goes at once to replica B on the same
+    database, which waits for A's decision (feedback_grace_s) instead of answering 404."""
+    app, client, route = app_client
+    store = gateway_config(tmp_path)["regret_gateway"]["store"]
+    a = start_gateway(app, tmp_path, encoder, store={**store, "flush_interval_s": 3.0})
+    b = None
+    try:
+        rid = chat(client, "support", CODE_PROMPT).headers["x-regret-request-id"]
+        b = start_gateway(app, tmp_path, encoder, store={**store, "spill_dir": str(tmp_path / "spill-b")})
+        r = client.post("/regret/feedback", headers={"Authorization": f"Bearer {KEYS['support']}"},
+                        json={"request_id": rid, "score": 0.5})  # fmt: skip
+        assert r.status_code == 200, r.text
+        assert r.json()["score"] == 0.5 and decision(client, "support", rid)["feedback"]["score"] == 0.5
+        unknown = client.post("/regret/feedback", headers={"Authorization": f"Bearer {KEYS['support']}"},
+                              json={"request_id": "rg-never-answered", "score": 0.5})  # fmt: skip
+        assert unknown.status_code == 404  # after the grace period
+    finally:
+        a.close()
+        if b is not None:
+            b.close()
+
+
+def test_a_retried_upstream_error_logs_the_answer_the_client_got(proxy):
+    """The upstream fails once and LiteLLM's retry succeeds: the client got an answer, so the outcome is that
+    answer (success, its cost) with one retry counted -- not the failed attempt. A request that fails for good
+    is logged as a failure."""
+    client, route, gateway, _ = proxy
+    retried, doomed = f"{CODE_PROMPT} (retried)", f"{CODE_PROMPT} (doomed)"
+    FAILING.update({retried: 1, doomed: 10})
+    try:
+        r = chat(client, "support", retried, num_retries=2)
+        assert r.status_code == 200, r.text
+        d = with_outcome(client, "support", r.headers["x-regret-request-id"])
+        assert d["outcome"]["status"] == "success" and d["outcome"]["retries"] == 1
+        assert d["outcome"]["cost_usd"] == pytest.approx(request_cost(d["chosen_model"]))
+        bad = chat(client, "support", doomed, num_retries=1)
+        assert bad.status_code >= 500
+        failed = [r for r in stored_outcomes(gateway) if r[1] == "failure"]
+        assert len(failed) == 1 and failed[0][2] == 0.0 and "hiccup" in failed[0][3]
+        assert gateway.stats()["retried"] == 1
+    finally:
+        FAILING.clear()
+
+
+def stored_outcomes(gateway) -> list[tuple]:
+    """(request_id, status, cost, error) of every stored outcome, once the writer has written what it has."""
+    from sqlalchemy import select
+
+    from regret_gateway.store.schema import Outcome
+
+    assert gateway.writer.drain(timeout=20)
+    with Session(gateway.engine) as session:
+        return [tuple(r) for r in session.execute(select(Outcome.request_id, Outcome.status, Outcome.cost_usd, Outcome.error))]
+
+
+def test_an_overloaded_embedder_sheds_requests_to_their_fallback_at_once(routed):
+    """When the embedding queue's predicted wait is over the route budget, a request is not queued: it goes to
+    its tier's fallback at once, logged as a fallback decision (propensity 1) and counted as shed."""
+    client, route, gateway, _ = routed
+    gateway.batcher._seconds_per_unit = 10.0  # as if the encoder had just timed a very slow batch
+    r = chat(client, "support", f"{CODE_PROMPT} (under load)")
+    assert r.status_code == 200 and upstream_model(route) == "small-a"  # economy's fallback
+    d = decision(client, "support", r.headers["x-regret-request-id"])
+    assert d["mode"] == "fallback" and d["propensity"] == 1.0 and d["embedding_model"] == "none"
+    assert gateway.counters["shed"] == 1 and gateway.batcher.batches == 0  # nothing was embedded

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -23,8 +24,12 @@ MAX_BODY_BYTES = 64 * 1024  # a feedback body is a few hundred bytes
 class RegretApp:
     """The ASGI app ``serve`` runs: LiteLLM's proxy app (``self.app``), with client mistakes on
     ``/regret/*`` answered before any handler -- LiteLLM's auth included -- sees the body: 413 for a body
-    over MAX_BODY_BYTES (by its Content-Length, or while it streams in), 422 for a body that is not a JSON
-    object. Everything else passes through untouched. ``state`` is the proxy app's."""
+    over MAX_BODY_BYTES on any method (by its Content-Length, or while it streams in), and on POST and PUT
+    422 for a body that is not a JSON object (or nests too deep to parse). Everything else passes through
+    untouched. ``state`` is the proxy app's.
+
+    At the server's shutdown (the ASGI lifespan's, which uvicorn runs on SIGTERM and Ctrl-C before it
+    re-raises the signal and the process ends) the gateway is closed: its queued decisions are written."""
 
     def __init__(self, app) -> None:
         self.app = app
@@ -34,7 +39,10 @@ class RegretApp:
         return self.app.state
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith("/regret/") or scope["method"] not in ("POST", "PUT"):
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, self._closing(send))
+            return
+        if scope["type"] != "http" or not scope["path"].startswith("/regret/"):
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
@@ -53,8 +61,8 @@ class RegretApp:
                 await _reply(send, 413, f"request body over {MAX_BODY_BYTES} bytes")
                 return
         try:
-            parsed = json.loads(body or b"null")
-        except ValueError:
+            parsed = json.loads(body or b"null") if scope["method"] in ("POST", "PUT") else {}
+        except (ValueError, RecursionError):  # RecursionError: nested thousands deep
             parsed = None
         if not isinstance(parsed, dict):
             await _reply(send, 422, "the request body must be a JSON object")
@@ -69,6 +77,18 @@ class RegretApp:
             return {"type": "http.request", "body": body, "more_body": False}
 
         await self.app(scope, replay, send)
+
+    def _closing(self, send):
+        """``send`` of the lifespan, closing the gateway before the server is told the shutdown is complete."""
+
+        async def closing_send(message) -> None:
+            if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+                gateway = getattr(self.app.state, "regret_gateway", None)
+                if gateway is not None:
+                    await asyncio.get_running_loop().run_in_executor(None, gateway.close)
+            await send(message)
+
+        return closing_send
 
 
 async def _reply(send, status: int, detail: str) -> None:
@@ -110,10 +130,12 @@ def serve(config: str | Path, host: str = "0.0.0.0", port: int = 4000) -> None:
     """Build the gateway, start it (embedder loaded and warmed, store migrated) and serve the proxy."""
     import uvicorn
 
-    gateway = Gateway(load_settings(config))
+    from regret_gateway.gateway.preflight import check_deployment
+
+    gateway = Gateway(check_deployment(config))
     app = build_app(config, gateway)
     gateway.start()  # before the proxy takes traffic
     try:
         uvicorn.run(app, host=host, port=port)
     finally:
-        gateway.close()  # on shutdown (SIGTERM, Ctrl-C) the queued decisions are written, not lost
+        gateway.close()  # the lifespan's shutdown closed it already (SIGTERM, Ctrl-C); this covers a failed start

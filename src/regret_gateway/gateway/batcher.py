@@ -10,6 +10,13 @@ one forward pass.
 A batch hands its rows back with one callback on the event loop, straight to each caller's future: no
 task or shield between the forward pass and the request, each of whose hops waits its turn behind
 whatever else the proxy's loop has queued.
+
+Load shedding: the batcher learns what a forward pass costs (seconds per work unit, a moving average;
+a batch's units are its texts x its longest text's tokens, estimated at ~4 characters a token up to
+``max_tokens``, plus a fixed overhead) and, before queueing a text, predicts its wait: what is left of
+the batch in flight plus the queued batches ahead of it and its own. A text whose predicted wait is over
+``budget`` is not queued: :class:`Overloaded` is raised at once, and the request goes to its fallback
+without waiting (cheap, never slow). Until the first batch is timed, nothing is shed.
 """
 
 from __future__ import annotations
@@ -17,14 +24,30 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+CHARS_PER_TOKEN = 4  # a rough count of a text's tokens before it is tokenised (English prose and code)
+OVERHEAD_UNITS = 32  # a forward pass's fixed cost, in token-rows
+RATE_WEIGHT = 0.3  # weight of the newest batch in the moving average of seconds per unit
+
+
+class Overloaded(RuntimeError):
+    """The text's predicted wait for its embedding is over the budget: it was not queued."""
+
 
 class EmbeddingBatcher:
-    def __init__(self, encode: Callable[[Sequence[str]], np.ndarray], *, max_batch: int = 32, cache_size: int = 0):
+    def __init__(
+        self,
+        encode: Callable[[Sequence[str]], np.ndarray],
+        *,
+        max_batch: int = 32,
+        cache_size: int = 0,
+        max_tokens: int = 256,
+    ):
         if max_batch < 1:
             raise ValueError("`max_batch` must be >= 1")
         if cache_size < 0:
@@ -32,19 +55,49 @@ class EmbeddingBatcher:
         self.encode = encode
         self.max_batch = max_batch
         self.cache_size = cache_size
+        self.max_tokens = max_tokens
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
-        self._pending: list[tuple[bytes, str]] = []  # (key, text) waiting for the next batch
+        self._pending: list[tuple[bytes, str, int]] = []  # (key, text, estimated tokens) waiting for the next batch
         self._waiters: dict[bytes, list[asyncio.Future]] = {}  # texts queued or being embedded: who waits for each
         self._busy = False
         self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="regret-gateway-encoder")
+        self._seconds_per_unit: float | None = None  # learnt from the timed batches
+        self._inflight_units = 0
+        self._inflight_started = 0.0
         self.batches = 0
         self.texts = 0
         self.cache_hits = 0
+        self.shed = 0
 
-    async def embed(self, text: str, timeout: float | None = None) -> np.ndarray:
-        """The (d,) embedding of ``text`` (read-only); raises what the encoder raised, or TimeoutError past
-        ``timeout`` seconds. A text already queued or being embedded (a concurrent duplicate: a retry,
-        templated traffic) waits for that forward pass; a caller that gives up takes nobody with it."""
+    def tokens(self, text: str) -> int:
+        """The estimated tokens the encoder reads of ``text`` (before tokenising it: ~4 characters a token)."""
+        return min(self.max_tokens, len(text) // CHARS_PER_TOKEN + 2)
+
+    @staticmethod
+    def _units(n_texts: int, longest: int) -> int:
+        return n_texts * longest + OVERHEAD_UNITS  # a batch is padded to its longest text
+
+    def expected_wait(self, tokens: int) -> float:
+        """Seconds a new text of ``tokens`` would wait for its embedding now: the rest of the batch in flight,
+        the queued batches ahead of it and its own (0 until a batch has been timed)."""
+        rate = self._seconds_per_unit
+        if rate is None:
+            return 0.0
+        units = 0.0
+        if self._busy:
+            units_left = self._inflight_units - (time.perf_counter() - self._inflight_started) / rate
+            units += max(0.0, units_left)
+        queued = [t for _, _, t in self._pending] + [tokens]
+        for start in range(0, len(queued), self.max_batch):
+            chunk = queued[start : start + self.max_batch]
+            units += self._units(len(chunk), max(chunk))
+        return units * rate
+
+    async def embed(self, text: str, timeout: float | None = None, budget: float | None = None) -> np.ndarray:
+        """The (d,) embedding of ``text`` (read-only); raises what the encoder raised, TimeoutError past
+        ``timeout`` seconds, or :class:`Overloaded` at once when its predicted wait is over ``budget``
+        seconds. A text already queued or being embedded (a concurrent duplicate: a retry, templated traffic)
+        waits for that forward pass; a caller that gives up takes nobody with it."""
         key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         if (hit := self._cache.get(key)) is not None:
             self._cache.move_to_end(key)
@@ -55,8 +108,12 @@ class EmbeddingBatcher:
         if (waiters := self._waiters.get(key)) is not None:
             waiters.append(fut)
         else:
+            tokens = self.tokens(text)
+            if budget is not None and (wait := self.expected_wait(tokens)) > budget:
+                self.shed += 1
+                raise Overloaded(f"the embedding would wait ~{wait:.3f} s, over the {budget:g} s budget")
             self._waiters[key] = [fut]
-            self._pending.append((key, text))
+            self._pending.append((key, text, tokens))
             if not self._busy:
                 self._next(loop)
         if timeout is None:
@@ -73,8 +130,10 @@ class EmbeddingBatcher:
         self._busy = True
         self.batches += 1
         self.texts += len(batch)
+        self._inflight_units = self._units(len(batch), max(t for _, _, t in batch))
+        self._inflight_started = time.perf_counter()
         try:
-            running = self._worker.submit(self.encode, [t for _, t in batch])
+            running = self._worker.submit(self._timed, [t for _, t, _ in batch])
         except RuntimeError as exc:  # the batcher was closed: the batch fails like a forward pass that raised
             running = concurrent.futures.Future()
             running.set_exception(exc)
@@ -91,14 +150,25 @@ class EmbeddingBatcher:
 
         running.add_done_callback(hand_back)
 
-    def _done(self, loop: asyncio.AbstractEventLoop, batch: list[tuple[bytes, str]], result: concurrent.futures.Future) -> None:
+    def _timed(self, texts: list[str]) -> tuple[np.ndarray, float]:
+        """In the worker thread: the batch's embeddings and the forward pass's seconds."""
+        started = time.perf_counter()
+        out = self.encode(texts)
+        return out, time.perf_counter() - started
+
+    def _done(
+        self, loop: asyncio.AbstractEventLoop, batch: list[tuple[bytes, str, int]], result: concurrent.futures.Future
+    ) -> None:
         """On the loop: each waiter gets its row (or the encoder's error), then the next batch starts."""
         out, error = None, None
         try:
-            out = result.result()
+            out, seconds = result.result()
+            rate = seconds / self._units(len(batch), max(t for _, _, t in batch))
+            old = self._seconds_per_unit
+            self._seconds_per_unit = rate if old is None else (1 - RATE_WEIGHT) * old + RATE_WEIGHT * rate
         except Exception as exc:  # noqa: BLE001 - every waiter gets the error (and fails open)
             error = exc
-        for i, (key, _) in enumerate(batch):
+        for i, (key, _, _) in enumerate(batch):
             waiters = self._waiters.pop(key, [])
             if error is not None:
                 for fut in waiters:

@@ -118,6 +118,7 @@ class ActiveRouter:
                     models=self.settings.models,
                     embedder_model=self.settings.embedder.embedding_id,
                     embedding_dim=self.embedding_dim,
+                    lams=tuple(spec.lam for spec in self.settings.tiers.values()),
                 )
             except ArtifactError as exc:
                 self._refused.add(version)

@@ -16,10 +16,13 @@ tier its team may not use), embed the last user turn -- inside the configured co
 (``embedder.template``: team, tier, tags, user) -- micro-batched with concurrent requests, choose
 with the active router for the tier's lambda plus epsilon exploration, rewrite ``data["model"]``. Any
 error or timeout there sends the request to the tier's fallback model (mode ``fallback``, counted): the
-router never fails a request. The decision's key is the gateway's own id (``rg-<uuid>``), returned to the
-client as the ``x-regret-request-id`` header. The decision goes to the store's batched writer at once; on the
-success/failure event it is submitted again with its outcome (LiteLLM's ``response_cost``, tokens,
-latency, status) -- the decision insert is idempotent, the outcome is added. With a ``judge:`` section,
+router never fails a request. Under overload a request whose embedding is predicted to wait longer than
+``route_timeout_s`` is not embedded at all: it goes to its fallback at once (counted as ``shed``). The decision's key is the gateway's own id (``rg-<uuid>``), returned to the
+client as the ``x-regret-request-id`` header. The decision goes to the store's batched writer at once; with
+the outcome the client received it is submitted again (LiteLLM's ``response_cost``, tokens, latency,
+status, failed attempts before it) -- the decision insert is idempotent, the outcome is added. An upstream
+attempt that fails is not an outcome yet: LiteLLM may retry it. The outcome is the success event (of a
+retry, perhaps) or, when the proxy answers the client with an error, the post-call failure hook. With a ``judge:`` section,
 the success event also offers the prompt and answer to the sampled LLM judge (``gateway/judge.py``).
 """
 
@@ -41,10 +44,11 @@ from litellm.proxy._types import LitellmUserRoles
 
 from regret_gateway.config import load_settings
 from regret_gateway.context import render
+from regret_gateway.gateway.batcher import Overloaded
 from regret_gateway.gateway.decisions import Choice, fallback_model
 from regret_gateway.gateway.runtime import Gateway
 from regret_gateway.gateway.tiers import BadTierRequest, TierNotAllowed, resolve_tier
-from regret_gateway.store.records import DecisionRecord, OutcomeRecord, prompt_hash
+from regret_gateway.store.records import DecisionRecord, OutcomeRecord, prompt_hash, team_key
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +87,8 @@ def answer_text(response) -> str:
 class _Pending:
     record: DecisionRecord
     started: float
+    failures: int = 0  # upstream attempts that failed so far (LiteLLM may retry them)
+    error: str | None = None  # the last one's error
 
 
 class RegretRouterHook(CustomLogger):
@@ -153,11 +159,20 @@ class RegretRouterHook(CustomLogger):
             gw.maybe_reload()
             context = self._context(data, metadata, team, tier)
             seen = render(s.embedder.template, text, context)
-            x = gw.features(await gw.batcher.embed(seen, timeout=s.route_timeout_s), context)
+            budget = s.route_timeout_s  # a request predicted to wait longer is not queued: shed at once
+            x = gw.features(await gw.batcher.embed(seen, timeout=budget, budget=budget), context)
             choice = gw.router.choose(x, tier, gw.rng)
+        except Overloaded:  # shedding load: no log line per request (the `shed` counter and /regret/stats say it)
+            gw.counters["shed"] += 1
+            choice = Choice(fallback_model(s, tier), 1.0, "fallback", getattr(gw.router.artifact, "version", None))
         except Exception as exc:  # noqa: BLE001 - fail open, always
             log.warning("regret-gateway: routing failed (%s: %s); tier %s falls back", type(exc).__name__, exc, tier)
             choice = Choice(fallback_model(s, tier), 1.0, "fallback", getattr(gw.router.artifact, "version", None))
+        record = self._record(gw, request_id, tier, team, choice, x, text)
+        if record is None:  # the store would refuse this decision (e.g. a bad router version): fall back, log that
+            choice = Choice(fallback_model(s, tier), 1.0, "fallback", None)
+            x = None
+            record = self._record(gw, request_id, tier, team, choice, x, text)
         gw.counters["routed"] += 1
         if choice.mode in ("fallback", "exploration", "cold_start"):
             gw.counters[choice.mode] += 1
@@ -172,26 +187,40 @@ class RegretRouterHook(CustomLogger):
             "router_version": choice.router_version,
         }
         data["metadata"] = metadata
-        record = DecisionRecord(
-            request_id=request_id,
-            tier=tier,
-            lam=s.tiers[tier].lam,
-            team=team,
-            router_version=choice.router_version,
-            embedding_model=s.embedder.embedding_id if x is not None else NO_EMBEDDING,
-            embedding=x if x is not None else np.zeros(1, dtype=np.float32),
-            chosen_model=choice.model,
-            propensity=choice.propensity,
-            mode=choice.mode,
-            prompt_hash=prompt_hash(text, gw.hash_key),
-            prompt_text=text if s.store.store_prompts else None,
-            scores=choice.scores,
-        )
+        if record is None:  # cannot happen with valid settings; the request is answered all the same
+            gw.counters["unlogged"] += 1
+            return data
         gw.writer.submit(record)  # logged now (feedback may come before the outcome); the outcome follows
         self._pending[request_id] = _Pending(record, time.monotonic())
         while len(self._pending) > _MAX_PENDING:  # events that never came: the decision is logged already
             self._pending.popitem(last=False)
         return data
+
+    @staticmethod
+    def _record(gw: Gateway, request_id: str, tier: str, team: str | None, choice: Choice, x: np.ndarray | None,
+                text: str) -> DecisionRecord | None:  # fmt: skip
+        """The decision as the store will hold it, or None (with a log line) where the store would refuse it:
+        then the request falls back instead of failing (a router never fails a request)."""
+        s = gw.settings
+        try:
+            return DecisionRecord(
+                request_id=request_id,
+                tier=tier,
+                lam=s.tiers[tier].lam,
+                team=team_key(team),
+                router_version=choice.router_version,
+                embedding_model=s.embedder.embedding_id if x is not None else NO_EMBEDDING,
+                embedding=x if x is not None else np.zeros(1, dtype=np.float32),
+                chosen_model=choice.model,
+                propensity=choice.propensity,
+                mode=choice.mode,
+                prompt_hash=prompt_hash(text, gw.hash_key),
+                prompt_text=text if s.store.store_prompts else None,
+                scores=choice.scores,
+            )
+        except (ValueError, TypeError) as exc:
+            log.error("regret-gateway: decision %s cannot be logged (%s); tier %s falls back", request_id, exc, tier)
+            return None
 
     # ---- outcomes ------------------------------------------------------------------------------
     @staticmethod
@@ -208,19 +237,20 @@ class RegretRouterHook(CustomLogger):
         request_id = self._request_id(data)
         return {REQUEST_ID_HEADER: request_id} if request_id else None
 
-    def _finish(self, kwargs: dict, status: str, response_obj=None) -> None:
-        slo = kwargs.get("standard_logging_object") or {}
-        call_id = self._request_id(kwargs)
+    def _finish(self, call_id: str | None, status: str, slo: dict, *, response_cost=None, error: str | None = None,
+                messages=None, response_obj=None) -> None:  # fmt: skip
+        """Log the outcome the client received, once: the decision is submitted again with it."""
         pending = self._pending.pop(call_id, None) if call_id else None
         if pending is None or call_id is None:
-            return  # not a routed request (or a retry of one already logged)
-        cost = slo.get("response_cost", kwargs.get("response_cost")) or 0.0
+            return  # not a routed request (or one whose outcome is logged already)
+        cost = (slo.get("response_cost", response_cost) or 0.0) if status == "success" else 0.0
         start, end = slo.get("startTime"), slo.get("endTime")
         latency_ms = (
             1000.0 * (end - start)
-            if isinstance(start, (int, float)) and isinstance(end, (int, float))
+            if status == "success" and isinstance(start, (int, float)) and isinstance(end, (int, float))
             else 1000.0 * (time.monotonic() - pending.started)
         )
+        retries = pending.failures if status == "success" else max(0, pending.failures - 1)
         try:
             outcome = OutcomeRecord(
                 request_id=call_id,
@@ -229,22 +259,38 @@ class RegretRouterHook(CustomLogger):
                 prompt_tokens=slo.get("prompt_tokens") or None,
                 completion_tokens=slo.get("completion_tokens") or None,
                 latency_ms=max(0.0, latency_ms),
-                error=(slo.get("error_str") or None) if status == "failure" else None,
+                error=(error or pending.error) if status == "failure" else None,
+                retries=retries,
             )
         except ValueError as exc:
             log.error("regret-gateway: outcome of %s not recorded (%s); the decision is", call_id, exc)
             outcome = None
         gw = self.gateway
+        if retries:
+            gw.counters["retried"] += 1
         gw.writer.submit(dataclasses.replace(pending.record, outcome=outcome))
         if status == "success" and gw.judge is not None:
             r = pending.record
-            gw.judge.consider(call_id, r.team, r.tier, routed_text(kwargs.get("messages")), answer_text(response_obj))
+            gw.judge.consider(call_id, r.team, r.tier, routed_text(messages), answer_text(response_obj))
 
     async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
-        self._finish(kwargs, "success", response_obj)
+        self._finish(self._request_id(kwargs), "success", kwargs.get("standard_logging_object") or {},
+                     response_cost=kwargs.get("response_cost"), messages=kwargs.get("messages"),
+                     response_obj=response_obj)  # fmt: skip
 
     async def async_log_failure_event(self, kwargs, response_obj, start_time, end_time):
-        self._finish(kwargs, "failure")
+        """One upstream attempt failed. LiteLLM may retry it (and log the retry's success), so the outcome
+        waits for the success event or for the proxy's answer to the client (the post-call failure hook)."""
+        pending = self._pending.get(self._request_id(kwargs) or "")
+        if pending is not None:
+            pending.failures += 1
+            pending.error = (kwargs.get("standard_logging_object") or {}).get("error_str") or pending.error
+
+    async def async_post_call_failure_hook(self, request_data, original_exception, user_api_key_dict,
+                                           traceback_str=None):  # fmt: skip
+        """The proxy answers the client with an error: that is the request's outcome."""
+        error = f"{type(original_exception).__name__}: {original_exception}"
+        self._finish(self._request_id(request_data), "failure", {}, error=error)
 
 
 handler = RegretRouterHook()

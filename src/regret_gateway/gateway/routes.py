@@ -3,11 +3,17 @@
 All authenticate with the caller's LiteLLM key (LiteLLM's own auth dependency); only the team that made
 a request may read or score it (the proxy admin may do both). Scores are idempotent per source: posting
 again replaces that source's current score. The stats (this worker's counters) are the admin's only.
+
+A request id the store does not hold yet is looked up again, with growing pauses, for up to
+``feedback_grace_s``: the replica that answered the request may not have flushed its decision yet
+(every replica writes its own decisions, every ``store.flush_interval_s``), and a client never has to know
+which replica answered. The waits are on the event loop, not in the store pool's threads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from litellm.proxy._types import LitellmUserRoles, UserAPIKeyAuth
@@ -17,7 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from regret_gateway.gateway.runtime import Gateway
-from regret_gateway.store.records import FeedbackRecord, StoreInputError
+from regret_gateway.store.records import FeedbackRecord, StoreInputError, team_key, valid_request_id
 from regret_gateway.store.repository import JUDGE_SOURCE, decision_team, get_decision, record_feedback
 
 router = APIRouter(prefix="/regret", tags=["regret-gateway"])
@@ -33,6 +39,8 @@ class FeedbackIn(BaseModel):
     @field_validator("source")
     @classmethod
     def _not_the_judge(cls, v: str) -> str:
+        if not v.isprintable():
+            raise ValueError("source must be printable text (no NUL or other control characters)")
         if v == JUDGE_SOURCE:
             raise ValueError(f"source {JUDGE_SOURCE!r} is reserved for the gateway's LLM judge")
         return v
@@ -53,19 +61,24 @@ def _lookup(gw: Gateway, request_id: str) -> tuple[bool, str | None]:
         return decision_team(session, request_id)
 
 
-def _authorize(gw: Gateway, request_id: str, auth: UserAPIKeyAuth) -> None:
-    exists, team = _lookup(gw, request_id)
-    if not exists:
-        gw.writer.drain(timeout=2.0)  # the decision may still be in the writer's queue
-        exists, team = _lookup(gw, request_id)
+FIRST_RETRY_S, MAX_RETRY_S = 0.05, 0.5  # pauses between lookups of a request id not stored yet
+
+
+async def _authorize(gw: Gateway, request_id: str, auth: UserAPIKeyAuth) -> None:
+    """404 for an id the store does not hold within ``feedback_grace_s``, 403 for another team's request."""
+    exists, team = await gw.run_store(_lookup, gw, request_id)
+    deadline, pause = time.monotonic() + gw.settings.feedback_grace_s, FIRST_RETRY_S
+    while not exists and valid_request_id(request_id) and time.monotonic() < deadline:
+        await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(2 * pause, MAX_RETRY_S)
+        exists, team = await gw.run_store(_lookup, gw, request_id)
     if not exists:
         raise HTTPException(status_code=404, detail=f"unknown request id {request_id!r}")
-    if auth.user_role != LitellmUserRoles.PROXY_ADMIN and auth.team_id != team:
+    if auth.user_role != LitellmUserRoles.PROXY_ADMIN and team_key(auth.team_id) != team:
         raise HTTPException(status_code=403, detail="this request was made by another team")
 
 
-def _post_feedback(gw: Gateway, body: FeedbackIn, auth: UserAPIKeyAuth) -> dict:
-    _authorize(gw, body.request_id, auth)
+def _post_feedback(gw: Gateway, body: FeedbackIn) -> dict:
     with Session(gw.engine) as session, session.begin():
         record_feedback(session, [FeedbackRecord(body.request_id, body.score, source=body.source)])
     return {"request_id": body.request_id, **_decision(gw, body.request_id)["feedback_by_source"][body.source]}
@@ -79,11 +92,6 @@ def _decision(gw: Gateway, request_id: str) -> dict:
     return found
 
 
-def _get_decision(gw: Gateway, request_id: str, auth: UserAPIKeyAuth) -> dict:
-    _authorize(gw, request_id, auth)
-    return _decision(gw, request_id)
-
-
 def _store_unavailable(exc: Exception) -> HTTPException:
     return HTTPException(status_code=503, detail=f"the store is unavailable, try again later ({type(exc).__name__})")
 
@@ -93,7 +101,8 @@ async def post_feedback(
     body: FeedbackIn, auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)
 ) -> dict:
     try:
-        return await gw.run_store(_post_feedback, gw, body, auth)
+        await _authorize(gw, body.request_id, auth)
+        return await gw.run_store(_post_feedback, gw, body)
     except StoreInputError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
     except (SQLAlchemyError, TimeoutError, asyncio.TimeoutError) as exc:
@@ -105,7 +114,8 @@ async def read_decision(
     request_id: str, auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)
 ) -> dict:
     try:
-        return await gw.run_store(_get_decision, gw, request_id, auth)
+        await _authorize(gw, request_id, auth)
+        return await gw.run_store(_decision, gw, request_id)
     except (SQLAlchemyError, TimeoutError, asyncio.TimeoutError) as exc:
         raise _store_unavailable(exc) from None
 

@@ -31,7 +31,7 @@ T = TypeVar("T")
 
 STORE_WORKERS = 4  # threads for the /regret/* routes' database calls
 EMBEDDER_RETRY_S = 30.0  # how often a gateway whose embedder failed to load tries again
-COUNTERS = ("routed", "fallback", "exploration", "cold_start", "passthrough", "forbidden")
+COUNTERS = ("routed", "fallback", "shed", "exploration", "cold_start", "passthrough", "forbidden", "unlogged", "retried")
 
 
 class Gateway:
@@ -116,7 +116,7 @@ class Gateway:
             ).start()
             self.router = ActiveRouter(s)
             self.hash_key = s.prompt_hash_key()
-            self.batcher = EmbeddingBatcher(self._embed, cache_size=s.embedder.cache_size)
+            self.batcher = EmbeddingBatcher(self._embed, cache_size=s.embedder.cache_size, max_tokens=s.embedder.max_length)
             if s.judge.model is not None:
                 from regret_gateway.gateway.judge import Judge
 

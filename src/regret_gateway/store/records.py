@@ -57,6 +57,16 @@ MAX_TEXT = {"prompt_text": 100_000, "error": 2_000}  # free-text fields are cut 
 MAX_NAME = {"team": 128, "tier": 64, "router_version": 64, "embedding_model": 256, "chosen_model": 256, "source": 32}
 
 
+def team_key(team: str | None) -> str | None:
+    """A team as the store holds it (and feedback and the audit compare it): the name itself where it fits the
+    column (<= 128 characters, no NUL); else its first 111 characters, ``~`` and 16 hex digits of its
+    SHA-256 -- one name a team, never a refused record. LiteLLM does not bound team ids."""
+    if team is None or (len(team) <= MAX_NAME["team"] and "\x00" not in team):
+        return team
+    digest = hashlib.sha256(team.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return team.replace("\x00", "\ufffd")[: MAX_NAME["team"] - 17] + "~" + digest
+
+
 def clean_text(value: str | None, limit: int) -> str | None:
     """Text a database accepts: NUL (PostgreSQL refuses it) becomes U+FFFD, and at most ``limit`` characters."""
     if value is None:
@@ -103,6 +113,7 @@ class OutcomeRecord:
     latency_ms: float | None = None
     error: str | None = None
     created_at: datetime | None = None
+    retries: int | None = None  # failed upstream attempts (LiteLLM's retries) before the one the client got
 
     def __post_init__(self) -> None:
         rid = self.request_id
@@ -113,7 +124,7 @@ class OutcomeRecord:
             f"`cost_usd` must be a finite number >= 0, got {self.cost_usd!r}",
         )
         _require(self.status in OUTCOME_STATUSES, rid, f"`status` must be one of {OUTCOME_STATUSES}, got {self.status!r}")
-        for name in ("prompt_tokens", "completion_tokens"):
+        for name in ("prompt_tokens", "completion_tokens", "retries"):
             v = getattr(self, name)
             _require(
                 v is None or (isinstance(v, (int, np.integer)) and v >= 0), rid, f"`{name}` must be an integer >= 0, got {v!r}"
@@ -137,6 +148,7 @@ class OutcomeRecord:
             "latency_ms": None if self.latency_ms is None else float(self.latency_ms),
             "status": self.status,
             "error": self.error,
+            "retries": None if self.retries is None else int(self.retries),
         }
 
 

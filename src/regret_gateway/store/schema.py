@@ -80,6 +80,7 @@ class Outcome(Base):
     latency_ms: Mapped[float | None] = mapped_column(Float)
     status: Mapped[str] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
+    retries: Mapped[int | None] = mapped_column(Integer)  # failed upstream attempts before the one the client got
 
 
 class Feedback(Base):

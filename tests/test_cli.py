@@ -82,9 +82,10 @@ def test_bench_backends_routes_the_same_with_torch_and_onnx(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_bench_gateway_prints_torch_and_onnx_hook_rows_side_by_side():
-    args = ["bench", "gateway", "--requests", "10", "--concurrency", "1", "--prompts", "short", "--repeats", "2"]
+    args = ["bench", "gateway", "--requests", "10", "--concurrency", "1", "--prompts", "short", "--repeats", "2", "--budget", "5"]
     result = runner.invoke(app, [*args, "--threads", "1", "--layers", "2", "--backends", "torch,onnx,onnx-plain"])
     assert result.exit_code == 0, result.output
+    assert "| added p99 ms |" in result.output and "| routed | shed | timed out |" in result.output
     for backend, key in (
         ("torch on cpu", "torch"),
         ("onnx, fused graph, 1 thread on cpu", "onnx-1"),

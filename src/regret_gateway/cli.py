@@ -786,7 +786,12 @@ def bench_gateway(
         "--backends",
         help="Embedding backends to compare, each its own gateway: onnx runs on CPU (the fused graph where the model allows it); onnx-plain: onnx with the plain, unfused graph (embedder.fuse: false); torch on --device, and on CPU as well where that is a GPU.",
     ),
-    prompts: str = typer.Option("short,long", "--prompts", help="Prompt sets: short (~20 tokens), long (~200 tokens)."),
+    prompts: str = typer.Option(
+        "short,long", "--prompts", help="Prompt sets: short (~20 tokens), long (~200 tokens), xlong (~1,000 tokens)."
+    ),
+    budget: Optional[float] = typer.Option(
+        None, "--budget", min=0.001, help="The hook's route budget in seconds (route_timeout_s; default: the settings' default)."
+    ),
     max_length: int = typer.Option(
         256, "--max-length", min=8, help="Tokens of each prompt the hook embeds (embedder.max_length)."
     ),
@@ -811,7 +816,7 @@ def bench_gateway(
     than one model: that row is printed too). Each cell is warmed up, then all three are measured in
     alternation --repeats times (so all see the same machine; at concurrency 1 they take turns every 10
     requests) and pooled; the backends take turns cell by cell."""
-    from regret_gateway.bench.gateway import BACKENDS, run_gateway_bench
+    from regret_gateway.bench.gateway import BACKENDS, PROMPT_SETS, run_gateway_bench
 
     levels = tuple(int(c) for c in _floats(concurrency, "--concurrency"))
     chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
@@ -819,34 +824,35 @@ def bench_gateway(
     counts, depths = _counts(threads, "--threads"), _counts(layers, "--layers")
     if depths and "onnx" not in chosen:
         raise typer.BadParameter("--layers compares ONNX gateways: add onnx to --backends")
-    bad = [b for b in chosen if b not in BACKENDS] + [x for x in lengths if x not in ("short", "long")]
+    bad = [b for b in chosen if b not in BACKENDS] + [x for x in lengths if x not in PROMPT_SETS]
     if bad:
         _fail(ValueError(f"unknown --backends/--prompts values: {bad}"))
     result = run_gateway_bench(
         requests=requests, concurrencies=levels, embedder=embedder, device=device, backends=chosen, lengths=lengths,
-        max_length=max_length, repeats=repeats, threads=counts, layers=depths,
+        max_length=max_length, repeats=repeats, threads=counts, layers=depths, budget=budget,
     )  # fmt: skip
     typer.echo(
         f"embedding device: {result['device']}; backends: {result['backends']}; max_length: {max_length}; "
         f"{repeats} alternating repeats per cell, pooled"
     )
-    typer.echo("| prompts | target | backend | concurrency | requests | p50 ms | p99 ms | req/s | added p50 ms | "
-               "throughput ratio | of single repeats | ratio to one model | fell back | CPU ms/req | added CPU ms |")  # fmt: skip
-    typer.echo("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
+    typer.echo("| prompts | target | backend | concurrency | requests | p50 ms | p99 ms | req/s | added p50 ms | added p99 ms | "
+               "throughput ratio | of single repeats | ratio to one model | routed | shed | timed out | CPU ms/req | added CPU ms |")  # fmt: skip
+    typer.echo("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in result["rows"]:
         if "ratio" in r:
             pairs = ", ".join(f"{x:.2f}" for x in r["pair_ratios"])
-            added = f"{r['added_p50_ms']:+.1f} | {r['ratio']:.2f} | {pairs} | {r['ratio_one_model']:.2f} | {r['fallbacks']}"
+            added = (f"{r['added_p50_ms']:+.1f} | {r['added_p99_ms']:+.1f} | {r['ratio']:.2f} | {pairs} | "
+                     f"{r['ratio_one_model']:.2f} | {r['routed_share']:.0%} | {r['shed']} | {r['timeouts']}")  # fmt: skip
             cpu = f"{r['cpu_ms']:.1f} | {r['added_cpu_ms']:+.1f}"
         else:
-            added, cpu = "- | - | - | - | -", f"{r['cpu_ms']:.1f} | -"
+            added, cpu = "- | - | - | - | - | - | - | -", f"{r['cpu_ms']:.1f} | -"
         typer.echo(
             f"| {r['prompts']} | {r['target']} | {r['backend']} | {r['concurrency']} | {r['requests']} | "
             f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['rps']:.1f} | {added} | {cpu} |"
         )
     for backend, hook in result["hooks"].items():
         typer.echo(
-            f"hook ({backend}): routed={hook['routed']} fallback={hook['fallback']} exploration={hook['exploration']} "
+            f"hook ({backend}): routed={hook['routed']} fallback={hook['fallback']} shed={hook['shed']} exploration={hook['exploration']} "
             f"embedding batches={hook.get('embedding_batches')} written={hook.get('writer_written')}"
         )
 

@@ -161,6 +161,23 @@ def _long_prompts(n: int, seed: int) -> list[str]:
     return [f"Summarise the notes below in three bullet points (ticket {rng.integers(10**6)}).\n" + filler * 5 for _ in range(n)]
 
 
+def _xlong_prompts(n: int, seed: int) -> list[str]:
+    """Prompts of about 1,000 MiniLM tokens (a pasted document): the encoder reads its first max_length."""
+    rng = np.random.default_rng(seed)
+    filler = (
+        "Section {k}: the incident began when the nightly batch job overran its window, the replica fell "
+        "behind by forty minutes, and the on-call engineer paged the database team, who found a missing index. "
+    )
+    return [
+        f"Read the postmortem below and list the three root causes (case {rng.integers(10**6)}).\n"
+        + "".join(filler.format(k=k) for k in range(25))
+        for _ in range(n)
+    ]
+
+
+PROMPT_SETS = {"short": _prompts, "long": _long_prompts, "xlong": _xlong_prompts}  # ~20, ~200, ~1,000 tokens
+
+
 def run_gateway_bench(
     *,
     requests: int = 200,
@@ -174,6 +191,7 @@ def run_gateway_bench(
     repeats: int = 3,
     threads: tuple[int, ...] = (),
     layers: tuple[int, ...] = (),
+    budget: float | None = None,
 ) -> dict:
     """Rows of {prompts, target, backend, concurrency, p50_ms, p99_ms, rps, ...}: plain LiteLLM and the hook
     with each embedding backend (one gateway per backend, all loaded at start, swapped into the same proxy
@@ -183,7 +201,10 @@ def run_gateway_bench(
     Each (prompts, concurrency) cell is warmed up, then measured ``repeats`` times in alternation (hook,
     plain to the hook's models, plain to one model); each row pools its repeats (:func:`pool`), and each
     hook row carries its added p50, its throughput ratio to the matched plain row (pooled and per repeat),
-    to the one-model row, and how many of its requests fell back unembedded (which flatters it).
+    to the one-model row, its added p99, and how many of its requests fell back unembedded (which flatters
+    it): shed at once (the embedder overloaded: predicted to wait past the route budget) or after waiting
+    out the budget (timeouts), and the share routed. ``budget``: ``route_timeout_s`` (default: the
+    settings' default).
     ``threads``: ONNX forward-pass threads to compare, one ONNX gateway each (empty: ONNX Runtime's
     default). ``layers``: shallower encoders to compare beside the full one (``embedder.layers``), one ONNX
     gateway each, each with a router published for its own embedding."""
@@ -192,9 +213,13 @@ def run_gateway_bench(
     from regret_gateway.gateway.app import attach
 
     resolved = resolve_device(device)
-    makers = {"short": _prompts, "long": _long_prompts}
+    makers = PROMPT_SETS
     named = variants(backends, resolved, threads, layers)
-    with bench_proxy(named, embedder=embedder, device=device, max_length=max_length) as (proxy_port, app, gateways):
+    with bench_proxy(named, embedder=embedder, device=device, max_length=max_length, budget=budget) as (
+        proxy_port,
+        app,
+        gateways,
+    ):
         rows: list[dict] = []
         hooks: dict[str, dict] = {}
         used: dict[str, str | None] = {}
@@ -206,9 +231,10 @@ def run_gateway_bench(
             At concurrency 1 the three take turns every TURN requests within each repeat."""
             hook, matched, single = "regret-gateway hook", "plain LiteLLM, the hook's models", "plain LiteLLM, one model"
             runs: dict[str, list] = {hook: [], matched: [], single: []}
-            fell_back = 0  # routed requests of the timed runs that waited past route_timeout_s (not embedded)
+            fell_back = shed = 0  # routed requests of the timed runs not embedded, and those of them shed at once
             for k in range(-1, repeats):  # k = -1: the warm-up at this concurrency, not timed
                 before = gateways[backend].counters["fallback"]
+                shed_before = gateways[backend].counters["shed"]
                 prompts = makers[length](2 * c if k < 0 else requests, 1_000 * (k + 1) + c)
                 if c == 1:  # one at a time: the three take turns every TURN requests
                     got = list(asyncio.run(_turns(proxy_port, prompts, TURN)))
@@ -217,6 +243,7 @@ def run_gateway_bench(
                     got.append(asyncio.run(_load(proxy_port, got[0].served, prompts, c)))
                     got.append(asyncio.run(_load(proxy_port, MODELS[0], prompts, c)))
                 fell_back += (gateways[backend].counters["fallback"] - before) if k >= 0 else 0
+                shed += (gateways[backend].counters["shed"] - shed_before) if k >= 0 else 0
                 if k >= 0:
                     for target, run in zip((hook, matched, single), got):
                         runs[target].append(run)
@@ -230,7 +257,11 @@ def run_gateway_bench(
                     row["added_p50_ms"] = row["p50_ms"] - pooled[matched]["p50_ms"]
                     row["added_cpu_ms"] = row["cpu_ms"] - pooled[matched]["cpu_ms"]
                     row["ratio_one_model"] = row["rps"] / pooled[single]["rps"]
+                    row["added_p99_ms"] = row["p99_ms"] - pooled[matched]["p99_ms"]
                     row["fallbacks"] = fell_back
+                    row["shed"] = shed
+                    row["timeouts"] = fell_back - shed  # waited out the budget (or the embedder failed)
+                    row["routed_share"] = 1.0 - fell_back / row["requests"]
                 rows.append(row)
 
         asyncio.run(_load(proxy_port, MODELS[0], _prompts(warmup, 99), 4))
@@ -250,7 +281,9 @@ def run_gateway_bench(
 
 
 @contextmanager
-def bench_proxy(named: dict[str, dict], *, embedder: str, device: str, max_length: int) -> Iterator[tuple[int, Any, dict]]:
+def bench_proxy(
+    named: dict[str, dict], *, embedder: str, device: str, max_length: int, budget: float | None = None
+) -> Iterator[tuple[int, Any, dict]]:
     """The LiteLLM proxy with the hook in front of a mock upstream (answers at once), both on local ports,
     and one :class:`Gateway` per entry of ``named`` (name -> ``embedder`` settings), each with a router of
     the production shape published for its embedding; none attached or started yet. Yields (the proxy's
@@ -280,6 +313,8 @@ def bench_proxy(named: dict[str, dict], *, embedder: str, device: str, max_lengt
             "store": {"url": f"sqlite:///{tmp}/bench.db", "spill_dir": str(tmp / "spill")},
             "artifacts_dir": str(tmp / "artifacts"),  # each gateway below has its own, for its embedding
         }
+        if budget is not None:
+            section["route_timeout_s"] = budget
         config = proxy_config(section, {m: (1e-6, 2e-6) for m in MODELS}, f"http://127.0.0.1:{up_port}/v1")
         (tmp / "config.yaml").write_text(yaml.safe_dump(config))
         gateways = {}

@@ -85,7 +85,7 @@ def test_bench_gateway_prints_torch_and_onnx_hook_rows_side_by_side():
     args = ["bench", "gateway", "--requests", "10", "--concurrency", "1", "--prompts", "short", "--repeats", "2", "--budget", "5"]
     result = runner.invoke(app, [*args, "--threads", "1", "--layers", "2", "--backends", "torch,onnx,onnx-plain"])
     assert result.exit_code == 0, result.output
-    assert "| added p99 ms |" in result.output and "| routed | shed | timed out |" in result.output
+    assert "| added p99 ms |" in result.output and "| routed | read short | shed | timed out |" in result.output
     for backend, key in (
         ("torch on cpu", "torch"),
         ("onnx, fused graph, 1 thread on cpu", "onnx-1"),

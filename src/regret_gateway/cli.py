@@ -836,16 +836,17 @@ def bench_gateway(
         f"{repeats} alternating repeats per cell, pooled"
     )
     typer.echo("| prompts | target | backend | concurrency | requests | p50 ms | p99 ms | req/s | added p50 ms | added p99 ms | "
-               "throughput ratio | of single repeats | ratio to one model | routed | shed | timed out | CPU ms/req | added CPU ms |")  # fmt: skip
-    typer.echo("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+               "throughput ratio | of single repeats | ratio to one model | routed | read short | shed | timed out | CPU ms/req | "
+               "added CPU ms |")  # fmt: skip
+    typer.echo("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in result["rows"]:
         if "ratio" in r:
             pairs = ", ".join(f"{x:.2f}" for x in r["pair_ratios"])
             added = (f"{r['added_p50_ms']:+.1f} | {r['added_p99_ms']:+.1f} | {r['ratio']:.2f} | {pairs} | "
-                     f"{r['ratio_one_model']:.2f} | {r['routed_share']:.0%} | {r['shed']} | {r['timeouts']}")  # fmt: skip
+                     f"{r['ratio_one_model']:.2f} | {r['routed_share']:.0%} | {r['shortened']} | {r['shed']} | {r['timeouts']}")  # fmt: skip
             cpu = f"{r['cpu_ms']:.1f} | {r['added_cpu_ms']:+.1f}"
         else:
-            added, cpu = "- | - | - | - | - | - | - | -", f"{r['cpu_ms']:.1f} | -"
+            added, cpu = "- | - | - | - | - | - | - | - | -", f"{r['cpu_ms']:.1f} | -"
         typer.echo(
             f"| {r['prompts']} | {r['target']} | {r['backend']} | {r['concurrency']} | {r['requests']} | "
             f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['rps']:.1f} | {added} | {cpu} |"

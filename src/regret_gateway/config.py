@@ -92,6 +92,10 @@ class EmbedderSpec(_Strict):
     context_dim: int = Field(default=16, ge=2, le=1024)
     context_weight: float = Field(default=1.0, gt=0)
     max_length: int = Field(default=256, ge=8)
+    # Under overload (a request's embedding predicted to wait past route_timeout_s) the router reads only the
+    # first N tokens (about 4 characters each) where that fits the budget, before it sheds the request to its
+    # fallback. None: shed at once. Chosen on the dev slices (docs/experiments/gateway-overhead.md).
+    overload_max_length: int | None = Field(default=64, ge=8)
     # Transformer layers the embedder runs: the first N of the model's (None: all). The forward pass costs in
     # proportion; it is another embedding (its own embedding_id: fresh logs and routers), and what it does to
     # routing is measured in docs/experiments/gateway-overhead.md.

@@ -164,3 +164,72 @@ def test_texts_predicted_to_wait_past_the_budget_are_shed_at_once(monkeypatch):
         assert len(unbudgeted) == 40 and batcher.shed == len(shed)
 
     asyncio.run(main())
+
+
+def test_under_overload_a_long_text_is_read_from_its_first_tokens_before_it_is_shed(monkeypatch):
+    """A forward pass over a long text took 0.3 s (fake clock); with a 0.2 s budget the next long text would
+    wait past it, but its first ~64 tokens fit: the encoder is given that cut text. Without short_tokens it is shed."""
+    import types
+
+    import regret_gateway.gateway.batcher as batcher_module
+    from regret_gateway.gateway.batcher import CHARS_PER_TOKEN, Overloaded
+
+    clock = [0.0]
+    monkeypatch.setattr(batcher_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    seen: list[list[str]] = []
+
+    def encode(texts):
+        seen.append(list(texts))
+        clock[0] += 0.3 if len(seen) == 1 else 0.01
+        return np.ones((len(texts), 2))
+
+    batcher = EmbeddingBatcher(encode, max_tokens=256)
+    long_a, long_b, long_c = ("a " * 2000, "b " * 2000, "c " * 2000)
+
+    async def main():
+        await batcher.embed(long_a, budget=0.2)  # nothing timed yet: queued whole, and timed
+        await batcher.embed(long_b, budget=0.2, short_tokens=64)
+        assert seen[-1] == [long_b[: 64 * CHARS_PER_TOKEN]] and batcher.shortened == 1 and batcher.shed == 0
+        with pytest.raises(Overloaded):
+            await batcher.embed(long_c, budget=0.2)
+        assert batcher.shed == 1 and len(seen) == 2
+
+    asyncio.run(main())
+
+
+def test_a_text_that_would_make_an_earlier_texts_batch_miss_its_deadline_is_shed(monkeypatch):
+    """Texts queued together come back together: a newcomer whose own budget would be met is still shed when
+    joining the batch would make the text already waiting in it miss its deadline."""
+    import types
+
+    import regret_gateway.gateway.batcher as batcher_module
+    from regret_gateway.gateway.batcher import Overloaded
+
+    clock = [0.0]
+    monkeypatch.setattr(batcher_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    release = threading.Event()
+
+    def encode(texts):
+        if texts == ["t-0"]:
+            clock[0] += 0.1  # one short text: 0.1 s
+        else:
+            assert release.wait(10)
+        return np.ones((len(texts), 1))
+
+    batcher = EmbeddingBatcher(encode, max_batch=8)
+
+    async def main():
+        await batcher.embed("t-0", budget=1.0)
+        stuck = asyncio.ensure_future(batcher.embed("t-1", budget=1.0))
+        await asyncio.sleep(0)
+        early = asyncio.ensure_future(batcher.embed("a" * 400, budget=1.0))  # queued: back in ~0.5 s of its 1 s
+        await asyncio.sleep(0)
+        assert not early.done()
+        clock[0] += 0.45  # the early text has waited 0.45 s
+        with pytest.raises(Overloaded):  # alone it would be back within its own 1 s, but not within the early text's
+            await batcher.embed("b" * 400, budget=1.0)
+        release.set()
+        await asyncio.gather(stuck, early)
+        assert batcher.shed == 1
+
+    asyncio.run(main())

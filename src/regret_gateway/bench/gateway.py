@@ -203,7 +203,8 @@ def run_gateway_bench(
     hook row carries its added p50, its throughput ratio to the matched plain row (pooled and per repeat),
     to the one-model row, its added p99, and how many of its requests fell back unembedded (which flatters
     it): shed at once (the embedder overloaded: predicted to wait past the route budget) or after waiting
-    out the budget (timeouts), and the share routed. ``budget``: ``route_timeout_s`` (default: the
+    out the budget (timeouts), the share routed, and how many of the routed were read from their first
+    ``overload_max_length`` tokens only. ``budget``: ``route_timeout_s`` (default: the
     settings' default).
     ``threads``: ONNX forward-pass threads to compare, one ONNX gateway each (empty: ONNX Runtime's
     default). ``layers``: shallower encoders to compare beside the full one (``embedder.layers``), one ONNX
@@ -231,10 +232,11 @@ def run_gateway_bench(
             At concurrency 1 the three take turns every TURN requests within each repeat."""
             hook, matched, single = "regret-gateway hook", "plain LiteLLM, the hook's models", "plain LiteLLM, one model"
             runs: dict[str, list] = {hook: [], matched: [], single: []}
-            fell_back = shed = 0  # routed requests of the timed runs not embedded, and those of them shed at once
+            fell_back = shed = shortened = 0  # routed requests not embedded, those shed at once, those read short
             for k in range(-1, repeats):  # k = -1: the warm-up at this concurrency, not timed
                 before = gateways[backend].counters["fallback"]
                 shed_before = gateways[backend].counters["shed"]
+                short_before = gateways[backend].batcher.shortened
                 prompts = makers[length](2 * c if k < 0 else requests, 1_000 * (k + 1) + c)
                 if c == 1:  # one at a time: the three take turns every TURN requests
                     got = list(asyncio.run(_turns(proxy_port, prompts, TURN)))
@@ -244,6 +246,7 @@ def run_gateway_bench(
                     got.append(asyncio.run(_load(proxy_port, MODELS[0], prompts, c)))
                 fell_back += (gateways[backend].counters["fallback"] - before) if k >= 0 else 0
                 shed += (gateways[backend].counters["shed"] - shed_before) if k >= 0 else 0
+                shortened += (gateways[backend].batcher.shortened - short_before) if k >= 0 else 0
                 if k >= 0:
                     for target, run in zip((hook, matched, single), got):
                         runs[target].append(run)
@@ -260,6 +263,7 @@ def run_gateway_bench(
                     row["added_p99_ms"] = row["p99_ms"] - pooled[matched]["p99_ms"]
                     row["fallbacks"] = fell_back
                     row["shed"] = shed
+                    row["shortened"] = shortened  # embedded from their first overload_max_length tokens
                     row["timeouts"] = fell_back - shed  # waited out the budget (or the embedder failed)
                     row["routed_share"] = 1.0 - fell_back / row["requests"]
                 rows.append(row)

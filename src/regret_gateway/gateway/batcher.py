@@ -13,10 +13,16 @@ whatever else the proxy's loop has queued.
 
 Load shedding: the batcher learns what a forward pass costs (seconds per work unit, a moving average;
 a batch's units are its texts x its longest text's tokens, estimated at ~4 characters a token up to
-``max_tokens``, plus a fixed overhead) and, before queueing a text, predicts its wait: what is left of
-the batch in flight plus the queued batches ahead of it and its own. A text whose predicted wait is over
-``budget`` is not queued: :class:`Overloaded` is raised at once, and the request goes to its fallback
-without waiting (cheap, never slow). Until the first batch is timed, nothing is shed.
+``max_tokens``, plus a fixed overhead) and how long the busy event loop takes to hand a finished batch
+back (a moving average too). Before queueing a text it predicts when its row would come back: the rest
+of the batch in flight, the queued batches ahead of it and its own, each with one hop of the loop. Every
+queued text has a deadline (when its caller's ``budget`` runs out); a new text is queued only if its row
+would come back before its own deadline and before those of the texts already in the batch it would join
+(a longer batch delays them too). One that would not is first cut to its first ~``short_tokens`` tokens
+if that fits (the router reads less of it, at a small cost in routing quality,
+docs/experiments/gateway-overhead.md); if not, it is not queued: :class:`Overloaded` is raised at once,
+and the request goes to its fallback without waiting (cheap, never slow). Until the first batch is
+timed, nothing is shed.
 """
 
 from __future__ import annotations
@@ -57,17 +63,20 @@ class EmbeddingBatcher:
         self.cache_size = cache_size
         self.max_tokens = max_tokens
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
-        self._pending: list[tuple[bytes, str, int]] = []  # (key, text, estimated tokens) waiting for the next batch
+        # (key, text, estimated tokens, deadline: when its first caller stops waiting) queued for the next batch
+        self._pending: list[tuple[bytes, str, int, float]] = []
         self._waiters: dict[bytes, list[asyncio.Future]] = {}  # texts queued or being embedded: who waits for each
         self._busy = False
         self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="regret-gateway-encoder")
         self._seconds_per_unit: float | None = None  # learnt from the timed batches
+        self._lag_s = 0.0  # learnt too: how long a finished batch waits for the event loop to take it back
         self._inflight_units = 0
         self._inflight_started = 0.0
         self.batches = 0
         self.texts = 0
         self.cache_hits = 0
-        self.shed = 0
+        self.shed = 0  # texts not queued: predicted to wait past their budget
+        self.shortened = 0  # texts cut to short_tokens to fit their budget
 
     def tokens(self, text: str) -> int:
         """The estimated tokens the encoder reads of ``text`` (before tokenising it: ~4 characters a token)."""
@@ -77,43 +86,71 @@ class EmbeddingBatcher:
     def _units(n_texts: int, longest: int) -> int:
         return n_texts * longest + OVERHEAD_UNITS  # a batch is padded to its longest text
 
-    def expected_wait(self, tokens: int) -> float:
-        """Seconds a new text of ``tokens`` would wait for its embedding now: the rest of the batch in flight,
-        the queued batches ahead of it and its own (0 until a batch has been timed)."""
+    def _predict(self, tokens: int, budget: float) -> tuple[float, float]:
+        """(wait, slack) of a new text of ``tokens`` with ``budget`` seconds, were it queued now. ``wait``: the
+        rest of the batch in flight, the queued batches ahead of it and its own, each with one hop of the loop.
+        ``slack``: how much earlier than the earliest deadline it would meet -- its own, and those of the texts
+        already in the batch it would join (a longer batch delays them too). 0 and ``budget`` until a batch
+        has been timed."""
         rate = self._seconds_per_unit
         if rate is None:
-            return 0.0
-        units = 0.0
+            return 0.0, budget
+        now = time.perf_counter()
+        units, hops = 0.0, 1  # the caller's own row takes one more hop of the loop to reach it
         if self._busy:
-            units_left = self._inflight_units - (time.perf_counter() - self._inflight_started) / rate
-            units += max(0.0, units_left)
-        queued = [t for _, _, t in self._pending] + [tokens]
+            units += max(0.0, self._inflight_units - (now - self._inflight_started) / rate)
+            hops += 1
+        queued = [t for _, _, t, _ in self._pending] + [tokens]
         for start in range(0, len(queued), self.max_batch):
             chunk = queued[start : start + self.max_batch]
             units += self._units(len(chunk), max(chunk))
-        return units * rate
+            hops += 1
+        wait = units * rate + hops * self._lag_s
+        joined = self._pending[(len(queued) - 1) // self.max_batch * self.max_batch :]
+        deadline = min([now + budget, *(d for _, _, _, d in joined)])
+        return wait, deadline - (now + wait)
 
-    async def embed(self, text: str, timeout: float | None = None, budget: float | None = None) -> np.ndarray:
-        """The (d,) embedding of ``text`` (read-only); raises what the encoder raised, TimeoutError past
-        ``timeout`` seconds, or :class:`Overloaded` at once when its predicted wait is over ``budget``
-        seconds. A text already queued or being embedded (a concurrent duplicate: a retry, templated traffic)
-        waits for that forward pass; a caller that gives up takes nobody with it."""
-        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    @staticmethod
+    def _key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def _cached(self, key: bytes) -> np.ndarray | None:
         if (hit := self._cache.get(key)) is not None:
             self._cache.move_to_end(key)
             self.cache_hits += 1
+        return hit
+
+    async def embed(
+        self, text: str, timeout: float | None = None, budget: float | None = None, short_tokens: int | None = None
+    ) -> np.ndarray:
+        """The (d,) embedding of ``text`` (read-only); raises what the encoder raised, TimeoutError past
+        ``timeout`` seconds, or :class:`Overloaded` at once when its predicted wait is over ``budget``
+        seconds -- unless ``short_tokens`` is set and the text cut to about that many tokens fits the budget:
+        then that is embedded (counted in ``shortened``). A text already queued or being embedded (a
+        concurrent duplicate: a retry, templated traffic) waits for that forward pass; a caller that gives
+        up takes nobody with it."""
+        key = self._key(text)
+        if (hit := self._cached(key)) is not None:
             return hit
+        tokens = self.tokens(text)
+        deadline = float("inf") if budget is None else time.perf_counter() + budget
+        if key not in self._waiters and budget is not None and (predicted := self._predict(tokens, budget))[1] < 0:
+            short = text[: short_tokens * CHARS_PER_TOKEN] if short_tokens else text
+            if len(short) == len(text) or self._predict(self.tokens(short), budget)[1] < 0:
+                self.shed += 1
+                raise Overloaded(f"the embedding would wait ~{predicted[0]:.3f} s: over the {budget:g} s budget, its own "
+                                 "or that of the texts whose batch it would join")  # fmt: skip
+            self.shortened += 1
+            text, key, tokens = short, self._key(short), self.tokens(short)
+            if (hit := self._cached(key)) is not None:
+                return hit
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         if (waiters := self._waiters.get(key)) is not None:
             waiters.append(fut)
         else:
-            tokens = self.tokens(text)
-            if budget is not None and (wait := self.expected_wait(tokens)) > budget:
-                self.shed += 1
-                raise Overloaded(f"the embedding would wait ~{wait:.3f} s, over the {budget:g} s budget")
             self._waiters[key] = [fut]
-            self._pending.append((key, text, tokens))
+            self._pending.append((key, text, tokens, deadline))
             if not self._busy:
                 self._next(loop)
         if timeout is None:
@@ -130,10 +167,10 @@ class EmbeddingBatcher:
         self._busy = True
         self.batches += 1
         self.texts += len(batch)
-        self._inflight_units = self._units(len(batch), max(t for _, _, t in batch))
+        self._inflight_units = self._units(len(batch), max(b[2] for b in batch))
         self._inflight_started = time.perf_counter()
         try:
-            running = self._worker.submit(self._timed, [t for _, t, _ in batch])
+            running = self._worker.submit(self._timed, [b[1] for b in batch])
         except RuntimeError as exc:  # the batcher was closed: the batch fails like a forward pass that raised
             running = concurrent.futures.Future()
             running.set_exception(exc)
@@ -150,25 +187,28 @@ class EmbeddingBatcher:
 
         running.add_done_callback(hand_back)
 
-    def _timed(self, texts: list[str]) -> tuple[np.ndarray, float]:
-        """In the worker thread: the batch's embeddings and the forward pass's seconds."""
+    def _timed(self, texts: list[str]) -> tuple[np.ndarray, float, float]:
+        """In the worker thread: the batch's embeddings, the forward pass's seconds and when it ended."""
         started = time.perf_counter()
         out = self.encode(texts)
-        return out, time.perf_counter() - started
+        ended = time.perf_counter()
+        return out, ended - started, ended
 
     def _done(
-        self, loop: asyncio.AbstractEventLoop, batch: list[tuple[bytes, str, int]], result: concurrent.futures.Future
+        self, loop: asyncio.AbstractEventLoop, batch: list[tuple[bytes, str, int, float]], result: concurrent.futures.Future
     ) -> None:
         """On the loop: each waiter gets its row (or the encoder's error), then the next batch starts."""
         out, error = None, None
         try:
-            out, seconds = result.result()
-            rate = seconds / self._units(len(batch), max(t for _, _, t in batch))
+            out, seconds, ended = result.result()
+            rate = seconds / self._units(len(batch), max(b[2] for b in batch))
+            lag = max(0.0, time.perf_counter() - ended)  # the loop's delay in taking the batch back
             old = self._seconds_per_unit
             self._seconds_per_unit = rate if old is None else (1 - RATE_WEIGHT) * old + RATE_WEIGHT * rate
+            self._lag_s = lag if old is None else (1 - RATE_WEIGHT) * self._lag_s + RATE_WEIGHT * lag
         except Exception as exc:  # noqa: BLE001 - every waiter gets the error (and fails open)
             error = exc
-        for i, (key, _, _) in enumerate(batch):
+        for i, (key, *_) in enumerate(batch):
             waiters = self._waiters.pop(key, [])
             if error is not None:
                 for fut in waiters:

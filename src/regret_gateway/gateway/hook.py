@@ -17,7 +17,8 @@ tier its team may not use), embed the last user turn -- inside the configured co
 with the active router for the tier's lambda plus epsilon exploration, rewrite ``data["model"]``. Any
 error or timeout there sends the request to the tier's fallback model (mode ``fallback``, counted): the
 router never fails a request. Under overload a request whose embedding is predicted to wait longer than
-``route_timeout_s`` is not embedded at all: it goes to its fallback at once (counted as ``shed``). The decision's key is the gateway's own id (``rg-<uuid>``), returned to the
+``route_timeout_s`` is embedded from its first ``embedder.overload_max_length`` tokens if that fits the
+budget, else not at all: it goes to its fallback at once (counted as ``shed``). The decision's key is the gateway's own id (``rg-<uuid>``), returned to the
 client as the ``x-regret-request-id`` header. The decision goes to the store's batched writer at once; with
 the outcome the client received it is submitted again (LiteLLM's ``response_cost``, tokens, latency,
 status, failed attempts before it) -- the decision insert is idempotent, the outcome is added. An upstream
@@ -160,10 +161,11 @@ class RegretRouterHook(CustomLogger):
             context = self._context(data, metadata, team, tier)
             seen = render(s.embedder.template, text, context)
             budget = s.route_timeout_s  # a request predicted to wait longer is not queued: shed at once
-            x = gw.features(await gw.batcher.embed(seen, timeout=budget, budget=budget), context)
+            short = s.embedder.overload_max_length  # under overload the router reads less before it sheds
+            x = gw.features(await gw.batcher.embed(seen, timeout=budget, budget=budget, short_tokens=short), context)
             choice = gw.router.choose(x, tier, gw.rng)
-        except Overloaded:  # shedding load: no log line per request (the `shed` counter and /regret/stats say it)
-            gw.counters["shed"] += 1
+        except (Overloaded, TimeoutError) as exc:  # load: no log line per request (/regret/stats counts them)
+            gw.counters["shed" if isinstance(exc, Overloaded) else "timed_out"] += 1
             choice = Choice(fallback_model(s, tier), 1.0, "fallback", getattr(gw.router.artifact, "version", None))
         except Exception as exc:  # noqa: BLE001 - fail open, always
             log.warning("regret-gateway: routing failed (%s: %s); tier %s falls back", type(exc).__name__, exc, tier)

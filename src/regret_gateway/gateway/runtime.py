@@ -31,7 +31,18 @@ T = TypeVar("T")
 
 STORE_WORKERS = 4  # threads for the /regret/* routes' database calls
 EMBEDDER_RETRY_S = 30.0  # how often a gateway whose embedder failed to load tries again
-COUNTERS = ("routed", "fallback", "shed", "exploration", "cold_start", "passthrough", "forbidden", "unlogged", "retried")
+COUNTERS = (
+    "routed",
+    "fallback",
+    "shed",
+    "timed_out",
+    "exploration",
+    "cold_start",
+    "passthrough",
+    "forbidden",
+    "unlogged",
+    "retried",
+)
 
 
 class Gateway:
@@ -242,6 +253,7 @@ class Gateway:
             out["router_reloads"] = self.router.reloads
             out["embedding_batches"] = self.batcher.batches
             out["embedding_cache_hits"] = self.batcher.cache_hits  # bench gateway and the demo report it
+            out["embedding_shortened"] = self.batcher.shortened  # read from their first overload_max_length tokens
             out["embedding_backend"] = self.embedding_backend
             if self.judge is not None:
                 out.update(self.judge.stats())

@@ -167,8 +167,9 @@ def test_texts_predicted_to_wait_past_the_budget_are_shed_at_once(monkeypatch):
 
 
 def test_under_overload_a_long_text_is_read_from_its_first_tokens_before_it_is_shed(monkeypatch):
-    """A forward pass over a long text took 0.3 s (fake clock); with a 0.2 s budget the next long text would
-    wait past it, but its first ~64 tokens fit: the encoder is given that cut text. Without short_tokens it is shed."""
+    """A forward pass over a long text took 0.3 s (fake clock); with another batch in flight and a 0.25 s
+    budget the next long text would wait past it, but its first ~64 tokens fit: the encoder is given that
+    cut text. Without short_tokens a long text is shed."""
     import types
 
     import regret_gateway.gateway.batcher as batcher_module
@@ -177,22 +178,31 @@ def test_under_overload_a_long_text_is_read_from_its_first_tokens_before_it_is_s
     clock = [0.0]
     monkeypatch.setattr(batcher_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
     seen: list[list[str]] = []
+    release = threading.Event()
 
     def encode(texts):
         seen.append(list(texts))
-        clock[0] += 0.3 if len(seen) == 1 else 0.01
+        if len(seen) == 1:
+            clock[0] += 0.3
+        else:
+            assert release.wait(10)
         return np.ones((len(texts), 2))
 
     batcher = EmbeddingBatcher(encode, max_tokens=256)
     long_a, long_b, long_c = ("a " * 2000, "b " * 2000, "c " * 2000)
 
     async def main():
-        await batcher.embed(long_a, budget=0.2)  # nothing timed yet: queued whole, and timed
-        await batcher.embed(long_b, budget=0.2, short_tokens=64)
-        assert seen[-1] == [long_b[: 64 * CHARS_PER_TOKEN]] and batcher.shortened == 1 and batcher.shed == 0
+        await batcher.embed(long_a, budget=0.25)  # the encoder was idle: embedded whole, and timed
+        stuck = asyncio.ensure_future(batcher.embed("t-1", budget=0.25))
+        await asyncio.sleep(0)
+        cut = asyncio.ensure_future(batcher.embed(long_b, budget=0.25, short_tokens=64))
+        await asyncio.sleep(0)
+        assert not cut.done() and batcher.shortened == 1 and batcher.shed == 0
         with pytest.raises(Overloaded):
-            await batcher.embed(long_c, budget=0.2)
-        assert batcher.shed == 1 and len(seen) == 2
+            await batcher.embed(long_c, budget=0.25)
+        release.set()
+        await asyncio.gather(stuck, cut)
+        assert seen[-1] == [long_b[: 64 * CHARS_PER_TOKEN]] and batcher.shed == 1
 
     asyncio.run(main())
 
@@ -231,5 +241,30 @@ def test_a_text_that_would_make_an_earlier_texts_batch_miss_its_deadline_is_shed
         release.set()
         await asyncio.gather(stuck, early)
         assert batcher.shed == 1
+
+    asyncio.run(main())
+
+
+def test_an_idle_encoder_embeds_at_once_whatever_its_estimates_say(monkeypatch):
+    """Estimates learnt under a burst (here: one text took 100 s) must not shed the quiet traffic after it:
+    nothing else is queued or in flight, so the text is embedded, and the batch that runs refreshes them."""
+    import types
+
+    import regret_gateway.gateway.batcher as batcher_module
+
+    clock = [0.0]
+    monkeypatch.setattr(batcher_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    def encode(texts):
+        clock[0] += 100.0 if texts == ["t-0"] else 0.01
+        return np.ones((len(texts), 1))
+
+    batcher = EmbeddingBatcher(encode)
+
+    async def main():
+        await batcher.embed("t-0", budget=0.25)
+        for i in range(1, 4):
+            await batcher.embed(f"t-{i}", budget=0.25)
+        assert batcher.shed == 0 and batcher.batches == 4
 
     asyncio.run(main())

@@ -21,8 +21,9 @@ would come back before its own deadline and before those of the texts already in
 (a longer batch delays them too). One that would not is first cut to its first ~``short_tokens`` tokens
 if that fits (the router reads less of it, at a small cost in routing quality,
 docs/experiments/gateway-overhead.md); if not, it is not queued: :class:`Overloaded` is raised at once,
-and the request goes to its fallback without waiting (cheap, never slow). Until the first batch is
-timed, nothing is shed.
+and the request goes to its fallback without waiting (cheap, never slow). A text that finds the encoder
+idle is always embedded at once: until the first batch is timed nothing is shed, and estimates made under
+a burst cannot shed the traffic after it (each batch that runs refreshes them).
 """
 
 from __future__ import annotations
@@ -134,7 +135,8 @@ class EmbeddingBatcher:
             return hit
         tokens = self.tokens(text)
         deadline = float("inf") if budget is None else time.perf_counter() + budget
-        if key not in self._waiters and budget is not None and (predicted := self._predict(tokens, budget))[1] < 0:
+        idle = not self._busy and not self._pending  # then it is embedded at once, whatever stale estimates say
+        if key not in self._waiters and budget is not None and not idle and (predicted := self._predict(tokens, budget))[1] < 0:
             short = text[: short_tokens * CHARS_PER_TOKEN] if short_tokens else text
             if len(short) == len(text) or self._predict(self.tokens(short), budget)[1] < 0:
                 self.shed += 1

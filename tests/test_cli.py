@@ -99,8 +99,8 @@ def test_bench_gateway_prints_torch_and_onnx_hook_rows_side_by_side():
         assert result.output.count(f"| short | {plain} | - | 1 | 20 |") == 4  # beside each hook
     bad = runner.invoke(app, ["bench", "gateway", "--backends", "tensorrt"])
     assert bad.exit_code == 2 and "unknown --backends/--prompts values: ['tensorrt']" in bad.output
-    bad = runner.invoke(app, ["bench", "gateway", "--threads", "0"])
-    assert bad.exit_code == 2 and "--threads must be whole numbers >= 1" in bad.output
+    bad = runner.invoke(app, ["bench", "gateway", "--threads", "-1"])
+    assert bad.exit_code == 2 and "--threads must be whole numbers >= 0" in bad.output
     bad = runner.invoke(app, ["bench", "gateway", "--layers", "2", "--backends", "torch"])
     assert bad.exit_code == 2 and "add onnx to --backends" in bad.output
 
@@ -114,6 +114,10 @@ def test_the_gateway_bench_compares_the_gpu_with_the_cpu_encoders_it_replaces():
         "torch-cuda": {"backend": "torch", "device": "cuda", "threads": None},
         "onnx-1": {"backend": "onnx", "device": "cpu", "threads": 1},
         "onnx-2": {"backend": "onnx", "device": "cpu", "threads": 2},
+    }
+    assert variants(("onnx",), "cpu", threads=(0, 1)) == {  # 0: ONNX Runtime's default beside one thread
+        "onnx": {"backend": "onnx", "device": "cpu", "threads": None},
+        "onnx-1": {"backend": "onnx", "device": "cpu", "threads": 1},
     }
     assert variants(("onnx",), "cpu", layers=(3,)) == {
         "onnx": {"backend": "onnx", "device": "cpu", "threads": None},

@@ -1,6 +1,7 @@
 """The ONNX Runtime encoder: exported once from the bundled MiniLM, verified against torch, cached; an
 export that fails or disagrees keeps torch, says why, and is not retried on every start."""
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +94,15 @@ def test_configured_threads_reach_the_onnx_session_and_zero_is_refused(exported,
     for embedder in (default, one):  # idle workers sleep instead of spinning on the proxy's cores
         assert embedder._onnx.session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert np.allclose(one.encode(PROMPTS), default.encode(PROMPTS), atol=1e-5)
+    # a busy pass (back to back, under load) runs the same graph on half the cores, unless threads were chosen
+    assert np.allclose(default.encode(PROMPTS, busy=True), default.encode(PROMPTS), atol=1e-5)
+    half = max(1, (os.cpu_count() or 2) // 2)
+    assert default.busy_threads == half and default._onnx_busy.session.get_session_options().intra_op_num_threads == half
+    assert (
+        one.busy_threads is None
+        and one._onnx_busy is None
+        and np.array_equal(one.encode(PROMPTS, busy=True), one.encode(PROMPTS))
+    )
     with pytest.raises(ValueError, match="threads"):
         Settings.model_validate({**base, "embedder": {**base["embedder"], "threads": 0}})
 

@@ -136,11 +136,11 @@ def _floats(text: str, what: str) -> tuple[float, ...]:
     return values
 
 
-def _counts(text: str, what: str) -> tuple[int, ...]:
-    """An optional comma-separated list of whole numbers >= 1 (``""``: none)."""
+def _counts(text: str, what: str, minimum: int = 1) -> tuple[int, ...]:
+    """An optional comma-separated list of whole numbers >= ``minimum`` (``""``: none)."""
     values = _floats(text, what) if text else ()
-    if any(v < 1 or v != int(v) for v in values):
-        raise typer.BadParameter(f"{what} must be whole numbers >= 1, got {text!r}")
+    if any(v < minimum or v != int(v) for v in values):
+        raise typer.BadParameter(f"{what} must be whole numbers >= {minimum}, got {text!r}")
     return tuple(int(v) for v in values)
 
 
@@ -798,7 +798,7 @@ def bench_gateway(
     threads: str = typer.Option(
         "",
         "--threads",
-        help="ONNX forward-pass threads to compare, e.g. 1,2 (one ONNX gateway each; default: embedder.threads unset, ONNX Runtime's default of every core).",
+        help="ONNX forward-pass threads to compare, e.g. 0,1 (one ONNX gateway each; 0: embedder.threads unset -- ONNX Runtime's default of every core, half of them for batches under load -- which is also what no --threads runs).",
     ),
     repeats: int = typer.Option(
         3, "--repeats", min=1, help="Alternating hook/plain measurements per cell, pooled (each with fresh prompts)."
@@ -821,7 +821,7 @@ def bench_gateway(
     levels = tuple(int(c) for c in _floats(concurrency, "--concurrency"))
     chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
     lengths = tuple(x.strip() for x in prompts.split(",") if x.strip())
-    counts, depths = _counts(threads, "--threads"), _counts(layers, "--layers")
+    counts, depths = _counts(threads, "--threads", minimum=0), _counts(layers, "--layers")
     if depths and "onnx" not in chosen:
         raise typer.BadParameter("--layers compares ONNX gateways: add onnx to --backends")
     bad = [b for b in chosen if b not in BACKENDS] + [x for x in lengths if x not in PROMPT_SETS]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -122,6 +123,7 @@ class Embedder:
         self._tokenizer: Any = None
         self._encoder: Any = None
         self._onnx: Any = None
+        self._onnx_busy: Any = None  # the same graph with busy_threads, built on the first busy pass
         self._dim: int | None = None
         self._device: str | None = None
         self.backend_used: str | None = None  # torch | onnx | onnx-int8, once loaded
@@ -228,15 +230,17 @@ class Embedder:
             h.update(t.encode("utf-8", "surrogatepass"))
         return h.hexdigest()[:32]
 
-    def encode(self, texts: Sequence[str], datasets: Sequence[str] | None = None) -> np.ndarray:
-        """Embed ``texts``; returns (n, d) float32."""
+    def encode(self, texts: Sequence[str], datasets: Sequence[str] | None = None, *, busy: bool = False) -> np.ndarray:
+        """Embed ``texts``; returns (n, d) float32. ``busy``: the caller runs forward passes back to back (a
+        gateway under load): ONNX Runtime then runs with half the cores (:attr:`busy_threads`), leaving the
+        rest to the process it serves, where ``threads`` was left to ONNX Runtime's default."""
         formatted = self.format(texts, datasets)
         cache_file = None
         if self.cache_dir is not None:
             cache_file = self.cache_dir / f"emb-{self.cache_key(formatted)}.npy"
             if cache_file.exists():
                 return np.load(cache_file)
-        out = self._encode_uncached(formatted)
+        out = self._encode_uncached(formatted, busy)
         if cache_file is not None:
             cache_file.parent.mkdir(parents=True, exist_ok=True)
             tmp = cache_file.with_suffix(".tmp.npy")
@@ -253,7 +257,23 @@ class Embedder:
         X = self.encode([t for t, _ in unique], datasets=None if datasets is None else [g for _, g in unique])
         return X[[where[pair] for pair in pairs]]
 
-    def _encode_uncached(self, texts: list[str]) -> np.ndarray:
+    @property
+    def busy_threads(self) -> int | None:
+        """Threads of a busy forward pass: half the cores for ONNX Runtime on CPU when ``threads`` is unset
+        (None: the same pass as any other -- torch, or threads chosen by the operator)."""
+        self._load()
+        if self._onnx is None or self.threads is not None:
+            return None
+        return max(1, (os.cpu_count() or 2) // 2)
+
+    def _busy_session(self) -> Any:
+        if self._onnx_busy is None:
+            from regret_gateway.onnx_encoder import OnnxEncoder
+
+            self._onnx_busy = OnnxEncoder(self._onnx.path, self.busy_threads)  # the same verified graph
+        return self._onnx_busy
+
+    def _encode_uncached(self, texts: list[str], busy: bool = False) -> np.ndarray:
         self._load()
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
@@ -267,16 +287,17 @@ class Embedder:
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         for start in chunks:
             idx = order[start : start + self.batch_size]
-            out[idx] = self._forward([texts[i] for i in idx])
+            out[idx] = self._forward([texts[i] for i in idx], busy)
         return out
 
-    def _forward(self, texts: list[str]) -> np.ndarray:
+    def _forward(self, texts: list[str], busy: bool = False) -> np.ndarray:
         """Pooled embeddings of one batch, on the loaded backend (one tokenizer call, one pooling formula)."""
         from regret_gateway.onnx_encoder import mean_pool
 
         batch = dict(self._tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np"))
         if self._onnx is not None:
-            hidden = self._onnx.hidden(batch)
+            session = self._busy_session() if busy and self.busy_threads is not None else self._onnx
+            hidden = session.hidden(batch)
         else:
             import torch
 

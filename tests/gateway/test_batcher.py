@@ -268,3 +268,28 @@ def test_an_idle_encoder_embeds_at_once_whatever_its_estimates_say(monkeypatch):
         assert batcher.shed == 0 and batcher.batches == 4
 
     asyncio.run(main())
+
+
+def test_a_batch_that_starts_right_after_another_runs_on_the_busy_encoder():
+    """Under load (a backlog: the next batch starts as soon as one ends) the batcher calls ``encode_busy``
+    (the gateway's: ONNX Runtime on half the cores, leaving the proxy's loop the rest); a request that finds
+    the encoder idle is embedded by ``encode``."""
+    calls: list[str] = []
+
+    def encode(texts):
+        calls.append("idle")
+        time.sleep(0.02)
+        return np.ones((len(texts), 1))
+
+    def encode_busy(texts):
+        calls.append("busy")
+        return np.ones((len(texts), 1))
+
+    batcher = EmbeddingBatcher(encode, max_batch=4, encode_busy=encode_busy)
+
+    async def main():
+        await batcher.embed("t-0")
+        await asyncio.gather(*(batcher.embed(f"t-{i}") for i in range(1, 10)))
+
+    asyncio.run(main())
+    assert calls[:2] == ["idle", "idle"] and set(calls[2:]) == {"busy"} and len(calls) == 4

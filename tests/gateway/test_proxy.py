@@ -890,7 +890,7 @@ def test_an_overloaded_embedder_sheds_requests_to_their_fallback_at_once(routed)
     """When the embedding queue's predicted wait is over the route budget, a request is not queued: it goes to
     its tier's fallback at once, logged as a fallback decision (propensity 1) and counted as shed."""
     client, route, gateway, _ = routed
-    gateway.batcher._seconds_per_unit = 10.0  # as if the encoder had just timed a very slow batch ...
+    gateway.batcher._rates = {False: 10.0, True: 10.0}  # as if the encoder had just timed very slow batches ...
     gateway.batcher._busy = True  # ... and were still busy with another (an idle encoder embeds at once)
     r = chat(client, "support", f"{CODE_PROMPT} (under load)")
     assert r.status_code == 200 and upstream_model(route) == "small-a"  # economy's fallback

@@ -345,8 +345,8 @@ def variants(backends: Sequence[str], device: str, threads: Sequence[int] = (), 
     out: dict[str, dict] = {}
     for b in backends:
         if b == "onnx":
-            for t in threads or (None,):
-                out[f"onnx-{t}" if t else "onnx"] = {"backend": "onnx", "device": "cpu", "threads": t}
+            for t in threads or (None,):  # 0 or None: ONNX Runtime's default
+                out[f"onnx-{t}" if t else "onnx"] = {"backend": "onnx", "device": "cpu", "threads": t or None}
             for n in layers:
                 out[f"onnx-L{n}"] = {"backend": "onnx", "device": "cpu", "threads": None, "layers": n}
         elif b == "onnx-plain":

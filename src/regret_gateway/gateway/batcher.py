@@ -54,12 +54,14 @@ class EmbeddingBatcher:
         max_batch: int = 32,
         cache_size: int = 0,
         max_tokens: int = 256,
+        encode_busy: Callable[[Sequence[str]], np.ndarray] | None = None,
     ):
         if max_batch < 1:
             raise ValueError("`max_batch` must be >= 1")
         if cache_size < 0:
             raise ValueError("`cache_size` must be >= 0")
         self.encode = encode
+        self.encode_busy = encode_busy or encode  # for a batch that starts right after another: under load
         self.max_batch = max_batch
         self.cache_size = cache_size
         self.max_tokens = max_tokens
@@ -69,10 +71,13 @@ class EmbeddingBatcher:
         self._waiters: dict[bytes, list[asyncio.Future]] = {}  # texts queued or being embedded: who waits for each
         self._busy = False
         self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="regret-gateway-encoder")
-        self._seconds_per_unit: float | None = None  # learnt from the timed batches
+        # seconds per work unit, learnt from the timed batches: of a batch on an idle encoder, and of one that
+        # started right after another (under load, encode_busy may run it with fewer threads)
+        self._rates: dict[bool, float | None] = {False: None, True: None}
         self._lag_s = 0.0  # learnt too: how long a finished batch waits for the event loop to take it back
         self._inflight_units = 0
         self._inflight_started = 0.0
+        self._inflight_busy = False
         self.batches = 0
         self.texts = 0
         self.cache_hits = 0
@@ -93,20 +98,22 @@ class EmbeddingBatcher:
         ``slack``: how much earlier than the earliest deadline it would meet -- its own, and those of the texts
         already in the batch it would join (a longer batch delays them too). 0 and ``budget`` until a batch
         has been timed."""
-        rate = self._seconds_per_unit
-        if rate is None:
+        busy_rate = self._rates[True] or self._rates[False]  # what the queued batches will run at
+        if busy_rate is None:
             return 0.0, budget
         now = time.perf_counter()
         units, hops = 0.0, 1  # the caller's own row takes one more hop of the loop to reach it
+        seconds = 0.0
         if self._busy:
-            units += max(0.0, self._inflight_units - (now - self._inflight_started) / rate)
+            inflight_rate = self._rates[self._inflight_busy] or busy_rate
+            seconds += max(0.0, self._inflight_units * inflight_rate - (now - self._inflight_started))
             hops += 1
         queued = [t for _, _, t, _ in self._pending] + [tokens]
         for start in range(0, len(queued), self.max_batch):
             chunk = queued[start : start + self.max_batch]
             units += self._units(len(chunk), max(chunk))
             hops += 1
-        wait = units * rate + hops * self._lag_s
+        wait = seconds + units * busy_rate + hops * self._lag_s
         joined = self._pending[(len(queued) - 1) // self.max_batch * self.max_batch :]
         deadline = min([now + budget, *(d for _, _, _, d in joined)])
         return wait, deadline - (now + wait)
@@ -163,25 +170,27 @@ class EmbeddingBatcher:
         finally:
             expiry.cancel()
 
-    def _next(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Send the next batch of pending texts to the worker thread; its rows come back through :meth:`_done`."""
+    def _next(self, loop: asyncio.AbstractEventLoop, busy: bool = False) -> None:
+        """Send the next batch of pending texts to the worker thread; its rows come back through :meth:`_done`.
+        ``busy``: it starts right after another batch (a backlog): ``encode_busy`` runs it."""
         batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
         self._busy = True
         self.batches += 1
         self.texts += len(batch)
         self._inflight_units = self._units(len(batch), max(b[2] for b in batch))
         self._inflight_started = time.perf_counter()
+        self._inflight_busy = busy
         try:
-            running = self._worker.submit(self._timed, [b[1] for b in batch])
+            running = self._worker.submit(self._timed, [b[1] for b in batch], busy)
         except RuntimeError as exc:  # the batcher was closed: the batch fails like a forward pass that raised
             running = concurrent.futures.Future()
             running.set_exception(exc)
-            self._done(loop, batch, running)
+            self._done(loop, batch, running, busy)
             return
 
         def hand_back(f: concurrent.futures.Future) -> None:  # in the worker thread
             try:
-                loop.call_soon_threadsafe(self._done, loop, batch, f)
+                loop.call_soon_threadsafe(self._done, loop, batch, f, busy)
             except RuntimeError:  # the loop closed meanwhile, and with it every request that waited on it
                 self._waiters.clear()
                 self._pending.clear()
@@ -189,15 +198,19 @@ class EmbeddingBatcher:
 
         running.add_done_callback(hand_back)
 
-    def _timed(self, texts: list[str]) -> tuple[np.ndarray, float, float]:
+    def _timed(self, texts: list[str], busy: bool) -> tuple[np.ndarray, float, float]:
         """In the worker thread: the batch's embeddings, the forward pass's seconds and when it ended."""
         started = time.perf_counter()
-        out = self.encode(texts)
+        out = (self.encode_busy if busy else self.encode)(texts)
         ended = time.perf_counter()
         return out, ended - started, ended
 
     def _done(
-        self, loop: asyncio.AbstractEventLoop, batch: list[tuple[bytes, str, int, float]], result: concurrent.futures.Future
+        self,
+        loop: asyncio.AbstractEventLoop,
+        batch: list[tuple[bytes, str, int, float]],
+        result: concurrent.futures.Future,
+        busy: bool = False,
     ) -> None:
         """On the loop: each waiter gets its row (or the encoder's error), then the next batch starts."""
         out, error = None, None
@@ -205,9 +218,9 @@ class EmbeddingBatcher:
             out, seconds, ended = result.result()
             rate = seconds / self._units(len(batch), max(b[2] for b in batch))
             lag = max(0.0, time.perf_counter() - ended)  # the loop's delay in taking the batch back
-            old = self._seconds_per_unit
-            self._seconds_per_unit = rate if old is None else (1 - RATE_WEIGHT) * old + RATE_WEIGHT * rate
-            self._lag_s = lag if old is None else (1 - RATE_WEIGHT) * self._lag_s + RATE_WEIGHT * lag
+            old = self._rates[busy]
+            self._rates[busy] = rate if old is None else (1 - RATE_WEIGHT) * old + RATE_WEIGHT * rate
+            self._lag_s = (1 - RATE_WEIGHT) * self._lag_s + RATE_WEIGHT * lag
         except Exception as exc:  # noqa: BLE001 - every waiter gets the error (and fails open)
             error = exc
         for i, (key, *_) in enumerate(batch):
@@ -228,7 +241,7 @@ class EmbeddingBatcher:
                 if not fut.done():
                     fut.set_result(row)
         if self._pending:
-            self._next(loop)
+            self._next(loop, busy=True)
         else:
             self._busy = False
 

@@ -72,6 +72,7 @@ class Gateway:
         self.rng = np.random.default_rng(seed)
         self.counters = dict.fromkeys(COUNTERS, 0)
         self._encode = encode
+        self._own_embedder = False  # the configured Embedder (not an encode function passed in)
         self._embedder_lock = threading.Lock()
         self._embedder_ready = False
         self._next_embedder_try = 0.0
@@ -127,7 +128,9 @@ class Gateway:
             ).start()
             self.router = ActiveRouter(s)
             self.hash_key = s.prompt_hash_key()
-            self.batcher = EmbeddingBatcher(self._embed, cache_size=s.embedder.cache_size, max_tokens=s.embedder.max_length)
+            self.batcher = EmbeddingBatcher(
+                self._embed, cache_size=s.embedder.cache_size, max_tokens=s.embedder.max_length, encode_busy=self._embed_busy
+            )
             if s.judge.model is not None:
                 from regret_gateway.gateway.judge import Judge
 
@@ -153,6 +156,7 @@ class Gateway:
 
                     # the hook renders the request's context template (context.render) before embedding
                     self._encode = Embedder.from_settings(s).encode
+                    self._own_embedder = True
                 warm = np.asarray(self._encode(["warm-up"]))  # load now, not inside the first request's budget
             except Exception as exc:  # noqa: BLE001 - fail open: requests go to their tier's fallback
                 self.embedder_error = f"{type(exc).__name__}: {exc}"
@@ -208,6 +212,17 @@ class Gateway:
         if not self._embedder_ready and not self._load_embedder():
             raise RuntimeError(f"the embedder is unavailable ({self.embedder_error})")
         assert self._encode is not None
+        return self._encode(texts)
+
+    def _embed_busy(self, texts: Sequence[str]) -> np.ndarray:
+        """The batcher's encoder for a batch that starts right after another (under load): the configured
+        embedder's busy pass (ONNX Runtime on half the cores, ``Embedder.encode(busy=True)``), leaving the
+        proxy's event loop the rest; an encode function passed in is called as it is."""
+        if not self._embedder_ready and not self._load_embedder():
+            raise RuntimeError(f"the embedder is unavailable ({self.embedder_error})")
+        assert self._encode is not None
+        if self._own_embedder:
+            return self._encode(texts, busy=True)  # type: ignore[call-arg]
         return self._encode(texts)
 
     def features(self, embedding: np.ndarray, context: dict | None) -> np.ndarray:

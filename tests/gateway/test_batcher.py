@@ -293,3 +293,47 @@ def test_a_batch_that_starts_right_after_another_runs_on_the_busy_encoder():
 
     asyncio.run(main())
     assert calls[:2] == ["idle", "idle"] and set(calls[2:]) == {"busy"} and len(calls) == 4
+
+
+def test_rows_that_come_back_later_than_predicted_grow_a_margin_that_sheds_earlier(monkeypatch):
+    """The encoder turns twice as slow as it was timed: the queued rows come back later than predicted, the
+    batcher keeps a margin for it, and a text whose predicted wait would just fit its budget is now shed."""
+    import types
+
+    import regret_gateway.gateway.batcher as batcher_module
+    from regret_gateway.gateway.batcher import Overloaded
+
+    clock = [0.0]
+    monkeypatch.setattr(batcher_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    go = threading.Semaphore(0)
+
+    def encode(texts):
+        if texts == ["t-0"]:
+            clock[0] += 0.1
+        else:
+            assert go.acquire(timeout=10)
+            clock[0] += 0.3  # slower than learnt
+        return np.ones((len(texts), 1))
+
+    batcher = EmbeddingBatcher(encode)
+
+    async def main():
+        await batcher.embed("t-0", budget=10.0)
+        for i in range(4):
+            first = asyncio.ensure_future(batcher.embed(f"a-{i}", budget=10.0))  # finds the encoder idle
+            await asyncio.sleep(0)
+            second = asyncio.ensure_future(batcher.embed(f"b-{i}", budget=10.0))  # queued behind it, predicted
+            await asyncio.sleep(0)
+            go.release()
+            go.release()
+            await asyncio.gather(first, second)
+        assert batcher._margin_s > 0
+        stuck = asyncio.ensure_future(batcher.embed("c-0", budget=10.0))
+        await asyncio.sleep(0)
+        wait, slack = batcher._predict(batcher.tokens("c-1"), 10.0)
+        with pytest.raises(Overloaded):  # it would fit with no margin: budget = wait + a bit less than the margin
+            await batcher.embed("c-1", budget=wait + batcher._margin_s / 2)
+        go.release()
+        await stuck
+
+    asyncio.run(main())

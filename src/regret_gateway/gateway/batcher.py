@@ -18,7 +18,8 @@ back (a moving average too). Before queueing a text it predicts when its row wou
 of the batch in flight, the queued batches ahead of it and its own, each with one hop of the loop. Every
 queued text has a deadline (when its caller's ``budget`` runs out); a new text is queued only if its row
 would come back before its own deadline and before those of the texts already in the batch it would join
-(a longer batch delays them too). One that would not is first cut to its first ~``short_tokens`` tokens
+(a longer batch delays them too), with a margin learnt from how late queued rows came back (the 95th
+percentile of the prediction's error). One that would not is first cut to its first ~``short_tokens`` tokens
 if that fits (the router reads less of it, at a small cost in routing quality,
 docs/experiments/gateway-overhead.md); if not, it is not queued: :class:`Overloaded` is raised at once,
 and the request goes to its fallback without waiting (cheap, never slow). A text that finds the encoder
@@ -40,6 +41,7 @@ import numpy as np
 CHARS_PER_TOKEN = 4  # a rough count of a text's tokens before it is tokenised (English prose and code)
 OVERHEAD_UNITS = 32  # a forward pass's fixed cost, in token-rows
 RATE_WEIGHT = 0.3  # weight of the newest batch in the moving average of seconds per unit
+MARGIN_QUANTILE, MARGIN_STEP = 0.95, 0.002  # the margin tracks this quantile of how late a queued row comes back
 
 
 class Overloaded(RuntimeError):
@@ -66,8 +68,9 @@ class EmbeddingBatcher:
         self.cache_size = cache_size
         self.max_tokens = max_tokens
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
-        # (key, text, estimated tokens, deadline: when its first caller stops waiting) queued for the next batch
-        self._pending: list[tuple[bytes, str, int, float]] = []
+        # (key, text, estimated tokens, deadline: when its first caller stops waiting, when its row was predicted
+        # to come back) queued for the next batch
+        self._pending: list[tuple[bytes, str, int, float, float]] = []
         self._waiters: dict[bytes, list[asyncio.Future]] = {}  # texts queued or being embedded: who waits for each
         self._busy = False
         self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="regret-gateway-encoder")
@@ -75,6 +78,7 @@ class EmbeddingBatcher:
         # started right after another (under load, encode_busy may run it with fewer threads)
         self._rates: dict[bool, float | None] = {False: None, True: None}
         self._lag_s = 0.0  # learnt too: how long a finished batch waits for the event loop to take it back
+        self._margin_s = 0.0  # and how much later than predicted a row comes back (its 95th percentile)
         self._inflight_units = 0
         self._inflight_started = 0.0
         self._inflight_busy = False
@@ -108,14 +112,14 @@ class EmbeddingBatcher:
             inflight_rate = self._rates[self._inflight_busy] or busy_rate
             seconds += max(0.0, self._inflight_units * inflight_rate - (now - self._inflight_started))
             hops += 1
-        queued = [t for _, _, t, _ in self._pending] + [tokens]
+        queued = [p[2] for p in self._pending] + [tokens]
         for start in range(0, len(queued), self.max_batch):
             chunk = queued[start : start + self.max_batch]
             units += self._units(len(chunk), max(chunk))
             hops += 1
         wait = seconds + units * busy_rate + hops * self._lag_s
         joined = self._pending[(len(queued) - 1) // self.max_batch * self.max_batch :]
-        deadline = min([now + budget, *(d for _, _, _, d in joined)])
+        deadline = min([now + budget, *(p[3] for p in joined)])
         return wait, deadline - (now + wait)
 
     @staticmethod
@@ -143,23 +147,28 @@ class EmbeddingBatcher:
         tokens = self.tokens(text)
         deadline = float("inf") if budget is None else time.perf_counter() + budget
         idle = not self._busy and not self._pending  # then it is embedded at once, whatever stale estimates say
-        if key not in self._waiters and budget is not None and not idle and (predicted := self._predict(tokens, budget))[1] < 0:
-            short = text[: short_tokens * CHARS_PER_TOKEN] if short_tokens else text
-            if len(short) == len(text) or self._predict(self.tokens(short), budget)[1] < 0:
-                self.shed += 1
-                raise Overloaded(f"the embedding would wait ~{predicted[0]:.3f} s: over the {budget:g} s budget, its own "
-                                 "or that of the texts whose batch it would join")  # fmt: skip
-            self.shortened += 1
-            text, key, tokens = short, self._key(short), self.tokens(short)
-            if (hit := self._cached(key)) is not None:
-                return hit
+        due = float("inf")  # when its row is predicted to come back (not predicted: idle, or no budget)
+        if key not in self._waiters and budget is not None and not idle:
+            wait, slack = self._predict(tokens, budget)
+            if slack < self._margin_s:
+                short = text[: short_tokens * CHARS_PER_TOKEN] if short_tokens else text
+                cut = self._predict(self.tokens(short), budget) if len(short) < len(text) else (wait, slack)
+                if cut[1] < self._margin_s:
+                    self.shed += 1
+                    raise Overloaded(f"the embedding would wait ~{wait:.3f} s: over the {budget:g} s budget, its own "
+                                     "or that of the texts whose batch it would join")  # fmt: skip
+                self.shortened += 1
+                text, key, tokens, wait = short, self._key(short), self.tokens(short), cut[0]
+                if (hit := self._cached(key)) is not None:
+                    return hit
+            due = time.perf_counter() + wait
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         if (waiters := self._waiters.get(key)) is not None:
             waiters.append(fut)
         else:
             self._waiters[key] = [fut]
-            self._pending.append((key, text, tokens, deadline))
+            self._pending.append((key, text, tokens, deadline, due))
             if not self._busy:
                 self._next(loop)
         if timeout is None:
@@ -208,7 +217,7 @@ class EmbeddingBatcher:
     def _done(
         self,
         loop: asyncio.AbstractEventLoop,
-        batch: list[tuple[bytes, str, int, float]],
+        batch: list[tuple[bytes, str, int, float, float]],
         result: concurrent.futures.Future,
         busy: bool = False,
     ) -> None:
@@ -221,6 +230,11 @@ class EmbeddingBatcher:
             old = self._rates[busy]
             self._rates[busy] = rate if old is None else (1 - RATE_WEIGHT) * old + RATE_WEIGHT * rate
             self._lag_s = (1 - RATE_WEIGHT) * self._lag_s + RATE_WEIGHT * lag
+            back = time.perf_counter() + self._lag_s  # when its callers will have their rows (one more hop)
+            for *_, due in batch:
+                if due != float("inf"):  # a quantile by stochastic approximation: up when later than it, else down
+                    late = (back - due) > self._margin_s
+                    self._margin_s = max(0.0, self._margin_s + MARGIN_STEP * (late - (1 - MARGIN_QUANTILE)))
         except Exception as exc:  # noqa: BLE001 - every waiter gets the error (and fails open)
             error = exc
         for i, (key, *_) in enumerate(batch):

@@ -226,11 +226,12 @@ class EmbeddingBatcher:
         try:
             out, seconds, ended = result.result()
             rate = seconds / self._units(len(batch), max(b[2] for b in batch))
-            lag = max(0.0, time.perf_counter() - ended)  # the loop's delay in taking the batch back
+            now = time.perf_counter()
+            lag = max(0.0, now - ended)  # the loop's delay in taking the batch back
             old = self._rates[busy]
             self._rates[busy] = rate if old is None else (1 - RATE_WEIGHT) * old + RATE_WEIGHT * rate
             self._lag_s = (1 - RATE_WEIGHT) * self._lag_s + RATE_WEIGHT * lag
-            back = time.perf_counter() + self._lag_s  # when its callers will have their rows (one more hop)
+            back = now + self._lag_s  # when its callers will have their rows (one more hop)
             for *_, due in batch:
                 if due != float("inf"):  # a quantile by stochastic approximation: up when later than it, else down
                     late = (back - due) > self._margin_s

@@ -164,11 +164,11 @@ class RegretRouterHook(CustomLogger):
             short = s.embedder.overload_max_length  # under overload the router reads less before it sheds
             x = gw.features(await gw.batcher.embed(seen, timeout=budget, budget=budget, short_tokens=short), context)
             choice = gw.router.choose(x, tier, gw.rng)
-        except (Overloaded, TimeoutError) as exc:  # load: no log line per request (/regret/stats counts them)
-            gw.counters["shed" if isinstance(exc, Overloaded) else "timed_out"] += 1
-            choice = Choice(fallback_model(s, tier), 1.0, "fallback", getattr(gw.router.artifact, "version", None))
         except Exception as exc:  # noqa: BLE001 - fail open, always
-            log.warning("regret-gateway: routing failed (%s: %s); tier %s falls back", type(exc).__name__, exc, tier)
+            if isinstance(exc, (Overloaded, TimeoutError)):  # load: no log line per request (/regret/stats counts)
+                gw.counters["shed" if isinstance(exc, Overloaded) else "timed_out"] += 1
+            else:
+                log.warning("regret-gateway: routing failed (%s: %s); tier %s falls back", type(exc).__name__, exc, tier)
             choice = Choice(fallback_model(s, tier), 1.0, "fallback", getattr(gw.router.artifact, "version", None))
         record = self._record(gw, request_id, tier, team, choice, x, text)
         if record is None:  # the store would refuse this decision (e.g. a bad router version): fall back, log that

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
@@ -129,7 +130,10 @@ class Gateway:
             self.router = ActiveRouter(s)
             self.hash_key = s.prompt_hash_key()
             self.batcher = EmbeddingBatcher(
-                self._embed, cache_size=s.embedder.cache_size, max_tokens=s.embedder.max_length, encode_busy=self._embed_busy
+                self._embed,
+                cache_size=s.embedder.cache_size,
+                max_tokens=s.embedder.max_length,
+                encode_busy=partial(self._embed, busy=True),
             )
             if s.judge.model is not None:
                 from regret_gateway.gateway.judge import Judge
@@ -207,21 +211,15 @@ class Gateway:
         parts = [self.embedding_backend, *graph, *([f"{n} thread{'s' if n > 1 else ''}"] if n else [])]
         return ", ".join(parts + ([f"{depth} layer{'s' if depth > 1 else ''}"] if depth else []))
 
-    def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        """The batcher's encoder (runs in a worker thread): the embedder, loaded on demand when it failed before."""
+    def _embed(self, texts: Sequence[str], busy: bool = False) -> np.ndarray:
+        """The batcher's encoder (runs in a worker thread): the embedder, loaded on demand when it failed before.
+        ``busy``: a batch that starts right after another (under load) takes the configured embedder's busy
+        pass (ONNX Runtime on half the cores, ``Embedder.encode(busy=True)``), leaving the proxy's event loop
+        the rest; an encode function passed in is called as it is."""
         if not self._embedder_ready and not self._load_embedder():
             raise RuntimeError(f"the embedder is unavailable ({self.embedder_error})")
         assert self._encode is not None
-        return self._encode(texts)
-
-    def _embed_busy(self, texts: Sequence[str]) -> np.ndarray:
-        """The batcher's encoder for a batch that starts right after another (under load): the configured
-        embedder's busy pass (ONNX Runtime on half the cores, ``Embedder.encode(busy=True)``), leaving the
-        proxy's event loop the rest; an encode function passed in is called as it is."""
-        if not self._embedder_ready and not self._load_embedder():
-            raise RuntimeError(f"the embedder is unavailable ({self.embedder_error})")
-        assert self._encode is not None
-        if self._own_embedder:
+        if busy and self._own_embedder:
             return self._encode(texts, busy=True)  # type: ignore[call-arg]
         return self._encode(texts)
 

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import time
 
 import httpx
 import pytest
@@ -14,7 +11,7 @@ import yaml
 from sqlalchemy import create_engine, func, select
 from sqlalchemy.orm import Session
 
-from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config
+from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config, serve_process, wait_ready
 
 pytestmark = pytest.mark.slow  # starts the LiteLLM proxy in a process of its own
 
@@ -45,23 +42,10 @@ def test_sigterm_writes_every_queued_decision_before_the_process_ends(tmp_path):
     }
     log = open(tmp_path / "serve.log", "w")  # noqa: SIM115 - closed below
     with LocalServer(mock_upstream(lambda model, text: (f"answer from {model}", 12, 3)), upstream_port):
-        proc = subprocess.Popen(
-            [sys.executable, "-c", "from regret_gateway.cli import app; app()", "serve", "--config", str(tmp_path / "config.yaml"), "--host",
-             "127.0.0.1", "--port", str(port)],  # fmt: skip
-            env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        proc = serve_process(tmp_path / "config.yaml", port, env, log)
         try:
             base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 180
-            while True:  # until the proxy listens
-                assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-                try:
-                    if httpx.get(f"{base}/health/liveliness", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert time.monotonic() < deadline, "the proxy did not start"
-                time.sleep(0.2)
+            wait_ready(port, proc)
             with httpx.Client(base_url=base, headers={"Authorization": "Bearer sk-team-1"}, timeout=30) as client:
                 for i in range(20):
                     r = client.post("/v1/chat/completions",

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 
@@ -18,7 +17,7 @@ import yaml
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config
+from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config, serve_process, wait_ready
 from regret_gateway.store.engine import make_engine
 from tests.store.conftest import PG_URL, _pg_admin, with_search_path
 
@@ -41,20 +40,6 @@ def _publish(root, dim: int) -> str:
     )
     activate(root, path.name)
     return path.name
-
-
-def _wait_ready(port: int, proc: subprocess.Popen, timeout: float = 240.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"proxy on {port} exited with {proc.returncode}:\n{proc.stdout.read()[-4000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health/liveliness", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"proxy on {port} did not start in {timeout}s")
 
 
 def _ask(port: int, text_: str) -> str:
@@ -104,28 +89,9 @@ def test_two_workers_share_one_database_and_one_artifact_folder(tmp_path):
         env = {**os.environ, "LITELLM_MASTER_KEY": MASTER, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
         with LocalServer(mock_upstream(lambda model, prompt: (f"from {model}", 20, 5)), up_port):
             for port in ports:  # both at the same moment: they race for the migration
-                procs.append(
-                    subprocess.Popen(
-                        [
-                            sys.executable,
-                            "-m",
-                            "regret_gateway",
-                            "serve",
-                            "--config",
-                            str(tmp_path / "config.yaml"),
-                            "--host",
-                            "127.0.0.1",
-                            "--port",
-                            str(port),
-                        ],
-                        env=env,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT,
-                        text=True,
-                    )
-                )
+                procs.append(serve_process(tmp_path / "config.yaml", port, env))
             for port, proc in zip(ports, procs):
-                _wait_ready(port, proc)
+                wait_ready(port, proc)
             sent = 0
             for port in ports:
                 for i in range(10):

@@ -8,14 +8,13 @@ import os
 import shutil
 import signal
 import sqlite3
-import subprocess
 import tempfile
 import time
 
 import httpx
 import yaml
 
-from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config
+from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config, serve_process, wait_ready
 
 up = free_port()
 scratch = tempfile.mkdtemp(prefix="sigkill-")
@@ -35,29 +34,9 @@ with LocalServer(mock_upstream(lambda m, t: ("ok", 10, 2)), up):
         cfg = proxy_config(section, {"a": (1e-6, 1e-6), "b": (2e-6, 2e-6)}, f"http://127.0.0.1:{up}/v1", custom_auth=True)
         open(f"{tmp}/config.yaml", "w").write(yaml.safe_dump(cfg))
         env = {**os.environ, "LITELLM_MASTER_KEY": "sk-master-test-0123456789abcdef", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        p = subprocess.Popen(
-            [
-                shutil.which("regret-gateway") or "regret-gateway",
-                "serve",
-                "--config",
-                f"{tmp}/config.yaml",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-            ],
-            env=env,
-            stdout=open(f"{tmp}/log", "w"),
-            stderr=subprocess.STDOUT,
-        )
+        p = serve_process(f"{tmp}/config.yaml", port, env, open(f"{tmp}/log", "w"))  # noqa: SIM115
+        wait_ready(port, p)
         base = f"http://127.0.0.1:{port}"
-        for _ in range(600):
-            try:
-                if httpx.get(f"{base}/health/liveliness", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
         answered, t0 = 0, time.monotonic()
         with httpx.Client(base_url=base, headers={"Authorization": "Bearer sk-team-1"}) as c:
             while time.monotonic() - t0 < 3.0:

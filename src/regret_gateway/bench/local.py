@@ -5,9 +5,12 @@ returns, and the LiteLLM proxy config that puts the regret-gateway hook in front
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from fastapi import FastAPI, Request
 
@@ -43,6 +46,32 @@ class LocalServer:
     def __exit__(self, *exc) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+def serve_process(config: str | Path, port: int, env: dict, output=subprocess.PIPE) -> subprocess.Popen:
+    """``regret-gateway serve --config CONFIG`` on 127.0.0.1:``port`` in a process of its own (this Python),
+    stdout and stderr to ``output`` (a pipe of text by default, or an open file)."""
+    args = [sys.executable, "-m", "regret_gateway", "serve", "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
+    return subprocess.Popen(args, env=env, stdout=output, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 240.0) -> None:
+    """Return once the proxy on ``port`` answers its liveness probe; RuntimeError if ``proc`` exits first
+    (with its output's tail where it writes to a pipe) or ``timeout`` seconds pass."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = proc.stdout.read()[-4000:] if proc.stdout is not None else ""
+            raise RuntimeError(f"proxy on {port} exited with {proc.returncode}:\n{tail}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health/liveliness", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"proxy on {port} did not start in {timeout:g}s")
 
 
 def mock_upstream(respond: Callable[[str, str], tuple[str, int, int]]) -> FastAPI:

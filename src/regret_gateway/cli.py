@@ -241,6 +241,13 @@ def bench_offline(
         "--served-cross-fit/--served-one-fit",
         help="The served row's retrain: cross-fitted (five fits, retrain's default) or one fit (retrain --no-cross-fit).",
     ),
+    log_draws: int = typer.Option(
+        1,
+        "--log-draws",
+        min=1,
+        help="Log each training prompt K times, each an independent draw of the logging policy (K times the "
+        "traffic; the test prompts are never logged): one point of the learning curve.",
+    ),
 ) -> None:
     """Reproduce the paper's offline experiment on a full-feedback benchmark.
 
@@ -280,6 +287,7 @@ def bench_offline(
             ties=ties,
             evaluate_on=evaluate_on,
             served_cross_fit=served_cross_fit,
+            log_draws=log_draws,
         )
     except (ValueError, FileNotFoundError, ImportError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)

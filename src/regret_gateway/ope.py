@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from regret_gateway.causal.stats import bootstrap_rows, dr_term, effective_sample_size, percentile_interval
+from regret_gateway.causal.stats import bootstrap_counts, dr_term, effective_sample_size, percentile_interval
 
 
 @dataclass(frozen=True)
@@ -79,27 +79,27 @@ class LoggedOutcomes:
         """(n,) the plain DR term of each row."""
         return dr_term(self.r, self.y, self.w)
 
-    def dr(self, rows: np.ndarray) -> np.ndarray:
-        """(B,) DR estimate on each resample of ``rows`` (B, n): plain, or weighted by logger (module doc)."""
+    def dr(self, counts: np.ndarray) -> np.ndarray:
+        """(B,) DR estimate on each resample, ``counts`` (B, n) the times each row is in it (a row of ones:
+        the sample itself): plain, or weighted by logger (module doc)."""
         if self.strata is None or self.actions is None or self.worst is None or len(self.worst) == 1:
-            return self.terms()[rows].mean(1)
+            return counts @ self.terms() / counts.sum(1)
         S, T = len(self.worst), int(self.actions.max()) + 1
         cell = self.strata * T + self.actions
         correction = self.w * (self.y - self.r)
         matched = (self.w > 0).astype(np.float64)
         worst = self.worst
-        out = np.empty(len(rows))
-        for b, idx in enumerate(rows):
-            k = cell[idx]
-            n_s = np.bincount(self.strata[idx], minlength=S).astype(np.float64)
-            mean = np.bincount(k, correction[idx], minlength=S * T).reshape(S, T) / np.maximum(n_s, 1.0)[:, None]
-            m = np.bincount(k, minlength=S * T).reshape(S, T)
-            hits = np.bincount(k, matched[idx], minlength=S * T).reshape(S, T)
-            w2 = np.bincount(k, self.w[idx] ** 2, minlength=S * T).reshape(S, T)
+        out = np.empty(len(counts))
+        for b, c in enumerate(counts):
+            n_s = np.bincount(self.strata, c, minlength=S)
+            mean = np.bincount(cell, c * correction, minlength=S * T).reshape(S, T) / np.maximum(n_s, 1.0)[:, None]
+            m = np.bincount(cell, c, minlength=S * T).reshape(S, T)
+            hits = np.bincount(cell, c * matched, minlength=S * T).reshape(S, T)
+            w2 = np.bincount(cell, c * self.w**2, minlength=S * T).reshape(S, T)
             kappa = np.maximum(w2 / np.maximum(m, 1), (m + worst[:, None]) / (hits + 1))
             precision = n_s[:, None] / kappa
             omega = precision / precision.sum(0)
-            out[b] = self.r[idx].mean() + float((omega * mean).sum())
+            out[b] = c @ self.r / c.sum() + float((omega * mean).sum())
         return out
 
 
@@ -114,35 +114,34 @@ def worst_case_inverse_propensity(strata: np.ndarray, propensity: np.ndarray, n_
 
 
 class OffPolicyEstimator:
-    """Base: ``estimate(d)`` is :meth:`_values` on all rows; ``interval(d, rows)`` on bootstrap resamples."""
+    """Base: ``estimate(d)`` is :meth:`_values` on all rows; ``interval(d, counts)`` on bootstrap resamples."""
 
     name = "base"
 
-    def _values(self, d: LoggedOutcomes, rows: np.ndarray) -> np.ndarray:
-        """(B,) estimate on each resample; ``rows`` is (B, n) row indices."""
+    def _values(self, d: LoggedOutcomes, counts: np.ndarray) -> np.ndarray:
+        """(B,) estimate on each resample; ``counts`` (B, n) is how often each row is in it."""
         raise NotImplementedError
 
     def estimate(self, d: LoggedOutcomes) -> float:
-        return float(self._values(d, np.arange(len(d.y))[None, :])[0])
+        return float(self._values(d, np.ones((1, len(d.y))))[0])
 
-    def interval(self, d: LoggedOutcomes, rows: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
-        return percentile_interval(self._values(d, rows), alpha)
+    def interval(self, d: LoggedOutcomes, counts: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
+        return percentile_interval(self._values(d, counts), alpha)
 
 
 class DoublyRobustOPE(OffPolicyEstimator):
     name = "dr"
 
-    def _values(self, d, rows):
-        return d.dr(rows)
+    def _values(self, d, counts):
+        return d.dr(counts)
 
 
 class SelfNormalizedIPS(OffPolicyEstimator):
     name = "snips"
 
-    def _values(self, d, rows):
-        w = d.w[rows]
+    def _values(self, d, counts):
         with np.errstate(invalid="ignore", divide="ignore"):
-            return (w * d.y[rows]).sum(1) / w.sum(1)
+            return counts @ (d.w * d.y) / (counts @ d.w)
 
 
 DR, SNIPS = DoublyRobustOPE(), SelfNormalizedIPS()
@@ -153,7 +152,9 @@ class LoggedData:
     """Held-out logs for off-policy evaluation: ``logged`` actions (n,), observed ``quality`` and ``cost``
     (n,), logging ``propensity`` (n,), and outcome-model predictions ``quality_hat``/``cost_hat`` (n, T)
     fitted on other rows; optionally each row's logger ``strata`` (n,) (any labels: the gateway's tier and
-    router version), which weights each logger's DR correction by what it knows (module doc)."""
+    router version), which weights each logger's DR correction by what it knows (module doc), and each
+    row's prompt ``groups`` (n,) in 0..G-1 (:func:`~regret_gateway.causal.stats.prompt_groups`): the
+    bootstrap then resamples prompts, so a prompt logged many times counts as one draw."""
 
     logged: np.ndarray
     quality: np.ndarray
@@ -162,6 +163,7 @@ class LoggedData:
     quality_hat: np.ndarray
     cost_hat: np.ndarray
     strata: np.ndarray | None = None
+    groups: np.ndarray | None = None
     worst: np.ndarray | None = field(default=None, init=False, repr=False)  # (S,) per logger, from strata
 
     def __post_init__(self) -> None:
@@ -177,6 +179,11 @@ class LoggedData:
             strata = np.unique(labels, return_inverse=True)[1].reshape(-1)
             object.__setattr__(self, "strata", strata)
             object.__setattr__(self, "worst", worst_case_inverse_propensity(strata, p, np.shape(self.quality_hat)[1]))
+        if self.groups is not None:
+            groups = np.asarray(self.groups)
+            if groups.shape != np.shape(self.logged):
+                raise ValueError(f"`groups` must have one label per row ({len(self.logged)}), got shape {groups.shape}")
+            object.__setattr__(self, "groups", np.unique(groups, return_inverse=True)[1].reshape(-1))
 
     def outcomes(self, actions: np.ndarray, lam: float) -> tuple[LoggedOutcomes, LoggedOutcomes, LoggedOutcomes]:
         """(utility, quality, cost) per row for the policy that chose ``actions``."""
@@ -191,7 +198,7 @@ class LoggedData:
     def value(self, actions: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = 0.05, seed: int = 0) -> PolicyValue:
         """DR and SNIPS value (with bootstrap intervals), DR quality and cost, ESS, match rate."""
         utility, quality, cost = self.outcomes(actions, lam)
-        boot = bootstrap_rows(len(actions), n_boot, seed)
+        boot = bootstrap_counts(len(actions), n_boot, seed, self.groups)
         w = utility.w
         return PolicyValue(
             dr=DR.estimate(utility), dr_ci=DR.interval(utility, boot, alpha),
@@ -206,8 +213,8 @@ class LoggedData:
         """DR value of ``actions`` minus that of ``reference`` and its paired bootstrap interval (the same
         resampled rows for both policies, so the noise they share cancels)."""
         a, b = self.outcomes(actions, lam)[0], self.outcomes(reference, lam)[0]
-        boot = bootstrap_rows(len(a.y), n_boot, seed)
-        everything = np.arange(len(a.y))[None, :]
+        boot = bootstrap_counts(len(a.y), n_boot, seed, self.groups)
+        everything = np.ones((1, len(a.y)))
         return float((a.dr(everything) - b.dr(everything))[0]), percentile_interval(a.dr(boot) - b.dr(boot), alpha)
 
 

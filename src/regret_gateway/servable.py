@@ -22,6 +22,8 @@ Kinds:
 * ``constant`` (:class:`ConstantPolicy`): one model for every request (the fixed choice).
 * ``cluster`` (:class:`ClusterPolicy`): RM-Cluster -- the nearest of K embedding centroids, then that
   cluster's estimated argmax A(t) - lam * C(t).
+* ``regions`` (:class:`RegionPolicy`): the nearest of R embedding centroids, then that region's model
+  (retrain's safe regional policy: the tier's constant except where the logs prove a gain).
 * ``per-tier`` (:class:`PerTierPolicy`): one policy of any kind per tier lambda (what ``retrain``
   publishes: each tier serves the candidate it chose). A lambda equal to a tier's uses that tier's
   policy; between two tiers served by the same policy, that policy; otherwise the nearest tier's.
@@ -343,6 +345,37 @@ class ClusterPolicy(ServablePolicy):
         return cls(model_names, state["centroids"].numpy(), state["quality"].numpy(), state["cost"].numpy())
 
 
+class RegionPolicy(ServablePolicy):
+    """A regional policy (:mod:`regret_gateway.policy.regions`): each row goes to its nearest ``centroids``
+    (R, d) by cosine similarity, and region r to model ``models[r]``, whatever lambda."""
+
+    kind = "regions"
+
+    def __init__(self, model_names: Sequence[str], centroids: np.ndarray, models: np.ndarray) -> None:
+        centroids = np.asarray(centroids, dtype=np.float32)
+        super().__init__(model_names, int(centroids.shape[1]))
+        models = np.asarray(models, dtype=np.int64).reshape(-1)
+        if len(models) != len(centroids) or len(models) == 0:
+            raise ValueError(f"a regional policy needs one model per region ({len(centroids)}), got {len(models)}")
+        if models.min() < 0 or models.max() >= self.n_models:
+            raise ValueError(f"region models must index the {self.n_models} models, got {models.tolist()}")
+        self.centroids = unit_rows(centroids).astype(np.float32)
+        self.models = models
+
+    def _logits(self, X, lam):
+        chosen = self.models[np.argmax(X @ self.centroids.T, axis=1)]
+        out = np.zeros((len(X), self.n_models), dtype=np.float32)
+        out[np.arange(len(X)), chosen] = 1.0
+        return out
+
+    def _state(self):
+        return {"centroids": torch.as_tensor(self.centroids), "models": [int(m) for m in self.models]}
+
+    @classmethod
+    def _from_state(cls, state, model_names):
+        return cls(model_names, state["centroids"].numpy(), np.asarray(state["models"], dtype=np.int64))
+
+
 class PerTierPolicy(ServablePolicy):
     """One policy per tier lambda, each labelled with the candidate it is (``rm-interval``, ``constant`` ...),
     and optionally an ``estimator`` (a policy whose scores are utilities, e.g. R&C's outcome networks) that
@@ -414,7 +447,7 @@ class PerTierPolicy(ServablePolicy):
 
 
 KINDS: dict[str, type[ServablePolicy]] = {
-    cls.kind: cls for cls in (TieredPolicy, OutcomePolicy, ConstantPolicy, ClusterPolicy, PerTierPolicy)
+    cls.kind: cls for cls in (TieredPolicy, OutcomePolicy, ConstantPolicy, ClusterPolicy, RegionPolicy, PerTierPolicy)
 }
 
 

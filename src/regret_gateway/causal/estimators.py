@@ -26,7 +26,7 @@ import numpy as np
 
 from regret_gateway.causal.outcome import OutcomeModel
 from regret_gateway.causal.propensity import LoggedPropensity, PropensityModel
-from regret_gateway.causal.stats import dr_term
+from regret_gateway.causal.stats import dr_term, folds_of, prompt_groups
 from regret_gateway.data import LoggedFeedback
 
 
@@ -248,7 +248,8 @@ class Nuisance:
         return self._score(logs, self.outcome_, self.propensity_)
 
     def fit_scores(self, logs: LoggedFeedback) -> CounterfactualScores:
-        """Fit on ``logs`` and score the same rows; with ``cross_fit=k`` each fold is scored out-of-fold.
+        """Fit on ``logs`` and score the same rows; with ``cross_fit=k`` each fold is scored out-of-fold (the
+        folds never split a prompt: :func:`~regret_gateway.causal.stats.folds_of`).
 
         Also leaves the models fitted on all rows in ``outcome_`` / ``propensity_``.
         """
@@ -257,14 +258,12 @@ class Nuisance:
             scores, p = self._score(logs, self.outcome_, self.propensity_)[:2]
             self.observed_propensity_ = p
             return scores
-        rng = np.random.default_rng(self.random_state)
-        fold = rng.permutation(logs.n_samples) % self.cross_fit
         quality = np.empty((logs.n_samples, logs.n_models))
         cost = np.empty_like(quality)
         p_all = np.empty(logs.n_samples)
-        for k in range(self.cross_fit):
-            held = np.flatnonzero(fold == k)
-            rest = logs.subset(np.flatnonzero(fold != k))
+        everything = np.arange(logs.n_samples)
+        for k, held in enumerate(folds_of(logs.n_samples, self.cross_fit, self.random_state, prompt_groups(logs.X))):
+            rest = logs.subset(np.setdiff1d(everything, held))
             outcome, prop = self._fit_models(rest, self.random_state + 1 + k)
             s, p = self._score(logs.subset(held), outcome, prop)[:2]
             quality[held], cost[held], p_all[held] = s.quality, s.cost, p

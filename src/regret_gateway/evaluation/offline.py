@@ -62,6 +62,7 @@ class OfflineConfig:
     # test); "val": on the validation prompts (which also early-stop the routers and are logged for served)
     evaluate_on: str = "test"
     served_cross_fit: bool = True  # the served row's retrain: cross-fitted (its default) or one fit
+    log_draws: int = 1  # each training prompt logged this many times, independent draws (the learning curve)
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in method_names()]
@@ -69,6 +70,8 @@ class OfflineConfig:
             raise ValueError(f"unknown methods {unknown}; choose from {', '.join(method_names())}")
         if self.trials < 1:
             raise ValueError(f"`trials` must be >= 1, got {self.trials}")
+        if self.log_draws < 1:
+            raise ValueError(f"`log_draws` must be >= 1, got {self.log_draws}")
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"unknown estimator '{self.estimator}'; choose from {sorted(ESTIMATORS)}")
         preset(self.train_preset)
@@ -154,7 +157,8 @@ def _split(bench: Benchmark, rng: np.random.Generator) -> tuple[np.ndarray, np.n
 class Trial:
     """One trial's prompts and logs. ``test`` holds the evaluated prompts: the benchmark's test split, or
     with ``evaluate_on="dev"`` a seeded slice of train the size of val (then out of ``train`` and the logs).
-    The logs are simulated on ``pool`` = train + val, in that order."""
+    The logs are simulated on ``pool`` = train + val, in that order, each prompt ``draws`` times (its rows
+    next to each other); the test prompts are never logged."""
 
     train: np.ndarray
     val: np.ndarray
@@ -163,6 +167,7 @@ class Trial:
     full_train: FullFeedback
     full_val: FullFeedback
     full_test: FullFeedback  # ``full_val`` when evaluate_on="val"
+    draws: int = 1
 
     @property
     def pool(self) -> np.ndarray:
@@ -170,11 +175,11 @@ class Trial:
 
     @property
     def logs_train(self) -> LoggedFeedback:
-        return self.logs.subset(np.arange(len(self.train)))
+        return self.logs.subset(np.arange(len(self.train) * self.draws))
 
     @property
     def logs_val(self) -> LoggedFeedback:
-        return self.logs.subset(np.arange(len(self.train), len(self.train) + len(self.val)))
+        return self.logs.subset(np.arange(len(self.train) * self.draws, len(self.pool) * self.draws))
 
 
 def make_trial(
@@ -188,10 +193,16 @@ def make_trial(
         order = rng.permutation(train)
         test, train = np.sort(order[: len(val)]), np.sort(order[len(val) :])
     pool = np.concatenate([train, val])
-    logs = simulate_logs(full.subset(pool), policy=config.logging_policy, temperature=config.logging_temperature, seed=seed)
+    logs = simulate_logs(
+        full.subset(pool),
+        policy=config.logging_policy,
+        temperature=config.logging_temperature,
+        seed=seed,
+        draws=config.log_draws,
+    )
     full_val = full.subset(val)
     full_test = full_val if config.evaluate_on == "val" else full.subset(test)
-    return Trial(train, val, test, logs, full.subset(train), full_val, full_test)
+    return Trial(train, val, test, logs, full.subset(train), full_val, full_test, config.log_draws)
 
 
 def evaluate_actions(full: FullFeedback, lambdas, actions: np.ndarray) -> dict[str, np.ndarray]:
@@ -218,7 +229,8 @@ def served_actions(
     code and defaults (:func:`regret_gateway.policy.candidates.cross_fit` and :func:`~regret_gateway.policy.candidates.evaluate`:
     the production learner fitted once per fold of five, every candidate -- RM-Interval, R&C, RM-Cluster
     and the best constant model -- valued on every logged row out of fold, the gate of
-    :func:`regret_gateway.ope.select`), and the label each tier serves (``constant:<model>`` or a
+    :func:`regret_gateway.ope.select`), and the label each tier serves (``constant:<model>``, ``regions:<model>`` -- that constant except in
+    the regions the logs prove -- or a
     candidate's name). No tier serves anything yet, so each gate's incumbent is the best constant.
     ``cross_fitted=False``: one fit, as ``retrain --no-cross-fit``."""
     from regret_gateway.config import TierSpec
@@ -233,6 +245,7 @@ def served_actions(
 def _diagnostics(nuisance: Nuisance, scores, logs, full_train: FullFeedback) -> dict[str, float]:
     q_hat, _ = nuisance.outcome_.predict(logs.X)
     rows = np.arange(logs.n_samples)
+    truth = full_train.quality[rows // (logs.n_samples // full_train.n_samples)]  # row j is prompt j // draws
     p_hat = nuisance.observed_propensity_
     lam_mid = 500.0
     Y_raw = scores.quality - lam_mid * scores.cost
@@ -240,8 +253,8 @@ def _diagnostics(nuisance: Nuisance, scores, logs, full_train: FullFeedback) -> 
     observed = np.zeros(scores.quality.shape, dtype=bool)
     observed[rows, logs.action] = True
     return {
-        "dr_rmse_quality": float(np.sqrt(np.mean((scores.quality - full_train.quality) ** 2))),
-        "dm_rmse_quality": float(np.sqrt(np.mean((q_hat - full_train.quality) ** 2))),
+        "dr_rmse_quality": float(np.sqrt(np.mean((scores.quality - truth) ** 2))),
+        "dm_rmse_quality": float(np.sqrt(np.mean((q_hat - truth) ** 2))),
         "propensity_mae": float(np.mean(np.abs(p_hat - logs.propensity))),
         "logged_propensity_min": float(logs.propensity.min()),
         "logged_propensity_max": float(logs.propensity.max()),
@@ -303,10 +316,11 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
             single = references["single-best"][:, 0]
             # why served differs from the single best model: a learned router won the gate, or the fixed
             # choice the logs estimate is another model than the one full feedback picks
-            diag["served_learned_share"] = float(np.mean([not x.startswith("constant:") for x in labels]))
+            diag["served_learned_share"] = float(np.mean([not x.startswith(("constant:", "regions:")) for x in labels]))
+            diag["served_regions_share"] = float(np.mean([x.startswith("regions:") for x in labels]))
             diag["served_constant_is_single_best_share"] = float(
                 np.mean(
-                    [data.model_names[single[k]] == x.split(":", 1)[1] for k, x in enumerate(labels) if x.startswith("constant:")]
+                    [data.model_names[single[k]] == x.split(":", 1)[1] for k, x in enumerate(labels) if x.startswith(("constant:", "regions:"))]
                     or [np.nan]
                 )
             )
@@ -314,5 +328,8 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
             raw[name].add(evaluate_actions(full_test, lambdas, actions), 0.0)
     if steps is not None:
         steps.close()
-    dataset = bench.describe() | {"n_train": len(split.train), "n_val": len(split.val), "n_test": len(split.test)}
+    dataset = bench.describe() | {
+        "n_train": len(split.train), "n_val": len(split.val), "n_test": len(split.test),
+        "log_draws": config.log_draws, "logged_rows": split.logs.n_samples,
+    }  # fmt: skip
     return OfflineRun(dataset=dataset, config=config, lambdas=lambdas.tolist(), methods=raw, diagnostics=diagnostics)

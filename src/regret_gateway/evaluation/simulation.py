@@ -1,7 +1,7 @@
 """Simulated observational logs from a full-feedback benchmark (the paper's protocol).
 
 For each prompt one model is sampled from a logging policy P(t | x) and only its outcome is kept,
-together with the exact propensity P(t_i | x_i).
+together with the exact propensity P(t_i | x_i); with ``draws`` = K, K independent draws per prompt.
 
 Logging policies:
 
@@ -52,15 +52,20 @@ def simulate_logs(
     policy: str = "accuracy-softmax",
     temperature: float = 1.0,
     seed: int = 0,
+    draws: int = 1,
 ) -> LoggedFeedback:
-    """Sample one model per prompt from the logging policy; keep its outcome and exact propensity."""
+    """Sample one model per prompt from the logging policy; keep its outcome and exact propensity. With
+    ``draws`` = K each prompt is logged K times, each an independent draw of the policy (K times the
+    traffic from the same prompts): row j is prompt j // K."""
+    if draws < 1:
+        raise ValueError(f"`draws` must be >= 1, got {draws}")
     probs = logging_probabilities(full, policy, temperature=temperature, seed=seed)
     rng = np.random.default_rng(seed)
-    u = rng.random(full.n_samples)[:, None]
-    action = np.minimum((probs.cumsum(axis=1) < u).sum(axis=1), full.n_models - 1)
-    rows = np.arange(full.n_samples)
+    rows = np.repeat(np.arange(full.n_samples), draws)
+    u = rng.random((full.n_samples, draws)).reshape(-1)[:, None]
+    action = np.minimum((probs[rows].cumsum(axis=1) < u).sum(axis=1), full.n_models - 1)
     return LoggedFeedback(
-        X=full.X,
+        X=full.X[rows],
         action=action,
         quality=full.quality[rows, action],
         cost=full.cost[rows, action],

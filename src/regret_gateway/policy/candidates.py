@@ -6,10 +6,13 @@ on simulated ones).
   (XGBoost where rows were imported without one), outcome MLPs, DR scores, RM-Interval over the tier
   lambdas; full-batch up to 5,000 rows, mini-batches beyond (:func:`_train_config`).
 * Cross-fitting (:func:`cross_fit`): one fit per fold, each on the other folds.
+* The safe default (:mod:`regret_gateway.policy.regions`): per tier, the best constant model, except in
+  the regions of prompt space whose out-of-fold DR scores prove another model better there.
 * The choice (:func:`evaluate`): per tier, the learned candidates (:func:`learned_candidates`:
-  RM-Interval, RM-Cluster, R&C), the best constant model and what the tier serves now, each valued on
-  the held-out rows; :func:`regret_gateway.ope.select` keeps the incumbent unless a candidate's gain is
-  confident.
+  RM-Interval, RM-Cluster, R&C), the safe default and what the tier serves now, each valued on the
+  held-out rows; :func:`regret_gateway.ope.select` keeps the incumbent unless a candidate's gain is
+  confident. The incumbent is the tier's active learned router if it has one, else the safe default
+  (re-derived every retrain: it departs from the constant only where the logs prove it).
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from regret_gateway.artifacts import RouterArtifact
+from regret_gateway.causal.stats import folds_of, prompt_groups
 from regret_gateway.data import LoggedFeedback
 from regret_gateway.ope import LoggedData, PolicyValue, select
+from regret_gateway.policy.regions import choose_regions, fit_regions, region_policy
 from regret_gateway.servable import ConstantPolicy, PerTierPolicy, ServablePolicy
 
 FOLDS = 5  # retrain's default number of folds (RetrainOptions.folds)
@@ -43,6 +48,9 @@ class TierEvaluation:
     gain_ci: tuple[float, float]
     traffic_changing_model: float  # share of the logged requests the published policy sends elsewhere than the incumbent
     model_mix: dict[str, float]  # share of the logged requests per model under the published policy (not the fold fits)
+    changed: bool = True  # the published policy sends some logged request elsewhere than the tier's active one did
+    regions_adopted: int = 0  # regions where the safe default departs from the constant (a proven gain)
+    regions: int = 1  # regions of prompt space the safe default tested
 
     @property
     def new(self) -> PolicyValue:
@@ -51,10 +59,6 @@ class TierEvaluation:
     @property
     def reference(self) -> PolicyValue:
         return self.values[self.incumbent]
-
-    @property
-    def changed(self) -> bool:
-        return self.served != self.incumbent
 
 
 def _train_config(n: int):
@@ -79,13 +83,6 @@ def _split(n: int, share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     order = np.random.default_rng(seed).permutation(n)
     n_held = max(1, int(round(share * n)))
     return np.sort(order[n_held:]), np.sort(order[:n_held])
-
-
-def folds_of(n: int, k: int, seed: int) -> list[np.ndarray]:
-    """``k`` seeded random folds of ``n`` rows, each sorted, sizes within one of each other."""
-    if not 2 <= k <= n:
-        raise ValueError(f"`folds` must be between 2 and the number of rows ({n}), got {k}")
-    return [np.sort(f) for f in np.array_split(np.random.default_rng(seed).permutation(n), k)]
 
 
 def production_learner(n_rows: int, tier_lams: list[float], *, imported: bool, seed: int = 0, outcome_train=None):
@@ -119,6 +116,8 @@ def fit_router(logged: LoggedFeedback, tier_lams: list[float], *, seed: int = 0)
 
 
 FIXED = "constant"  # label prefix of the best constant model, the fixed choice every tier can fall back to
+REGIONS = "regions"  # label prefix of the safe regional policy: the constant, with proven regions departing
+SAFE = (FIXED, REGIONS)  # the safe defaults, re-derived by every retrain (never an incumbent to protect)
 
 
 @dataclass(frozen=True)
@@ -136,8 +135,9 @@ class CrossFit:
 
 
 def cross_fit(logged: LoggedFeedback, tier_lams: list[float], *, folds: int, every: bool = True, seed: int = 0) -> CrossFit:
-    """One :func:`fit_router` per fold, each on the other folds (``every=False``: the first fold only)."""
-    parts = folds_of(logged.n_samples, folds, seed)[: None if every else 1]
+    """One :func:`fit_router` per fold, each on the other folds (``every=False``: the first fold only). A
+    prompt logged several times lies in one fold (:func:`~regret_gateway.causal.stats.folds_of`)."""
+    parts = folds_of(logged.n_samples, folds, seed, prompt_groups(logged.X))[: None if every else 1]
     everything = np.arange(logged.n_samples)
     learners = [fit_router(logged.subset(np.setdiff1d(everything, f)), tier_lams, seed=seed) for f in parts]
     return CrossFit(logged, parts, learners)
@@ -158,8 +158,8 @@ def learned_candidates(learner, model_names: tuple[str, ...], lams: list[float])
     return policies, cluster.k_
 
 
-def _incumbent(active: RouterArtifact | None, lam: float, model_names: tuple[str, ...]) -> tuple[str, ServablePolicy] | None:
-    """(label, policy) of what the active router serves at ``lam``, if it routes over the same models."""
+def _serving(active: RouterArtifact | None, lam: float, model_names: tuple[str, ...]) -> tuple[str, ServablePolicy] | None:
+    """(label, policy) of what the active artifact serves at ``lam``, if it routes over the same models."""
     if active is None or active.model_names != model_names:
         return None
     policy = active.policy
@@ -168,6 +168,15 @@ def _incumbent(active: RouterArtifact | None, lam: float, model_names: tuple[str
         label = policy.labels[next(i for i, p in enumerate(policy.policies) if p is sub)]
         return f"{label} ({active.version})", sub
     return f"{policy.kind} ({active.version})", policy
+
+
+def _is_safe(label: str) -> bool:
+    return label.split(":")[0] in SAFE
+
+
+def _base_model(label: str) -> str:
+    """The constant model of a safe default's label (``regions:<model> (<version>)``)."""
+    return label.split(":", 1)[1].rsplit(" (", 1)[0]
 
 
 def evaluate(
@@ -186,49 +195,69 @@ def evaluate(
     fold k and the outcome models' predictions there come from ``fits.learners[k]``; the best constant
     model is chosen on the DR scores of every row -- out of fold where cross-fitted, else the held-out
     fold's and the fit's own -- (the most data for the fixed choice; that the evaluation rows chose it
-    favours it in the comparison, which errs on the safe side). ``loggers`` (n,) names the policy that logged each
-    row (tier and router version, :func:`logger_labels`): each logger's DR correction is then weighted by
-    what it knows about a candidate's choices (:mod:`regret_gateway.ope`). Returns the evaluations and the
-    per-tier policy they describe -- the learned candidates of the first fold's fit -- with its R&C
-    outcome networks as the utility estimator (exploration reads it, whatever a tier serves)."""
+    favours it in the comparison, which errs on the safe side). The safe default departs from it only in
+    the regions the held-out rows' DR scores prove (:mod:`regret_gateway.policy.regions`). ``loggers``
+    (n,) names the policy that logged each row (tier and router version, :func:`logger_labels`): each
+    logger's DR correction is then weighted by what it knows about a candidate's choices
+    (:mod:`regret_gateway.ope`); the bootstrap resamples prompts (rows with one embedding). Returns the
+    evaluations and the per-tier policy they describe -- the learned candidates of the first fold's fit
+    -- with its R&C outcome networks as the utility estimator (exploration reads it, whatever a tier
+    serves)."""
     order, names = fits.order, fits.logged.model_names
     hold, parts = fits.logged.subset(order), [fits.logged.subset(f) for f in fits.folds]
     held = [learner.nuisance_.held_out(part) for learner, part in zip(fits.learners, parts)]  # each fold by its own fit
-    scores = held[0][0].concat(*(h[0] for h in held[1:]))
+    oof = held[0][0].concat(*(h[0] for h in held[1:]))
     q_hat, c_hat = np.concatenate([h[2] for h in held]), np.concatenate([h[3] for h in held])
     p_hold = np.clip(np.concatenate([h[1] for h in held]), 1e-3, 1.0) if hold.propensity is None else hold.propensity
+    scores = oof
     if len(parts) == 1:  # one fold held out: the fixed choice reads the fit's own rows too (in-sample scores)
         scores = scores.concat(fits.learners[0].data_.scores, fits.learners[0].data_.val_scores)
     strata = None if loggers is None else np.asarray(loggers)[order]
-    data = LoggedData(hold.action, hold.quality, hold.cost, p_hold, q_hat, c_hat, strata=strata)
+    groups = prompt_groups(hold.X)
+    data = LoggedData(hold.action, hold.quality, hold.cost, p_hold, q_hat, c_hat, strata=strata, groups=groups)
+    regions = fit_regions(hold.X, groups, seed=seed)
     lams = [spec.lam for _, spec in tiers]
     learned = [learned_candidates(learner, names, lams) for learner in fits.learners]
     published, k_clusters = learned[0]
     labels = [label for label in published if label != "rm-cluster" or k_clusters > 1]
     rows, served_policies, served_labels = [], [], []
     for name, spec in tiers:
-        best = names[scores.best_constant(spec.lam)]
-        fixed = f"{FIXED}:{best}"
-        pool: dict[str, ServablePolicy] = {**{label: published[label] for label in labels}, fixed: ConstantPolicy(names, best)}
+        best = scores.best_constant(spec.lam)
+        prior = _serving(active, spec.lam, names)
+        current = None if prior is None or _is_safe(prior[0]) else prior  # a safe default is re-derived, not kept
+        # the baseline is sticky: a tier serving a safe default keeps its constant (another constant must pass
+        # the gate as a challenger); its regions are re-derived from these logs
+        b = names.index(_base_model(prior[0])) if prior is not None and current is None else best
+        choice = choose_regions(oof.quality, oof.cost, hold.action, regions, groups, b, spec.lam)
+        safe = f"{REGIONS if choice.n_adopted else FIXED}:{names[b]}"
+        safe_policy = region_policy(names, regions, choice) if choice.n_adopted else ConstantPolicy(names, names[b])
+        pool: dict[str, ServablePolicy] = {**{label: published[label] for label in labels}, safe: safe_policy}
+        if best != b:
+            pool[f"{FIXED}:{names[best]}"] = ConstantPolicy(names, names[best])
         actions = {
             label: np.concatenate([fold[label].choose(part.X, spec.lam) for (fold, _), part in zip(learned, parts)])
             for label in labels
         }
-        actions[fixed] = pool[fixed].choose(hold.X, spec.lam)
-        incumbent, current = fixed, _incumbent(active, spec.lam, names)
+        for label in pool:
+            if label not in actions:
+                actions[label] = pool[label].choose(hold.X, spec.lam)
+        incumbent = safe
         if current is not None:
             incumbent = current[0]
             pool[incumbent] = current[1]
             actions[incumbent] = current[1].choose(hold.X, spec.lam)
         sel = select(data, actions, incumbent, spec.lam, required=margin, force=force, n_boot=n_boot, seed=seed)
         # what the published policy does with these requests: a learned candidate's actions above are its
-        # fold fits' (out of fold); the constant's and the incumbent's are their published choices already
+        # fold fits' (out of fold); the safe default's and the incumbent's are their published choices already
         served = pool[sel.served].choose(hold.X, spec.lam) if sel.served in labels else actions[sel.served]
         mix = np.bincount(served, minlength=hold.n_models) / len(served)
         changing = float(np.mean(served != actions[incumbent]))
+        changed = sel.served != incumbent if current is not None else (
+            prior is None or not np.array_equal(prior[1].choose(hold.X, spec.lam), served))  # fmt: skip
+        reason = sel.reason() + ("; " + choice.describe(names) if sel.served == safe else "")
         rows.append(
-            TierEvaluation(name, spec.lam, sel.served, incumbent, sel.reason(), sel.values, sel.gain, sel.gain_ci, changing,
-                           {m: float(v) for m, v in zip(names, mix)})
+            TierEvaluation(name, spec.lam, sel.served, incumbent, reason, sel.values, sel.gain, sel.gain_ci, changing,
+                           {m: float(v) for m, v in zip(names, mix)}, changed, choice.n_adopted, regions.n_regions)
         )  # fmt: skip
         served_policies.append(pool[sel.served])
         served_labels.append(sel.served.split(" (")[0])

@@ -2,6 +2,7 @@
 prompt tells which model is better, and sends everything to the fixed choice where it does not."""
 
 import numpy as np
+import pytest
 
 from regret_gateway.evaluation.loaders import Benchmark
 from regret_gateway.evaluation.offline import OfflineConfig, run_offline
@@ -30,8 +31,9 @@ def _bench(signal: bool, n_train=400, n_test=200, seed=0):
     return bench, X
 
 
-def _run(bench, X, cross_fit):
+def _run(bench, X, cross_fit, log_draws=1):
     config = OfflineConfig(
+        log_draws=log_draws,
         trials=1,
         methods=("r-and-c",),
         lambdas=(0.0, 100.0),
@@ -53,3 +55,19 @@ def test_served_is_the_fixed_choice_where_the_prompt_tells_nothing():
     utility, diag = _run(*_bench(signal=False), cross_fit=True)
     assert diag["served_learned_share"] == 0.0 and diag["served_constant_is_single_best_share"] == 1.0
     np.testing.assert_allclose(utility["served"], utility["single-best"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signal", [True, False])
+def test_with_five_logs_per_prompt_served_learns_where_the_prompt_matters_and_only_there(signal):
+    """Each training prompt logged five times (independent draws; the test prompts never): where the prompt
+    tells which model is right, served beats the fixed choice on the unseen test prompts; where it tells
+    nothing, served is the fixed choice, on every tier."""
+    bench, X = _bench(signal=signal)
+    utility, diag = _run(bench, X, cross_fit=True, log_draws=5)
+    if signal:
+        assert diag["served_learned_share"] + diag["served_regions_share"] == 1.0
+        assert (utility["served"] > utility["single-best"] + 10).all(), utility
+    else:
+        assert diag["served_learned_share"] == 0.0 and diag["served_regions_share"] == 0.0
+        np.testing.assert_allclose(utility["served"], utility["single-best"])

@@ -8,8 +8,10 @@ lambda * c_i(t_i) (reported x100), accuracy and cost. To choose settings without
 ``evaluate_on="dev"`` holds a seeded slice of the train prompts (the size of val) out of the logs, the
 training and the served choice, and scores on it instead.
 
-Two reference rows: ``single-best`` (the one model with the best mean train utility at that lambda --
-chosen with full feedback on train, so slightly optimistic) and ``oracle`` (per-query best on test).
+Reference rows: ``single-best`` (the one model with the best mean train utility at that lambda -- chosen
+with full feedback on train, so slightly optimistic), ``oracle`` (per-query best on test) and, where a
+method learns from the logs, ``logged-constant`` (the one model with the best mean DR utility on the
+training and validation logs: the fixed choice the logs can make).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from regret_gateway.policy.learner import fit_training_data
 from regret_gateway.policy.registry import method_names, router_class
 
 REFERENCES = ("single-best", "oracle")
+LOGGED_CONSTANT = "logged-constant"  # the best constant model by the training logs' mean DR scores (what the logs can pick)
 SERVED = "served"  # what retrain publishes from the trial's logs (train + val), by its own code: served_actions
 SERVED_CANDIDATES = ("rm-interval", "r-and-c", "rm-cluster")  # retrain's learned candidates: running one runs served
 DEFAULT_LAMBDAS = tuple(float(l) for l in range(0, 1001, 100))
@@ -268,7 +271,8 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
     lambdas = np.asarray(config.lambdas, dtype=np.float64)
     full = bench.full_feedback(X)
     candidates = [m for m in config.methods if m in SERVED_CANDIDATES]
-    names = list(config.methods) + ([SERVED] if candidates else []) + list(REFERENCES)
+    logged = not all(router_class(name).full_information for name in config.methods)
+    names = list(config.methods) + ([SERVED] if candidates else []) + list(REFERENCES) + ([LOGGED_CONSTANT] if logged else [])
     raw = {m: MethodTrials() for m in names}
     diagnostics = []
     steps = None
@@ -285,7 +289,7 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         t0 = time.perf_counter()
         oracle = TrainingData.from_full(full_train, full_val)
         data, diag = oracle, {}
-        if not all(router_class(name).full_information for name in config.methods):  # the logs are needed
+        if logged:  # the logs are needed
             nuisance = config.nuisance(seed)
             data = fit_training_data(nuisance, logs_train, logs_val)
             diag = _diagnostics(nuisance, data.scores, logs_train, full_train)
@@ -304,6 +308,9 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
                 steps.set_postfix_str(f"trial {trial + 1}: {name} {seconds:.1f}s")
                 steps.update(1)
         references = {name: reference_actions(name, full_train, full_test, lambdas) for name in REFERENCES}
+        if data is not oracle:
+            pooled = data.scores.concat(data.val_scores)
+            references[LOGGED_CONSTANT] = np.stack([np.full(full_test.n_samples, pooled.best_constant(l)) for l in lambdas])
         if candidates:
             t0 = time.perf_counter()
             actions, labels = served_actions(split.logs, full_test.X, lambdas, cross_fitted=config.served_cross_fit, seed=seed)

@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy.orm import Session
 
 from regret_gateway.artifacts import active_version_id
+from regret_gateway.causal.stats import folds_of
 from regret_gateway.config import Settings, StoreSpec, TierSpec
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.world import write_world
-from regret_gateway.causal.stats import folds_of
 from regret_gateway.retrain import RetrainOptions, logger_labels, retrain
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade

@@ -327,7 +327,11 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
             diag["served_regions_share"] = float(np.mean([x.startswith("regions:") for x in labels]))
             diag["served_constant_is_single_best_share"] = float(
                 np.mean(
-                    [data.model_names[single[k]] == x.split(":", 1)[1] for k, x in enumerate(labels) if x.startswith(("constant:", "regions:"))]
+                    [
+                        data.model_names[single[k]] == x.split(":", 1)[1]
+                        for k, x in enumerate(labels)
+                        if x.startswith(("constant:", "regions:"))
+                    ]
                     or [np.nan]
                 )
             )

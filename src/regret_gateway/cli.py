@@ -439,6 +439,12 @@ def retrain_cmd(
         "--no-cross-fit holds out the first fold only: one fit, --folds times faster, but the gate sees a fold's "
         "rows and its intervals are about sqrt(--folds) times as wide.",
     ),
+    regions: bool = typer.Option(
+        True,
+        "--regions/--no-regions",
+        help="Each tier's safe default departs from its constant model in the regions of prompt space whose logs "
+        "prove another model better there (default); --no-regions: the constant alone, learned routers all or nothing.",
+    ),
     every: Optional[str] = typer.Option(None, "--every", help="Repeat forever every DURATION (e.g. 6h); without it, run once."),
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: the new version's folder)."),
     threads: Optional[int] = typer.Option(
@@ -454,10 +460,10 @@ def retrain_cmd(
 
     Reads decisions with outcomes and quality scores, checks that they can support a router, fits the
     propensity/outcome/doubly robust stage, RM-Interval, RM-Cluster and R&C on all but each fold in turn
-    (all but the first only with --no-cross-fit). Per tier the candidates (those routers, the best constant
-    model, what the tier serves now) are evaluated on the held-out rows (DR, SNIPS, bootstrap CIs); a
-    candidate replaces the incumbent only with a confident gain, so no tier serves something estimated
-    worse than the fixed choice. Exit code: 0 published, 1 kept, 2 refused, 3 store unreachable (with
+    (all but the first only with --no-cross-fit). Per tier the candidates (those routers, the safe default --
+    the best constant model, except in regions of prompt space the logs prove -- and what the tier serves
+    now) are evaluated on the held-out rows (DR, SNIPS, bootstrap CIs); a candidate replaces the incumbent
+    only with a confident gain, so no tier serves something estimated worse than the fixed choice. Exit code: 0 published, 1 kept, 2 refused, 3 store unreachable (with
     --every it keeps going and tries again next period).
     """
     from datetime import timedelta
@@ -498,6 +504,7 @@ def retrain_cmd(
                     margin=margin,
                     force=force,
                     folds=folds,
+                    regions=regions,
                     cross_fit=cross_fit,
                     out=out,
                 ),

@@ -68,6 +68,7 @@ class RetrainOptions:
     feedback: tuple[str, ...] | None = None  # quality sources to learn from, in order (None: all, user first, judge last)
     margin: float = 0.0  # a candidate must beat the incumbent by more than this (lower end of the paired 95% CI)
     force: bool = False
+    regions: bool = True  # the safe default departs from the constant where the logs prove it (policy/regions.py)
     folds: int = FOLDS  # the rows split into this many folds; what a fit on the others learned is evaluated on a fold
     cross_fit: bool = True  # every fold held out once (``folds`` fits, every row evaluated); False: the first (one fit)
     min_rows: int = 200
@@ -222,7 +223,7 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     active = _active(settings, active_id, data_info)
     rows, policy = evaluate(
         fits, tiers, active, logger_labels(ts.tiers, ts.router_versions), margin=opts.margin, force=opts.force,
-        n_boot=opts.n_boot, seed=opts.seed,
+        n_boot=opts.n_boot, seed=opts.seed, regions=opts.regions,
     )  # fmt: skip
     timings["evaluate"] = time.perf_counter() - t2
     # published even when every tier keeps what it serves: the new version carries this retrain's utility

@@ -5,8 +5,12 @@ what sharing the cores costs.
     python docs/experiments/scripts/fit_threads.py 4800 1,2,1,2
 """
 
-import sys, time
-import numpy as np, torch
+import sys
+import time
+
+import numpy as np
+import torch
+
 from regret_gateway.data import LoggedFeedback
 from regret_gateway.policy.candidates import fit_router
 

@@ -25,7 +25,7 @@ from regret_gateway.artifacts import RouterArtifact
 from regret_gateway.causal.stats import folds_of, prompt_groups
 from regret_gateway.data import LoggedFeedback
 from regret_gateway.ope import LoggedData, PolicyValue, select
-from regret_gateway.policy.regions import choose_regions, fit_regions, region_policy
+from regret_gateway.policy.regions import MAX_REGIONS, choose_regions, fit_regions, region_policy
 from regret_gateway.servable import ConstantPolicy, PerTierPolicy, ServablePolicy
 
 FOLDS = 5  # retrain's default number of folds (RetrainOptions.folds)
@@ -189,6 +189,7 @@ def evaluate(
     force: bool = False,
     n_boot: int = N_BOOT,
     seed: int = 0,
+    regions: bool = True,
 ) -> tuple[list[TierEvaluation], PerTierPolicy]:
     """Per tier: every candidate's DR/SNIPS value on the held-out folds' rows (every row when cross-fitted)
     and the choice of what to serve (:func:`regret_gateway.ope.select`). A learned candidate's choice on
@@ -215,7 +216,8 @@ def evaluate(
     strata = None if loggers is None else np.asarray(loggers)[order]
     groups = prompt_groups(hold.X)
     data = LoggedData(hold.action, hold.quality, hold.cost, p_hold, q_hat, c_hat, strata=strata, groups=groups)
-    regions = fit_regions(hold.X, groups, seed=seed)
+    space = fit_regions(hold.X, groups, seed=seed, max_regions=MAX_REGIONS if regions else 1)
+    fold_rows = np.split(np.arange(len(order)), np.cumsum([len(f) for f in fits.folds])[:-1])  # each fold's rows in ``hold``
     lams = [spec.lam for _, spec in tiers]
     learned = [learned_candidates(learner, names, lams) for learner in fits.learners]
     published, k_clusters = learned[0]
@@ -228,9 +230,12 @@ def evaluate(
         # the baseline is sticky: a tier serving a safe default keeps its constant (another constant must pass
         # the gate as a challenger); its regions are re-derived from these logs
         b = names.index(_base_model(prior[0])) if prior is not None and current is None else best
-        choice = choose_regions(oof.quality, oof.cost, hold.action, regions, groups, b, spec.lam)
+        choice = choose_regions(
+            oof.quality, oof.cost, hold.action, space, groups, b, spec.lam,
+            folds=fold_rows if len(parts) > 1 else None, aggregate=True,
+        )  # fmt: skip
         safe = f"{REGIONS if choice.n_adopted else FIXED}:{names[b]}"
-        safe_policy = region_policy(names, regions, choice) if choice.n_adopted else ConstantPolicy(names, names[b])
+        safe_policy = region_policy(names, space, choice) if choice.n_adopted else ConstantPolicy(names, names[b])
         pool: dict[str, ServablePolicy] = {**{label: published[label] for label in labels}, safe: safe_policy}
         if best != b:
             pool[f"{FIXED}:{names[best]}"] = ConstantPolicy(names, names[best])
@@ -257,7 +262,7 @@ def evaluate(
         reason = sel.reason() + ("; " + choice.describe(names) if sel.served == safe else "")
         rows.append(
             TierEvaluation(name, spec.lam, sel.served, incumbent, reason, sel.values, sel.gain, sel.gain_ci, changing,
-                           {m: float(v) for m, v in zip(names, mix)}, changed, choice.n_adopted, regions.n_regions)
+                           {m: float(v) for m, v in zip(names, mix)}, changed, choice.n_adopted, space.n_regions)
         )  # fmt: skip
         served_policies.append(pool[sel.served])
         served_labels.append(sel.served.split(" (")[0])

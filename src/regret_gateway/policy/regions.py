@@ -3,18 +3,24 @@ prompt space whose logs prove that another model is better there (SPIBB's idea -
 Tachet des Combes, 2019: depart from the baseline only where the data is sufficient -- with the proof a
 confidence bound).
 
-* Regions: spherical k-means of the logged prompts' unit embeddings (each distinct prompt once), about
-  ``prompts_per_region`` prompts per region, at most ``max_regions``. The regions read no outcome, so the
-  same rows may test them.
+* Regions: spherical k-means of the logged prompts' unit embeddings (each distinct prompt once), one
+  region per ``rows_per_region`` logged rows (2,400: chosen on dev slices at three logged draws per
+  prompt, docs/experiments/learning-curve.md), with at least ``min_prompts_per_region`` distinct prompts
+  each and at most ``max_regions``: the more logs, the finer the regions. The regions read no outcome, so
+  the same rows may test them.
 * Evidence: every logged row's out-of-fold DR scores Gamma_i(t) of quality and cost (every tier's rows: a
   model's quality and cost do not depend on the tier that logged it, and each row carries its own exact
   propensity). In region r, the gain of model m over the baseline b at lambda is the mean over the
   region's rows of d_i = Gamma_i(m) - Gamma_i(b) (utility A - lambda C, unclipped).
-* Test: a one-sided z test per (region, model), its standard error clustered by prompt (rows of one
-  prompt count as one draw); within a region, Bonferroni over the T - 1 challengers; across regions,
-  Holm's step-down at ``alpha``. So, with probability about 1 - alpha, every region that departs from
-  the baseline gains there. A region is tested only with at least ``min_prompts`` prompts and
-  ``min_matched`` rows that logged its challenger and as many that logged the baseline.
+* Challengers, cross-fitted (retrain): for the rows of each fold, each region's challenger is the model
+  with the best mean gain on the other folds' rows of the region, so the rows that test a challenger did
+  not choose it. (Without folds: every model, Bonferroni over the T - 1.)
+* Test: one-sided z tests, standard errors clustered by prompt (rows of one prompt count as one draw).
+  First the whole proposal -- every row under its region's challenger -- against the baseline at
+  ``alpha``: if it gains, every region whose challenger gained on its own rows departs. Else region by
+  region, Holm's step-down at ``alpha``. A region is tested only with at least ``min_prompts`` prompts
+  and ``min_matched`` rows that logged its challenger and as many that logged the baseline. Either way,
+  with probability about 1 - alpha, the policy does not lose to the baseline.
 * The policy (:class:`~regret_gateway.servable.RegionPolicy`): nearest centroid, then the region's model.
 """
 
@@ -29,7 +35,8 @@ from regret_gateway.policy.cluster import spherical_kmeans
 from regret_gateway.servable import RegionPolicy, unit_rows
 
 ALPHA = 0.05  # family-wise error over a tier's regions
-PROMPTS_PER_REGION = 200
+ROWS_PER_REGION = 2_400
+MIN_PROMPTS_PER_REGION = 100
 MAX_REGIONS = 32
 MIN_PROMPTS = 30
 MIN_MATCHED = 10
@@ -51,7 +58,8 @@ def fit_regions(
     X: np.ndarray,
     groups: np.ndarray,
     *,
-    prompts_per_region: int = PROMPTS_PER_REGION,
+    rows_per_region: int = ROWS_PER_REGION,
+    min_prompts_per_region: int = MIN_PROMPTS_PER_REGION,
     max_regions: int = MAX_REGIONS,
     seed: int = 0,
 ) -> Regions:
@@ -60,7 +68,7 @@ def fit_regions(
     first = np.full(n_groups, -1)
     first[groups[::-1]] = np.arange(len(groups))[::-1]  # one row per prompt
     Z = unit_rows(np.asarray(X[first], dtype=np.float32))
-    k = int(np.clip(n_groups // prompts_per_region, 1, max_regions))
+    k = int(np.clip(min(len(X) // rows_per_region, n_groups // min_prompts_per_region), 1, max_regions))
     centroids = spherical_kmeans(Z, k, seed=seed) if k > 1 else unit_rows(Z.mean(0, keepdims=True))
     region = np.argmax(unit_rows(np.asarray(X, dtype=np.float32)) @ centroids.T.astype(np.float32), axis=1)
     return Regions(np.asarray(centroids, dtype=np.float32), region)
@@ -114,16 +122,22 @@ def choose_regions(
     alpha: float = ALPHA,
     min_prompts: int = MIN_PROMPTS,
     min_matched: int = MIN_MATCHED,
+    folds: list[np.ndarray] | None = None,
+    aggregate: bool = False,
 ) -> RegionChoice:
     """Per region, the model to serve at ``lam`` (module doc). ``quality``, ``cost`` (n, T): DR scores,
-    out of fold; ``logged`` (n,): the model each row logged; ``groups`` (n,): each row's prompt."""
+    out of fold; ``logged`` (n,): the model each row logged; ``groups`` (n,): each row's prompt. With
+    ``folds`` (row indices), each region tests one challenger per row, the model the other folds' rows
+    propose for the region (:func:`proposals`), with no correction over the models."""
     n, T = quality.shape
     R = regions.n_regions
     d = (quality - lam * cost) - (quality[:, [baseline]] - lam * cost[:, [baseline]])  # (n, T) gain over b
+    proposed = None if folds is None else proposals(d, logged, regions.region, R, folds, baseline, min_matched)
     models = np.full(R, baseline)
     gain, lower, p_value = np.zeros(R), np.full(R, -np.inf), np.ones(R)
     share = np.bincount(regions.region, minlength=R) / n
-    z_any = NormalDist().inv_cdf(1.0 - alpha / max(1, T - 1))
+    challengers = max(1, T - 1) if proposed is None else 1
+    z_any = NormalDist().inv_cdf(1.0 - alpha / challengers)
     for r in range(R if R > 1 else 0):  # one region is the whole traffic: the baseline is its best model
         rows = np.flatnonzero(regions.region == r)
         g = np.unique(groups[rows], return_inverse=True)[1].reshape(-1)
@@ -138,10 +152,30 @@ def choose_regions(
         eligible = (hits >= min_matched) & (hits[baseline] >= min_matched) & (np.arange(T) != baseline) & (se > 0)
         if not eligible.any():
             continue
-        m = int(np.argmax(np.where(eligible, z, -np.inf)))
-        models[r], gain[r], lower[r] = m, mean[m], mean[m] - z_any * se[m]
-        p_value[r] = min(1.0, (T - 1) * (1.0 - NormalDist().cdf(z[m])))
+        if proposed is None:
+            m = int(np.argmax(np.where(eligible, z, -np.inf)))
+            models[r], gain[r], lower[r] = m, mean[m], mean[m] - z_any * se[m]
+            p_value[r] = min(1.0, challengers * (1.0 - NormalDist().cdf(z[m])))
+            continue
+        own = d[rows, proposed[rows]]  # each row's gain under the challenger the other folds proposed
+        own_mean = own.mean()
+        own_se = np.sqrt((np.bincount(g, own - own_mean, minlength=n_g) ** 2).sum() * n_g / max(n_g - 1, 1)) / len(rows)
+        if own_se <= 0:
+            continue
+        models[r] = int(np.argmax(np.where(eligible, mean, -np.inf)))  # what all the rows propose: published
+        gain[r], lower[r] = own_mean, own_mean - z_any * own_se
+        p_value[r] = 1.0 - NormalDist().cdf(own_mean / own_se)
     adopted = np.zeros(R, dtype=bool)
+    if aggregate and proposed is not None and R > 1:
+        # first the whole proposal at once: every row under the challenger the other folds proposed for its region
+        own = d[np.arange(n), proposed]
+        g = np.unique(groups, return_inverse=True)[1].reshape(-1)
+        G = int(g.max()) + 1
+        se_all = np.sqrt((np.bincount(g, own - own.mean(), minlength=G) ** 2).sum() * G / max(G - 1, 1)) / n
+        if se_all > 0 and own.mean() / se_all > NormalDist().inv_cdf(1.0 - alpha):
+            adopted = (gain > 0) & (models != baseline) & np.isfinite(lower)
+            models = np.where(adopted, models, baseline)
+            return RegionChoice(baseline, models, adopted, np.where(adopted, gain, 0.0), lower, share)
     for j, r in enumerate(np.argsort(p_value, kind="stable")):  # Holm's step-down over the regions
         if p_value[r] > alpha / (R - j) or gain[r] <= 0:
             break
@@ -153,3 +187,22 @@ def choose_regions(
 def region_policy(model_names: tuple[str, ...], regions: Regions, choice: RegionChoice) -> RegionPolicy:
     """The servable policy of ``choice``: nearest centroid, then the region's model."""
     return RegionPolicy(model_names, regions.centroids, choice.models)
+
+
+def proposals(
+    d: np.ndarray, logged: np.ndarray, region: np.ndarray, R: int, folds: list[np.ndarray], baseline: int, min_matched: int
+) -> np.ndarray:
+    """(n,) per row, the model with the highest mean gain ``d`` (n, T) over the baseline in the row's region
+    on the rows of the other folds (among the models they logged ``min_matched`` times there; the baseline
+    where none is ahead)."""
+    n, T = d.shape
+    out = np.full(n, baseline)
+    for fold in folds:
+        rest = np.setdiff1d(np.arange(n), fold)
+        counts = np.bincount(region[rest], minlength=R).astype(np.float64)
+        sums = np.stack([np.bincount(region[rest], d[rest, t], minlength=R) for t in range(T)], axis=1)
+        hits = np.stack([np.bincount(region[rest], logged[rest] == t, minlength=R) for t in range(T)], axis=1)
+        mean = np.where(hits >= min_matched, sums / np.maximum(counts, 1.0)[:, None], -np.inf)
+        mean[:, baseline] = 0.0
+        out[fold] = np.argmax(mean, axis=1)[region[fold]]
+    return out

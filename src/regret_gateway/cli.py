@@ -615,6 +615,14 @@ def demo(
         help="Retrain as `retrain` does by default, cross-fitted (5 fits a retrain); --no-cross-fit: one fit, a fifth held out.",
     ),
     seed: int = typer.Option(0, "--seed"),
+    held_out: float = typer.Option(
+        0.2,
+        "--held-out",
+        min=0.0,
+        max=0.9,
+        help="Share of the traffic prompts never sent; after every round the router's greedy choices are scored on "
+        "them (the held-out columns: what the logs taught about prompts the router never saw).",
+    ),
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output folder (closed_loop.json/.md/.png)."),
     device: str = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda."),
     lambdas: str = typer.Option(
@@ -691,6 +699,7 @@ def demo(
             igw_gamma=igw_gamma,
             cross_fit=cross_fit,
             seed=seed,
+            held_out=held_out,
             out=out,
             device=device,
             lambdas=(tier_lams[0], tier_lams[1], tier_lams[2]),

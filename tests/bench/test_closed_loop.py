@@ -32,6 +32,38 @@ def test_the_closed_loop_learns_from_its_own_logs(tmp_path):
     cold = np.mean([r["utility"]["gateway"] for r in rounds if r["round"] == 0])
     assert greedy > uniform + 10 and greedy > cold + 10, "\n".join(lines)
     assert greedy >= best_single, "\n".join(lines)
+    # the held-out prompts (a fifth of the traffic's, never sent) score the router that served each round on
+    # prompts it never saw: nothing before the first retrain, then a number beside the best single model's
+    assert all(np.isnan(r["utility"]["held-out greedy"]) for r in rounds if r["round"] == 0)
+    held = np.mean([r["utility"]["held-out greedy"] for r in last])
+    held_single = np.mean([r["utility"]["held-out best-single"] for r in last])
+    assert np.isfinite(held) and held > np.mean([r["utility"]["uniform"] for r in last]), "\n".join(lines)
+    assert np.isfinite(held_single) and any("held-out prompts (never sent; the greedy bar)" in line for line in lines)
+
+
+def test_the_held_out_prompts_are_never_sent(tmp_path, monkeypatch):
+    """The prompts the held-out columns score are never among the traffic: the gateway logs none of them."""
+    from regret_gateway.bench import closed_loop
+
+    seen: dict[str, np.ndarray] = {}
+    real = closed_loop._held_out_stats
+
+    def spy(world, artifact, lam, stats):
+        seen["held"], seen["traffic"] = world.held_ix, world.traffic_ix
+        return real(world, artifact, lam, stats)
+
+    monkeypatch.setattr(closed_loop, "_held_out_stats", spy)
+    sent: list[int] = []
+    real_ask = closed_loop._ReplayTeams.ask_many
+
+    def ask_many(self, team, rows, concurrency):
+        sent.extend(int(i) for i in rows)
+        return real_ask(self, team, rows, concurrency)
+
+    monkeypatch.setattr(closed_loop._ReplayTeams, "ask_many", ask_many)
+    run_demo(DemoConfig(world_size=300, rounds=2, requests=40, out=tmp_path, device="cpu", replay=True), echo=lambda _: None)
+    held, traffic = seen["held"], seen["traffic"]
+    assert len(held) > 0 and not set(held.tolist()) & set(sent) and set(sent) <= set(traffic.tolist())
 
 
 @pytest.mark.slow

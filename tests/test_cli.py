@@ -45,6 +45,8 @@ def test_bench_offline_wiring(tmp_path):
             "--outcome-preset",
             "fast",
             "--served-one-fit",
+            "--log-draws",
+            "2",
             "--cache-dir",
             str(tmp_path / "cache"),
             "--device",
@@ -56,7 +58,10 @@ def test_bench_offline_wiring(tmp_path):
     assert set(doc) >= {"dataset", "config", "methods"}
     # what a run used is recorded
     assert doc["config"]["train_preset"] == "fast" and doc["config"]["outcome_preset"] == "fast"
-    assert set(doc["methods"]) == {"rm-softmax", "r-and-c", "served", "single-best", "oracle"}
+    assert set(doc["methods"]) == {"rm-softmax", "r-and-c", "served", "single-best", "oracle", "logged-constant"}
+    # each training prompt logged twice (--log-draws 2), the test prompts never
+    assert doc["dataset"]["log_draws"] == 2 and doc["config"]["log_draws"] == 2
+    assert doc["dataset"]["logged_rows"] == 2 * (doc["dataset"]["n_train"] + doc["dataset"]["n_val"])
     m = doc["methods"]["rm-softmax"]
     assert m["lambdas"] == [0.0, 100.0, 200.0] and len(m["utility_mean"]) == 3 and len(m["utility_std"]) == 3
     assert set(m) >= {"accuracy_mean", "cost_mean", "auc"}

@@ -14,22 +14,25 @@
    predictions on it coming from the fit that did not see it; what is published is the first fold's
    fit. ``cross_fit=False`` holds out the first fold only: one fit instead of ``folds``, and the gate
    sees a fifth of the rows (intervals about sqrt(5) times as wide).
-5. Per tier, the candidates: those learned routers, the best constant model (the fixed choice, by the
-   mean DR score of every row: out of fold where cross-fitted) and what the tier serves now (the active
-   router's policy for it). Off-policy evaluation of each on the held-out rows: DR and SNIPS value,
+5. Per tier, the candidates: those learned routers, the safe default -- the best constant model (the
+   fixed choice, by the mean DR score of every row: out of fold where cross-fitted), except in the
+   regions of prompt space whose out-of-fold DR scores prove another model better
+   (:mod:`regret_gateway.policy.regions`; ``regions=False``: the constant alone) -- and what the tier
+   serves now (the active router's policy for it, when it is a learned router). Off-policy evaluation of each on the held-out rows: DR and SNIPS value,
    bootstrap intervals, ESS (cross-fitted: the value of the procedure that trains on 4/5 of the logs,
    on five times the rows). The best
    candidate replaces the incumbent only if the paired bootstrap interval of its gain lies above
    ``margin`` (``force``: whenever it is better). The held-out rows were logged by several policies (each
    tier under each router version); each one's DR correction counts as far as it saw the candidate's
    choices (:mod:`regret_gateway.ope`), so a tier's comparison is not swamped by rows another tier
-   explored at tiny propensities. Before any router exists the incumbent is the best
-   constant model. So no tier serves something estimated worse than the fixed choice or than what it
+   explored at tiny propensities. Unless the tier serves a learned router, the incumbent is its
+   safe default, re-derived over the constant the tier serves (that constant is sticky). So no tier serves something estimated worse than the fixed choice or than what it
    had, and a tier that does not improve keeps its policy while the others update.
 6. Write the versioned artifact -- a per-tier policy with this retrain's utility estimates, which
    exploration reads -- point ``ACTIVE`` at it and mark it active in the store: the gateway swaps it in
-   on its next reload check. "published" when a tier changed (or none was served before); "kept" when
-   every tier serves what it served, with only the estimates renewed.
+   on its next reload check. "published" when a tier changed -- it sends some logged request elsewhere
+   -- (or none was served before); "kept" when every tier serves what it served, with only the
+   estimates renewed.
 7. Report: a table per tier and candidate, which one each tier serves and why; JSON and PNG.
 
 Steps 3-5 (the fits and the per-tier choice) are :mod:`regret_gateway.policy.candidates`, which holds

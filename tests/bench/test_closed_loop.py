@@ -143,7 +143,9 @@ def test_a_file_with_train_rows_only_still_gets_a_traffic_split(tmp_path):
     write_routerbench(tmp_path / "only_train.csv", rows)
     lines: list[str] = []
     world = _prepare(DemoConfig(data=tmp_path / "only_train.csv", device="cpu"), tmp_path, lines.append)
-    assert len(set(world.traffic_ix.tolist())) == 20 and any("no test split" in line for line in lines)
+    # a quarter of the prompts is the traffic's; a fifth of those is held out, never sent
+    assert len(world.traffic_ix) + len(world.held_ix) == 20 and len(world.held_ix) == 4
+    assert not set(world.traffic_ix.tolist()) & set(world.held_ix.tolist()) and any("no test split" in line for line in lines)
     again = _prepare(DemoConfig(data=tmp_path / "only_train.csv", device="cpu"), tmp_path, lines.append)
     assert np.array_equal(world.traffic_ix, again.traffic_ix)  # seeded: the same traffic every run
 

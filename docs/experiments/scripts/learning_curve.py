@@ -55,10 +55,13 @@ def main() -> None:
     for k, m in enumerate(methods):
         y = [r["per_trial"][m].mean() for r in runs]
         if m in REFERENCE_LINES:
-            ax.plot(rows, y, linestyle="--", color="black" if m == "single-best" else "grey", label=m)
+            black = m == "single-best"
+            ax.plot(rows, y, linestyle="--", color="black" if black else "grey", label=m, zorder=3 if black else 2)
         else:
-            ax.plot(rows, y, marker="o", color=f"C{k}", linewidth=2.5 if m == "served" else 1.2, label=m)
+            ax.plot(rows, y, marker="o", color=f"C{k}", linewidth=2.5 if m == "served" else 1.2, label=m, zorder=2,
+                    linestyle=":" if m == "logged-constant" else "-")  # fmt: skip
     ax.set_xscale("log")
+    ax.minorticks_off()
     ax.set_xticks(rows, [f"{n:,}\nK={r['K']}" for n, r in zip(rows, runs)])
     ax.set_xlabel("logged rows (training prompts x K draws)")
     ax.set_ylabel("test utility x100, mean over lambda")

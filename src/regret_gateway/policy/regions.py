@@ -101,13 +101,18 @@ class RegionChoice:
             return f"no region proves a gain over {base} ({len(self.models)} tested)"
         return (
             f"departs from {base} in {self.n_adopted} of {len(self.models)} regions "
-            f"({100 * self.adopted_share:.0f}% of the logged requests), each with a proven gain"
+            f"({100 * self.adopted_share:.0f}% of the logged requests), where the logs prove a gain"
         )
 
 
-def _prompt_sums(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
-    """(G, T) per-prompt sums of ``values`` (n, T)."""
-    return np.stack([np.bincount(groups, values[:, t], minlength=n_groups) for t in range(values.shape[1])], axis=1)
+def clustered_se(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """The standard error of the mean of ``values`` (n,) or of each column of (n, T), clustered by prompt
+    (``groups`` (n,) in 0..G-1): sqrt(G / (G - 1) * sum_g (sum_{i in g} (v_i - mean))^2) / n."""
+    v = values.reshape(len(values), -1)
+    G = int(groups.max()) + 1
+    sums = np.stack([np.bincount(groups, v[:, t] - v[:, t].mean(), minlength=G) for t in range(v.shape[1])], axis=1)
+    se = np.sqrt((sums**2).sum(0) * G / max(G - 1, 1)) / len(v)
+    return se if values.ndim == 2 else se[0]
 
 
 def choose_regions(
@@ -145,9 +150,7 @@ def choose_regions(
         if n_g < min_prompts:
             continue
         hits = np.bincount(logged[rows], minlength=T)
-        mean = d[rows].mean(0)
-        resid = _prompt_sums(d[rows] - mean, g, n_g)  # (G, T): each prompt's summed deviation
-        se = np.sqrt((resid**2).sum(0) * n_g / max(n_g - 1, 1)) / len(rows)
+        mean, se = d[rows].mean(0), clustered_se(d[rows], g)
         z = np.where(se > 0, mean / np.where(se > 0, se, 1.0), 0.0)
         eligible = (hits >= min_matched) & (hits[baseline] >= min_matched) & (np.arange(T) != baseline) & (se > 0)
         if not eligible.any():
@@ -158,8 +161,7 @@ def choose_regions(
             p_value[r] = min(1.0, challengers * (1.0 - NormalDist().cdf(z[m])))
             continue
         own = d[rows, proposed[rows]]  # each row's gain under the challenger the other folds proposed
-        own_mean = own.mean()
-        own_se = np.sqrt((np.bincount(g, own - own_mean, minlength=n_g) ** 2).sum() * n_g / max(n_g - 1, 1)) / len(rows)
+        own_mean, own_se = own.mean(), clustered_se(own, g)
         if own_se <= 0:
             continue
         models[r] = int(np.argmax(np.where(eligible, mean, -np.inf)))  # what all the rows propose: published
@@ -169,9 +171,7 @@ def choose_regions(
     if aggregate and proposed is not None and R > 1:
         # first the whole proposal at once: every row under the challenger the other folds proposed for its region
         own = d[np.arange(n), proposed]
-        g = np.unique(groups, return_inverse=True)[1].reshape(-1)
-        G = int(g.max()) + 1
-        se_all = np.sqrt((np.bincount(g, own - own.mean(), minlength=G) ** 2).sum() * G / max(G - 1, 1)) / n
+        se_all = clustered_se(own, np.unique(groups, return_inverse=True)[1].reshape(-1))
         if se_all > 0 and own.mean() / se_all > NormalDist().inv_cdf(1.0 - alpha):
             adopted = (gain > 0) & (models != baseline) & np.isfinite(lower)
             models = np.where(adopted, models, baseline)

@@ -29,7 +29,7 @@ def main() -> None:
     out, folders = sys.argv[1], sys.argv[2:]
     runs = sorted((load(f) for f in folders), key=lambda r: r["K"])
     methods = [m for m in runs[0]["per_trial"] if m != "oracle"]
-    print("| K | logged rows | trials | " + " | ".join(methods) + " | served - single-best (wins) | served - logged-constant (wins) | share of the ceiling's gain |")
+    print("| K | logged rows | trials | " + " | ".join(methods) + " | served - single-best (trials above) | served - logged-constant (trials above) | share of the ceiling's gain |")
     print("|---:|---:|---:|" + "---:|" * len(methods) + "---:|---:|---:|")
     for r in runs:
         u = r["per_trial"]

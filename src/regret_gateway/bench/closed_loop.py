@@ -460,7 +460,8 @@ def _round_stats(world: _World, rnd: int, tier: str, lam: float, rows: np.ndarra
 
 def _held_out_stats(world: _World, artifact, lam: float, stats: RoundStats) -> None:
     """Score, on the prompts never sent, the greedy choices of ``artifact`` (the router that served the round;
-    None before the first: NaN) beside the best single model and the best full-information router."""
+    None before the first: no ``held-out greedy`` entry) beside the best single model and the best
+    full-information router."""
     bench, rows = world.bench, world.held_ix
     if len(rows) == 0:
         return
@@ -475,9 +476,10 @@ def _held_out_stats(world: _World, artifact, lam: float, stats: RoundStats) -> N
         names = list(artifact.model_names)
         picks["held-out greedy"] = np.array([world.models.index(names[k]) for k in artifact.logits(world.X[rows], lam).argmax(1)])
     for name, a in picks.items():
-        stats.utility[name] = float("nan") if a is None else float(100 * U[n, a].mean())
-        stats.accuracy[name] = float("nan") if a is None else float(bench.quality[rows][n, a].mean())
-        stats.cost[name] = float("nan") if a is None else float(bench.cost[rows][n, a].mean())
+        if a is not None:
+            stats.utility[name] = float(100 * U[n, a].mean())
+            stats.accuracy[name] = float(bench.quality[rows][n, a].mean())
+            stats.cost[name] = float(bench.cost[rows][n, a].mean())
 
 
 def run_demo(cfg: DemoConfig, *, echo=print) -> dict:

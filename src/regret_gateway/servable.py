@@ -305,6 +305,12 @@ class ConstantPolicy(ServablePolicy):
         return cls(model_names, str(state["model"]), None if state["d_in"] is None else int(state["d_in"]))
 
 
+def nearest_centroid(X: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    """(n,) the index of each row's nearest of the unit ``centroids`` (K, d) by cosine similarity (a row's
+    norm does not change its argmax): how RM-Cluster and the regional policy assign a request."""
+    return np.argmax(X @ centroids.T, axis=1)
+
+
 def unit_rows(Z: np.ndarray) -> np.ndarray:
     """Rows of ``Z`` scaled to unit length (zero rows stay zero)."""
     norm = np.linalg.norm(Z, axis=-1, keepdims=True)
@@ -330,7 +336,7 @@ class ClusterPolicy(ServablePolicy):
     scores_are_utilities = True
 
     def clusters(self, X: np.ndarray) -> np.ndarray:
-        return np.argmax(X @ self.centroids.T, axis=1)  # the row's norm does not change its argmax
+        return nearest_centroid(X, self.centroids)
 
     def _logits(self, X, lam):
         k = self.clusters(X)
@@ -363,7 +369,7 @@ class RegionPolicy(ServablePolicy):
         self.models = models
 
     def _logits(self, X, lam):
-        chosen = self.models[np.argmax(X @ self.centroids.T, axis=1)]
+        chosen = self.models[nearest_centroid(X, self.centroids)]
         out = np.zeros((len(X), self.n_models), dtype=np.float32)
         out[np.arange(len(X)), chosen] = 1.0
         return out

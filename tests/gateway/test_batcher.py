@@ -11,6 +11,24 @@ import pytest
 from regret_gateway.gateway.batcher import EmbeddingBatcher
 
 
+async def until(condition) -> None:
+    """Let the event loop run the tasks this test started until ``condition()`` holds -- the state the test
+    needs them in (a text in flight, one queued) -- however many steps that takes; no clock."""
+    while not condition():
+        await asyncio.sleep(0)
+
+
+def in_flight(batcher, text: str) -> bool:
+    """``text`` is in the batch the encoder is running (not queued behind it)."""
+    key = batcher._key(text)
+    return batcher._busy and key in batcher._waiters and all(p[0] != key for p in batcher._pending)
+
+
+def is_queued(batcher, text: str) -> bool:
+    """``text`` waits for the next batch."""
+    return any(p[1] == text for p in batcher._pending)
+
+
 def slow_encoder(calls):
     def encode(texts):
         calls.append(list(texts))
@@ -149,9 +167,10 @@ def test_texts_predicted_to_wait_past_the_budget_are_shed_at_once(monkeypatch):
     async def main():
         assert (await batcher.embed("t-0", budget=0.25))[0] == 0.0  # timed: the batcher now knows its speed
         stuck = asyncio.ensure_future(batcher.embed("t-1", budget=0.25))
-        await asyncio.sleep(0)
+        await until(lambda: in_flight(batcher, "t-1"))
         burst = [asyncio.ensure_future(batcher.embed(f"t-{i}", budget=0.25)) for i in range(2, 42)]
-        await asyncio.sleep(0)  # every task of the burst has run to its first wait (or raised)
+        # every task of the burst has run to its first wait (queued) or raised
+        await until(lambda: all(t.done() or is_queued(batcher, f"t-{i}") for i, t in zip(range(2, 42), burst)))
         shed = [t for t in burst if t.done()]
         assert all(isinstance(t.exception(), Overloaded) for t in shed) and not stuck.done()
         queued = [t for t in burst if not t.done()]
@@ -194,9 +213,9 @@ def test_under_overload_a_long_text_is_read_from_its_first_tokens_before_it_is_s
     async def main():
         await batcher.embed(long_a, budget=0.25)  # the encoder was idle: embedded whole, and timed
         stuck = asyncio.ensure_future(batcher.embed("t-1", budget=0.25))
-        await asyncio.sleep(0)
+        await until(lambda: in_flight(batcher, "t-1"))
         cut = asyncio.ensure_future(batcher.embed(long_b, budget=0.25, short_tokens=64))
-        await asyncio.sleep(0)
+        await until(lambda: cut.done() or is_queued(batcher, long_b[: 64 * CHARS_PER_TOKEN]))
         assert not cut.done() and batcher.shortened == 1 and batcher.shed == 0
         with pytest.raises(Overloaded):
             await batcher.embed(long_c, budget=0.25)
@@ -231,9 +250,9 @@ def test_a_text_that_would_make_an_earlier_texts_batch_miss_its_deadline_is_shed
     async def main():
         await batcher.embed("t-0", budget=1.0)
         stuck = asyncio.ensure_future(batcher.embed("t-1", budget=1.0))
-        await asyncio.sleep(0)
+        await until(lambda: in_flight(batcher, "t-1"))
         early = asyncio.ensure_future(batcher.embed("a" * 400, budget=1.0))  # queued: back in ~0.5 s of its 1 s
-        await asyncio.sleep(0)
+        await until(lambda: early.done() or is_queued(batcher, "a" * 400))
         assert not early.done()
         clock[0] += 0.45  # the early text has waited 0.45 s
         with pytest.raises(Overloaded):  # alone it would be back within its own 1 s, but not within the early text's
@@ -320,15 +339,15 @@ def test_rows_that_come_back_later_than_predicted_grow_a_margin_that_sheds_earli
         await batcher.embed("t-0", budget=10.0)
         for i in range(4):
             first = asyncio.ensure_future(batcher.embed(f"a-{i}", budget=10.0))  # finds the encoder idle
-            await asyncio.sleep(0)
+            await until(lambda i=i: in_flight(batcher, f"a-{i}"))
             second = asyncio.ensure_future(batcher.embed(f"b-{i}", budget=10.0))  # queued behind it, predicted
-            await asyncio.sleep(0)
+            await until(lambda i=i: is_queued(batcher, f"b-{i}"))
             go.release()
             go.release()
             await asyncio.gather(first, second)
         assert batcher._margin_s > 0
         stuck = asyncio.ensure_future(batcher.embed("c-0", budget=10.0))
-        await asyncio.sleep(0)
+        await until(lambda: in_flight(batcher, "c-0"))
         wait, slack = batcher._predict(batcher.tokens("c-1"), 10.0)
         with pytest.raises(Overloaded):  # it would fit with no margin: budget = wait + a bit less than the margin
             await batcher.embed("c-1", budget=wait + batcher._margin_s / 2)

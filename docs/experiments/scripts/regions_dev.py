@@ -19,6 +19,7 @@ from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.offline import OfflineConfig, make_trial, reference_actions
 from regret_gateway.policy.candidates import FOLDS, cross_fit
 from regret_gateway.policy.regions import choose_regions, fit_regions
+from regret_gateway.servable import nearest_centroid
 
 # rows per region (at K = 3: 200, 400, 800 distinct prompts per region), family-wise alpha, challengers chosen on the
 # other folds (honest), and the whole proposal tested first (aggregate)
@@ -53,7 +54,7 @@ for trial in range(trials):
             b = oof.best_constant(lam)
             folds = [np.arange(len(order))[np.isin(order, f)] for f in fits.folds] if honest else None
             choice = choose_regions(oof.quality, oof.cost, hold.action, regions, groups, b, lam, alpha=alpha, folds=folds, aggregate=aggregate)
-            chosen = choice.models[np.argmax(test.X @ regions.centroids.T, axis=1)]
+            chosen = choice.models[nearest_centroid(test.X, regions.centroids)]
             print(json.dumps({
                 "data": data_path, "K": draws, "trial": trial, "rows_per_region": rows_per_region, "alpha": alpha, "honest": honest, "aggregate": aggregate, "lam": lam,
                 "regions": regions.n_regions, "adopted": choice.n_adopted, "adopted_share": choice.adopted_share,

@@ -434,10 +434,17 @@ class _ReplayTeams:
         return [(t, v, g) for t, v, g, _ in answers]
 
 
+def _score(stats: RoundStats, bench, rows: np.ndarray, lam: float, picks: dict[str, np.ndarray]) -> None:
+    """Utility x100, accuracy and cost on prompts ``rows`` of each named choice ``picks`` (one model per row)."""
+    n = np.arange(len(rows))
+    for name, a in picks.items():
+        stats.utility[name] = float(100 * (bench.quality[rows][n, a] - lam * bench.cost[rows][n, a]).mean())
+        stats.accuracy[name] = float(bench.quality[rows][n, a].mean())
+        stats.cost[name] = float(bench.cost[rows][n, a].mean())
+
+
 def _round_stats(world: _World, rnd: int, tier: str, lam: float, rows: np.ndarray, answers: list) -> RoundStats:
     bench = world.bench
-    n = np.arange(len(rows))
-    U = bench.quality[rows] - lam * bench.cost[rows]
     picks = {
         "gateway": np.array([t for t, _, _ in answers]),
         "gateway-greedy": np.array([g for _, _, g in answers]),
@@ -448,11 +455,8 @@ def _round_stats(world: _World, rnd: int, tier: str, lam: float, rows: np.ndarra
         "cheapest": np.full(len(rows), world.cheapest),
     }
     stats = RoundStats(rnd, tier, lam, ",".join(sorted({str(v) for _, v, _ in answers})))
-    for name, a in picks.items():
-        stats.utility[name] = float(100 * U[n, a].mean())
-        stats.accuracy[name] = float(bench.quality[rows][n, a].mean())
-        stats.cost[name] = float(bench.cost[rows][n, a].mean())
-    stats.utility["uniform"] = float(100 * U.mean())
+    _score(stats, bench, rows, lam, picks)
+    stats.utility["uniform"] = float(100 * (bench.quality[rows] - lam * bench.cost[rows]).mean())
     stats.accuracy["uniform"] = float(bench.quality[rows].mean())
     stats.cost["uniform"] = float(bench.cost[rows].mean())
     return stats
@@ -462,24 +466,17 @@ def _held_out_stats(world: _World, artifact, lam: float, stats: RoundStats) -> N
     """Score, on the prompts never sent, the greedy choices of ``artifact`` (the router that served the round;
     None before the first: no ``held-out greedy`` entry) beside the best single model and the best
     full-information router."""
-    bench, rows = world.bench, world.held_ix
+    rows = world.held_ix
     if len(rows) == 0:
         return
-    n = np.arange(len(rows))
-    U = bench.quality[rows] - lam * bench.cost[rows]
-    picks: dict[str, np.ndarray | None] = {
+    picks = {
         "held-out best-single": np.full(len(rows), world.best_single[lam]),
         "held-out full-info": world.full_information.predict("full-info", world.X[rows], lam),
-        "held-out greedy": None,
     }
     if artifact is not None:
         names = list(artifact.model_names)
         picks["held-out greedy"] = np.array([world.models.index(names[k]) for k in artifact.logits(world.X[rows], lam).argmax(1)])
-    for name, a in picks.items():
-        if a is not None:
-            stats.utility[name] = float(100 * U[n, a].mean())
-            stats.accuracy[name] = float(bench.quality[rows][n, a].mean())
-            stats.cost[name] = float(bench.cost[rows][n, a].mean())
+    _score(stats, world.bench, rows, lam, picks)
 
 
 def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
@@ -609,16 +606,12 @@ def _round_table(table: list[RoundStats], rnd: int | None) -> str:
             f"| {s.round} | {s.tier} | {s.lam:g} | "
             + " | ".join(f"{s.utility[b]:.1f}" for b in BASELINES)
             + f" | {s.accuracy['gateway']:.3f} | {1000 * s.cost['gateway']:.3f} | "
-            + " | ".join(_cell(s.utility.get(h, float("nan"))) for h in held)
+            + " | ".join(f"{s.utility[h]:.1f}" if h in s.utility else "-" for h in held)
             + " |"
         )
     return "utility x100 per tier (the round's traffic for every column but held-out: the prompts never sent)\n" + "\n".join(
         lines
     )
-
-
-def _cell(value: float) -> str:
-    return "-" if not np.isfinite(value) else f"{value:.1f}"
 
 
 def _verdict(table: list[RoundStats]) -> str:
@@ -645,7 +638,7 @@ def _verdict(table: list[RoundStats]) -> str:
         f"full-information router {ceiling:.1f} ({abs(gap):.1f}% {'below' if gap > 0 else 'above'}); teams got "
         f"{mean['gateway']:.1f}"
     )
-    if all(np.isfinite(s.utility.get("held-out greedy", float("nan"))) for s in rows):
+    if all("held-out greedy" in s.utility for s in rows):
         held = {h: float(np.mean([s.utility[h] for s in rows])) for h in HELD_OUT}
         per_tier = all(s.utility["held-out greedy"] >= s.utility["held-out best-single"] for s in rows)
         above = held["held-out greedy"] - held["held-out best-single"]
@@ -672,7 +665,7 @@ def _plot(table: list[RoundStats], path: Path) -> None:
             styles: dict[str, dict[str, Any]] = {"gateway": {"lw": 2.5, "marker": "o"}, "full-info": {"ls": "--"}}
             style = styles.get(b, {"lw": 1, "alpha": 0.8})
             ax.plot(rounds, [s.utility[b] for s in rows], label=b, **style)
-        if any(np.isfinite(s.utility.get("held-out greedy", float("nan"))) for s in rows):
+        if any("held-out greedy" in s.utility for s in rows):
             ax.plot(rounds, [s.utility.get("held-out greedy", float("nan")) for s in rows], label="held-out greedy",
                     color="black", marker="s", lw=1.5)  # fmt: skip
         ax.set_title(f"{tier} (λ={rows[0].lam:g})")

@@ -122,11 +122,14 @@ SAFE = (FIXED, REGIONS)  # the safe defaults, re-derived by every retrain (never
 
 @dataclass(frozen=True)
 class CrossFit:
-    """The fits of cross-fitting: ``learners[k]`` was fitted on every row of ``logged`` but ``folds[k]``."""
+    """The fits of cross-fitting: ``learners[k]`` was fitted on every row of ``logged`` but ``folds[k]``;
+    ``groups`` (n,) is each row's prompt (:func:`~regret_gateway.causal.stats.prompt_groups`), which the folds
+    keep together."""
 
     logged: LoggedFeedback
     folds: list[np.ndarray]
     learners: list
+    groups: np.ndarray
 
     @property
     def order(self) -> np.ndarray:
@@ -137,10 +140,11 @@ class CrossFit:
 def cross_fit(logged: LoggedFeedback, tier_lams: list[float], *, folds: int, every: bool = True, seed: int = 0) -> CrossFit:
     """One :func:`fit_router` per fold, each on the other folds (``every=False``: the first fold only). A
     prompt logged several times lies in one fold (:func:`~regret_gateway.causal.stats.folds_of`)."""
-    parts = folds_of(logged.n_samples, folds, seed, prompt_groups(logged.X))[: None if every else 1]
+    groups = prompt_groups(logged.X)
+    parts = folds_of(logged.n_samples, folds, seed, groups)[: None if every else 1]
     everything = np.arange(logged.n_samples)
     learners = [fit_router(logged.subset(np.setdiff1d(everything, f)), tier_lams, seed=seed) for f in parts]
-    return CrossFit(logged, parts, learners)
+    return CrossFit(logged, parts, learners, groups)
 
 
 def learned_candidates(learner, model_names: tuple[str, ...], lams: list[float]) -> tuple[dict[str, ServablePolicy], int]:
@@ -214,7 +218,7 @@ def evaluate(
     if len(parts) == 1:  # one fold held out: the fixed choice reads the fit's own rows too (in-sample scores)
         scores = scores.concat(fits.learners[0].data_.scores, fits.learners[0].data_.val_scores)
     strata = None if loggers is None else np.asarray(loggers)[order]
-    groups = prompt_groups(hold.X)
+    groups = np.unique(fits.groups[order], return_inverse=True)[1].reshape(-1)  # 0..G-1 over the held-out rows
     data = LoggedData(hold.action, hold.quality, hold.cost, p_hold, q_hat, c_hat, strata=strata, groups=groups)
     space = fit_regions(hold.X, groups, seed=seed, max_regions=MAX_REGIONS if regions else 1)
     fold_rows = np.split(np.arange(len(order)), np.cumsum([len(f) for f in fits.folds])[:-1])  # each fold's rows in ``hold``

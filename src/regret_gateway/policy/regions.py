@@ -32,7 +32,7 @@ from statistics import NormalDist
 import numpy as np
 
 from regret_gateway.policy.cluster import spherical_kmeans
-from regret_gateway.servable import RegionPolicy, unit_rows
+from regret_gateway.servable import RegionPolicy, nearest_centroid, unit_rows
 
 ALPHA = 0.05  # family-wise error over a tier's regions
 ROWS_PER_REGION = 2_400
@@ -69,9 +69,8 @@ def fit_regions(
     first[groups[::-1]] = np.arange(len(groups))[::-1]  # one row per prompt
     Z = unit_rows(np.asarray(X[first], dtype=np.float32))
     k = int(np.clip(min(len(X) // rows_per_region, n_groups // min_prompts_per_region), 1, max_regions))
-    centroids = spherical_kmeans(Z, k, seed=seed) if k > 1 else unit_rows(Z.mean(0, keepdims=True))
-    region = np.argmax(unit_rows(np.asarray(X, dtype=np.float32)) @ centroids.T.astype(np.float32), axis=1)
-    return Regions(np.asarray(centroids, dtype=np.float32), region)
+    centroids = (spherical_kmeans(Z, k, seed=seed) if k > 1 else unit_rows(Z.mean(0, keepdims=True))).astype(np.float32)
+    return Regions(centroids, nearest_centroid(np.asarray(X, dtype=np.float32), centroids))
 
 
 @dataclass(frozen=True)
@@ -131,7 +130,8 @@ def choose_regions(
     aggregate: bool = False,
 ) -> RegionChoice:
     """Per region, the model to serve at ``lam`` (module doc). ``quality``, ``cost`` (n, T): DR scores,
-    out of fold; ``logged`` (n,): the model each row logged; ``groups`` (n,): each row's prompt. With
+    out of fold; ``logged`` (n,): the model each row logged; ``groups`` (n,): each row's prompt, in 0..G-1
+    (:func:`~regret_gateway.causal.stats.prompt_groups`). With
     ``folds`` (row indices), each region tests one challenger per row, the model the other folds' rows
     propose for the region (:func:`proposals`), with no correction over the models."""
     n, T = quality.shape
@@ -171,7 +171,7 @@ def choose_regions(
     if aggregate and proposed is not None and R > 1:
         # first the whole proposal at once: every row under the challenger the other folds proposed for its region
         own = d[np.arange(n), proposed]
-        se_all = clustered_se(own, np.unique(groups, return_inverse=True)[1].reshape(-1))
+        se_all = clustered_se(own, groups)
         if se_all > 0 and own.mean() / se_all > NormalDist().inv_cdf(1.0 - alpha):
             adopted = (gain > 0) & (models != baseline) & np.isfinite(lower)
             models = np.where(adopted, models, baseline)

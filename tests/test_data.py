@@ -25,6 +25,17 @@ def test_valid_logs_are_frozen():
         lf.quality[0] = 0.5
 
 
+def test_a_subset_holds_the_rows_asked_for_frozen_with_the_same_types():
+    lf = logs(X=np.arange(8, dtype=np.float64).reshape(4, 2), lam=[0.0, 1.0, 2.0, 3.0])
+    part = lf.subset(np.array([3, 1]))
+    assert part.X.dtype == np.float32 and part.X.tolist() == [[6, 7], [2, 3]]
+    assert part.action.tolist() == [1, 1] and part.quality.tolist() == [1, 0] and part.lam.tolist() == [3.0, 1.0]
+    assert part.propensity.tolist() == [0.5, 0.5] and part.model_names == ("a", "b")
+    with pytest.raises(ValueError):
+        part.cost[0] = 1.0
+    assert lf.subset(np.array([0])).propensity is not None and logs(propensity=None).subset(np.array([0])).propensity is None
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [

@@ -218,12 +218,10 @@ class LoggedFeedback:
             )
 
     def subset(self, index: np.ndarray) -> "LoggedFeedback":
-        return LoggedFeedback(
-            X=self.X[index],
-            action=self.action[index],
-            quality=self.quality[index],
-            cost=self.cost[index],
-            model_names=self.model_names,
-            propensity=None if self.propensity is None else self.propensity[index],
-            lam=None if self.lam is None else self.lam[index],
-        )
+        """The rows ``index`` (checked once, when these logs were built: a subset is not checked again)."""
+        picked = object.__new__(type(self))
+        for name in ("X", "action", "quality", "cost", "propensity", "lam"):
+            value = getattr(self, name)
+            object.__setattr__(picked, name, None if value is None else _freeze(value[index]))
+        object.__setattr__(picked, "model_names", self.model_names)
+        return picked

@@ -165,6 +165,7 @@ class LoggedData:
     strata: np.ndarray | None = None
     groups: np.ndarray | None = None
     worst: np.ndarray | None = field(default=None, init=False, repr=False)  # (S,) per logger, from strata
+    _boot: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # (n_boot, seed) -> counts
 
     def __post_init__(self) -> None:
         if len(self.logged) == 0:
@@ -185,6 +186,14 @@ class LoggedData:
                 raise ValueError(f"`groups` must have one label per row ({len(self.logged)}), got shape {groups.shape}")
             object.__setattr__(self, "groups", np.unique(groups, return_inverse=True)[1].reshape(-1))
 
+    def bootstrap(self, n_boot: int, seed: int) -> np.ndarray:
+        """(n_boot, n) resample counts (:func:`~regret_gateway.causal.stats.bootstrap_counts` over the prompts),
+        drawn once per (n_boot, seed): every candidate of a comparison is valued on the same resamples."""
+        key = (n_boot, seed)
+        if key not in self._boot:
+            self._boot[key] = bootstrap_counts(len(self.logged), n_boot, seed, self.groups)
+        return self._boot[key]
+
     def outcomes(self, actions: np.ndarray, lam: float) -> tuple[LoggedOutcomes, LoggedOutcomes, LoggedOutcomes]:
         """(utility, quality, cost) per row for the policy that chose ``actions``."""
         actions = np.asarray(actions)
@@ -198,7 +207,7 @@ class LoggedData:
     def value(self, actions: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = 0.05, seed: int = 0) -> PolicyValue:
         """DR and SNIPS value (with bootstrap intervals), DR quality and cost, ESS, match rate."""
         utility, quality, cost = self.outcomes(actions, lam)
-        boot = bootstrap_counts(len(actions), n_boot, seed, self.groups)
+        boot = self.bootstrap(n_boot, seed)
         w = utility.w
         return PolicyValue(
             dr=DR.estimate(utility), dr_ci=DR.interval(utility, boot, alpha),
@@ -213,7 +222,7 @@ class LoggedData:
         """DR value of ``actions`` minus that of ``reference`` and its paired bootstrap interval (the same
         resampled rows for both policies, so the noise they share cancels)."""
         a, b = self.outcomes(actions, lam)[0], self.outcomes(reference, lam)[0]
-        boot = bootstrap_counts(len(a.y), n_boot, seed, self.groups)
+        boot = self.bootstrap(n_boot, seed)
         everything = np.ones((1, len(a.y)))
         return float((a.dr(everything) - b.dr(everything))[0]), percentile_interval(a.dr(boot) - b.dr(boot), alpha)
 

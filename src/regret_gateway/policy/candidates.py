@@ -25,8 +25,9 @@ from regret_gateway.artifacts import RouterArtifact
 from regret_gateway.causal.stats import folds_of, prompt_groups
 from regret_gateway.data import LoggedFeedback
 from regret_gateway.ope import LoggedData, PolicyValue, select
+from regret_gateway.policy.cluster import SharedCentroids
 from regret_gateway.policy.regions import MAX_REGIONS, choose_regions, fit_regions, region_policy
-from regret_gateway.servable import ConstantPolicy, PerTierPolicy, ServablePolicy
+from regret_gateway.servable import ConstantPolicy, PerTierPolicy, ServablePolicy, unit_rows
 
 FOLDS = 5  # retrain's default number of folds (RetrainOptions.folds)
 N_BOOT = 300  # bootstrap resamples of the gate's paired intervals (RetrainOptions.n_boot)
@@ -147,13 +148,16 @@ def cross_fit(logged: LoggedFeedback, tier_lams: list[float], *, folds: int, eve
     return CrossFit(logged, parts, learners, groups)
 
 
-def learned_candidates(learner, model_names: tuple[str, ...], lams: list[float]) -> tuple[dict[str, ServablePolicy], int]:
+def learned_candidates(
+    learner, model_names: tuple[str, ...], lams: list[float], centroids: dict[int, np.ndarray] | None = None
+) -> tuple[dict[str, ServablePolicy], int]:
     """The routers one fit offers every tier: the RM routers (RM-Interval, the paper's; RM-Cluster, regret
     minimisation over embedding clusters) and R&C (the outcome models' argmax); and RM-Cluster's number of
-    clusters (with one it is a constant model: the fixed choice, from fewer rows)."""
+    clusters (with one it is a constant model: the fixed choice, from fewer rows). ``centroids``: RM-Cluster's
+    clusterings per K (:class:`~regret_gateway.policy.cluster.SharedCentroids`), else a k-means of the fit's rows."""
     from regret_gateway.policy.cluster import RMCluster
 
-    cluster = RMCluster(random_state=learner.policy.random_state).fit(learner.data_, lams)
+    cluster = RMCluster(random_state=learner.policy.random_state, centroids=centroids).fit(learner.data_, lams)
     policies = {
         "rm-interval": learner.policy_.to_policy(),
         "r-and-c": learner.nuisance_.outcome_.to_policy(model_names),
@@ -223,7 +227,8 @@ def evaluate(
     space = fit_regions(hold.X, groups, seed=seed, max_regions=MAX_REGIONS if regions else 1)
     fold_rows = np.split(np.arange(len(order)), np.cumsum([len(f) for f in fits.folds])[:-1])  # each fold's rows in ``hold``
     lams = [spec.lam for _, spec in tiers]
-    learned = [learned_candidates(learner, names, lams) for learner in fits.learners]
+    shared = SharedCentroids(unit_rows(fits.logged.X), seed=fits.learners[0].policy.random_state)  # one k-means per K
+    learned = [learned_candidates(learner, names, lams, shared) for learner in fits.learners]
     published, k_clusters = learned[0]
     labels = [label for label in published if label != "rm-cluster" or k_clusters > 1]
     rows, served_policies, served_labels = [], [], []

@@ -9,7 +9,8 @@ global mean by empirical Bayes (:func:`shrunk_means`): as far as the cluster's n
 between clusters, so a noisy cluster falls back to the fixed choice; K = 1 *is* the best constant model.
 
 Clusters: spherical k-means (k-means++ seeding) on the unit-normalised training embeddings (a seeded
-sample of 10,000 where there are more), for each K in ``clusters`` with at least ``min_rows_per_model``
+sample of 10,000 where there are more; ``retrain``'s fits share one clustering of every logged prompt,
+:class:`SharedCentroids`), for each K in ``clusters`` with at least ``min_rows_per_model``
 training rows per model and cluster on average; the fewest clusters whose validation DR regret
 (averaged over the lambdas) is within one paired standard error of the lowest is kept (the
 one-standard-error rule: splitting must earn its place). One fit serves every lambda: the policy keeps
@@ -64,12 +65,29 @@ def spherical_kmeans(
     return best.astype(np.float64)
 
 
+class SharedCentroids(dict):
+    """K -> the (K, d) spherical k-means centroids of the unit rows ``Z``, computed the first time a K is
+    asked for. k-means reads no outcome, so the fits of cross-fitting may share one clustering of every
+    logged prompt (:func:`regret_gateway.policy.candidates.evaluate`): one k-means per K instead of one
+    per fold."""
+
+    def __init__(self, Z: np.ndarray, seed: int = 0) -> None:
+        super().__init__()
+        self.Z, self.seed = np.asarray(Z, dtype=np.float32), seed
+
+    def __missing__(self, k: int) -> np.ndarray:
+        self[k] = spherical_kmeans(self.Z, k, seed=self.seed)
+        return self[k]
+
+
 class RMCluster(Router):
     """Per embedding cluster, the model with the best mean DR utility (see the module docstring).
 
     Args:
         clusters: the numbers of clusters K tried (1 = the best constant model).
         min_rows_per_model: a K is tried only if n / (K * T) reaches this.
+        centroids: K -> unit centroids to use instead of a k-means of the training rows (e.g. a
+            :class:`SharedCentroids` of every logged prompt).
     """
 
     name = "rm-cluster"
@@ -79,16 +97,18 @@ class RMCluster(Router):
         *,
         clusters: tuple[int, ...] = (1, 4, 8, 16, 32, 64),
         min_rows_per_model: float = 5.0,
+        centroids: dict[int, np.ndarray] | None = None,
         **kwargs,
     ) -> None:
         super().__init__(**kwargs)  # the base's ``train`` and ``hidden`` are unused: no network is trained
         if not clusters or min(clusters) < 1:
             raise ValueError(f"`clusters` must be numbers >= 1, got {clusters}")
         self.clusters, self.min_rows_per_model = tuple(clusters), float(min_rows_per_model)
+        self.centroids = centroids
 
     def _policy(self, data: TrainingData, Z: np.ndarray, k: int) -> ClusterPolicy:
         """The K-cluster policy on the training rows, whose unit embeddings are ``Z``."""
-        C = spherical_kmeans(Z, k, seed=self.random_state)
+        C = spherical_kmeans(Z, k, seed=self.random_state) if self.centroids is None else self.centroids[k]
         a = np.argmax(Z @ C.T, axis=1)
         quality, cost = data.scores.quality, data.scores.cost
         return ClusterPolicy(data.model_names, C, shrunk_means(quality, a, len(C)), shrunk_means(cost, a, len(C)))

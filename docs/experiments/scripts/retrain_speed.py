@@ -1,0 +1,58 @@
+"""`bench retrain` at this checkout beside another commit, in one run, alternating, so the machine's load
+and speed of the day fall on both alike:
+
+    python docs/experiments/scripts/retrain_speed.py BASE_COMMIT [ROWS] [REPEATS]
+
+BASE_COMMIT is checked out into a temporary git worktree and imported from its `src` (PYTHONPATH) with
+this environment's packages. Prints each run's retrain seconds (cross-fitted and one fit) and the ratio
+base / this checkout of their medians.
+"""
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def bench(src: Path, rows: int) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-m", "regret_gateway", "bench", "retrain", "--rows", str(rows)],
+        env={**os.environ, "PYTHONPATH": str(src)}, capture_output=True, text=True, check=True, cwd=src.parent,
+    ).stdout  # fmt: skip
+    times = {}
+    for line in out.splitlines():  # | rows | evaluation | total s | read s | fit s | evaluate s | ...
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) > 5 and cells[0] == str(rows):
+            times[cells[1]] = {"total": float(cells[2]), "fit": float(cells[4]), "evaluate": float(cells[5])}
+    return times
+
+
+def main() -> None:
+    base, rows = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 100_000
+    repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "base"
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), base], check=True, cwd=ROOT, capture_output=True)
+        try:
+            runs: dict[str, list] = {base: [], head: []}
+            for _ in range(repeats):
+                for label, src in ((base, tree / "src"), (head, ROOT / "src")):
+                    runs[label].append(bench(src, rows))
+                    print(f"{label}: {runs[label][-1]}", flush=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
+    print(f"\n| {rows} rows | step | {base} s | {head} s | {base} / {head} |\n|---|---|---:|---:|---:|")
+    for how in runs[head][0]:
+        for step in ("total", "fit", "evaluate"):
+            old = statistics.median(r[how][step] for r in runs[base])
+            new = statistics.median(r[how][step] for r in runs[head])
+            print(f"| {how} | {step} | {old:.1f} | {new:.1f} | {old / new:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,6 +1,6 @@
 """A client of the gateway: the OpenAI SDK, unchanged -- only base_url, the team's key and the model name.
 
-    RESEARCH_KEY=sk-... python examples/client.py "Write a haiku about routers"
+RESEARCH_KEY=sk-... python examples/client.py "Write a haiku about routers"
 """
 
 import os
@@ -14,9 +14,13 @@ prompt = " ".join(sys.argv[1:]) or "Explain doubly robust estimation in two sent
 raw = client.chat.completions.with_raw_response.create(model="regret-router", messages=[{"role": "user", "content": prompt}])
 reply = raw.parse()
 print(reply.choices[0].message.content)
-print(f"\nanswered by {reply.model}; request id {raw.headers.get('x-regret-request-id')}")
+print(
+    f"\nanswered by {raw.headers.get('x-regret-model')} (tier {raw.headers.get('x-regret-tier')}); "
+    f"request id {raw.headers.get('x-regret-request-id')}"
+)
 
 # A request may ask for another tier if its team allows it (research may use economy):
-cheap = client.chat.completions.create(model="regret-router", messages=[{"role": "user", "content": prompt}],
-                                       extra_body={"regret_tier": "economy"})
-print(f"economy tier answered by {cheap.model}")
+cheap = client.chat.completions.with_raw_response.create(
+    model="regret-router", messages=[{"role": "user", "content": prompt}], extra_body={"regret_tier": "economy"}
+)
+print(f"economy tier answered by {cheap.headers.get('x-regret-model')}")

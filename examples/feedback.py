@@ -1,6 +1,6 @@
 """Score an answer (0..1) so the next `regret-gateway retrain` learns from it; then read the audit.
 
-    RESEARCH_KEY=sk-... python examples/feedback.py REQUEST_ID 1.0
+RESEARCH_KEY=sk-... python examples/feedback.py REQUEST_ID 1.0
 """
 
 import os

@@ -474,3 +474,50 @@ def test_serve_refuses_a_config_that_cannot_work_in_one_line(tmp_path, change, k
     result = runner.invoke(app, ["serve", "--config", str(path)])
     assert result.exit_code == 2 and key in result.output, result.output
     assert result.output.strip().count("\n") == 0  # one line, no traceback
+
+
+CONFIG_COMMANDS = [
+    ["serve"],
+    ["status"],
+    ["retrain"],
+    ["db", "status"],
+    ["db", "upgrade"],
+    ["import-logs", "logs.csv"],
+    ["feedback", "import", "scores.csv"],
+]
+
+
+@pytest.mark.parametrize("command", CONFIG_COMMANDS, ids=" ".join)
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("models: [a, b\ntiers: {x: 1}\n", "not valid YAML at line 2, column 6"),
+        ("regret_gateway:\n  models: [a, b]\n  tiers:\n    economy: {lam: -1}\n", "tiers.economy.lam: Input should be greater"),
+        ("- just\n- a list\n", "expected a mapping at the top level"),
+    ],
+    ids=["malformed", "invalid", "not-a-mapping"],
+)
+def test_a_bad_config_is_one_line_and_exit_2_for_every_command(tmp_path, command, text, says):
+    config = tmp_path / "config.yaml"
+    config.write_text(text)
+    for name in ("logs.csv", "scores.csv"):
+        (tmp_path / name).write_text("request_id,score\n")
+    args = [tmp_path / c if c.endswith(".csv") else c for c in command]
+    result = runner.invoke(app, [*map(str, args), "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0] and str(config) in lines[0], result.output
+
+
+@pytest.mark.parametrize("command", [["demo"], ["bench", "offline", "--data", ".", "--out", "out"]], ids=" ".join)
+def test_a_command_that_needs_an_extra_names_it_before_it_starts(command, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    result = runner.invoke(app, command)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"error: `{' '.join(command[:2]) if command[0] == 'bench' else 'demo'}` needs the `train` extra (matplotlib missing): "
+        "pip install 'regret-gateway[train]'"
+    ]

@@ -33,6 +33,16 @@ def _fail(exc: Exception) -> None:
     raise typer.Exit(2) from None
 
 
+def _require_extra(command: str, extra: str, modules: tuple[str, ...]) -> None:
+    """Exit 2 with one line naming the extra to install when ``command`` needs modules this install lacks."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        _fail(ImportError(f"`{command}` needs the `{extra}` extra ({', '.join(missing)} missing): "
+                          f"pip install 'regret-gateway[{extra}]'"))  # fmt: skip
+
+
 def _store_url(config: Optional[Path], url: Optional[str]) -> str:
     from regret_gateway.config import load_settings
 
@@ -254,6 +264,7 @@ def bench_offline(
     Simulates observational logs (one model per prompt), trains every method on them, and evaluates on
     the test split with the true outcomes. Writes OUT/results.json, OUT/utility.md, OUT/accuracy_cost.png.
     """
+    _require_extra("bench offline", "train", ("xgboost", "matplotlib"))
     from regret_gateway.context import PAPER_TEMPLATE, ContextCode
     from regret_gateway.embedding import Embedder
     from regret_gateway.evaluation.loaders import load_benchmark
@@ -670,6 +681,7 @@ def demo(
     answer, retrain between rounds. Prints a table per round and writes a PNG of utility per round and tier
     for the gateway vs cheapest, best single model, uniform, LiteLLM's adaptive router and the
     full-information references (Full-Feedback and the best full-information router)."""
+    _require_extra("demo", "train", ("xgboost", "matplotlib"))
     from regret_gateway.bench.closed_loop import DemoConfig, run_demo
 
     if exploration not in ("igw", "challengers", "uniform"):

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 if TYPE_CHECKING:
     from regret_gateway.context import ContextCode
@@ -296,20 +296,44 @@ def _env_overrides(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
+class ConfigError(ValueError):
+    """A config file that cannot be read or does not validate; the message is one line naming the file and
+    the key (or the YAML line and column)."""
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The YAML document in ``path``; a file that is not YAML raises :class:`ConfigError` with its line."""
+    path = Path(path)
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc}") from None
+
+
+def _one_line(error: ValidationError, where: str) -> ConfigError:
+    problems = [f"{'.'.join(str(p) for p in e['loc']) or 'top level'}: {e['msg']}" for e in error.errors()]
+    return ConfigError(f"{where}: " + "; ".join(problems))
+
+
 def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     """Settings from ``path`` (a settings YAML or a LiteLLM config with a ``regret_gateway:`` section),
-    then environment overrides, then keyword ``overrides`` (e.g. a CLI ``--url``). No path: defaults."""
+    then environment overrides, then keyword ``overrides`` (e.g. a CLI ``--url``). No path: defaults.
+    Raises :class:`ConfigError` (one line) for a file that is not YAML or settings that do not validate."""
     raw: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"config file not found: {path}")
-        loaded = yaml.safe_load(path.read_text()) or {}
+        loaded = read_yaml(path) or {}
         if not isinstance(loaded, dict):
-            raise ValueError(f"{path}: expected a mapping at the top level")
+            raise ConfigError(f"{path}: expected a mapping at the top level")
         raw = loaded.get("regret_gateway", loaded if "model_list" not in loaded else {})
         if not isinstance(raw, dict):
-            raise ValueError(f"{path}: `regret_gateway` must be a mapping")
+            raise ConfigError(f"{path}: `regret_gateway` must be a mapping")
     raw = _env_overrides(raw)
     for key, value in overrides.items():
         if value is None:
@@ -318,4 +342,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
             raw["store"] = {**raw.get("store", {}), "url": value}
         else:
             raw[key] = value
-    return Settings.model_validate(raw)
+    try:
+        return Settings.model_validate(raw)
+    except ValidationError as exc:
+        raise _one_line(exc, str(path) if path is not None else "settings") from None

@@ -176,6 +176,7 @@ def test_cold_start_is_uniform_and_logged(proxy):
         assert r.json()["choices"][0]["message"]["content"] == f"answer from {chosen[-1]}"
         d = decision(client, "support", rid)
         assert d["mode"] == "cold_start" and d["propensity"] == pytest.approx(1 / 3) and d["chosen_model"] == chosen[-1]
+        assert r.headers["x-regret-model"] == chosen[-1] and r.headers["x-regret-tier"] == d["tier"]
     assert set(chosen) == set(MODELS)  # uniform exploration reaches every model
 
 

@@ -54,6 +54,8 @@ from regret_gateway.store.records import DecisionRecord, OutcomeRecord, prompt_h
 log = logging.getLogger(__name__)
 
 REQUEST_ID_HEADER = "x-regret-request-id"  # the response header with the gateway's id of a routed request
+MODEL_HEADER = "x-regret-model"  # the response header with the model the request was routed to
+TIER_HEADER = "x-regret-tier"  # the response header with the tier it was routed for
 NO_EMBEDDING = "none"  # embedding_model of fallback decisions made before an embedding existed
 _MAX_PENDING = 100_000  # decisions waiting for their success/failure event
 
@@ -226,18 +228,27 @@ class RegretRouterHook(CustomLogger):
 
     # ---- outcomes ------------------------------------------------------------------------------
     @staticmethod
-    def _request_id(data: dict | None) -> str | None:
-        """The gateway's id of a routed request, from the metadata the hook attached to it."""
+    def _routing(data: dict | None) -> dict:
+        """What the hook attached to a routed request's metadata (request id, tier, model...); {} if none."""
         for metadata in ((data or {}).get("metadata"), ((data or {}).get("litellm_params") or {}).get("metadata")):
             if isinstance(metadata, dict) and isinstance(metadata.get("regret_gateway"), dict):
-                return metadata["regret_gateway"].get("request_id")
-        return None
+                return metadata["regret_gateway"]
+        return {}
+
+    @classmethod
+    def _request_id(cls, data: dict | None) -> str | None:
+        """The gateway's id of a routed request."""
+        return cls._routing(data).get("request_id")
 
     async def async_post_call_response_headers_hook(self, data, user_api_key_dict, response, request_headers=None,
                                                     litellm_call_info=None):  # fmt: skip
-        """Return the gateway's request id to the client (the id feedback and the audit take)."""
-        request_id = self._request_id(data)
-        return {REQUEST_ID_HEADER: request_id} if request_id else None
+        """Tell the client its request's id (the id feedback and the audit take), the model that answered and
+        the tier it was routed for."""
+        routing = self._routing(data)
+        if not routing.get("request_id"):
+            return None
+        return {REQUEST_ID_HEADER: routing["request_id"], MODEL_HEADER: str(routing.get("model", "")),
+                TIER_HEADER: str(routing.get("tier", ""))}  # fmt: skip
 
     def _finish(self, call_id: str | None, status: str, slo: dict, *, response_cost=None, error: str | None = None,
                 messages=None, response_obj=None) -> None:  # fmt: skip

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
-from regret_gateway.config import Settings, load_settings
+from regret_gateway.config import Settings, load_settings, read_yaml
 
 STORE_BACKENDS = ("sqlite", "postgresql")
 
@@ -26,7 +24,7 @@ class DeploymentError(ValueError):
 def check_deployment(config: str | Path) -> Settings:
     """The deployment's settings, once every check above passed; raises :class:`DeploymentError`."""
     settings = load_settings(config)
-    raw = yaml.safe_load(Path(config).read_text()) or {}
+    raw = read_yaml(config) or {}
     if not (raw.get("general_settings") or {}).get("store_model_in_db"):
         _check_models(settings, raw.get("model_list"))
     check_store_url(settings.store.url)

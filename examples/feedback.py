@@ -8,7 +8,7 @@ import sys
 
 import httpx
 
-base = os.environ.get("GATEWAY_URL", "http://localhost:4000")
+base = os.environ.get("GATEWAY_URL", "http://localhost:4000/v1").removesuffix("/v1")  # the same variable as client.py
 headers = {"Authorization": f"Bearer {os.environ['RESEARCH_KEY']}"}
 request_id, score = sys.argv[1], float(sys.argv[2])
 

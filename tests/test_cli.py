@@ -476,6 +476,32 @@ def test_serve_refuses_a_config_that_cannot_work_in_one_line(tmp_path, change, k
     assert result.output.strip().count("\n") == 0  # one line, no traceback
 
 
+@pytest.mark.parametrize(
+    "unset, key",
+    [
+        ("LITELLM_MASTER_KEY", "general_settings.master_key: set LITELLM_MASTER_KEY (the proxy's admin key"),
+        ("TEST_SUPPORT_KEY", "regret_gateway.api_keys: set TEST_SUPPORT_KEY (team support), or remove the entry"),
+    ],
+)
+def test_serve_names_an_environment_variable_the_config_reads_and_is_not_set(tmp_path, monkeypatch, unset, key):
+    import yaml
+
+    from regret_gateway.bench.local import proxy_config
+
+    monkeypatch.setenv("LITELLM_MASTER_KEY", "sk-master-test-0123456789abcdef")
+    monkeypatch.setenv("TEST_SUPPORT_KEY", "sk-support-test")
+    monkeypatch.delenv(unset)
+    section = {"models": ["a", "b"], "tiers": {"standard": {"lam": 0}}, "teams": {"support": {"tier": "standard"}},
+               "api_keys": {"os.environ/TEST_SUPPORT_KEY": "support"}, "artifacts_dir": str(tmp_path / "artifacts"),
+               "store": {"url": f"sqlite:///{tmp_path}/gw.db"}}  # fmt: skip
+    cfg = proxy_config(section, {"a": (1e-6, 1e-6), "b": (1e-6, 1e-6)}, "http://127.0.0.1:1/v1", custom_auth=True)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    result = runner.invoke(app, ["serve", "--config", str(path)])
+    assert result.exit_code == 2 and key in result.output, result.output
+    assert result.output.strip().count("\n") == 0
+
+
 CONFIG_COMMANDS = [
     ["serve"],
     ["status"],

@@ -334,22 +334,49 @@ def serve(
     ),
     host: str = typer.Option("0.0.0.0", "--host", help="Interface to listen on."),
     port: int = typer.Option(4000, "--port", help="Port to listen on."),
+    mock_upstream: bool = typer.Option(
+        False,
+        "--mock-upstream",
+        help="Try the gateway without provider keys: every model of model_list is answered by a local mock "
+        "(it names the model and echoes the prompt), priced as LiteLLM prices the real model.",
+    ),
 ) -> None:
     """Run the LiteLLM proxy with the regret-gateway hook and the /regret/feedback and /regret/decisions routes.
 
     A config that cannot work is refused before the proxy starts, with one line naming the key: a routed model
     or the judge's model missing from model_list, a store URL that is not SQLite or PostgreSQL (or whose
-    driver is not installed), an SQLite file in a folder that does not exist. Shut down with SIGTERM or
-    Ctrl-C: the decisions still queued are written first."""
+    driver is not installed), an SQLite file in a folder that does not exist, an environment variable the
+    config reads (the master key, a team key) that is not set. Shut down with SIGTERM or Ctrl-C: the
+    decisions still queued are written first."""
+    import contextlib
+    import tempfile
+
     from regret_gateway.gateway.preflight import check_deployment
 
     try:
         check_deployment(config)  # fail here, with a clear message, rather than on the first request
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
+    from regret_gateway.gateway.app import litellm_environment
     from regret_gateway.gateway.app import serve as run
 
-    run(config, host=host, port=port)
+    with contextlib.ExitStack() as stack:
+        if mock_upstream:
+            import yaml
+
+            from regret_gateway.bench.local import LocalServer, echo_response, free_port, mock_deployment
+            from regret_gateway.bench.local import mock_upstream as mock_app
+            from regret_gateway.config import read_yaml
+
+            litellm_environment()
+            up = free_port()
+            stack.enter_context(LocalServer(mock_app(echo_response), up))
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="regret-gateway-mock-")))
+            mocked = folder / "config.yaml"
+            mocked.write_text(yaml.safe_dump(mock_deployment(read_yaml(config), f"http://127.0.0.1:{up}/v1")))
+            typer.echo(f"--mock-upstream: every model of {config} is answered by a mock at 127.0.0.1:{up}", err=True)
+            config = mocked
+        run(config, host=host, port=port)
 
 
 feedback_app = typer.Typer(help="Quality scores for routed requests.", no_args_is_help=True)

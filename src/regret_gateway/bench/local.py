@@ -139,3 +139,38 @@ def proxy_config(
         "general_settings": general,
         "regret_gateway": regret_gateway,
     }
+
+
+MOCK_PRICES = (1e-6, 2e-6)  # USD per input / output token where LiteLLM's cost map does not know the model
+
+
+def echo_response(model: str, text: str) -> tuple[str, int, int]:
+    """The mock upstream of ``serve --mock-upstream``: names the model and echoes the prompt's start; a token
+    per word in, 20 out."""
+    return f"[{model}, a mock answer] {text[:200]}", max(1, len(text.split())), 20
+
+
+def mock_deployment(config: dict, api_base: str) -> dict:
+    """``config`` (a LiteLLM proxy config) with every deployment of its ``model_list`` sent to the mock
+    upstream at ``api_base`` under its own ``model_name``, priced as LiteLLM prices the real model (its
+    bundled cost map), else at :data:`MOCK_PRICES`: the router and its logs see the real models' costs,
+    and no provider key is needed."""
+    import litellm
+
+    import regret_gateway.gateway  # noqa: F401 -- before LiteLLM's import: its bundled cost map, no download
+
+    deployments = []
+    for entry in config.get("model_list") or []:
+        params = dict(entry.get("litellm_params") or {})
+        try:
+            info = litellm.get_model_info(str(params.get("model", "")))
+            p_known = (info.get("input_cost_per_token"), info.get("output_cost_per_token"))
+        except Exception:  # noqa: BLE001 -- unknown to the cost map: the default prices
+            p_known = (None, None)
+        prices = tuple(MOCK_PRICES[k] if p is None else float(p) for k, p in enumerate(p_known))
+        p_in = params.get("input_cost_per_token", prices[0])
+        p_out = params.get("output_cost_per_token", prices[1])
+        mocked = {"model": f"openai/{entry['model_name']}", "api_base": api_base, "api_key": "sk-mock",
+                  "input_cost_per_token": p_in, "output_cost_per_token": p_out}  # fmt: skip
+        deployments.append({**entry, "litellm_params": mocked})
+    return {**config, "model_list": deployments}

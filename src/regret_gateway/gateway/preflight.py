@@ -5,11 +5,15 @@ the key, instead of failing requests (or dying with a traceback) later.
   ``model_list`` (skipped where LiteLLM keeps its models in its database: ``store_model_in_db``);
 - ``regret_gateway.store.url`` is an SQLite or PostgreSQL URL whose driver is installed, and an SQLite
   file's folder exists (the store is not contacted: a server that is down at start heals, and the writer
-  spills meanwhile).
+  spills meanwhile);
+- every ``os.environ/VAR`` the gateway reads is set: the proxy's ``general_settings.master_key``
+  (LiteLLM refuses to start without it) and each team key of ``regret_gateway.api_keys`` (a key that is
+  not set would be the empty string).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from regret_gateway.config import Settings, load_settings, read_yaml
@@ -28,7 +32,26 @@ def check_deployment(config: str | Path) -> Settings:
     if not (raw.get("general_settings") or {}).get("store_model_in_db"):
         _check_models(settings, raw.get("model_list"))
     check_store_url(settings.store.url)
+    _check_environment(settings, raw.get("general_settings") or {})
     return settings
+
+
+def _unset(value: object) -> str | None:
+    """The variable an ``os.environ/VAR`` value names, if it is not set (or empty)."""
+    if isinstance(value, str) and value.startswith("os.environ/"):
+        var = value[len("os.environ/") :]
+        return None if os.environ.get(var) else var
+    return None
+
+
+def _check_environment(settings: Settings, general: dict) -> None:
+    var = _unset(general.get("master_key"))
+    if var is not None:
+        raise DeploymentError(f"general_settings.master_key: set {var} (the proxy's admin key, e.g. sk-<32 random characters>)")
+    missing = [f"{var} (team {team})" for key, team in settings.api_keys.items() if (var := _unset(key)) is not None]
+    if missing:
+        raise DeploymentError(f"regret_gateway.api_keys: set {', '.join(missing)}, or remove the entry: a team key is the one "
+                              "its clients send as their API key")  # fmt: skip
 
 
 def _check_models(settings: Settings, model_list: object) -> None:

@@ -155,9 +155,10 @@ def mock_deployment(config: dict, api_base: str) -> dict:
     upstream at ``api_base`` under its own ``model_name``, priced as LiteLLM prices the real model (its
     bundled cost map), else at :data:`MOCK_PRICES`: the router and its logs see the real models' costs,
     and no provider key is needed."""
-    import litellm
+    from regret_gateway.gateway import bundled_cost_map
 
-    import regret_gateway.gateway  # noqa: F401 -- before LiteLLM's import: its bundled cost map, no download
+    bundled_cost_map()
+    import litellm
 
     deployments = []
     for entry in config.get("model_list") or []:

@@ -8,13 +8,14 @@ import os
 from pathlib import Path
 
 from regret_gateway.config import load_settings
+from regret_gateway.gateway import bundled_cost_map
 from regret_gateway.gateway.runtime import Gateway
 
 
 def litellm_environment() -> None:
     """What LiteLLM needs before its import here: the bundled model-cost map (no network at import) and
     httpx transport (respx-visible; the mock upstreams of the demo and tests)."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    bundled_cost_map()
     os.environ.setdefault("DISABLE_AIOHTTP_TRANSPORT", "True")
 
 

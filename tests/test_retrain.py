@@ -223,7 +223,7 @@ def test_where_the_prompt_does_not_matter_every_tier_serves_the_fixed_choice(tmp
     engine.dispose()
 
 
-@pytest.mark.parametrize("case", ["one model only", "no feedback", "all propensities 1", "too few rows"])
+@pytest.mark.parametrize("case", ["one model only", "no feedback", "all propensities 1", "too few rows", "one tiny propensity"])
 def test_degenerate_logs_are_refused_and_the_active_router_stays(tmp_path, world, case):
     bench, X = world
     settings = settings_for(tmp_path, bench)
@@ -239,9 +239,14 @@ def test_degenerate_logs_are_refused_and_the_active_router_stays(tmp_path, world
     elif case == "all propensities 1":  # deterministic logging: each family always to one model
         family = np.unique([g.split("-")[0] for g in bench.groups], return_inverse=True)[1] % 4
         log_to_store(engine, bench, X, actions=family, propensity=np.full(n, 1.0))
-    else:
+    elif case == "too few rows":
         rng = np.random.default_rng(2)
         log_to_store(engine, bench, X[:50], actions=rng.integers(0, 4, 50), propensity=np.full(50, 0.25))
+    else:  # one row of model 3 logged at p = 1e-4 outweighs all its others: its effective sample size is ~1
+        actions = np.random.default_rng(3).integers(0, 4, n)
+        propensity = np.full(n, 0.25)
+        propensity[np.flatnonzero(actions == 3)[0]] = 1e-4
+        log_to_store(engine, bench, X, actions=actions, propensity=propensity)
     result = retrain(settings, engine, RetrainOptions(n_boot=50))
     assert result.status == "refused"
     expected = {
@@ -249,6 +254,7 @@ def test_degenerate_logs_are_refused_and_the_active_router_stays(tmp_path, world
         "no feedback": "no usable rows",
         "all propensities 1": "every logged propensity is 1",
         "too few rows": "only 50 usable rows",
+        "one tiny propensity": "effective sample size too small for frontier-xl (",
     }[case]
     assert expected in result.reason
     assert active_version_id(settings.artifacts_dir) == "v-previous"

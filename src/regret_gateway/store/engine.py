@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.orm import Session, sessionmaker
 
 
 def make_engine(url: str, *, sqlite_busy_timeout_ms: int = 5000, statement_timeout_ms: int | None = None, **kwargs) -> Engine:
@@ -37,6 +36,3 @@ def make_engine(url: str, *, sqlite_busy_timeout_ms: int = 5000, statement_timeo
 
     return engine
 
-
-def session_factory(engine: Engine) -> sessionmaker[Session]:
-    return sessionmaker(engine, expire_on_commit=False)

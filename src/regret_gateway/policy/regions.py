@@ -14,10 +14,15 @@ confidence bound).
   region's rows of d_i = Gamma_i(m) - Gamma_i(b) (utility A - lambda C, unclipped).
 * Challengers, cross-fitted (retrain): for the rows of each fold, each region's challenger is the model
   with the best mean gain on the other folds' rows of the region, so the rows that test a challenger did
-  not choose it. (Without folds: every model, Bonferroni over the T - 1.)
+  not choose it. A region is tested only where every fold proposes the same model, and that model is
+  what the region serves: what is tested is what is published. (Publishing instead the model with the
+  best mean gain on all the rows, which the folds had not agreed on, adopted regions that lost 5-6
+  points on new prompts in a closed-loop replay: docs/experiments/closed-loop.md.) (Without folds:
+  every model, Bonferroni over the T - 1.)
 * Test: one-sided z tests, standard errors clustered by prompt (rows of one prompt count as one draw).
-  First the whole proposal -- every row under its region's challenger -- against the baseline at
-  ``alpha``: if it gains, every region whose challenger gained on its own rows departs. Else region by
+  First the whole proposal -- every row of a tested region under its challenger, the others under the
+  baseline -- against the baseline at ``alpha``: if it gains, every tested region whose challenger
+  gained on its own rows departs. Else region by
   region, Holm's step-down at ``alpha``. A region is tested only with at least ``min_prompts`` prompts
   and ``min_matched`` rows that logged its challenger and as many that logged the baseline. Either way,
   with probability about 1 - alpha, the policy does not lose to the baseline.
@@ -160,17 +165,22 @@ def choose_regions(
             models[r], gain[r], lower[r] = m, mean[m], mean[m] - z_any * se[m]
             p_value[r] = min(1.0, challengers * (1.0 - NormalDist().cdf(z[m])))
             continue
-        own = d[rows, proposed[rows]]  # each row's gain under the challenger the other folds proposed
+        m = int(proposed[rows[0]])
+        if m == baseline or not eligible[m] or np.any(proposed[rows] != m):
+            continue  # the folds disagree (or keep the baseline): no one model to test and publish
+        own = d[rows, m]  # each row's gain under the challenger every fold proposed, out of fold
         own_mean, own_se = own.mean(), clustered_se(own, g)
         if own_se <= 0:
             continue
-        models[r] = int(np.argmax(np.where(eligible, mean, -np.inf)))  # what all the rows propose: published
+        models[r] = m  # what is tested is what is published
         gain[r], lower[r] = own_mean, own_mean - z_any * own_se
         p_value[r] = 1.0 - NormalDist().cdf(own_mean / own_se)
     adopted = np.zeros(R, dtype=bool)
     if aggregate and proposed is not None and R > 1:
-        # first the whole proposal at once: every row under the challenger the other folds proposed for its region
-        own = d[np.arange(n), proposed]
+        # first the whole proposal at once: every row of a tested region under its challenger, the rest under
+        # the baseline (gain 0) -- the policy that would be published
+        tested = np.isfinite(lower)[regions.region]
+        own = np.where(tested, d[np.arange(n), models[regions.region]], 0.0)
         se_all = clustered_se(own, groups)
         if se_all > 0 and own.mean() / se_all > NormalDist().inv_cdf(1.0 - alpha):
             adopted = (gain > 0) & (models != baseline) & np.isfinite(lower)

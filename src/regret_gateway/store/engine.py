@@ -35,4 +35,3 @@ def make_engine(url: str, *, sqlite_busy_timeout_ms: int = 5000, statement_timeo
             dbapi_conn.commit()
 
     return engine
-

@@ -650,6 +650,22 @@ def _verdict(table: list[RoundStats]) -> str:
     return "\n".join(lines)
 
 
+# one look per line, so lines that coincide (a tier served by the best single model: gateway, greedy and
+# best-single) stay apart by marker and dash
+_LOOKS: dict[str, dict[str, Any]] = {
+    "gateway": {"color": "C0", "lw": 2.5, "marker": "o", "ms": 7, "zorder": 5},
+    "gateway-greedy": {"color": "C0", "lw": 1.2, "ls": ":", "marker": "x", "ms": 8, "zorder": 6},
+    "full-info": {"color": "C2", "lw": 1.2, "ls": "--", "marker": "^"},
+    "full-feedback": {"color": "C2", "lw": 1, "ls": ":", "marker": "v", "alpha": 0.8},
+    "litellm-adaptive": {"color": "C1", "lw": 1.2, "marker": "D", "ms": 4},
+    "best-single": {"color": "C3", "lw": 1.2, "ls": "-.", "marker": "+", "ms": 9},
+    "cheapest": {"color": "C7", "lw": 1, "ls": "--", "alpha": 0.8},
+    "uniform": {"color": "C7", "lw": 1, "ls": ":", "alpha": 0.8},
+    "held-out greedy": {"color": "black", "lw": 1.5, "marker": "s", "ms": 5},
+    "held-out best-single": {"color": "black", "lw": 1, "ls": "-.", "marker": "+", "ms": 9},
+}
+
+
 def _plot(table: list[RoundStats], path: Path) -> None:
     import matplotlib
 
@@ -657,22 +673,20 @@ def _plot(table: list[RoundStats], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     tiers = list(dict.fromkeys(s.tier for s in table))
-    fig, axes = plt.subplots(1, len(tiers), figsize=(5 * len(tiers), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(tiers), figsize=(5 * len(tiers), 4.2), squeeze=False)
     for ax, tier in zip(axes[0], tiers):
         rows = [s for s in table if s.tier == tier]
         rounds = [s.round for s in rows]
-        for b in BASELINES:
-            styles: dict[str, dict[str, Any]] = {"gateway": {"lw": 2.5, "marker": "o"}, "full-info": {"ls": "--"}}
-            style = styles.get(b, {"lw": 1, "alpha": 0.8})
-            ax.plot(rounds, [s.utility[b] for s in rows], label=b, **style)
-        if any("held-out greedy" in s.utility for s in rows):
-            ax.plot(rounds, [s.utility.get("held-out greedy", float("nan")) for s in rows], label="held-out greedy",
-                    color="black", marker="s", lw=1.5)  # fmt: skip
+        for name, look in _LOOKS.items():
+            if any(name in s.utility for s in rows):
+                ax.plot(rounds, [s.utility.get(name, float("nan")) for s in rows], label=name, **look)
         ax.set_title(f"{tier} (λ={rows[0].lam:g})")
         ax.set_xlabel("round (retrain between rounds)")
-        ax.set_ylabel("utility x100 on the round's traffic")
+        ax.set_ylabel("utility x100 (the round's traffic; held-out: never sent)")
         ax.set_xticks(rounds)
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.14, 1, 1))  # the legend below the panels, over no line
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -267,8 +267,8 @@ class Settings(_Strict):
     def prompt_hash_key(self) -> bytes:
         """The deployment's key for prompt hashes (see ``StoreSpec.hash_key``)."""
         value = self.store.hash_key or os.environ.get("REGRET_GATEWAY_HASH_KEY")
-        if value and value.startswith("os.environ/"):
-            value = os.environ.get(value[len("os.environ/") :])
+        if (var := env_var(value)) is not None:
+            value = os.environ.get(var)
         if value:
             return value.encode()
         path = Path(self.artifacts_dir) / ".prompt-hash-key"
@@ -294,6 +294,14 @@ def _env_overrides(raw: dict[str, Any]) -> dict[str, Any]:
     if device := os.environ.get("REGRET_GATEWAY_DEVICE"):
         raw["embedder"] = {**raw.get("embedder", {}), "device": device}
     return raw
+
+
+ENV_PREFIX = "os.environ/"  # a config value of the form os.environ/VAR is read from the environment (LiteLLM's convention)
+
+
+def env_var(value: object) -> str | None:
+    """The variable a config value ``os.environ/VAR`` names; None for any other value."""
+    return value[len(ENV_PREFIX) :] if isinstance(value, str) and value.startswith(ENV_PREFIX) else None
 
 
 class ConfigError(ValueError):

@@ -11,11 +11,16 @@ import pytest
 from regret_gateway.gateway.batcher import EmbeddingBatcher
 
 
-async def until(condition) -> None:
+async def until(condition, steps: int = 10_000) -> None:
     """Let the event loop run the tasks this test started until ``condition()`` holds -- the state the test
-    needs them in (a text in flight, one queued) -- however many steps that takes; no clock."""
-    while not condition():
-        await asyncio.sleep(0)
+    needs them in (a text in flight, one queued). Each step is one pass of the event loop (``sleep(0)``
+    yields, it does not wait on the clock); a state never reached fails after ``steps`` passes with the
+    condition named, instead of hanging until the test's timeout."""
+    for _ in range(steps):
+        if condition():
+            return
+        await asyncio.sleep(0)  # yield one event-loop pass to the tasks under test
+    raise AssertionError(f"the batcher never reached {condition.__name__} in {steps} event-loop passes")
 
 
 def in_flight(batcher, text: str) -> bool:

@@ -16,6 +16,8 @@ import os
 from fastapi import HTTPException, Request
 from litellm.proxy._types import LitellmUserRoles, UserAPIKeyAuth
 
+from regret_gateway.config import env_var
+
 # What a team key may call: the OpenAI-compatible inference routes and the gateway's own /regret/*.
 # LiteLLM's admin and introspection routes (/model/info, /settings, /routes, /debug/..., key and team
 # management) answer only the master key.
@@ -32,7 +34,8 @@ def team_may_call(path: str) -> bool:
 
 
 def _resolve(value: str) -> str:
-    return os.environ.get(value[len("os.environ/") :], "") if value.startswith("os.environ/") else value
+    var = env_var(value)
+    return value if var is None else os.environ.get(var, "")
 
 
 async def user_api_key_auth(request: Request, api_key: str) -> UserAPIKeyAuth:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from regret_gateway.config import Settings, load_settings, read_yaml
+from regret_gateway.config import Settings, env_var, load_settings, read_yaml
 
 STORE_BACKENDS = ("sqlite", "postgresql")
 
@@ -38,10 +38,8 @@ def check_deployment(config: str | Path) -> Settings:
 
 def _unset(value: object) -> str | None:
     """The variable an ``os.environ/VAR`` value names, if it is not set (or empty)."""
-    if isinstance(value, str) and value.startswith("os.environ/"):
-        var = value[len("os.environ/") :]
-        return None if os.environ.get(var) else var
-    return None
+    var = env_var(value)
+    return var if var is not None and not os.environ.get(var) else None
 
 
 def _check_environment(settings: Settings, general: dict) -> None:

@@ -15,10 +15,10 @@ confidence bound).
 * Challengers, cross-fitted (retrain): for the rows of each fold, each region's challenger is the model
   with the best mean gain on the other folds' rows of the region, so the rows that test a challenger did
   not choose it. A region is tested only where every fold proposes the same model, and that model is
-  what the region serves: what is tested is what is published. (Publishing instead the model with the
-  best mean gain on all the rows, which the folds had not agreed on, adopted regions that lost 5-6
-  points on new prompts in a closed-loop replay: docs/experiments/closed-loop.md.) (Without folds:
-  every model, Bonferroni over the T - 1.)
+  what the region serves: what is tested is what is published (the model with the best mean gain on
+  all the rows, which the folds need not have proposed, was never tested out of fold;
+  docs/experiments/closed-loop.md compares the two rules in a replay). (Without folds: every model,
+  Bonferroni over the T - 1.)
 * Test: one-sided z tests, standard errors clustered by prompt (rows of one prompt count as one draw).
   First the whole proposal -- every row of a tested region under its challenger, the others under the
   baseline -- against the baseline at ``alpha``: if it gains, every tested region whose challenger

@@ -45,9 +45,9 @@ def test_corrupted_or_incompatible_bundles_are_refused(tmp_path, router):
         load_artifact(tmp_path / "nope")
     with pytest.raises(ValueError, match="3 outputs but 2 model names"):
         from_state(router.to_policy().state(), MODELS[:2])
-    raw = bytearray((path / "weights.pt").read_bytes())
+    raw = bytearray((path / "weights.npz").read_bytes())
     raw[200] ^= 0xFF
-    (path / "weights.pt").write_bytes(bytes(raw))
+    (path / "weights.npz").write_bytes(bytes(raw))
     with pytest.raises(ArtifactError, match="checksum mismatch"):
         load_artifact(path)
     with pytest.raises(ArtifactError):
@@ -122,17 +122,23 @@ def test_a_per_tier_policy_carries_its_utility_estimator_through_an_artifact(tmp
     "manifest, message",
     [
         ([1, 2], "must be an object"),
-        ({"format": 1, "version": "v", "tiers": {}, "embedder": {}, "files": {}}, r"model_names \(list\)"),
+        ({"format": 2, "version": "v", "tiers": {}, "embedder": {}, "files": {}, "policy": {}}, r"model_names \(list\)"),
         (
-            {"format": 1, "version": "v", "model_names": ["a", "b"], "tiers": {}, "embedder": "m", "files": {}},
+            {"format": 2, "version": "v", "model_names": ["a", "b"], "tiers": {}, "embedder": "m", "files": {}, "policy": {}},
             r"embedder \(dict\)",
         ),
-        ({"format": 1, "version": "v", "model_names": ["a"], "tiers": {}, "embedder": {}, "files": {}}, "at least 2 distinct"),
+        ({"format": 2, "version": "v", "model_names": ["a", "b"], "tiers": {}, "embedder": {}, "files": {}}, r"policy \(dict\)"),
+        (
+            {"format": 2, "version": "v", "model_names": ["a"], "tiers": {}, "embedder": {}, "files": {}, "policy": {}},
+            "at least 2 distinct",
+        ),
+        # a router published before the numpy format: refused in one line that says what to do
+        ({"format": 1, "version": "v", "model_names": ["a", "b"], "tiers": {}, "embedder": {}, "files": {}}, "retrain"),
     ],
 )
 def test_a_manifest_of_the_wrong_shape_is_refused(tmp_path, manifest, message):
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    (tmp_path / "weights.pt").write_bytes(b"x")
+    (tmp_path / "weights.npz").write_bytes(b"x")
     with pytest.raises(ArtifactError, match=message):
         load_artifact(tmp_path)
 
@@ -144,15 +150,13 @@ def test_an_artifact_for_another_embedding_size_is_refused(tmp_path, router):
         load_artifact(path, embedding_dim=384)
 
 
-def _first_tensor(state):
-    """The first weight tensor of a policy's state (nested dicts and lists)."""
-    import torch
-
-    if isinstance(state, torch.Tensor):
+def _first_array(state):
+    """The first weight array of a policy's state (nested dicts and lists)."""
+    if isinstance(state, np.ndarray):
         return state
     children = state.values() if isinstance(state, dict) else state if isinstance(state, (list, tuple)) else ()
     for child in children:
-        if (found := _first_tensor(child)) is not None:
+        if (found := _first_array(child)) is not None:
             return found
     return None
 
@@ -160,8 +164,8 @@ def _first_tensor(state):
 def test_an_artifact_that_would_fail_every_routed_request_is_refused_at_load(tmp_path, router):
     """NaN weights behind a valid checksum, and a version id the store's column cannot hold, are refused when
     the artifact is loaded (not served until every decision record is refused)."""
-    state = copy.deepcopy(router.to_policy().state())  # the state shares the fitted router's tensors
-    _first_tensor(state).fill_(float("nan"))
+    state = copy.deepcopy(router.to_policy().state())  # the state shares the fitted router's arrays
+    _first_array(state).fill(float("nan"))
     path = save_artifact(tmp_path, policy=from_state(state, MODELS), tiers={"p": 0.0, "e": 200.0}, embedder={"model": "m"})
     with pytest.raises(ArtifactError, match="lambda 0 are not finite"):
         load_artifact(path, models=MODELS)
@@ -169,7 +173,7 @@ def test_an_artifact_that_would_fail_every_routed_request_is_refused_at_load(tmp
     good = save_artifact(tmp_path, policy=router.to_policy(), tiers={"p": 0.0}, embedder={"model": "m"})
     manifest = json.loads((good / "manifest.json").read_text())
     (tmp_path / long_id).mkdir()
-    for name in ("weights.pt", "manifest.json"):
+    for name in ("weights.npz", "manifest.json"):
         (tmp_path / long_id / name).write_bytes((good / name).read_bytes())
     (tmp_path / long_id / "manifest.json").write_text(json.dumps({**manifest, "version": long_id}))
     with pytest.raises(ArtifactError, match="printable id of <= 64 characters"):

@@ -1,18 +1,24 @@
-"""Servable policies route in numpy: the same scores as their torch networks, and no torch call per request."""
+"""Servable policies route in numpy: the same scores as their torch networks, and the serving module
+imports no torch."""
+
+import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
 
-from regret_gateway.nn.networks import IntervalNets, StackedMLP
+from regret_gateway.nn.networks import IntervalNets, StackedMLP, interval_ends
 from regret_gateway.servable import (
     ClusterPolicy,
+    IntervalArrays,
+    MLPArrays,
     OutcomePolicy,
     PerTierPolicy,
     TieredPolicy,
     from_state,
     gelu,
-    interval_ends,
     outcome_heads,
 )
 
@@ -43,7 +49,7 @@ def test_gelu_is_torchs_exact_gelu():
 
 def test_numpy_scores_equal_the_torch_networks_at_every_kind_of_lambda(nets):
     tier_net, intervals, outcome, X = nets
-    policy = TieredPolicy(MODELS, TIERS, tier_net, intervals)
+    policy = TieredPolicy(MODELS, TIERS, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
     Xt = torch.as_tensor(X)
     with torch.no_grad():
         tiers = tier_net(Xt)
@@ -58,39 +64,56 @@ def test_numpy_scores_equal_the_torch_networks_at_every_kind_of_lambda(nets):
         raw = outcome(Xt)  # (T, n, 2): quality logit, cost / cost_scale
         quality = torch.sigmoid(raw[..., 0]).T
         cost = (raw[..., 1].T * torch.as_tensor(cost_scale, dtype=torch.float32)).clamp(min=0.0)
-    rc = OutcomePolicy(MODELS, outcome, cost_scale)
+    rc = OutcomePolicy(MODELS, MLPArrays.of(outcome), cost_scale)
     np.testing.assert_allclose(rc.logits(X, 300.0), (quality - 300.0 * cost).numpy(), atol=1e-6)
     np.testing.assert_allclose(outcome_heads(raw.numpy(), cost_scale)[0], quality.numpy(), atol=1e-6)
     loaded = from_state(rc.state())  # a saved and loaded policy routes the same
     np.testing.assert_array_equal(loaded.logits(X, 300.0), rc.logits(X, 300.0))
 
 
-def test_routing_a_request_runs_no_torch_network(nets, monkeypatch):
-    """After the policy is built, its scores come from numpy arrays: a forward pass of any torch network
-    during routing fails this test."""
+def test_a_policy_of_every_kind_is_saved_and_routed_without_torch(nets, tmp_path):
+    """Every kind's state round-trips through numpy alone: a process that cannot import torch loads the
+    state and gives the same scores as the policy it came from."""
     tier_net, intervals, outcome, X = nets
-    rc = OutcomePolicy(MODELS, outcome, np.array([1e-3, 2e-3, 5e-4]))
+    rc = OutcomePolicy(MODELS, MLPArrays.of(outcome), np.array([1e-3, 2e-3, 5e-4]))
     centroids = np.random.default_rng(1).normal(size=(4, DIM))
     cluster = ClusterPolicy(MODELS, centroids, np.full((4, 3), 0.5), np.full((4, 3), 1e-3))
-    policy = PerTierPolicy(TIERS, [TieredPolicy(MODELS, TIERS, tier_net, intervals), rc, cluster],
-                           ["rm-interval", "r-and-c", "rm-cluster"], estimator=rc)  # fmt: skip
+    interval = TieredPolicy(MODELS, TIERS, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
+    policy = PerTierPolicy(TIERS, [interval, rc, cluster], ["rm-interval", "r-and-c", "rm-cluster"], estimator=rc)
+    lams = [0.0, 100.0, 200.0, 600.0, 1000.0, 3000.0]
+    expected = {str(lam): policy.logits_and_utilities(X[:5], lam) for lam in lams}
+    np.savez(tmp_path / "x.npz", X=X[:5])
+    from regret_gateway.artifacts import pack_state
 
-    def forbidden(*args, **kwargs):
-        raise AssertionError("a torch network ran on the routing path")
-
-    monkeypatch.setattr(StackedMLP, "forward", forbidden)
-    monkeypatch.setattr(IntervalNets, "forward", forbidden)
-    for lam in (0.0, 100.0, 200.0, 1000.0, 3000.0):
-        logits, utilities = policy.logits_and_utilities(X[:1], lam)
-        assert logits.shape == utilities.shape == (1, 3)
+    tree, arrays = pack_state(policy.state())
+    np.savez(tmp_path / "state.npz", **arrays)
+    (tmp_path / "tree.json").write_text(json.dumps(tree))
+    script = f"""
+import json, sys
+import numpy as np
+sys.modules["torch"] = None  # importing torch now fails
+from regret_gateway.artifacts import unpack_state
+from regret_gateway.servable import from_state
+tree = json.loads(open({str(tmp_path / "tree.json")!r}).read())
+policy = from_state(unpack_state(tree, dict(np.load({str(tmp_path / "state.npz")!r}, allow_pickle=False))))
+X = np.load({str(tmp_path / "x.npz")!r})["X"]
+out = {{str(lam): [a.tolist() for a in policy.logits_and_utilities(X, lam)] for lam in {lams!r}}}
+print(json.dumps(out))
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout)
+    for lam, (logits, utilities) in expected.items():  # the same up to BLAS's summation order in another process
+        np.testing.assert_allclose(np.asarray(got[lam][0]), logits, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(np.asarray(got[lam][1]), utilities, rtol=1e-5, atol=1e-7)
 
 
 def test_a_tier_that_serves_its_own_estimator_runs_one_forward_pass(nets):
     """IGW reads utility estimates beside the choice; where the tier serves R&C (the estimator itself) one
     pass gives both, where it serves RM-Interval the estimator runs once more."""
     tier_net, intervals, outcome, X = nets
-    rc = OutcomePolicy(MODELS, outcome, np.array([1e-3, 2e-3, 5e-4]))
-    interval = TieredPolicy(MODELS, TIERS, tier_net, intervals)
+    rc = OutcomePolicy(MODELS, MLPArrays.of(outcome), np.array([1e-3, 2e-3, 5e-4]))
+    interval = TieredPolicy(MODELS, TIERS, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
     policy = PerTierPolicy(TIERS, [rc, interval, interval], ["r-and-c", "rm-interval", "rm-interval"], estimator=rc)
     calls = []
     for p in (rc, interval):

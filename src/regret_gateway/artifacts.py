@@ -4,13 +4,16 @@ Layout of an artifact folder::
 
     <root>/ACTIVE                      the active version id (replaced atomically on publish)
     <root>/<version>/manifest.json     format, version, created, model names, tiers {name: lambda},
-                                       embedder {model, template, id, dim}, metrics, sha256 of files
-    <root>/<version>/weights.pt        the servable policy's state (:mod:`regret_gateway.servable`: its kind,
-                                       e.g. RM-Interval's tier policies + interval nets)
+                                       embedder {model, template, id, dim}, metrics, sha256 of files, and
+                                       ``policy``: the servable policy's state (:mod:`regret_gateway.servable`:
+                                       its kind, e.g. RM-Interval's tier policies + interval nets) with every
+                                       array replaced by ``{"$array": name}``
+    <root>/<version>/weights.npz       those arrays (numpy's ``.npz``, read with ``allow_pickle=False``)
 
-A version folder is written under a temporary name and renamed into place, so a reader never sees half
-of one. :func:`load_artifact` verifies the checksum and the shapes and refuses (``ArtifactError``) a
-corrupted or incompatible bundle.
+The format is numpy and JSON only: the gateway reads a router without torch. A version folder is written
+under a temporary name and renamed into place, so a reader never sees half of one. :func:`load_artifact`
+verifies the checksum and the shapes and refuses (``ArtifactError``) a corrupted or incompatible bundle,
+and a format-1 bundle (torch weights, written before format 2) with one line that says to retrain.
 """
 
 from __future__ import annotations
@@ -23,14 +26,16 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import torch
 
 from regret_gateway.servable import ServablePolicy, from_state
 
-FORMAT = 1
+FORMAT = 2
 ACTIVE = "ACTIVE"
+WEIGHTS = "weights.npz"
+ARRAY = "$array"  # {"$array": name}: an array of weights.npz in the manifest's policy tree
 
 
 class ArtifactError(ValueError):
@@ -58,6 +63,40 @@ class RouterArtifact:
 
     def logits_and_utilities(self, X: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray | None]:
         return self.policy.logits_and_utilities(X, lam)
+
+
+def pack_state(state: Any) -> tuple[Any, dict[str, np.ndarray]]:
+    """A policy state (plain values and numpy arrays) -> (a JSON tree with each array replaced by
+    ``{"$array": name}``, {name: array})."""
+    arrays: dict[str, np.ndarray] = {}
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            name = f"a{len(arrays)}"
+            arrays[name] = value
+            return {ARRAY: name}
+        if isinstance(value, dict):
+            return {str(k): walk(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v) for v in value]
+        if isinstance(value, np.generic):
+            return value.item()
+        if value is None or isinstance(value, (str, int, float, bool)):
+            return value
+        raise TypeError(f"a policy state holds plain values and numpy arrays, not {type(value).__name__}")
+
+    return walk(state), arrays
+
+
+def unpack_state(tree: Any, arrays: dict[str, np.ndarray]) -> Any:
+    """The inverse of :func:`pack_state` (``KeyError`` for a reference to an array that is not there)."""
+    if isinstance(tree, dict):
+        if set(tree) == {ARRAY}:
+            return arrays[tree[ARRAY]]
+        return {k: unpack_state(v, arrays) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [unpack_state(v, arrays) for v in tree]
+    return tree
 
 
 def new_version_id() -> str:
@@ -90,10 +129,11 @@ def save_artifact(
     final = root / version
     if final.exists():
         raise ArtifactError(f"version {version} already exists in {root}")
-    state = policy.state()
+    tree, arrays = pack_state(policy.state())
     tmp = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=root))
     try:
-        torch.save(state, tmp / "weights.pt")
+        with open(tmp / WEIGHTS, "wb") as fh:
+            np.savez(fh, **arrays)  # type: ignore[arg-type]
         manifest = {
             "format": FORMAT,
             "version": version,
@@ -103,7 +143,8 @@ def save_artifact(
             "tiers": {k: float(v) for k, v in tiers.items()},
             "embedder": {**embedder, "dim": policy.dim},
             "metrics": metrics or {},
-            "files": {"weights.pt": _sha256(tmp / "weights.pt")},
+            "files": {WEIGHTS: _sha256(tmp / WEIGHTS)},
+            "policy": tree,
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=float))
         os.rename(tmp, final)
@@ -133,7 +174,12 @@ def _check_manifest(path: Path, manifest: object) -> dict:
     """The manifest's shape, checked before anything in it is used (valid JSON of the wrong shape is refused)."""
     if not isinstance(manifest, dict):
         raise ArtifactError(f"{path}: manifest.json must be an object, got {type(manifest).__name__}")
-    shape = {"version": str, "model_names": list, "tiers": dict, "embedder": dict, "files": dict}
+    if manifest.get("format") == 1:
+        raise ArtifactError(f"{path}: a format-1 router (torch weights), which this version no longer reads: "
+                            f"run `regret-gateway retrain` to publish a format-{FORMAT} one")  # fmt: skip
+    if manifest.get("format") != FORMAT:
+        raise ArtifactError(f"{path}: artifact format {manifest.get('format')!r}, this gateway reads format {FORMAT}")
+    shape = {"version": str, "model_names": list, "tiers": dict, "embedder": dict, "files": dict, "policy": dict}
     wrong = [f"{key} ({kind.__name__})" for key, kind in shape.items() if not isinstance(manifest.get(key), kind)]
     if wrong:
         raise ArtifactError(f"{path}: manifest.json lacks or mistypes: {', '.join(wrong)}")
@@ -200,14 +246,12 @@ def load_artifact(
         raise ArtifactError(f"{path}: no manifest.json (not a router artifact)") from None
     except json.JSONDecodeError as exc:
         raise ArtifactError(f"{path}: manifest.json is not valid JSON ({exc})") from None
-    if manifest.get("format") != FORMAT:
-        raise ArtifactError(f"{path}: artifact format {manifest.get('format')!r}, this gateway reads format {FORMAT}")
-    weights = path / "weights.pt"
+    weights = path / WEIGHTS
     if not weights.is_file():
-        raise ArtifactError(f"{path}: weights.pt is missing")
-    expected = manifest.get("files", {}).get("weights.pt")
+        raise ArtifactError(f"{path}: {WEIGHTS} is missing")
+    expected = manifest.get("files", {}).get(WEIGHTS)
     if expected != _sha256(weights):
-        raise ArtifactError(f"{path}: weights.pt checksum mismatch (corrupted or partially copied)")
+        raise ArtifactError(f"{path}: {WEIGHTS} checksum mismatch (corrupted or partially copied)")
     names = tuple(manifest["model_names"])
     if models is not None and (unknown := [m for m in names if m not in models]):
         raise ArtifactError(f"{path}: routes to models the gateway does not serve: {unknown} (configured: {list(models)})")
@@ -215,8 +259,9 @@ def load_artifact(
     if embedder_model is not None and trained_on != embedder_model:
         raise ArtifactError(f"{path}: trained on embeddings of {trained_on!r}, the gateway embeds with {embedder_model!r}")
     try:
-        state = torch.load(weights, map_location="cpu", weights_only=True)
-        policy = from_state(state, names)
+        with np.load(weights, allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+        policy = from_state(unpack_state(manifest.get("policy"), arrays), names)
     except Exception as exc:  # noqa: BLE001 - any failure here means an unusable bundle
         raise ArtifactError(f"{path}: weights cannot be loaded ({type(exc).__name__}: {exc})") from None
     if policy.dim != manifest["embedder"].get("dim"):

@@ -1,15 +1,14 @@
 """Servable policies: what a published router is, to the gateway.
 
 A servable policy maps an embedding batch and a cost weight lambda to one score per model:
-``logits(X, lam) -> (n, T)`` over ``model_names``; the gateway routes to the argmax. It can be saved as
-plain tensors and values (``state()``, loadable with ``torch.load(weights_only=True)``) and rebuilt with
-:func:`from_state`. This module is the serving path's whole view of a router: it imports torch and
-:mod:`regret_gateway.nn.networks` only, never the training code.
+``logits(X, lam) -> (n, T)`` over ``model_names``; the gateway routes to the argmax. Its ``state()`` is a
+tree of plain values and numpy arrays (what :mod:`regret_gateway.artifacts` writes as JSON and ``.npz``),
+rebuilt with :func:`from_state`. This module is the serving path's whole view of a router and imports
+numpy only: no torch, no training code.
 
-Routing runs in numpy: a policy keeps a snapshot of its trained weights as float32 arrays
-(:class:`MLPArrays`, taken when the policy is built from its trained networks) and computes its scores
-with them, one matrix product per layer and only the network the lambda needs; torch is used to save and
-load the weights, never per request.
+Routing runs in numpy: a policy holds its trained weights as float32 arrays (:class:`MLPArrays`,
+:class:`IntervalArrays`, taken with ``.of(net)`` from the trained torch networks where they are fitted)
+and computes its scores with them, one matrix product per layer and only the network the lambda needs.
 
 Kinds:
 
@@ -39,9 +38,6 @@ import bisect
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
-import torch
-
-from regret_gateway.nn.networks import IntervalNets, StackedMLP
 
 
 def check_lambda(lam: float) -> float:
@@ -86,14 +82,52 @@ def gelu(x: np.ndarray) -> np.ndarray:
     return erf
 
 
+def _float32(value: Any) -> np.ndarray:
+    """A trained parameter (a torch tensor, read without importing torch) or an array, as float32 numpy."""
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    return np.ascontiguousarray(value, dtype=np.float32)
+
+
 class MLPArrays:
-    """A :class:`StackedMLP`'s weights as float32 arrays, and its forward pass in numpy.
+    """M stacked MLPs' weights as float32 arrays (``weights[i]`` (M, in, out), ``biases[i]`` (M, 1, out)),
+    GELU between layers, and their forward pass in numpy: ``forward(X)`` -> (M, n, d_out) for X (n, d_in);
+    ``forward(X, m)`` -> (n, d_out), member ``m`` alone. ``MLPArrays.of(net)`` snapshots a trained
+    :class:`~regret_gateway.nn.networks.StackedMLP`."""
 
-    ``forward(X)`` -> (M, n, d_out) for X (n, d_in); ``forward(X, m)`` -> (n, d_out), member ``m`` alone."""
+    def __init__(self, weights: Sequence[Any], biases: Sequence[Any]) -> None:
+        self.weights = [_float32(w) for w in weights]
+        self.biases = [_float32(b) for b in biases]
+        if not self.weights or len(self.weights) != len(self.biases):
+            raise ValueError("an MLP needs one bias per weight matrix, and at least one layer")
+        members = self.weights[0].shape[0]
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            fan_in = self.weights[i - 1].shape[2] if i else w.shape[1]
+            if w.ndim != 3 or w.shape[0] != members or w.shape[1] != fan_in or b.shape != (members, 1, w.shape[2]):
+                raise ValueError(f"layer {i}: weight {w.shape} / bias {b.shape} do not chain ({members} members)")
 
-    def __init__(self, net: StackedMLP) -> None:
-        self.weights = [w.detach().cpu().numpy().astype(np.float32) for w in net.weights]  # (M, in, out)
-        self.biases = [b.detach().cpu().numpy().astype(np.float32) for b in net.biases]  # (M, 1, out)
+    @classmethod
+    def of(cls, net: Any) -> "MLPArrays":
+        return cls(list(net.weights), list(net.biases))
+
+    @property
+    def n_members(self) -> int:
+        return int(self.weights[0].shape[0])
+
+    @property
+    def d_in(self) -> int:
+        return int(self.weights[0].shape[1])
+
+    @property
+    def d_out(self) -> int:
+        return int(self.weights[-1].shape[2])
+
+    def state(self) -> dict[str, Any]:
+        return {"weights": list(self.weights), "biases": list(self.biases)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "MLPArrays":
+        return cls(state["weights"], state["biases"])
 
     def forward(self, X: np.ndarray, member: int | None = None) -> np.ndarray:
         h = X
@@ -103,6 +137,42 @@ class MLPArrays:
             if i < last:
                 h = gelu(h)
         return h
+
+
+class IntervalArrays:
+    """RM-Interval's K interval nets as float32 arrays: g(s) = GELU(s * g_weight + g_bias) (K, 1, 2T);
+    out = (ends + g) @ out_weight (K, 2T, T) + out_bias (K, 1, T). ``IntervalArrays.of(nets)`` snapshots a
+    trained :class:`~regret_gateway.nn.networks.IntervalNets`."""
+
+    FIELDS = ("g_weight", "g_bias", "out_weight", "out_bias")
+
+    def __init__(self, g_weight: Any, g_bias: Any, out_weight: Any, out_bias: Any) -> None:
+        self.g_weight, self.g_bias = _float32(g_weight), _float32(g_bias)
+        self.out_weight, self.out_bias = _float32(out_weight), _float32(out_bias)
+        K, two_t, T = self.out_weight.shape
+        if (self.g_weight.shape, self.g_bias.shape, self.out_bias.shape) != ((K, 1, two_t),) * 2 + ((K, 1, T),) or two_t != 2 * T:
+            raise ValueError(f"interval arrays do not fit together: out_weight {self.out_weight.shape}, "
+                             f"g {self.g_weight.shape}/{self.g_bias.shape}, out_bias {self.out_bias.shape}")  # fmt: skip
+
+    @classmethod
+    def of(cls, nets: Any) -> "IntervalArrays":
+        return cls(*(getattr(nets, f) for f in cls.FIELDS))
+
+    @property
+    def n_intervals(self) -> int:
+        return int(self.out_weight.shape[0])
+
+    def state(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.FIELDS}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "IntervalArrays":
+        return cls(*(state[f] for f in cls.FIELDS))
+
+    def forward(self, ends: np.ndarray, s: float, j: int) -> np.ndarray:
+        """Interval ``j``'s logits (n, T) at position ``s`` in [0, 1] from its ends' logits (n, 2T)."""
+        g = gelu(np.float32(s) * self.g_weight[j] + self.g_bias[j])
+        return (ends + g) @ self.out_weight[j] + self.out_bias[j]
 
 
 class ServablePolicy:
@@ -157,7 +227,7 @@ class ServablePolicy:
         return self._logits(X, lam) if self.scores_are_utilities else None
 
     def state(self) -> dict[str, Any]:
-        """Tensors and plain values only (``torch.load(weights_only=True)`` reads them back)."""
+        """Plain values (JSON) and numpy arrays only: what :mod:`regret_gateway.artifacts` writes."""
         return {
             "kind": self.kind,
             "model_names": list(self.model_names),
@@ -177,15 +247,8 @@ class ServablePolicy:
         raise NotImplementedError
 
 
-def interval_ends(tier_net: StackedMLP, X: torch.Tensor) -> torch.Tensor:
-    """(K, n, 2T) logits of the left and right tier of each of the K = m - 1 intervals (no gradient)."""
-    with torch.no_grad():
-        tier_logits = tier_net(X)  # (m, n, T)
-    return torch.cat([tier_logits[:-1], tier_logits[1:]], dim=-1)
-
-
 class TieredPolicy(ServablePolicy):
-    """RM-Interval at serving time: tier networks ``tier_net`` (m members) and ``intervals`` (m - 1)."""
+    """RM-Interval at serving time: tier networks ``tier_arrays`` (m members) and ``intervals`` (m - 1)."""
 
     kind = "rm-interval"
 
@@ -193,65 +256,50 @@ class TieredPolicy(ServablePolicy):
         self,
         model_names: Sequence[str],
         tiers: Sequence[float] | np.ndarray,
-        tier_net: StackedMLP,
-        intervals: IntervalNets | None,
+        tier_arrays: MLPArrays,
+        intervals: IntervalArrays | None,
         *,
         tau: float = 1.0,
         interval_tau: float = 10.0,
     ) -> None:
-        super().__init__(model_names, tier_net.d_in)
+        super().__init__(model_names, tier_arrays.d_in)
         self.tiers = np.asarray(tiers, dtype=np.float64)
         self._tier_values = tuple(float(t) for t in self.tiers)
-        if tier_net.n_members != len(self.tiers) or tier_net.d_out != self.n_models:
+        if tier_arrays.n_members != len(self.tiers) or tier_arrays.d_out != self.n_models:
             raise ValueError(
-                f"tier network has {tier_net.n_members} members x {tier_net.d_out} outputs, "
+                f"tier network has {tier_arrays.n_members} members x {tier_arrays.d_out} outputs, "
                 f"expected {len(self.tiers)} tiers x {self.n_models} models"
             )
-        if len(self.tiers) > 1 and intervals is None:
-            raise ValueError("more than one tier needs the interval networks between them")
-        self.tier_net, self.intervals = tier_net.eval(), None if intervals is None else intervals.eval()
+        if len(self.tiers) > 1 and (intervals is None or intervals.n_intervals != len(self.tiers) - 1):
+            raise ValueError(f"{len(self.tiers)} tiers need the {len(self.tiers) - 1} interval networks between them")
+        self.tier_arrays, self.intervals = tier_arrays, intervals
         self.tau, self.interval_tau = tau, interval_tau
-        self._tier_arrays = MLPArrays(tier_net)
-        self._interval_arrays = None
-        if intervals is not None:  # g(s) = GELU(s * g_weight + g_bias); out = (ends + g) @ out_weight + out_bias
-            self._interval_arrays = tuple(
-                p.detach().cpu().numpy().astype(np.float32)
-                for p in (intervals.g_weight, intervals.g_bias, intervals.out_weight, intervals.out_bias)
-            )
 
     def _logits(self, X: np.ndarray, lam: float) -> np.ndarray:
         tiers = self._tier_values
         exact = next((j for j, t in enumerate(tiers) if _same_tier(t, lam)), None)
         if exact is not None or lam <= tiers[0] or lam >= tiers[-1]:
             j = exact if exact is not None else (0 if lam <= tiers[0] else len(tiers) - 1)
-            return self._tier_arrays.forward(X, j)
+            return self.tier_arrays.forward(X, j)
         j = bisect.bisect_left(tiers, lam) - 1  # tiers[j] < lam < tiers[j+1]
-        s = np.float32((lam - tiers[j]) / (tiers[j + 1] - tiers[j]))
-        assert self._interval_arrays is not None
-        g_weight, g_bias, out_weight, out_bias = self._interval_arrays
-        ends = np.concatenate([self._tier_arrays.forward(X, j), self._tier_arrays.forward(X, j + 1)], axis=-1)
-        return (ends + gelu(s * g_weight[j] + g_bias[j])) @ out_weight[j] + out_bias[j]
+        assert self.intervals is not None
+        ends = np.concatenate([self.tier_arrays.forward(X, j), self.tier_arrays.forward(X, j + 1)], axis=-1)
+        return self.intervals.forward(ends, (lam - tiers[j]) / (tiers[j + 1] - tiers[j]), j)
 
     def _state(self) -> dict[str, Any]:
         return {
             "tiers": [float(t) for t in self.tiers],
-            "hidden": list(self.tier_net.hidden),
             "tau": self.tau,
             "interval_tau": self.interval_tau,
-            "policies": self.tier_net.state_dict(),
-            "intervals": None if self.intervals is None else self.intervals.state_dict(),
+            "policies": self.tier_arrays.state(),
+            "intervals": None if self.intervals is None else self.intervals.state(),
         }
 
     @classmethod
     def _from_state(cls, state, model_names):
-        tiers = [float(t) for t in state["tiers"]]
-        net = StackedMLP(len(tiers), int(state["d_in"]), int(state["n_models"]), tuple(int(h) for h in state["hidden"]))
-        net.load_state_dict(state["policies"])
-        intervals = None
-        if state["intervals"] is not None:
-            intervals = IntervalNets(len(tiers) - 1, int(state["n_models"]))
-            intervals.load_state_dict(state["intervals"])
-        return cls(model_names, tiers, net, intervals, tau=float(state["tau"]), interval_tau=float(state["interval_tau"]))
+        intervals = None if state["intervals"] is None else IntervalArrays.from_state(state["intervals"])
+        return cls(model_names, [float(t) for t in state["tiers"]], MLPArrays.from_state(state["policies"]), intervals,
+                   tau=float(state["tau"]), interval_tau=float(state["interval_tau"]))  # fmt: skip
 
 
 def outcome_heads(out: np.ndarray, cost_scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -269,31 +317,28 @@ class OutcomePolicy(ServablePolicy):
 
     kind = "r-and-c"
 
-    def __init__(self, model_names: Sequence[str], net: StackedMLP, cost_scale: np.ndarray) -> None:
-        super().__init__(model_names, net.d_in)
-        if net.n_members != self.n_models or net.d_out != 2:
-            raise ValueError(f"outcome networks must be {self.n_models} members x 2 outputs, got {net.n_members} x {net.d_out}")
-        self.net, self.cost_scale = net.eval(), np.asarray(cost_scale, dtype=np.float64)
-        self._arrays = MLPArrays(net)
+    def __init__(self, model_names: Sequence[str], arrays: MLPArrays, cost_scale: np.ndarray) -> None:
+        super().__init__(model_names, arrays.d_in)
+        if arrays.n_members != self.n_models or arrays.d_out != 2:
+            raise ValueError(
+                f"outcome networks must be {self.n_models} members x 2 outputs, got {arrays.n_members} x {arrays.d_out}"
+            )
+        self.arrays, self.cost_scale = arrays, np.asarray(cost_scale, dtype=np.float64).reshape(-1)
+        if self.cost_scale.shape != (self.n_models,):
+            raise ValueError(f"cost_scale must have one value per model ({self.n_models}), got {self.cost_scale.shape}")
 
     scores_are_utilities = True
 
     def _logits(self, X, lam):
-        quality, cost = outcome_heads(self._arrays.forward(X), self.cost_scale)
+        quality, cost = outcome_heads(self.arrays.forward(X), self.cost_scale)
         return quality - lam * cost
 
     def _state(self):
-        return {
-            "hidden": list(self.net.hidden),
-            "weights": self.net.state_dict(),
-            "cost_scale": torch.as_tensor(self.cost_scale, dtype=torch.float64),
-        }
+        return {"weights": self.arrays.state(), "cost_scale": self.cost_scale}
 
     @classmethod
     def _from_state(cls, state, model_names):
-        net = StackedMLP(int(state["n_models"]), int(state["d_in"]), 2, tuple(int(h) for h in state["hidden"]))
-        net.load_state_dict(state["weights"])
-        return cls(model_names, net, state["cost_scale"].numpy())
+        return cls(model_names, MLPArrays.from_state(state["weights"]), np.asarray(state["cost_scale"], dtype=np.float64))
 
 
 class ConstantPolicy(ServablePolicy):
@@ -358,12 +403,11 @@ class ClusterPolicy(ServablePolicy):
         return (self.quality[k] - lam * self.cost[k]).astype(np.float32)
 
     def _state(self):
-        return {"centroids": torch.as_tensor(self.centroids), "quality": torch.as_tensor(self.quality),
-                "cost": torch.as_tensor(self.cost)}  # fmt: skip
+        return {"centroids": self.centroids, "quality": self.quality, "cost": self.cost}
 
     @classmethod
     def _from_state(cls, state, model_names):
-        return cls(model_names, state["centroids"].numpy(), state["quality"].numpy(), state["cost"].numpy())
+        return cls(model_names, state["centroids"], state["quality"], state["cost"])
 
 
 class RegionPolicy(ServablePolicy):
@@ -390,11 +434,11 @@ class RegionPolicy(ServablePolicy):
         return out
 
     def _state(self):
-        return {"centroids": torch.as_tensor(self.centroids), "models": [int(m) for m in self.models]}
+        return {"centroids": self.centroids, "models": [int(m) for m in self.models]}
 
     @classmethod
     def _from_state(cls, state, model_names):
-        return cls(model_names, state["centroids"].numpy(), np.asarray(state["models"], dtype=np.int64))
+        return cls(model_names, state["centroids"], np.asarray(state["models"], dtype=np.int64))
 
 
 class PerTierPolicy(ServablePolicy):
@@ -474,8 +518,8 @@ KINDS: dict[str, type[ServablePolicy]] = {
 
 def from_state(state: dict[str, Any], model_names: Sequence[str] | None = None) -> ServablePolicy:
     """The policy that :meth:`ServablePolicy.state` described (raises on an unknown kind or bad shapes).
-    ``model_names`` default to the state's own; states written before kinds existed are RM-Interval."""
-    kind = state.get("kind", TieredPolicy.kind)
+    ``model_names`` default to the state's own."""
+    kind = state.get("kind")
     if kind not in KINDS:
         raise ValueError(f"unknown policy kind {kind!r}; this gateway serves {sorted(KINDS)}")
     names = tuple(model_names if model_names is not None else state["model_names"])

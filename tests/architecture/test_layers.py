@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "regret_gateway"
 LAYERS: list[tuple[str, ...]] = [
     ("config", "context", "data", "tables"),
     ("nn", "store"),
-    ("servable", "embedding", "onnx_encoder"),
+    ("servable", "embedding", "onnx_encoder", "exported_encoder"),
     ("artifacts", "causal"),
     ("ope", "policy"),
     ("evaluation", "gateway"),
@@ -140,10 +140,12 @@ def test_the_serving_path_loads_no_training_code(tmp_path):
 
     from regret_gateway.artifacts import activate, save_artifact
     from regret_gateway.nn.networks import IntervalNets, StackedMLP
-    from regret_gateway.servable import TieredPolicy
+    from regret_gateway.servable import IntervalArrays, MLPArrays, TieredPolicy
 
     torch.manual_seed(0)
-    policy = TieredPolicy(("a", "b", "c"), [0.0, 200.0], StackedMLP(2, 8, 3, (16,)), IntervalNets(1, 3))
+    policy = TieredPolicy(
+        ("a", "b", "c"), [0.0, 200.0], MLPArrays.of(StackedMLP(2, 8, 3, (16,))), IntervalArrays.of(IntervalNets(1, 3))
+    )
     path = save_artifact(tmp_path / "artifacts", policy=policy, tiers={"t": 0.0, "u": 200.0}, embedder={"model": "m"})
     activate(tmp_path / "artifacts", path.name)
     out = subprocess.run([sys.executable, "-c", SERVING_SCRIPT, str(tmp_path), "8"], capture_output=True, text=True, timeout=300)

@@ -43,16 +43,13 @@ def interval_router(setting):  # noqa: F811
 def test_interval_net_is_as_good_as_the_tier_policies_at_its_ends(setting, interval_router):  # noqa: F811
     """At s=0 and s=1 the interval net is as good as the tier policies at their own lambdas: it was fitted
     on both ends."""
-    import torch
-
     _, _, test, _ = setting
     policy = interval_router.to_policy()
-    X = torch.tensor(test.X)
-    ends = torch.cat([policy.tier_net(X)[:-1], policy.tier_net(X)[1:]], dim=-1)
-    with torch.no_grad():
-        at0, at1 = policy.intervals(ends, 0.0).argmax(-1)[0], policy.intervals(ends, 1.0).argmax(-1)[0]
+    tier_logits = policy.tier_arrays.forward(np.asarray(test.X, dtype=np.float32))  # (m, n, T)
+    ends = np.concatenate([tier_logits[0], tier_logits[1]], axis=-1)
+    at0, at1 = policy.intervals.forward(ends, 0.0, 0).argmax(-1), policy.intervals.forward(ends, 1.0, 0).argmax(-1)
     tier0, tier1 = interval_router.predict(test.X, [0.0])[0], interval_router.predict(test.X, [200.0])[0]
-    u = evaluate_actions(test, [0.0, 0.0, 200.0, 200.0], np.stack([at0.numpy(), tier0, at1.numpy(), tier1]))["utility"]
+    u = evaluate_actions(test, [0.0, 0.0, 200.0, 200.0], np.stack([at0, tier0, at1, tier1]))["utility"]
     assert u[0] >= u[1] - 1.0 and u[2] >= u[3] - 1.0, u
 
 

@@ -72,7 +72,10 @@ def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -
         # the same tier network run by torch, as the gateway did before routing moved to numpy
         import torch
 
-        tier_net = artifact.policy.policy_for(200.0).tier_net  # type: ignore[attr-defined]
+        from regret_gateway.nn.networks import StackedMLP
+
+        arrays = artifact.policy.policy_for(200.0).tier_arrays  # type: ignore[attr-defined]
+        tier_net = StackedMLP.from_arrays(arrays.weights, arrays.biases)
         x1 = torch.as_tensor(X[:1])
         with torch.no_grad():
             p50, p99 = _per_call_us(lambda: tier_net(x1), calls)

@@ -14,7 +14,7 @@ import torch
 from regret_gateway.data import LoggedFeedback
 from regret_gateway.nn.networks import StackedMLP
 from regret_gateway.nn.training import OUTCOME_PRESET, TrainConfig, preset, train_members
-from regret_gateway.servable import OutcomePolicy, outcome_heads
+from regret_gateway.servable import MLPArrays, OutcomePolicy, outcome_heads
 
 
 def _padded(index_lists: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -111,4 +111,4 @@ class OutcomeModel:
     def to_policy(self, model_names) -> OutcomePolicy:
         """R&C as a servable policy: argmax_t A(t) - lambda * C(t) of these outcome networks."""
         self._check_fitted()
-        return OutcomePolicy(model_names, self.net_, self.cost_scale_)
+        return OutcomePolicy(model_names, MLPArrays.of(self.net_), self.cost_scale_)

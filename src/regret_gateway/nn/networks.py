@@ -65,6 +65,17 @@ class StackedMLP(nn.Module):
             return h
         return h.new_zeros(self.n_members, *h.shape[1:]).index_copy(0, members, h)
 
+    @classmethod
+    def from_arrays(cls, weights: list, biases: list) -> "StackedMLP":
+        """The network of these weights (M, in, out) and biases (M, 1, out) arrays, e.g. a published
+        policy's (:class:`regret_gateway.servable.MLPArrays`), to run it in torch."""
+        M, d_in, _ = weights[0].shape
+        net = cls(M, d_in, weights[-1].shape[2], tuple(w.shape[2] for w in weights[:-1]))
+        with torch.no_grad():
+            for dst, src in zip([*net.weights, *net.biases], [*weights, *biases]):
+                dst.copy_(torch.as_tensor(src))
+        return net
+
     def member(self, m: int) -> "StackedMLP":
         """A one-member copy of member ``m`` (e.g. to save one lambda's policy)."""
         single = StackedMLP(1, self.d_in, self.d_out, self.hidden)
@@ -92,3 +103,10 @@ class IntervalNets(nn.Module):
         (scalar or broadcastable to (k, n, 1)) -> (k, n, T)."""
         g = torch.nn.functional.gelu(s * self.g_weight[members] + self.g_bias[members])
         return torch.baddbmm(self.out_bias[members], ends + g, self.out_weight[members])
+
+
+def interval_ends(tier_net: StackedMLP, X: torch.Tensor) -> torch.Tensor:
+    """(K, n, 2T) logits of the left and right tier of each of the K = m - 1 intervals (no gradient)."""
+    with torch.no_grad():
+        tier_logits = tier_net(X)  # (m, n, T)
+    return torch.cat([tier_logits[:-1], tier_logits[1:]], dim=-1)

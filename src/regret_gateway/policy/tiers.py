@@ -20,11 +20,11 @@ import numpy as np
 import torch
 
 from regret_gateway.nn import objectives
-from regret_gateway.nn.networks import IntervalNets
+from regret_gateway.nn.networks import IntervalNets, interval_ends
 from regret_gateway.nn.training import train_members
 from regret_gateway.policy.base import Lambdas, Router, TrainingData, check_lambdas
 from regret_gateway.policy.methods import RMSoftmax
-from regret_gateway.servable import TieredPolicy, interval_ends
+from regret_gateway.servable import IntervalArrays, MLPArrays, TieredPolicy
 
 
 class RMInterval(Router):
@@ -54,9 +54,10 @@ class RMInterval(Router):
         policies = RMSoftmax(tau=self.tau, train=self.train, hidden=self.hidden, random_state=self.random_state)
         policies.fit(data, tiers)
         self.tiers_, self.policies_ = tiers, policies
-        intervals = self._fit_intervals(data, policies) if len(tiers) > 1 else None
+        self.intervals_ = self._fit_intervals(data, policies) if len(tiers) > 1 else None
+        intervals = None if self.intervals_ is None else IntervalArrays.of(self.intervals_)
         self.policy_ = TieredPolicy(
-            data.model_names, tiers, policies.net_, intervals, tau=self.tau, interval_tau=self.interval_tau
+            data.model_names, tiers, MLPArrays.of(policies.net_), intervals, tau=self.tau, interval_tau=self.interval_tau
         )
         self.fitted_ = True
         return self

@@ -627,6 +627,31 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
     typer.echo("by tier: " + ", ".join(f"{k}={v}" for k, v in summary["by_tier"].items()))
 
 
+@app.command("export-encoder")
+def export_encoder_cmd(
+    config: Optional[Path] = CONFIG_OPTION,
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder to write (must not exist; default <artifacts_dir>/encoder)."),
+) -> None:
+    """Publish the configured embedding model as a CPU encoder a gateway serves without torch or transformers:
+    its verified ONNX graph and its tokenizer in one folder. Run it where torch is installed (the `torch` extra),
+    then set `embedder.exported` to the folder in the gateway's config."""
+    from regret_gateway.config import load_settings
+    from regret_gateway.embedding import Embedder
+    from regret_gateway.exported_encoder import ExportError
+
+    _require_extra("export-encoder", "torch", ("torch", "transformers"))
+    try:
+        settings = load_settings(config)
+        folder = out or Path(settings.artifacts_dir) / "encoder"
+        meta = Embedder.from_settings(settings.model_copy(update={"embedder": settings.embedder.model_copy(update={"exported": None})}),
+                                      progress=True).export(folder)  # fmt: skip
+    except (ExportError, ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    typer.echo(f"published encoder of {meta['model']} ({meta['dim']}-d, {meta['graph']} graph, min cosine to torch "
+               f"{meta['cosine']:.6f}) in {folder}")  # fmt: skip
+    typer.echo(f"serve it without torch: set `embedder: {{exported: {folder}}}` in the gateway's config")
+
+
 @app.command("demo")
 def demo(
     data: Optional[Path] = typer.Option(

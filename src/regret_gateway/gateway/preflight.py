@@ -8,7 +8,9 @@ the key, instead of failing requests (or dying with a traceback) later.
   spills meanwhile);
 - every ``os.environ/VAR`` the gateway reads is set: the proxy's ``general_settings.master_key``
   (LiteLLM refuses to start without it) and each team key of ``regret_gateway.api_keys`` (a key that is
-  not set would be the empty string).
+  not set would be the empty string);
+- the embedder can load: a published encoder (``embedder.exported``) is whole and is the configured
+  model's; without one, torch and transformers are installed (the ``torch`` extra).
 """
 
 from __future__ import annotations
@@ -33,7 +35,29 @@ def check_deployment(config: str | Path) -> Settings:
         _check_models(settings, raw.get("model_list"))
     check_store_url(settings.store.url)
     _check_environment(settings, raw.get("general_settings") or {})
+    check_embedder(settings)
     return settings
+
+
+def check_embedder(settings: Settings) -> None:
+    """Refuse an embedder that cannot load: a published encoder that is broken or another model's, or a
+    model to load without torch/transformers installed."""
+    import importlib.util
+
+    e = settings.embedder
+    if e.exported is not None:
+        from regret_gateway.exported_encoder import ExportError, read_exported
+
+        try:
+            read_exported(e.exported, model=e.model, layers=e.layers, quantize=e.quantize)
+        except ExportError as exc:
+            raise DeploymentError(str(exc)) from None
+        if e.backend == "torch" or e.device not in ("auto", "cpu"):
+            raise DeploymentError("embedder.exported: a published encoder runs on CPU with ONNX Runtime (unset backend/device)")
+    elif not all(importlib.util.find_spec(m) for m in ("torch", "transformers")):
+        raise DeploymentError(f"embedder.model: loading {e.model!r} needs torch and transformers (pip install "
+                              "'regret-gateway[torch]'), or set embedder.exported to a published encoder "
+                              "(`regret-gateway export-encoder` where torch is installed)")  # fmt: skip
 
 
 def _unset(value: object) -> str | None:

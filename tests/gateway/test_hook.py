@@ -1,5 +1,5 @@
 """The hook's own bookkeeping, without the proxy: a routed request's decision waits for its outcome
-event, and the event takes it."""
+event, and the event takes it and logs the outcome the client received."""
 
 import asyncio
 from types import SimpleNamespace
@@ -9,6 +9,7 @@ import numpy as np
 from regret_gateway.config import Settings
 from regret_gateway.gateway.hook import RegretRouterHook
 from regret_gateway.gateway.runtime import Gateway
+from regret_gateway.store.repository import get_decision
 
 
 def test_a_routed_decision_awaits_its_outcome_until_the_success_event(tmp_path):
@@ -34,5 +35,13 @@ def test_a_routed_decision_awaits_its_outcome_until_the_success_event(tmp_path):
         assert waiting is not None and waiting.request_id == meta["request_id"] and waiting.chosen_model == meta["model"]
         assert hook.awaiting_outcome(meta["request_id"]) is None  # the outcome came: nothing waits
         assert hook.awaiting_outcome("never-routed") is None
+        assert gateway.writer.drain(timeout=10)
+        from sqlalchemy.orm import Session
+
+        with Session(gateway.engine) as session:
+            stored = get_decision(session, meta["request_id"])
+        assert stored is not None and stored["chosen_model"] == meta["model"]
+        assert stored["outcome"] is not None and stored["outcome"]["status"] == "success"  # the outcome was logged
+        assert stored["outcome"]["cost_usd"] == 1e-4
     finally:
         gateway.close()

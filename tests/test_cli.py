@@ -371,7 +371,7 @@ def test_retrain_reports_an_unreachable_store_in_one_line_with_its_own_exit_code
 
 
 def test_retrain_every_keeps_going_when_the_store_is_down(tmp_path, monkeypatch):
-    import regret_gateway.cli as cli
+    import regret_gateway.cli.training as cli
 
     monkeypatch.chdir(tmp_path)
     naps = []
@@ -547,3 +547,10 @@ def test_a_command_that_needs_an_extra_names_it_before_it_starts(command, monkey
         f"error: `{' '.join(command[:2]) if command[0] == 'bench' else 'demo'}` needs the `train` extra (matplotlib missing): "
         "pip install 'regret-gateway[train]'"
     ]
+
+
+def test_bench_offline_help_names_every_method_of_the_registry():
+    from regret_gateway.cli.bench_offline import METHODS
+    from regret_gateway.policy.registry import method_names
+
+    assert METHODS == tuple(method_names())

@@ -1,0 +1,97 @@
+"""The command line's shared pieces: the Typer apps, the common options, one-line failures and the parsers of
+comma-separated values and durations."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+app = typer.Typer(help="regret-gateway: causal regret-minimising LLM routing for the LiteLLM proxy.", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks: offline reproduction of the paper, store throughput.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+db_app = typer.Typer(help="The SQL store: migrations, status, export of the training data.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+feedback_app = typer.Typer(help="Quality scores for routed requests.", no_args_is_help=True)
+app.add_typer(feedback_app, name="feedback")
+
+STORE_UNREACHABLE = 3  # exit code of retrain when the store cannot be reached
+
+CONFIG_OPTION = typer.Option(
+    None, "--config", "-c", help="Settings YAML, or the LiteLLM config.yaml with a `regret_gateway:` section."
+)
+URL_OPTION = typer.Option(
+    None, "--url", help="Database URL (default: from settings / REGRET_GATEWAY_STORE_URL, else sqlite:///regret-gateway.db)."
+)
+
+
+def _fail(exc: Exception) -> None:
+    typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(2) from None
+
+
+def _require_extra(command: str, extra: str, modules: tuple[str, ...]) -> None:
+    """Exit 2 with one line naming the extra to install when ``command`` needs modules this install lacks."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        _fail(ImportError(f"`{command}` needs the `{extra}` extra ({', '.join(missing)} missing): "
+                          f"pip install 'regret-gateway[{extra}]'"))  # fmt: skip
+
+
+def _store_url(config: Optional[Path], url: Optional[str]) -> str:
+    from regret_gateway.config import load_settings
+
+    try:
+        return load_settings(config, store_url=url).store.url
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+        raise  # unreachable
+
+
+def _utc(ts: Optional[datetime]) -> Optional[datetime]:
+    return None if ts is None or ts.tzinfo is not None else ts.replace(tzinfo=timezone.utc)
+
+
+def _floats(text: str, what: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{what} must be comma-separated numbers, got {text!r}") from None
+    if not values:
+        raise typer.BadParameter(f"{what} is empty")
+    return values
+
+
+def _counts(text: str, what: str, minimum: int = 1) -> tuple[int, ...]:
+    """An optional comma-separated list of whole numbers >= ``minimum`` (``""``: none)."""
+    values = _floats(text, what) if text else ()
+    if any(v < minimum or v != int(v) for v in values):
+        raise typer.BadParameter(f"{what} must be whole numbers >= {minimum}, got {text!r}")
+    return tuple(int(v) for v in values)
+
+
+def _clip(text: str) -> tuple[float, float] | None:
+    if text.lower() == "none":
+        return None
+    values = _floats(text, "--clip")
+    if len(values) != 2:
+        raise typer.BadParameter(f"--clip takes two percentiles 'lo,hi' (or 'none'), got {text!r}")
+    return values[0], values[1]
+
+
+def _duration(text: Optional[str], what: str) -> Optional[float]:
+    """'90s', '30m', '6h', '7d' -> seconds."""
+    if text is None:
+        return None
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        value = float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
+    except (ValueError, IndexError):
+        raise typer.BadParameter(f"{what} must look like 90s, 30m, 6h or 7d, got {text!r}") from None
+    if value <= 0:
+        raise typer.BadParameter(f"{what} must be > 0")
+    return value

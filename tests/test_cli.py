@@ -193,13 +193,13 @@ def test_db_upgrade_status_export(tmp_path):
 
     from regret_gateway.store.engine import make_engine
     from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
-    from regret_gateway.store.repository import record_decisions, record_feedback
+    from regret_gateway.store.writes import record_decisions, record_feedback
 
     url = f"sqlite:///{tmp_path}/gw.db"
     status = runner.invoke(app, ["db", "status", "--url", url])
-    assert status.exit_code == 1 and "pending migrations: 0001, 0002, 0003, 0004" in status.output
+    assert status.exit_code == 1 and "pending migrations: 0001, 0002, 0003, 0004, 0005" in status.output
     up = runner.invoke(app, ["db", "upgrade", "--url", url])
-    assert up.exit_code == 0 and "at revision 0004" in up.output
+    assert up.exit_code == 0 and "at revision 0005" in up.output
     engine = make_engine(url)
     with Session(engine) as s, s.begin():
         record_decisions(
@@ -237,8 +237,9 @@ def test_feedback_import_all_or_nothing(tmp_path):
 
     from regret_gateway.store.engine import make_engine
     from regret_gateway.store.migrate import upgrade
+    from regret_gateway.store.queries import get_decision
     from regret_gateway.store.records import DecisionRecord
-    from regret_gateway.store.repository import get_decision, record_decisions
+    from regret_gateway.store.writes import record_decisions
 
     url = f"sqlite:///{tmp_path}/gw.db"
     upgrade(url)
@@ -331,7 +332,7 @@ def test_retrain_feedback_sources_and_status_coverage_spend_agreement(tmp_path):
     from regret_gateway.store.engine import make_engine
     from regret_gateway.store.migrate import upgrade
     from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
-    from regret_gateway.store.repository import record_decisions, record_feedback
+    from regret_gateway.store.writes import record_decisions, record_feedback
 
     url = f"sqlite:///{tmp_path}/gw.db"
     cfg = tmp_path / "settings.yaml"

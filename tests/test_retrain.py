@@ -18,7 +18,7 @@ from regret_gateway.retrain import RetrainOptions, logger_labels, retrain
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
-from regret_gateway.store.repository import record_decisions, record_feedback
+from regret_gateway.store.writes import record_decisions, record_feedback
 
 TIERS = {"premium": TierSpec(lam=0.0), "standard": TierSpec(lam=200.0), "economy": TierSpec(lam=1000.0)}
 

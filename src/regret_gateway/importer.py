@@ -113,7 +113,7 @@ def import_logs(path: str | Path, settings: Settings, engine, encode=None) -> in
     """Read, validate and store a historical log file in one transaction. Returns the rows imported."""
     from sqlalchemy.orm import Session
 
-    from regret_gateway.store.repository import record_decisions, record_feedback
+    from regret_gateway.store.writes import record_decisions, record_feedback
 
     pairs = read_logs(path, settings, encode)
     with Session(engine) as session, session.begin():

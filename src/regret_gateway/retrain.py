@@ -138,7 +138,7 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
 
 
 def _read(settings: Settings, engine: Engine, opts: RetrainOptions):
-    from regret_gateway.store.repository import training_set
+    from regret_gateway.store.training_set import training_set
 
     with Session(engine) as session:
         return training_set(
@@ -174,9 +174,9 @@ PUBLISH_LOCK = ".publish-lock"  # in the artifact folder
 
 
 def publish(settings: Settings, engine: Engine, policy: ServablePolicy, rows: list[TierEvaluation], data_info: dict) -> Path:
-    """Write the versioned artifact, point ``ACTIVE`` at it and mark it active in the store."""
+    """Write the versioned artifact, point ``ACTIVE`` at it and add it to the store's version history."""
     from regret_gateway.store.locks import advisory_lock, file_lock
-    from regret_gateway.store.repository import publish_version
+    from regret_gateway.store.writes import record_version
 
     root = Path(settings.artifacts_dir)
     tiers = [{**asdict(r), "changed": r.changed} for r in rows]
@@ -185,12 +185,11 @@ def publish(settings: Settings, engine: Engine, policy: ServablePolicy, rows: li
     embedder = {"model": e.model, "template": e.template, "id": e.embedding_id}
     path = save_artifact(root, policy=policy, tiers={n: s.lam for n, s in settings.tiers_by_lambda()}, embedder=embedder,
                          metrics=metrics)  # fmt: skip
-    # One publisher at a time, across processes and machines: ACTIVE and the store's active row always name
-    # the same version, and exactly one row is active.
+    # One publisher at a time, across processes and machines: the version ACTIVE names is the newest row.
     with file_lock(root / PUBLISH_LOCK), advisory_lock(engine, "publish"):
         activate(root, path.name)
         with Session(engine) as session, session.begin():
-            publish_version(session, path.name, str(path.resolve()), metrics)
+            record_version(session, path.name, str(path.resolve()), metrics)
     return path
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from regret_gateway.config import Settings
 from regret_gateway.gateway.hook import RegretRouterHook
 from regret_gateway.gateway.runtime import Gateway
-from regret_gateway.store.repository import get_decision
+from regret_gateway.store.queries import get_decision
 
 
 def test_a_routed_decision_awaits_its_outcome_until_the_success_event(tmp_path):

@@ -20,7 +20,7 @@ from regret_gateway.retrain import RetrainOptions, retrain
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
-from regret_gateway.store.repository import record_decisions, record_feedback
+from regret_gateway.store.writes import record_decisions, record_feedback
 
 SCRIPT = r"""
 import asyncio, json, sys

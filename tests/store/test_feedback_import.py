@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session
 
 from regret_gateway.store.feedback_import import import_feedback
 from regret_gateway.store.records import DecisionRecord
-from regret_gateway.store.repository import record_decisions
 from regret_gateway.store.schema import Feedback
+from regret_gateway.store.writes import record_decisions
 
 
 def _decisions(engine, n: int) -> None:

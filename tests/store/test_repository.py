@@ -11,19 +11,11 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from regret_gateway.store.queries import get_decision, traffic_summary
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord, StoreInputError, UnknownRequestError
-from regret_gateway.store.repository import (
-    active_version,
-    export_training_set,
-    get_decision,
-    publish_version,
-    record_decisions,
-    record_feedback,
-    record_outcomes,
-    traffic_summary,
-    training_set,
-)
 from regret_gateway.store.schema import Decision, Feedback, Outcome, RouterVersion
+from regret_gateway.store.training_set import export_training_set, training_set
+from regret_gateway.store.writes import record_decisions, record_feedback, record_outcomes, record_version
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
@@ -233,21 +225,21 @@ def test_export_round_trip(engine, tmp_path, suffix):
     assert list(df["model"]) == ["small", "large"] * 3
 
 
-def test_one_active_router_version(engine):
+def test_published_versions_are_kept_as_a_history(engine):
     with Session(engine) as s, s.begin():
-        publish_version(s, "v1", "/art/v1", {"utility": 0.5})
+        record_version(s, "v1", "/art/v1", {"utility": 0.5})
     with Session(engine) as s, s.begin():
-        publish_version(s, "v2", "/art/v2", {"utility": 0.6})
+        record_version(s, "v2", "/art/v2", {"utility": 0.6})
     with Session(engine) as s:
-        assert active_version(s).id == "v2"
-        assert s.scalar(select(func.count()).select_from(RouterVersion).where(RouterVersion.active.is_(True))) == 1
+        rows = s.scalars(select(RouterVersion).order_by(RouterVersion.created_at)).all()
+        assert [(r.id, r.metrics["utility"]) for r in rows] == [("v1", 0.5), ("v2", 0.6)]
 
 
 @pytest.mark.parametrize("request_id", ["has\x00nul", "x" * 300, ""])
 def test_an_id_that_cannot_be_stored_is_unknown_not_an_error(engine, request_id):
     """A client's id with a NUL (PostgreSQL cannot even compare it) or of the wrong length is simply not
     in the store: the audit and feedback routes answer 404, never 500."""
-    from regret_gateway.store.repository import decision_team, get_decision
+    from regret_gateway.store.queries import decision_team, get_decision
 
     with Session(engine) as s:
         assert decision_team(s, request_id) == (False, None) and get_decision(s, request_id) is None

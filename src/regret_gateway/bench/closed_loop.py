@@ -415,7 +415,7 @@ class _ReplayTeams:
         from sqlalchemy.orm import Session
 
         from regret_gateway.store.records import FeedbackRecord
-        from regret_gateway.store.repository import record_feedback
+        from regret_gateway.store.writes import record_feedback
 
         async def run():
             answers = [await self._ask(team, int(i)) for i in rows]

@@ -19,7 +19,7 @@ from regret_gateway.config import Settings, StoreSpec, TierSpec
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
-from regret_gateway.store.repository import record_decisions, record_feedback
+from regret_gateway.store.writes import record_decisions, record_feedback
 
 MODELS = ("small", "code", "math", "large")
 COST = np.array([1e-4, 4e-4, 4e-4, 2e-3])

@@ -74,7 +74,7 @@ def db_export(
     from sqlalchemy.orm import Session
 
     from regret_gateway.store.engine import make_engine
-    from regret_gateway.store.repository import export_training_set, training_set
+    from regret_gateway.store.training_set import export_training_set, training_set
 
     target = _store_url(config, url)
     engine = make_engine(target)

@@ -22,8 +22,8 @@ from typing import Any, cast
 import numpy as np
 
 from regret_gateway.config import Settings
+from regret_gateway.store.queries import JUDGE_SOURCE
 from regret_gateway.store.records import FeedbackRecord
-from regret_gateway.store.repository import JUDGE_SOURCE
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from regret_gateway.gateway.runtime import Gateway
+from regret_gateway.store.queries import JUDGE_SOURCE, decision_team, get_decision
 from regret_gateway.store.records import FeedbackRecord, StoreInputError, team_key, valid_request_id
-from regret_gateway.store.repository import JUDGE_SOURCE, decision_team, get_decision, record_feedback
+from regret_gateway.store.writes import record_feedback
 
 router = APIRouter(prefix="/regret", tags=["regret-gateway"])
 

@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from regret_gateway.store.records import FeedbackRecord, StoreInputError
-from regret_gateway.store.repository import record_feedback, unknown_request_ids
+from regret_gateway.store.writes import record_feedback, unknown_request_ids
 from regret_gateway.tables import open_text, table_format
 
 CHUNK_ROWS = 5000  # rows read, checked and written at a time

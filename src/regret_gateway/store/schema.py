@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from sqlalchemy import JSON, Boolean, CheckConstraint, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
+from sqlalchemy import JSON, CheckConstraint, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # How a decision was made: the router's policy, epsilon exploration, the fail-open fallback, the
@@ -36,7 +36,6 @@ class RouterVersion(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     artifact_path: Mapped[str] = mapped_column(Text)
     metrics: Mapped[dict] = mapped_column(JSON, default=dict)
-    active: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
 
 
 class Decision(Base):

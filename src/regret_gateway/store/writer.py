@@ -31,7 +31,7 @@ from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, StoreInputError, UnknownRequestError, record_from_json
-from regret_gateway.store.repository import record_decisions, record_feedback
+from regret_gateway.store.writes import record_decisions, record_feedback
 
 Record = DecisionRecord | FeedbackRecord
 

@@ -1,0 +1,156 @@
+"""Writes over a :class:`~sqlalchemy.orm.Session`: the only code that inserts or updates rows.
+
+Writes take batches of validated records and are idempotent on the request id: decisions and outcomes
+already present are left as they are, feedback replaces the one current score (``revision`` counts the
+re-scorings). Every check runs before the first write, so a refused batch changes nothing. The caller
+owns the transaction (``with session.begin(): ...``). Reads: :mod:`~regret_gateway.store.queries` (audit,
+status) and :mod:`~regret_gateway.store.training_set` (what retrain learns from).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from regret_gateway.store.records import (
+    DecisionRecord,
+    FeedbackRecord,
+    OutcomeRecord,
+    StoreInputError,
+    UnknownRequestError,
+)
+from regret_gateway.store.schema import Decision, Feedback, Outcome, RouterVersion, utcnow
+
+_ID_CHUNK = 1000  # ids per IN (...) list
+_ROW_CHUNK = 1000  # rows per multi-row INSERT (SQLite allows 32,766 bound parameters)
+
+
+def _chunks(items: Sequence, size: int) -> Iterable[Sequence]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _insert(session: Session):
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert
+    raise NotImplementedError(f"the store supports SQLite and PostgreSQL, not {dialect!r}")
+
+
+def _existing(session: Session, column, ids: Sequence[str]) -> set[str]:
+    found: set[str] = set()
+    for chunk in _chunks(list(ids), _ID_CHUNK):
+        found.update(session.scalars(select(column).where(column.in_(chunk))))
+    return found
+
+
+def _unique_last(records: Sequence, key=lambda r: r.request_id) -> list:
+    """One record per request id; the last one wins (a re-score within one batch)."""
+    return list({key(r): r for r in records}.values())
+
+
+def record_decisions(session: Session, records: Sequence[DecisionRecord]) -> int:
+    """Insert decisions (and the outcomes riding on them). Returns the number of new decisions.
+
+    Refuses the whole batch (:class:`StoreInputError`) when an embedding's size differs from other
+    embeddings of the same embedding model, in the batch or already stored."""
+    if not records:
+        return 0
+    dims: dict[str, int] = {}
+    for r in records:
+        expected = dims.setdefault(r.embedding_model, int(r.embedding.size))
+        if r.embedding.size != expected:
+            raise StoreInputError(
+                f"request {r.request_id!r}: embedding has {r.embedding.size} values but other '{r.embedding_model}' "
+                f"embeddings in this batch have {expected}"
+            )
+    for model, dim in dims.items():
+        stored = session.scalar(select(Decision.embedding_dim).where(Decision.embedding_model == model).limit(1))
+        if stored is not None and stored != dim:
+            raise StoreInputError(f"embedding model '{model}' has {stored}-d embeddings in the store, got {dim}-d")
+    new_rows = _insert_new(session, Decision, records)
+    outcomes = [r.outcome for r in records if r.outcome is not None]
+    if outcomes:
+        _insert_new(session, Outcome, outcomes)
+    return new_rows
+
+
+def _insert_new(session: Session, table, records: Sequence) -> int:
+    """Insert the records whose request id ``table`` does not hold yet (the first record of an id wins);
+    returns how many. ON CONFLICT DO NOTHING covers a concurrent writer."""
+    first = {r.request_id: r for r in reversed(records)}
+    present = _existing(session, table.request_id, list(first))
+    new = [r for rid, r in first.items() if rid not in present]
+    insert = _insert(session)
+    for chunk in _chunks(new, _ROW_CHUNK):
+        session.execute(insert(table).on_conflict_do_nothing(index_elements=["request_id"]), [r.row() for r in chunk])
+    return len(new)
+
+
+def unknown_request_ids(session: Session, ids: Sequence[str]) -> list[str]:
+    """The ids among ``ids`` that have no routing decision, sorted."""
+    return sorted(set(ids) - _existing(session, Decision.request_id, ids))
+
+
+def _require_known(session: Session, ids: Sequence[str]) -> None:
+    if unknown := unknown_request_ids(session, ids):
+        raise UnknownRequestError(unknown)
+
+
+def record_outcomes(session: Session, records: Sequence[OutcomeRecord]) -> int:
+    """Insert outcomes of known decisions; the first outcome of a request is kept. Returns new rows."""
+    if not records:
+        return 0
+    _require_known(session, [r.request_id for r in records])
+    return _insert_new(session, Outcome, records)
+
+
+def record_feedback(session: Session, records: Sequence[FeedbackRecord]) -> int:
+    """Set the current quality score of known requests, one per request and source (insert, or replace
+    and bump ``revision``): a user's score and the judge's live side by side. Returns records applied."""
+    if not records:
+        return 0
+    latest = _unique_last(records, key=lambda r: (r.request_id, r.source))
+    _require_known(session, [r.request_id for r in latest])
+    insert = _insert(session)
+    for chunk in _chunks(latest, _ROW_CHUNK):
+        stmt = insert(Feedback)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["request_id", "source"],
+            set_={
+                "score": stmt.excluded.score,
+                "cost_usd": stmt.excluded.cost_usd,
+                "updated_at": stmt.excluded.updated_at,
+                "revision": Feedback.revision + 1,
+            },
+        )
+        session.execute(
+            stmt,
+            [
+                {
+                    "request_id": r.request_id,
+                    "score": r.score,
+                    "source": r.source,
+                    "cost_usd": r.cost_usd,
+                    "created_at": r.created_at,
+                    "updated_at": r.created_at,
+                    "revision": 1,
+                }
+                for r in chunk
+            ],
+        )
+    return len(latest)
+
+
+def record_version(session: Session, version_id: str, artifact_path: str, metrics: dict) -> None:
+    """Add a published router version to the history (its folder and retrain's metrics); the active one is
+    what the artifact folder's ``ACTIVE`` names."""
+    session.add(RouterVersion(id=version_id, artifact_path=artifact_path, metrics=metrics, created_at=utcnow()))

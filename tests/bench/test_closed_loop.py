@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from regret_gateway.bench.closed_loop import BASELINES, HELD_OUT, DemoConfig, run_demo
+from regret_gateway.bench.demo import BASELINES, HELD_OUT, DemoConfig, run_demo
 from regret_gateway.config import Settings
 
 
@@ -43,24 +43,24 @@ def test_the_closed_loop_learns_from_its_own_logs(tmp_path):
 
 def test_the_held_out_prompts_are_never_sent(tmp_path, monkeypatch):
     """The prompts the held-out columns score are never among the traffic: the gateway logs none of them."""
-    from regret_gateway.bench import closed_loop
+    from regret_gateway.bench.demo import loop
 
     seen: dict[str, np.ndarray] = {}
-    real = closed_loop._held_out_stats
+    real = loop.held_out_stats
 
     def spy(world, artifact, lam, stats):
         seen["held"], seen["traffic"] = world.held_ix, world.traffic_ix
         return real(world, artifact, lam, stats)
 
-    monkeypatch.setattr(closed_loop, "_held_out_stats", spy)
+    monkeypatch.setattr(loop, "held_out_stats", spy)
     sent: list[int] = []
-    real_ask = closed_loop._ReplayTeams.ask_many
+    real_ask = loop.ReplayTeams.ask_many
 
     def ask_many(self, team, rows, concurrency):
         sent.extend(int(i) for i in rows)
         return real_ask(self, team, rows, concurrency)
 
-    monkeypatch.setattr(closed_loop._ReplayTeams, "ask_many", ask_many)
+    monkeypatch.setattr(loop.ReplayTeams, "ask_many", ask_many)
     run_demo(DemoConfig(world_size=300, rounds=2, requests=40, out=tmp_path, device="cpu", replay=True), echo=lambda _: None)
     held, traffic = seen["held"], seen["traffic"]
     assert len(held) > 0 and not set(held.tolist()) & set(sent) and set(sent) <= set(traffic.tolist())
@@ -134,7 +134,7 @@ def test_a_replay_is_reproduced_by_its_seed(tmp_path):
 def test_a_file_with_train_rows_only_still_gets_a_traffic_split(tmp_path):
     """A file whose name says train has no test split: a seeded share of its prompts becomes the traffic,
     never the prompts the references were trained on (this used to crash after embedding everything)."""
-    from regret_gateway.bench.closed_loop import _prepare
+    from regret_gateway.bench.demo.world import prepare
     from tests.evaluation.test_loaders import rb_row, write_routerbench
 
     rows = [rb_row(i, q_small=float(i % 2), q_large=1.0) for i in range(80)]
@@ -142,11 +142,11 @@ def test_a_file_with_train_rows_only_still_gets_a_traffic_split(tmp_path):
         r["prompt"] = f"Question number {r['sample_id']}: what is {r['sample_id']} plus one?"
     write_routerbench(tmp_path / "only_train.csv", rows)
     lines: list[str] = []
-    world = _prepare(DemoConfig(data=tmp_path / "only_train.csv", device="cpu"), tmp_path, lines.append)
+    world = prepare(DemoConfig(data=tmp_path / "only_train.csv", device="cpu"), tmp_path, lines.append)
     # a quarter of the prompts is the traffic's; a fifth of those is held out, never sent
     assert len(world.traffic_ix) + len(world.held_ix) == 20 and len(world.held_ix) == 4
     assert not set(world.traffic_ix.tolist()) & set(world.held_ix.tolist()) and any("no test split" in line for line in lines)
-    again = _prepare(DemoConfig(data=tmp_path / "only_train.csv", device="cpu"), tmp_path, lines.append)
+    again = prepare(DemoConfig(data=tmp_path / "only_train.csv", device="cpu"), tmp_path, lines.append)
     assert np.array_equal(world.traffic_ix, again.traffic_ix)  # seeded: the same traffic every run
 
 
@@ -176,7 +176,7 @@ def test_a_repeated_prompt_is_sent_judged_and_scored_as_one_row(tmp_path):
     held-out check look far better than the round that followed on the generated world)."""
     import json as json_
 
-    from regret_gateway.bench.closed_loop import OUTPUT_PRICE, _prepare
+    from regret_gateway.bench.demo.world import OUTPUT_PRICE, prepare
     from tests.evaluation.test_loaders import rb_row, write_routerbench
 
     rows = [rb_row(i, q_small=float(i % 2), q_large=float(i % 3 > 0), c_small=1e-4 * (1 + i)) for i in range(60)]
@@ -184,7 +184,7 @@ def test_a_repeated_prompt_is_sent_judged_and_scored_as_one_row(tmp_path):
         r["prompt"] = f"What is {int(r['sample_id'].split('.')[1]) % 15} plus one?"
     write_routerbench(tmp_path / "repeats_train.csv", rows)
     lines: list[str] = []
-    world = _prepare(DemoConfig(data=tmp_path / "repeats_train.csv", device="cpu"), tmp_path, lines.append)
+    world = prepare(DemoConfig(data=tmp_path / "repeats_train.csv", device="cpu"), tmp_path, lines.append)
     bench, texts = world.bench, [world.bench.prompts[i] for i in world.traffic_ix]
     assert 0 < len(texts) == len(set(texts)) < 15 and any("distinct prompts" in line for line in lines), lines
     for i in world.traffic_ix:
@@ -201,13 +201,13 @@ def test_a_repeated_prompt_is_sent_judged_and_scored_as_one_row(tmp_path):
 def test_the_loops_ceiling_is_the_best_full_information_router_on_validation():
     """``full-info`` routes each lambda with whichever full-information reference (Full-Feedback, the regret
     objective or a regression on the true utilities) has the highest true utility on the val split."""
-    from regret_gateway.bench.closed_loop import FULL_INFORMATION, _FullInformation
+    from regret_gateway.bench.demo.references import FULL_INFORMATION, FullInformation
     from tests.conftest import make_world
 
     world = make_world(n=900, seed=3)
     train, val = world.subset(np.arange(600)), world.subset(np.arange(600, 900))
     lams = [0.0, 100.0, 400.0]
-    ref = _FullInformation(train, val, lams, seed=0)
+    ref = FullInformation(train, val, lams, seed=0)
     for lam in lams:
         U = val.utility(lam)
         value = {n: U[np.arange(val.n_samples), ref.predict(n, val.X, lam)].mean() for n in FULL_INFORMATION}

@@ -92,7 +92,7 @@ def demo(
     for the gateway vs cheapest, best single model, uniform, LiteLLM's adaptive router and the
     full-information references (Full-Feedback and the best full-information router)."""
     _require_extra("demo", "train", ("xgboost", "matplotlib"))
-    from regret_gateway.bench.closed_loop import DemoConfig, run_demo
+    from regret_gateway.bench.demo import DemoConfig, run_demo
 
     if exploration not in ("igw", "challengers", "uniform"):
         raise typer.BadParameter(f"--exploration is igw, challengers or uniform, got {exploration!r}")

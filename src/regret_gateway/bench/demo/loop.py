@@ -1,0 +1,179 @@
+"""The loop: rounds of traffic, scoring against the references on the traffic and the held-out prompts,
+retrain between rounds."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from regret_gateway.bench.demo.report import RoundStats, plot, round_table, verdict
+from regret_gateway.bench.demo.traffic import ReplayTeams, Teams, gateway_section
+from regret_gateway.bench.demo.world import JUDGE_MODEL, JUDGE_PRICE, JUDGE_TOKENS, OUTPUT_PRICE, DemoConfig, World, prepare
+
+
+def score(stats: RoundStats, bench, rows: np.ndarray, lam: float, picks: dict[str, np.ndarray]) -> None:
+    """Utility x100, accuracy and cost on prompts ``rows`` of each named choice ``picks`` (one model per row)."""
+    n = np.arange(len(rows))
+    for name, a in picks.items():
+        stats.utility[name] = float(100 * (bench.quality[rows][n, a] - lam * bench.cost[rows][n, a]).mean())
+        stats.accuracy[name] = float(bench.quality[rows][n, a].mean())
+        stats.cost[name] = float(bench.cost[rows][n, a].mean())
+
+
+def round_stats(world: World, rnd: int, tier: str, lam: float, rows: np.ndarray, answers: list) -> RoundStats:
+    bench = world.bench
+    picks = {
+        "gateway": np.array([t for t, _, _ in answers]),
+        "gateway-greedy": np.array([g for _, _, g in answers]),
+        "full-feedback": world.full_information.predict("full-feedback", world.X[rows], lam),
+        "full-info": world.full_information.predict("full-info", world.X[rows], lam),
+        "litellm-adaptive": np.array([world.adaptive[lam].choose_and_learn(bench.prompts[i], bench.quality[i]) for i in rows]),
+        "best-single": np.full(len(rows), world.best_single[lam]),
+        "cheapest": np.full(len(rows), world.cheapest),
+    }
+    stats = RoundStats(rnd, tier, lam, ",".join(sorted({str(v) for _, v, _ in answers})))
+    score(stats, bench, rows, lam, picks)
+    stats.utility["uniform"] = float(100 * (bench.quality[rows] - lam * bench.cost[rows]).mean())
+    stats.accuracy["uniform"] = float(bench.quality[rows].mean())
+    stats.cost["uniform"] = float(bench.cost[rows].mean())
+    return stats
+
+
+def held_out_stats(world: World, artifact, lam: float, stats: RoundStats) -> None:
+    """Score, on the prompts never sent, the greedy choices of ``artifact`` (the router that served the round;
+    None before the first: no ``held-out greedy`` entry) beside the best single model and the best
+    full-information router."""
+    rows = world.held_ix
+    if len(rows) == 0:
+        return
+    picks = {
+        "held-out best-single": np.full(len(rows), world.best_single[lam]),
+        "held-out full-info": world.full_information.predict("full-info", world.X[rows], lam),
+    }
+    if artifact is not None:
+        names = list(artifact.model_names)
+        picks["held-out greedy"] = np.array([world.models.index(names[k]) for k in artifact.logits(world.X[rows], lam).argmax(1)])
+    score(stats, world.bench, rows, lam, picks)
+
+
+def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
+    """Run the closed loop; returns the per-round table and writes OUT/closed_loop.{json,png,md}."""
+    from regret_gateway.gateway.app import build_app, litellm_environment
+
+    litellm_environment()
+    os.environ.setdefault("LITELLM_MASTER_KEY", "sk-demo-master-" + os.urandom(8).hex())
+    from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config
+    from regret_gateway.config import load_settings
+    from regret_gateway.gateway.runtime import Gateway
+    from regret_gateway.retrain import RetrainOptions, retrain
+    from regret_gateway.store.engine import make_engine
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="regret-demo-", dir=out))
+    if cfg.threads is not None:  # the retrains' fits run in this process
+        import torch
+
+        torch.set_num_threads(cfg.threads)
+    t_start = time.perf_counter()
+    random.seed(cfg.seed)  # LiteLLM's adaptive router samples from the global generator; in replay the run is the seed's
+    # Independent streams from the one seed: generators seeded with the same number draw the same numbers, so
+    # a traffic stream and a gateway stream both seeded with ``cfg.seed`` would route each prompt of the
+    # cold start to a model fixed by the prompt's draw (and a retrain split would follow the traffic).
+    traffic_seq, gateway_seq, judge_seq, retrain_seq = np.random.SeedSequence(cfg.seed).spawn(4)
+    world = prepare(cfg, work, echo)
+    keys = {team: f"sk-{team}-{os.urandom(6).hex()}" for team, _, _ in cfg.tiers}
+    up_port, proxy_port = free_port(), free_port()
+    prices = {m: (0.0, OUTPUT_PRICE) for m in world.models}
+    if cfg.judge_sample is not None:
+        prices[JUDGE_MODEL] = (0.0, JUDGE_PRICE)
+    config = proxy_config(gateway_section(world, cfg, work, keys), prices, f"http://127.0.0.1:{up_port}/v1",
+                          custom_auth=True, api_key="sk-mock")  # fmt: skip
+    (work / "config.yaml").write_text(yaml.safe_dump(config))
+    settings = load_settings(work / "config.yaml")
+    judge_rng = np.random.default_rng(judge_seq)
+
+    def respond(model: str, text: str) -> tuple[str, int, int]:  # the mock upstream, the judge model included
+        return (
+            (world.judge(text, cfg.judge_noise, judge_rng), 0, JUDGE_TOKENS)
+            if model == JUDGE_MODEL
+            else world.respond(model, text)
+        )
+
+    async def replay_judge(model: str, messages: list[dict], timeout_s: float) -> tuple[str, float]:
+        return world.judge(messages[-1]["content"], cfg.judge_noise, judge_rng), JUDGE_TOKENS * JUDGE_PRICE
+
+    gateway = Gateway(settings, encode=world.encode if cfg.replay else None, seed=int(gateway_seq.generate_state(1)[0]),
+                      judge_complete=replay_judge if cfg.replay else None)  # fmt: skip
+    rng, retrain_seed = np.random.default_rng(traffic_seq), int(retrain_seq.generate_state(1)[0] % 2**31)
+    table: list[RoundStats] = []
+    with ExitStack() as stack:
+        if cfg.replay:
+            ask = ReplayTeams(gateway, world).ask_many
+        else:
+            stack.enter_context(LocalServer(mock_upstream(respond), up_port))
+            stack.enter_context(LocalServer(build_app(work / "config.yaml", gateway), proxy_port))
+            teams = Teams(f"http://127.0.0.1:{proxy_port}", keys, world, judged=cfg.judge_sample is not None)
+            stack.callback(teams.http.close)
+            ask = teams.ask_many
+        engine = make_engine(settings.store.url)
+        stack.callback(engine.dispose)
+        gateway.start()  # load the embedder, store and router before the first request
+        for rnd in range(cfg.rounds):
+            t_round = time.perf_counter()
+            for team, tier, lam in cfg.tiers:
+                rows = rng.choice(world.traffic_ix, size=cfg.requests, replace=True)
+                table.append(round_stats(world, rnd, tier, lam, rows, ask(team, rows, cfg.concurrency)))
+                held_out_stats(world, gateway.router.artifact, lam, table[-1])
+            echo(round_table(table, rnd) + f"\n(round {rnd} took {time.perf_counter() - t_round:.0f}s)")
+            if rnd < cfg.rounds - 1:
+                wait_for_judge(gateway)
+                gateway.writer.drain(timeout=120)
+                result = retrain(
+                    settings,
+                    engine,
+                    RetrainOptions(seed=retrain_seed + rnd, out=work / "reports", n_boot=200, cross_fit=cfg.cross_fit),
+                )
+                echo(f"retrain after round {rnd}: {result.status} ({result.reason}) in {result.seconds.get('total', 0):.0f}s")
+                if cfg.replay:
+                    gateway.router.refresh()  # what the reload thread does, now
+                else:
+                    time.sleep(1.0)  # > reload_interval_s: the gateway swaps the new version in
+        wait_for_judge(gateway)
+        gateway.writer.drain(timeout=120)
+    doc = {
+        "config": {k: str(v) for k, v in cfg.__dict__.items()},
+        "models": list(world.models),
+        "rounds": [s.__dict__ for s in table],
+        "seconds": time.perf_counter() - t_start,
+        "work_dir": str(work),
+        "hook": gateway.stats(),
+    }
+    gateway.close()
+    (out / "closed_loop.json").write_text(json.dumps(doc, indent=2, default=float))
+    (out / "closed_loop.md").write_text(round_table(table, None))
+    plot(table, out / "closed_loop.png")
+    echo(verdict(table))
+    echo(f"wrote {out / 'closed_loop.json'}, {out / 'closed_loop.md'}, {out / 'closed_loop.png'} in {doc['seconds']:.0f}s")
+    return doc
+
+
+def wait_for_judge(gateway, timeout: float = 600.0) -> None:
+    """Until every answer offered to the judge is settled (scored, failed, timed out or dropped): the
+    proxy's judge works on the proxy's event loop, after the answers went back to the teams."""
+    if gateway.judge is None:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        c = gateway.judge.counters
+        if c["sampled"] <= c["scored"] + c["failed"] + c["timeouts"] + c["unparsable"] + c["dropped"]:
+            return
+        time.sleep(0.1)

@@ -1,0 +1,153 @@
+"""The teams: the gateway section of the demo's proxy config, clients through the OpenAI SDK (HTTP), and the
+in-process replay through the hook's own handlers."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from regret_gateway.bench.demo.world import JUDGE_MODEL, DemoConfig, World
+
+
+def gateway_section(world: World, cfg: DemoConfig, work: Path, keys: dict[str, str]) -> dict:
+    from regret_gateway.embedding import default_cache_dir
+
+    models = world.models
+    return {
+        "models": list(models),
+        "default_tier": "standard",
+        "tiers": {
+            tier: {
+                "lam": lam,
+                "epsilon": cfg.epsilon,
+                "exploration": cfg.exploration,
+                "igw_gamma": cfg.igw_gamma,
+                "fallback": models[world.best_single[lam]],
+            }
+            for _, tier, lam in cfg.tiers
+        },
+        "teams": {team: {"tier": tier} for team, tier, _ in cfg.tiers},
+        "api_keys": {key: team for team, key in keys.items()},
+        "embedder": {
+            "model": cfg.embedder,
+            "device": cfg.device,
+            "paper_template": cfg.paper_template,
+            **({"context": cfg.context} if cfg.context is not None else {}),
+            "onnx_cache": str(default_cache_dir("onnx")),  # one export for every demo run, not one per work dir
+        },
+        "store": {"url": f"sqlite:///{work}/gateway.db", "spill_dir": str(work / "spill"), "flush_interval_s": 0.2},
+        "artifacts_dir": str(work / "artifacts"),
+        "reload_interval_s": 0.5,
+        "route_timeout_s": 5.0,  # CPU embedding under the demo's own load; production default is 2 s
+        **(
+            {
+                "judge": {
+                    "model": JUDGE_MODEL,
+                    "teams": ["*"],
+                    "sample": cfg.judge_sample,
+                    "max_chars": 10**7,
+                    "concurrency": 8,
+                    "queue_size": 100_000,
+                }
+            }  # fmt: skip
+            if cfg.judge_sample is not None
+            else {}
+        ),
+    }
+
+
+class Teams:
+    """The three teams' clients: a request through the OpenAI SDK, its audit, then the recorded correctness as feedback."""
+
+    def __init__(self, base: str, keys: dict[str, str], world: World, *, judged: bool = False) -> None:
+        import httpx
+        from openai import OpenAI
+
+        self.keys, self.world, self.judged = keys, world, judged
+        self.clients = {team: OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0) for team, key in keys.items()}
+        self.http = httpx.Client(base_url=base, timeout=60)
+
+    def ask_many(self, team: str, rows: np.ndarray, concurrency: int) -> list[tuple[int, str | None, int]]:
+        with ThreadPoolExecutor(concurrency) as pool:
+            return list(pool.map(lambda i: self.ask(team, int(i)), rows))
+
+    def ask(self, team: str, i: int) -> tuple[int, str | None, int]:
+        """(model index chosen, router version, the router's own greedy choice) for prompt ``i``."""
+        bench, index = self.world.bench, {m: t for t, m in enumerate(self.world.models)}
+        headers = {"Authorization": f"Bearer {self.keys[team]}"}
+        raw = self.clients[team].chat.completions.with_raw_response.create(
+            model="regret-router",
+            messages=[{"role": "user", "content": bench.prompts[i]}],
+            extra_body={"metadata": {"tags": self.world.tags(i)}},
+        )
+        rid = raw.headers.get("x-regret-request-id")
+        audit = self.http.get(f"/regret/decisions/{rid}", headers=headers).json()
+        t = index[audit["chosen_model"]]
+        scores = audit.get("scores")  # the router's own choice, before exploration
+        greedy = index[max(scores, key=scores.get)] if scores else t
+        if not self.judged:  # judge mode: the gateway's LLM judge scores a sample instead
+            feedback = {"request_id": rid, "score": float(bench.quality[i, t]), "source": "demo"}
+            self.http.post("/regret/feedback", headers=headers, json=feedback).raise_for_status()
+        return t, audit.get("router_version"), greedy
+
+
+class ReplayTeams:
+    """The teams without HTTP: each request goes through the hook's own pre-call and success handlers and
+    the gateway's store writer, one after another in one event loop (``concurrency`` is the HTTP demo's: here
+    the order of the gateway's random draws and of the logged rows is the order of the requests, so a seed
+    reproduces the run); the feedback is written to the store once the round's decisions are (what
+    ``POST /regret/feedback`` writes). Embeddings come from the world's own (same embedder), so volume costs
+    routing and logging only."""
+
+    def __init__(self, gateway, world: World) -> None:
+        from regret_gateway.gateway.hook import RegretRouterHook
+
+        self.gateway, self.world, self.hook = gateway, world, RegretRouterHook(gateway)
+        self.index = {m: t for t, m in enumerate(world.models)}
+
+    async def _ask(self, team: str, i: int) -> tuple[int, str | None, int, str]:
+        from types import SimpleNamespace
+
+        bench = self.world.bench
+        data = {"model": self.gateway.settings.virtual_model, "messages": [{"role": "user", "content": bench.prompts[i]}],
+                "metadata": {"tags": self.world.tags(i)}}  # fmt: skip
+        key = SimpleNamespace(team_id=team, team_metadata=None, user_role=None)
+        data = await self.hook.async_pre_call_hook(key, None, data, "completion")
+        meta = data["metadata"]["regret_gateway"]
+        t = self.index[meta["model"]]
+        decision = self.hook.awaiting_outcome(meta["request_id"])
+        scores = (decision.scores if decision is not None else None) or {}
+        greedy = self.index[max(scores, key=lambda m: scores[m])] if scores else t
+        outcome = {"metadata": data["metadata"], "messages": data["messages"],
+                   "standard_logging_object": {"response_cost": float(bench.cost[i, t])}}  # fmt: skip
+        answer = SimpleNamespace(
+            choices=[SimpleNamespace(message=SimpleNamespace(content=self.world.respond(meta["model"], bench.prompts[i])[0]))]
+        )
+        await self.hook.async_log_success_event(outcome, answer, None, None)
+        return t, meta["router_version"], greedy, meta["request_id"]
+
+    def ask_many(self, team: str, rows: np.ndarray, concurrency: int) -> list[tuple[int, str | None, int]]:
+
+        from sqlalchemy.orm import Session
+
+        from regret_gateway.store.records import FeedbackRecord
+        from regret_gateway.store.writes import record_feedback
+
+        async def run():
+            answers = [await self._ask(team, int(i)) for i in rows]
+            if self.gateway.judge is not None:
+                await self.gateway.judge.drain(timeout=600)  # its queue lives on this loop
+            return answers
+
+        answers = asyncio.run(run())
+        self.gateway.writer.drain(timeout=120)
+        if self.gateway.judge is not None:  # judge mode: the judge's scores are the feedback
+            return [(t, v, g) for t, v, g, _ in answers]
+        quality = self.world.bench.quality
+        with Session(self.gateway.engine) as session, session.begin():
+            record_feedback(session, [FeedbackRecord(rid, float(quality[i, t]), source="demo")
+                                      for i, (t, _, _, rid) in zip(rows, answers)])  # fmt: skip
+        return [(t, v, g) for t, v, g, _ in answers]

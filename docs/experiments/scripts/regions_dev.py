@@ -5,7 +5,10 @@ fits once, then per setting the regional policy of :mod:`regret_gateway.policy.r
 best constant, scored on the dev prompts with the true outcomes; beside it the single best model (full
 feedback) and the logs' best constant. One JSON line per trial, setting and lambda.
 
-    python docs/experiments/scripts/regions_dev.py DATA TRIALS K LAMBDAS [LIMIT] > out.jsonl
+    python docs/experiments/scripts/regions_dev.py DATA TRIALS K LAMBDAS [LIMIT] [SETTINGS] > out.jsonl
+
+SETTINGS (optional): semicolon-separated `rows_per_region,alpha,honest,aggregate`, e.g. "2400,0.05,1,1;8000,0.05,1,1"
+(default: the grid below). LIMIT may be "-" for every prompt.
 """
 
 import json
@@ -28,7 +31,9 @@ SETTINGS = [(rows, alpha, honest, aggregate) for rows in (600, 1200, 2400) for a
 
 data_path, trials, draws = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 lams = [float(x) for x in sys.argv[4].split(",")]
-limit = int(sys.argv[5]) if len(sys.argv) > 5 else None
+limit = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] != "-" else None
+if len(sys.argv) > 6:
+    SETTINGS = [(int(r), float(a), h == "1", g == "1") for r, a, h, g in (x.split(",") for x in sys.argv[6].split(";"))]
 bench = load_benchmark(data_path, limit=limit, seed=0)
 X = Embedder(progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts, datasets=bench.groups.tolist())
 full = bench.full_feedback(X)

@@ -81,12 +81,16 @@ def test_a_policy_refuses_inputs_of_the_wrong_size(router):
 def test_a_per_tier_policy_routes_each_tier_with_its_own_policy(tmp_path, router, setting):  # noqa: F811
     """What retrain publishes: one policy per tier; between two tiers served by the same policy that
     policy (RM-Interval's interval net), otherwise the nearest tier's; a shared policy is stored once."""
-    from regret_gateway.servable import PerTierPolicy
+    from regret_gateway.servable import Candidate, PerTierPolicy
 
     _, _, test, _ = setting
     rm = router.to_policy()
     constant = ConstantPolicy(MODELS, "large")
-    policy = PerTierPolicy([0.0, 200.0, 1000.0], [rm, rm, constant], ["rm-interval", "rm-interval", "constant:large"])
+    policy = PerTierPolicy(
+        [0.0, 200.0, 1000.0],
+        [rm, rm, constant],
+        [Candidate("rm-interval"), Candidate("rm-interval"), Candidate("constant", "large")],
+    )
     path = save_artifact(tmp_path, policy=policy, tiers={"p": 0.0, "s": 200.0, "e": 1000.0}, embedder={"model": "m"})
     served = load_artifact(path, models=MODELS).policy
     assert isinstance(served, PerTierPolicy) and len(served.state()["policies"]) == 2
@@ -94,24 +98,36 @@ def test_a_per_tier_policy_routes_each_tier_with_its_own_policy(tmp_path, router
     assert set(served.choose(test.X, 1000.0).tolist()) == {2} and set(served.choose(test.X, 700.0).tolist()) == {2}
     assert np.array_equal(served.choose(test.X, 500.0), rm.choose(test.X, 500.0))  # nearer to 200 than to 1000
     with pytest.raises(ValueError, match="same models"):
-        PerTierPolicy([0.0, 1.0], [rm, ConstantPolicy(("x", "y", "z"), "x")], ["a", "b"])
+        PerTierPolicy(
+            [0.0, 1.0], [rm, ConstantPolicy(("x", "y", "z"), "x")], [Candidate("rm-interval"), Candidate("constant", "x")]
+        )
     assert served.utility_estimates(test.X, 0.0) is None  # RM-Interval's logits and a constant are not utilities
 
 
 def test_a_per_tier_policy_carries_its_utility_estimator_through_an_artifact(tmp_path, router, setting):  # noqa: F811
     """Exploration's estimates survive save and load exactly, for every tier whatever it serves."""
-    from regret_gateway.servable import PerTierPolicy
+    from regret_gateway.servable import Candidate, PerTierPolicy
 
     data, _, test, _ = setting
     estimator = make_router("r-and-c").fit(data, [0.0]).to_policy()
-    policy = PerTierPolicy([0.0, 500.0], [router.to_policy(), ConstantPolicy(MODELS, "large")], ["rm-interval", "c"], estimator)
+    policy = PerTierPolicy(
+        [0.0, 500.0],
+        [router.to_policy(), ConstantPolicy(MODELS, "large")],
+        [Candidate("rm-interval"), Candidate("constant", "large")],
+        estimator,
+    )
     path = save_artifact(tmp_path, policy=policy, tiers={"p": 0.0, "e": 500.0}, embedder={"model": "m"})
     served = load_artifact(path, models=MODELS)
     for lam in (0.0, 500.0):
         np.testing.assert_allclose(served.utility_estimates(test.X, lam), estimator.logits(test.X, lam), rtol=1e-6)
     assert np.array_equal(served.logits(test.X, 500.0).argmax(1), np.full(test.n_samples, 2))  # routing unchanged
     # an estimator that is also a tier's policy is stored once and comes back as that same policy
-    shared = PerTierPolicy([0.0, 500.0], [estimator, ConstantPolicy(MODELS, "large")], ["r-and-c", "c"], estimator)
+    shared = PerTierPolicy(
+        [0.0, 500.0],
+        [estimator, ConstantPolicy(MODELS, "large")],
+        [Candidate("r-and-c"), Candidate("constant", "large")],
+        estimator,
+    )
     assert len(shared.state()["policies"]) == 2
     path = save_artifact(tmp_path, policy=shared, tiers={"p": 0.0, "e": 500.0}, embedder={"model": "m"})
     back = load_artifact(path, models=MODELS).policy

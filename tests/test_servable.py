@@ -11,6 +11,7 @@ import torch
 
 from regret_gateway.nn.networks import IntervalNets, StackedMLP, interval_ends
 from regret_gateway.servable import (
+    Candidate,
     ClusterPolicy,
     IntervalArrays,
     MLPArrays,
@@ -79,7 +80,9 @@ def test_a_policy_of_every_kind_is_saved_and_routed_without_torch(nets, tmp_path
     centroids = np.random.default_rng(1).normal(size=(4, DIM))
     cluster = ClusterPolicy(MODELS, centroids, np.full((4, 3), 0.5), np.full((4, 3), 1e-3))
     interval = TieredPolicy(MODELS, TIERS, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
-    policy = PerTierPolicy(TIERS, [interval, rc, cluster], ["rm-interval", "r-and-c", "rm-cluster"], estimator=rc)
+    policy = PerTierPolicy(
+        TIERS, [interval, rc, cluster], [Candidate("rm-interval"), Candidate("r-and-c"), Candidate("rm-cluster")], estimator=rc
+    )
     lams = [0.0, 100.0, 200.0, 600.0, 1000.0, 3000.0]
     expected = {str(lam): policy.logits_and_utilities(X[:5], lam) for lam in lams}
     np.savez(tmp_path / "x.npz", X=X[:5])
@@ -114,7 +117,9 @@ def test_a_tier_that_serves_its_own_estimator_runs_one_forward_pass(nets):
     tier_net, intervals, outcome, X = nets
     rc = OutcomePolicy(MODELS, MLPArrays.of(outcome), np.array([1e-3, 2e-3, 5e-4]))
     interval = TieredPolicy(MODELS, TIERS, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
-    policy = PerTierPolicy(TIERS, [rc, interval, interval], ["r-and-c", "rm-interval", "rm-interval"], estimator=rc)
+    policy = PerTierPolicy(
+        TIERS, [rc, interval, interval], [Candidate("r-and-c"), Candidate("rm-interval"), Candidate("rm-interval")], estimator=rc
+    )
     calls = []
     for p in (rc, interval):
         original = p._logits

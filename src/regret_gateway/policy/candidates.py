@@ -27,7 +27,7 @@ from regret_gateway.data import LoggedFeedback
 from regret_gateway.ope import LoggedData, PolicyValue, select
 from regret_gateway.policy.cluster import SharedCentroids
 from regret_gateway.policy.regions import MAX_REGIONS, choose_regions, fit_regions, region_policy
-from regret_gateway.servable import ConstantPolicy, PerTierPolicy, ServablePolicy, unit_rows
+from regret_gateway.servable import Candidate, ConstantPolicy, PerTierPolicy, ServablePolicy, unit_rows
 
 FOLDS = 5  # retrain's default number of folds (RetrainOptions.folds)
 N_BOOT = 300  # bootstrap resamples of the gate's paired intervals (RetrainOptions.n_boot)
@@ -116,9 +116,8 @@ def fit_router(logged: LoggedFeedback, tier_lams: list[float], *, seed: int = 0)
     return learner.fit(tr, va, sorted(tier_lams))
 
 
-FIXED = "constant"  # label prefix of the best constant model, the fixed choice every tier can fall back to
-REGIONS = "regions"  # label prefix of the safe regional policy: the constant, with proven regions departing
-SAFE = (FIXED, REGIONS)  # the safe defaults, re-derived by every retrain (never an incumbent to protect)
+FIXED = "constant"  # the best constant model, the fixed choice every tier can fall back to
+REGIONS = "regions"  # the safe regional policy: the constant, with proven regions departing
 
 
 @dataclass(frozen=True)
@@ -166,25 +165,18 @@ def learned_candidates(
     return policies, cluster.k_
 
 
-def _serving(active: RouterArtifact | None, lam: float, model_names: tuple[str, ...]) -> tuple[str, ServablePolicy] | None:
-    """(label, policy) of what the active artifact serves at ``lam``, if it routes over the same models."""
+def _serving(active: RouterArtifact | None, lam: float, model_names: tuple[str, ...]) -> tuple[Candidate, ServablePolicy] | None:
+    """(candidate, policy) of what the active artifact serves at ``lam``, if it routes over the same models. An
+    artifact of one bare policy (not what retrain publishes) is a learned incumbent of its kind, or the
+    constant it is."""
     if active is None or active.model_names != model_names:
         return None
-    policy = active.policy
+    policy, version = active.policy, active.version
     if isinstance(policy, PerTierPolicy):
-        sub = policy.policy_for(lam)
-        label = policy.labels[next(i for i, p in enumerate(policy.policies) if p is sub)]
-        return f"{label} ({active.version})", sub
-    return f"{policy.kind} ({active.version})", policy
-
-
-def _is_safe(label: str) -> bool:
-    return label.split(":")[0] in SAFE
-
-
-def _base_model(label: str) -> str:
-    """The constant model of a safe default's label (``regions:<model> (<version>)``)."""
-    return label.split(":", 1)[1].rsplit(" (", 1)[0]
+        return policy.candidate_for(lam).of_version(version), policy.policy_for(lam)
+    if isinstance(policy, ConstantPolicy):
+        return Candidate(FIXED, policy.model, version), policy
+    return None if policy.kind in Candidate.SAFE else (Candidate(policy.kind, version=version), policy)
 
 
 def evaluate(
@@ -231,23 +223,25 @@ def evaluate(
     learned = [learned_candidates(learner, names, lams, shared) for learner in fits.learners]
     published, k_clusters = learned[0]
     labels = [label for label in published if label != "rm-cluster" or k_clusters > 1]
-    rows, served_policies, served_labels = [], [], []
+    rows, served_policies, served_candidates = [], [], []
     for name, spec in tiers:
         best = scores.best_constant(spec.lam)
         prior = _serving(active, spec.lam, names)
-        current = None if prior is None or _is_safe(prior[0]) else prior  # a safe default is re-derived, not kept
+        current = None if prior is None or prior[0].safe else prior  # a safe default is re-derived, not kept
         # the baseline is sticky: a tier serving a safe default keeps its constant (another constant must pass
         # the gate as a challenger); its regions are re-derived from these logs
-        b = names.index(_base_model(prior[0])) if prior is not None and current is None else best
+        b = names.index(prior[0].model) if prior is not None and current is None and prior[0].model is not None else best
         choice = choose_regions(
             oof.quality, oof.cost, hold.action, space, groups, b, spec.lam,
             folds=fold_rows if len(parts) > 1 else None, aggregate=True,
         )  # fmt: skip
-        safe = f"{REGIONS if choice.n_adopted else FIXED}:{names[b]}"
+        safe = Candidate(REGIONS if choice.n_adopted else FIXED, names[b])
         safe_policy = region_policy(names, space, choice) if choice.n_adopted else ConstantPolicy(names, names[b])
-        pool: dict[str, ServablePolicy] = {**{label: published[label] for label in labels}, safe: safe_policy}
+        pool: dict[str, ServablePolicy] = {**{label: published[label] for label in labels}, safe.label: safe_policy}
+        candidate = {label: Candidate(label) for label in labels} | {safe.label: safe}
         if best != b:
-            pool[f"{FIXED}:{names[best]}"] = ConstantPolicy(names, names[best])
+            challenger = Candidate(FIXED, names[best])
+            pool[challenger.label], candidate[challenger.label] = ConstantPolicy(names, names[best]), challenger
         actions = {
             label: np.concatenate([fold[label].choose(part.X, spec.lam) for (fold, _), part in zip(learned, parts)])
             for label in labels
@@ -255,9 +249,10 @@ def evaluate(
         for label in pool:
             if label not in actions:
                 actions[label] = pool[label].choose(hold.X, spec.lam)
-        incumbent = safe
+        incumbent = safe.label
         if current is not None:
-            incumbent = current[0]
+            incumbent = current[0].label
+            candidate[incumbent] = current[0]
             pool[incumbent] = current[1]
             actions[incumbent] = current[1].choose(hold.X, spec.lam)
         sel = select(data, actions, incumbent, spec.lam, required=margin, force=force, n_boot=n_boot, seed=seed)
@@ -268,12 +263,12 @@ def evaluate(
         changing = float(np.mean(served != actions[incumbent]))
         changed = sel.served != incumbent if current is not None else (
             prior is None or not np.array_equal(prior[1].choose(hold.X, spec.lam), served))  # fmt: skip
-        reason = sel.reason() + ("; " + choice.describe(names) if sel.served == safe else "")
+        reason = sel.reason() + ("; " + choice.describe(names) if sel.served == safe.label else "")
         rows.append(
             TierEvaluation(name, spec.lam, sel.served, incumbent, reason, sel.values, sel.gain, sel.gain_ci, changing,
                            {m: float(v) for m, v in zip(names, mix)}, changed, choice.n_adopted, space.n_regions)
         )  # fmt: skip
         served_policies.append(pool[sel.served])
-        served_labels.append(sel.served.split(" (")[0])
+        served_candidates.append(candidate[sel.served].of_version(None))  # published in the new version
     estimator = published["r-and-c"]  # this retrain's outcome networks: every tier's utility estimates for exploration
-    return rows, PerTierPolicy(lams, served_policies, served_labels, estimator)
+    return rows, PerTierPolicy(lams, served_policies, served_candidates, estimator)

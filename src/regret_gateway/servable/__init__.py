@@ -41,10 +41,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from regret_gateway.servable.arrays import IntervalArrays, MLPArrays, gelu, nearest_centroid, unit_rows
-from regret_gateway.servable.base import ServablePolicy, _same_tier, check_lambda
+from regret_gateway.servable.base import Candidate, ServablePolicy, _same_tier, check_lambda
 from regret_gateway.servable.kinds import ClusterPolicy, ConstantPolicy, OutcomePolicy, RegionPolicy, TieredPolicy, outcome_heads
 
 __all__ = [
+    "Candidate",
     "ClusterPolicy",
     "ConstantPolicy",
     "IntervalArrays",
@@ -65,7 +66,7 @@ __all__ = [
 
 
 class PerTierPolicy(ServablePolicy):
-    """One policy per tier lambda, each labelled with the candidate it is (``rm-interval``, ``constant`` ...),
+    """One policy per tier lambda, each with the :class:`Candidate` it is (``rm-interval``, ``constant:<model>`` ...),
     and optionally an ``estimator`` (a policy whose scores are utilities, e.g. R&C's outcome networks) that
     gives every tier its utility estimates for exploration, whatever kind the tier serves."""
 
@@ -75,11 +76,11 @@ class PerTierPolicy(ServablePolicy):
         self,
         tiers: Sequence[float],
         policies: Sequence[ServablePolicy],
-        labels: Sequence[str],
+        candidates: Sequence[Candidate],
         estimator: ServablePolicy | None = None,
     ) -> None:
-        if not (len(tiers) == len(policies) == len(labels)) or not tiers:
-            raise ValueError("a per-tier policy needs one policy and one label per tier")
+        if not (len(tiers) == len(policies) == len(candidates)) or not tiers:
+            raise ValueError("a per-tier policy needs one policy and one candidate per tier")
         order = np.argsort(np.asarray(tiers, dtype=np.float64), kind="stable")
         names = {p.model_names for p in [*policies, *([estimator] if estimator else [])]}
         dims = {p.dim for p in [*policies, *([estimator] if estimator else [])]} - {None}
@@ -89,8 +90,17 @@ class PerTierPolicy(ServablePolicy):
         self.tiers = np.asarray(tiers, dtype=np.float64)[order]
         self._tier_values = tuple(float(t) for t in self.tiers)
         self.policies = [policies[i] for i in order]
-        self.labels = [str(labels[i]) for i in order]
+        self.candidates = [candidates[i] for i in order]
         self.estimator = estimator
+
+    @property
+    def labels(self) -> list[str]:
+        return [c.label for c in self.candidates]
+
+    def candidate_for(self, lam: float) -> Candidate:
+        """The candidate of the policy that serves ``lam`` (:meth:`policy_for`)."""
+        policy = self.policy_for(lam)
+        return self.candidates[next(i for i, p in enumerate(self.policies) if p is policy)]
 
     def policy_for(self, lam: float) -> ServablePolicy:
         tiers = self._tier_values
@@ -122,7 +132,7 @@ class PerTierPolicy(ServablePolicy):
         def index(p: ServablePolicy) -> int:
             return next(i for i, u in enumerate(unique) if u is p)
 
-        return {"tiers": [float(t) for t in self.tiers], "labels": list(self.labels),
+        return {"tiers": [float(t) for t in self.tiers], "candidates": [c.state() for c in self.candidates],
                 "members": [index(p) for p in self.policies],
                 "policies": [u.state() for u in unique],
                 "estimator": None if self.estimator is None else index(self.estimator)}  # fmt: skip
@@ -131,7 +141,8 @@ class PerTierPolicy(ServablePolicy):
     def _from_state(cls, state, model_names):
         unique = [from_state(sub, model_names) for sub in state["policies"]]
         estimator = None if state.get("estimator") is None else unique[int(state["estimator"])]
-        return cls(state["tiers"], [unique[int(i)] for i in state["members"]], state["labels"], estimator)
+        candidates = [Candidate.from_state(c) for c in state["candidates"]]
+        return cls(state["tiers"], [unique[int(i)] for i in state["members"]], candidates, estimator)
 
 
 KINDS: dict[str, type[ServablePolicy]] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
@@ -90,3 +91,42 @@ class ServablePolicy:
     @classmethod
     def _from_state(cls, state: dict[str, Any], model_names: tuple[str, ...]) -> "ServablePolicy":
         raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What a tier serves, as retrain chose and published it: ``kind`` -- a learned router (``rm-interval``,
+    ``r-and-c``, ``rm-cluster``) or a safe default (``constant``: one model; ``regions``: that model except
+    in the regions of prompt space the logs prove) -- the safe default's ``model``, and the ``version`` of
+    the artifact it is served from (None: the one being built)."""
+
+    kind: str
+    model: str | None = None
+    version: str | None = None
+
+    SAFE: ClassVar[tuple[str, ...]] = ("constant", "regions")
+
+    def __post_init__(self) -> None:
+        if (self.model is None) == (self.kind in self.SAFE):
+            raise ValueError(f"a {self.kind!r} candidate {'needs' if self.model is None else 'has no'} model")
+
+    @property
+    def safe(self) -> bool:
+        """A safe default: re-derived by every retrain, never an incumbent to protect."""
+        return self.kind in self.SAFE
+
+    @property
+    def label(self) -> str:
+        """``kind``, ``kind:model`` for a safe default, then `` (version)`` where it has one: how reports name it."""
+        base = self.kind if self.model is None else f"{self.kind}:{self.model}"
+        return base if self.version is None else f"{base} ({self.version})"
+
+    def of_version(self, version: str | None) -> "Candidate":
+        return replace(self, version=version)
+
+    def state(self) -> dict[str, Any]:
+        return {"kind": self.kind, "model": self.model}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "Candidate":
+        return cls(str(state["kind"]), None if state.get("model") is None else str(state["model"]))

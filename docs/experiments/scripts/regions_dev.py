@@ -7,9 +7,9 @@ feedback) and the logs' best constant. One JSON line per trial, setting and lamb
 
     python docs/experiments/scripts/regions_dev.py DATA TRIALS K LAMBDAS [LIMIT] [SETTINGS] > out.jsonl
 
-SETTINGS (optional): semicolon-separated `prompts_per_region,alpha,honest,aggregate`, e.g. "240,0.05,1,1;800,0.05,1,1"
-(default: the grid below). LIMIT may be "-" for every prompt. (Until commit 08f2807 the script and the code
-sized regions in logged rows: 2,400 rows at three draws is 800 prompts.)
+SETTINGS (optional): semicolon-separated `rows_per_region,alpha,honest,aggregate`, e.g. "2400,0.05,1,1;8000,0.05,1,1"
+(default: the grid below; the minimum of distinct prompts per region is set to 1 here, so that only the
+rows decide). LIMIT may be "-" for every prompt.
 """
 
 import json
@@ -25,9 +25,9 @@ from regret_gateway.policy.candidates import FOLDS, cross_fit
 from regret_gateway.policy.regions import choose_regions, fit_regions
 from regret_gateway.servable import nearest_centroid
 
-# distinct prompts per region, family-wise alpha, challengers chosen on the other folds (honest), and the whole
-# proposal tested first (aggregate)
-SETTINGS = [(prompts, alpha, honest, aggregate) for prompts in (200, 400, 800) for alpha in (0.05, 0.2)
+# rows per region (at K = 3: 200, 400, 800 distinct prompts per region), family-wise alpha, challengers chosen on the
+# other folds (honest), and the whole proposal tested first (aggregate)
+SETTINGS = [(rows, alpha, honest, aggregate) for rows in (600, 1200, 2400) for alpha in (0.05, 0.2)
             for honest, aggregate in ((False, False), (True, False), (True, True))]  # fmt: skip
 
 data_path, trials, draws = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -54,15 +54,15 @@ for trial in range(trials):
         return 100 * float((test.quality[rows, actions] - lam * test.cost[rows, actions]).mean())
 
     single = reference_actions("single-best", split.full_train, test, lams)
-    for prompts_per_region, alpha, honest, aggregate in SETTINGS:
-        regions = fit_regions(hold.X, groups, prompts_per_region=prompts_per_region, seed=trial)
+    for rows_per_region, alpha, honest, aggregate in SETTINGS:
+        regions = fit_regions(hold.X, groups, rows_per_region=rows_per_region, min_prompts_per_region=1, seed=trial)
         for j, lam in enumerate(lams):
             b = oof.best_constant(lam)
             folds = [np.arange(len(order))[np.isin(order, f)] for f in fits.folds] if honest else None
             choice = choose_regions(oof.quality, oof.cost, hold.action, regions, groups, b, lam, alpha=alpha, folds=folds, aggregate=aggregate)
             chosen = choice.models[nearest_centroid(test.X, regions.centroids)]
             print(json.dumps({
-                "data": data_path, "K": draws, "trial": trial, "prompts_per_region": prompts_per_region, "alpha": alpha, "honest": honest, "aggregate": aggregate, "lam": lam,
+                "data": data_path, "K": draws, "trial": trial, "rows_per_region": rows_per_region, "alpha": alpha, "honest": honest, "aggregate": aggregate, "lam": lam,
                 "regions": regions.n_regions, "adopted": choice.n_adopted, "adopted_share": choice.adopted_share,
                 "regional": utility(chosen, lam), "logged_constant": utility(np.full(len(rows), b), lam),
                 "single_best": utility(single[j], lam),

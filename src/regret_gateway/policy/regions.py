@@ -4,10 +4,10 @@ Tachet des Combes, 2019: depart from the baseline only where the data is suffici
 confidence bound).
 
 * Regions: spherical k-means of the logged prompts' unit embeddings (each distinct prompt once), one
-  region per ``prompts_per_region`` distinct prompts (800: chosen on dev slices at one, three and ten
-  logged draws per prompt, docs/experiments/learning-curve.md; a prompt logged again is not more
-  evidence, so it does not make the regions finer), at most ``max_regions``: the more prompts, the finer
-  the regions. The regions read no outcome, so the same rows may test them.
+  region per ``rows_per_region`` logged rows (2,400) and at least ``min_prompts_per_region`` distinct
+  prompts each (800; a prompt logged again is not more evidence), at most ``max_regions``: the more logs,
+  the finer the regions. Both chosen on dev slices at one, three and ten logged draws per prompt
+  (docs/experiments/learning-curve.md). The regions read no outcome, so the same rows may test them.
 * Evidence: every logged row's out-of-fold DR scores Gamma_i(t) of quality and cost (every tier's rows: a
   model's quality and cost do not depend on the tier that logged it, and each row carries its own exact
   propensity). In region r, the gain of model m over the baseline b at lambda is the mean over the
@@ -40,7 +40,8 @@ from regret_gateway.policy.cluster import spherical_kmeans
 from regret_gateway.servable import RegionPolicy, nearest_centroid, unit_rows
 
 ALPHA = 0.05  # family-wise error over a tier's regions
-PROMPTS_PER_REGION = 800
+ROWS_PER_REGION = 2_400
+MIN_PROMPTS_PER_REGION = 800
 MAX_REGIONS = 32
 MIN_PROMPTS = 30
 MIN_MATCHED = 10
@@ -62,7 +63,8 @@ def fit_regions(
     X: np.ndarray,
     groups: np.ndarray,
     *,
-    prompts_per_region: int = PROMPTS_PER_REGION,
+    rows_per_region: int = ROWS_PER_REGION,
+    min_prompts_per_region: int = MIN_PROMPTS_PER_REGION,
     max_regions: int = MAX_REGIONS,
     seed: int = 0,
 ) -> Regions:
@@ -71,7 +73,7 @@ def fit_regions(
     first = np.full(n_groups, -1)
     first[groups[::-1]] = np.arange(len(groups))[::-1]  # one row per prompt
     Z = unit_rows(np.asarray(X[first], dtype=np.float32))
-    k = int(np.clip(n_groups // prompts_per_region, 1, max_regions))
+    k = int(np.clip(min(len(X) // rows_per_region, n_groups // min_prompts_per_region), 1, max_regions))
     centroids = (spherical_kmeans(Z, k, seed=seed) if k > 1 else unit_rows(Z.mean(0, keepdims=True))).astype(np.float32)
     return Regions(centroids, nearest_centroid(np.asarray(X, dtype=np.float32), centroids))
 

@@ -36,6 +36,9 @@ def default_cache_dir(kind: str = "embeddings") -> Path:
 
 
 BACKENDS = ("auto", "onnx", "torch")
+# what to do where torch and transformers are missing (`serve`'s preflight and the embedder say the same)
+TORCH_EXTRA_HINT = ("pip install 'regret-gateway[torch]', or serve a published encoder (`regret-gateway export-encoder` "
+                    "where torch is installed; `embedder.exported`)")  # fmt: skip
 
 
 def resolve_model_path(model: str) -> str:
@@ -110,6 +113,9 @@ class Embedder:
             raise ValueError(f"`batch_size` must be >= 1, got {batch_size}")
         if layers is not None and layers < 1:
             raise ValueError(f"`layers` must be >= 1, got {layers}")
+        if exported is not None and (backend == "torch" or device not in ("auto", "cpu")):
+            raise ValueError(f"embedder.exported: a published encoder runs on ONNX Runtime's CPU provider; backend {backend!r} "
+                             f"and device {device!r} need the model itself (unset embedder.exported)")  # fmt: skip
         if template is not None:
             check_template(template)
         self.model = model
@@ -165,10 +171,7 @@ class Embedder:
         try:
             from transformers import AutoConfig, AutoModel, AutoTokenizer
         except ImportError:
-            raise ImportError(
-                f"embedding with {self.model!r} needs torch and transformers: pip install 'regret-gateway[torch]', or "
-                "serve a published encoder (`regret-gateway export-encoder` where torch is installed; `embedder.exported`)"
-            ) from None
+            raise ImportError(f"embedding with {self.model!r} needs torch and transformers: {TORCH_EXTRA_HINT}") from None
 
         path = resolve_model_path(self.model)
         local = Path(path).exists()
@@ -219,10 +222,7 @@ class Embedder:
         from regret_gateway.exported_encoder import GRAPH, TOKENIZER, ExportedTokenizer, read_exported
         from regret_gateway.onnx_encoder import OnnxEncoder
 
-        assert self.exported is not None
-        if self.backend == "torch" or self.device not in ("auto", "cpu"):
-            raise ValueError(f"a published encoder runs on ONNX Runtime's CPU provider: backend {self.backend!r} and device "
-                             f"{self.device!r} need the model itself (unset embedder.exported)")  # fmt: skip
+        assert self.exported is not None  # on CPU: checked when the embedder was built
         meta = read_exported(self.exported, model=self.model, layers=self.layers, quantize=self.quantize)
         self._tokenizer = ExportedTokenizer(self.exported / TOKENIZER, meta)
         self._onnx = OnnxEncoder(self.exported / GRAPH, self.threads)

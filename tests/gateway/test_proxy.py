@@ -750,14 +750,14 @@ def test_a_failing_judge_leaves_chat_unchanged_and_is_counted(app_client, tmp_pa
 def test_a_hanging_judge_never_delays_chat(app_client, tmp_path, encoder):
     """The judge call waits on the event loop beside chat traffic: every chat is answered while every judge
     call it started still hangs (none has timed out or returned), and what the judge cannot take is dropped."""
-    import threading
 
     app, client, route = app_client
-    release = threading.Event()
+    hung: dict = {}  # the proxy's event loop and an event on it, set when the test ends
 
     async def hangs(model, messages, timeout):
-        while not release.is_set():  # hangs until the test ends (or the judge's timeout, far away)
-            await asyncio.sleep(0.05)
+        if not hung:
+            hung.update(loop=asyncio.get_running_loop(), release=asyncio.Event())
+        await hung["release"].wait()  # the judge's timeout is far away
         return "{}", 0.0
 
     from regret_gateway.config import Settings
@@ -780,7 +780,8 @@ def test_a_hanging_judge_never_delays_chat(app_client, tmp_path, encoder):
         assert stats["judge_sampled"] == 12 and stats["judge_queue_depth"] == spec.queue_size, stats
         assert stats["judge_dropped"] == 12 - spec.concurrency - spec.queue_size, stats
     finally:
-        release.set()
+        if hung:
+            hung["loop"].call_soon_threadsafe(hung["release"].set)
         gateway.close()
 
 

@@ -40,11 +40,17 @@ def check_deployment(config: str | Path) -> Settings:
 
 
 def check_embedder(settings: Settings) -> None:
-    """Refuse an embedder that cannot load: a published encoder that is broken or another model's, or a
-    model to load without torch/transformers installed."""
+    """Refuse an embedder that cannot load: a published encoder that is broken, another model's or not on
+    CPU, or a model to load without torch/transformers installed."""
     import importlib.util
 
+    from regret_gateway.embedding import TORCH_EXTRA_HINT, Embedder
+
     e = settings.embedder
+    try:
+        Embedder.from_settings(settings)  # its arguments checked, nothing loaded
+    except ValueError as exc:
+        raise DeploymentError(str(exc)) from None
     if e.exported is not None:
         from regret_gateway.exported_encoder import ExportError, read_exported
 
@@ -52,12 +58,8 @@ def check_embedder(settings: Settings) -> None:
             read_exported(e.exported, model=e.model, layers=e.layers, quantize=e.quantize)
         except ExportError as exc:
             raise DeploymentError(str(exc)) from None
-        if e.backend == "torch" or e.device not in ("auto", "cpu"):
-            raise DeploymentError("embedder.exported: a published encoder runs on CPU with ONNX Runtime (unset backend/device)")
     elif not all(importlib.util.find_spec(m) for m in ("torch", "transformers")):
-        raise DeploymentError(f"embedder.model: loading {e.model!r} needs torch and transformers (pip install "
-                              "'regret-gateway[torch]'), or set embedder.exported to a published encoder "
-                              "(`regret-gateway export-encoder` where torch is installed)")  # fmt: skip
+        raise DeploymentError(f"embedder.model: loading {e.model!r} needs torch and transformers: {TORCH_EXTRA_HINT}")
 
 
 def _unset(value: object) -> str | None:

@@ -237,28 +237,29 @@ def evaluate(
         )  # fmt: skip
         safe = Candidate(REGIONS if choice.n_adopted else FIXED, names[b])
         safe_policy = region_policy(names, space, choice) if choice.n_adopted else ConstantPolicy(names, names[b])
-        pool: dict[str, ServablePolicy] = {**{label: published[label] for label in labels}, safe.label: safe_policy}
-        candidate = {label: Candidate(label) for label in labels} | {safe.label: safe}
+        # every candidate of this tier, by the label the gate and the report name it: (what it is, its policy)
+        pool: dict[str, tuple[Candidate, ServablePolicy]] = {label: (Candidate(label), published[label]) for label in labels}
+        pool[safe.label] = (safe, safe_policy)
         if best != b:
             challenger = Candidate(FIXED, names[best])
-            pool[challenger.label], candidate[challenger.label] = ConstantPolicy(names, names[best]), challenger
+            pool[challenger.label] = (challenger, ConstantPolicy(names, names[best]))
         actions = {
             label: np.concatenate([fold[label].choose(part.X, spec.lam) for (fold, _), part in zip(learned, parts)])
             for label in labels
         }
-        for label in pool:
+        for label, (_, policy) in pool.items():
             if label not in actions:
-                actions[label] = pool[label].choose(hold.X, spec.lam)
+                actions[label] = policy.choose(hold.X, spec.lam)
         incumbent = safe.label
         if current is not None:
             incumbent = current[0].label
-            candidate[incumbent] = current[0]
-            pool[incumbent] = current[1]
+            pool[incumbent] = current
             actions[incumbent] = current[1].choose(hold.X, spec.lam)
         sel = select(data, actions, incumbent, spec.lam, required=margin, force=force, n_boot=n_boot, seed=seed)
         # what the published policy does with these requests: a learned candidate's actions above are its
         # fold fits' (out of fold); the safe default's and the incumbent's are their published choices already
-        served = pool[sel.served].choose(hold.X, spec.lam) if sel.served in labels else actions[sel.served]
+        chosen, chosen_policy = pool[sel.served]
+        served = chosen_policy.choose(hold.X, spec.lam) if sel.served in labels else actions[sel.served]
         mix = np.bincount(served, minlength=hold.n_models) / len(served)
         changing = float(np.mean(served != actions[incumbent]))
         changed = sel.served != incumbent if current is not None else (
@@ -268,7 +269,7 @@ def evaluate(
             TierEvaluation(name, spec.lam, sel.served, incumbent, reason, sel.values, sel.gain, sel.gain_ci, changing,
                            {m: float(v) for m, v in zip(names, mix)}, changed, choice.n_adopted, space.n_regions)
         )  # fmt: skip
-        served_policies.append(pool[sel.served])
-        served_candidates.append(candidate[sel.served].of_version(None))  # published in the new version
+        served_policies.append(chosen_policy)
+        served_candidates.append(chosen.of_version(None))  # published in the new version
     estimator = published["r-and-c"]  # this retrain's outcome networks: every tier's utility estimates for exploration
     return rows, PerTierPolicy(lams, served_policies, served_candidates, estimator)

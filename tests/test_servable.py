@@ -132,3 +132,16 @@ def test_a_tier_that_serves_its_own_estimator_runs_one_forward_pass(nets):
     assert sorted(calls) == ["r-and-c", "rm-interval"]
     np.testing.assert_array_equal(logits, interval.logits(X, 1000.0))
     np.testing.assert_array_equal(utilities, rc.utility_estimates(X, 1000.0))
+
+
+def test_a_snapshot_owns_its_arrays_so_the_network_may_change_or_move_after_it():
+    """A fold fitted in a worker process is sent back with its tensors' storage moved (shared memory, or a
+    copy); a snapshot that viewed the old storage would then serve freed memory."""
+    net, intervals = StackedMLP(2, 8, 3, (4,)), IntervalNets(1, 3)
+    tiers, ends = MLPArrays.of(net), IntervalArrays.of(intervals)
+    before = [w.copy() for w in tiers.weights] + [ends.out_weight.copy()]
+    with torch.no_grad():
+        for p in [*net.parameters(), *intervals.parameters()]:
+            p.add_(1.0)
+    assert not any(np.shares_memory(w, p.detach().numpy()) for w, p in zip(tiers.weights, net.weights))
+    assert all(np.array_equal(a, b) for a, b in zip(before, [*tiers.weights, ends.out_weight]))

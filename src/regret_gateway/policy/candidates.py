@@ -17,6 +17,10 @@ on simulated ones).
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import pickle
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,6 +134,7 @@ class CrossFit:
     folds: list[np.ndarray]
     learners: list
     groups: np.ndarray
+    workers: int = 1  # processes the fits ran in (1: this one)
 
     @property
     def order(self) -> np.ndarray:
@@ -137,14 +142,64 @@ class CrossFit:
         return np.concatenate(self.folds)
 
 
-def cross_fit(logged: LoggedFeedback, tier_lams: list[float], *, folds: int, every: bool = True, seed: int = 0) -> CrossFit:
+PARALLEL_MIN_ROWS = 1_000  # below this a fold's fit takes a few seconds, about what starting a worker process costs
+
+
+def fold_workers(n_rows: int, n_fits: int, requested: int | None = None) -> int:
+    """How many processes fit the folds: ``requested`` where given (1: in this process), else one per core
+    (at most one per fit) from :data:`PARALLEL_MIN_ROWS` rows up, else 1. (A fit of a few thousand rows
+    takes about as long as one of 100,000: full-batch training runs up to 1,500 epochs, mini-batches 40.)"""
+    if requested is not None:
+        return max(1, min(requested, n_fits))
+    if n_rows < PARALLEL_MIN_ROWS:
+        return 1
+    return max(1, min(n_fits, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+
+
+_WORKER_LOGS: LoggedFeedback | None = None  # a worker process's copy of the logs (sent once, at its start)
+
+
+def _start_worker(logged: LoggedFeedback, threads: int) -> None:
+    import torch
+
+    global _WORKER_LOGS
+    _WORKER_LOGS = logged
+    torch.set_num_threads(threads)
+
+
+def _fit_fold_in_worker(rest: np.ndarray, tier_lams: list[float], seed: int) -> bytes:
+    """The fitted learner, pickled here: a plain pickle copies its tensors, where the pool's own pickler
+    would move them into shared memory (/dev/shm, often small in containers)."""
+    assert _WORKER_LOGS is not None
+    return pickle.dumps(fit_router(_WORKER_LOGS.subset(rest), tier_lams, seed=seed))
+
+
+def cross_fit(
+    logged: LoggedFeedback, tier_lams: list[float], *, folds: int, every: bool = True, seed: int = 0,
+    workers: int | None = None,
+) -> CrossFit:  # fmt: skip
     """One :func:`fit_router` per fold, each on the other folds (``every=False``: the first fold only). A
-    prompt logged several times lies in one fold (:func:`~regret_gateway.causal.stats.folds_of`)."""
+    prompt logged several times lies in one fold (:func:`~regret_gateway.causal.stats.folds_of`).
+
+    The fits are independent: with ``workers`` > 1 (default: :func:`fold_workers`) they run side by side in
+    that many processes of one thread each -- the small matrix products of these networks gain little from a
+    second thread, and a lot from a second process. A fit gives the same result in a worker as in this
+    process at one thread (``torch.set_num_threads(1)``); at torch's default threads the sums are ordered
+    otherwise, which changes the last bits, not what is learned (docs/experiments/retrain-time.md)."""
     groups = prompt_groups(logged.X)
     parts = folds_of(logged.n_samples, folds, seed, groups)[: None if every else 1]
     everything = np.arange(logged.n_samples)
-    learners = [fit_router(logged.subset(np.setdiff1d(everything, f)), tier_lams, seed=seed) for f in parts]
-    return CrossFit(logged, parts, learners, groups)
+    rests = [np.setdiff1d(everything, f) for f in parts]
+    n_workers = fold_workers(logged.n_samples, len(parts), workers)
+    if n_workers == 1:
+        learners = [fit_router(logged.subset(rest), tier_lams, seed=seed) for rest in rests]
+    else:
+        # spawn, not fork: a forked child of a process whose torch thread pool has run can hang
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(n_workers, mp_context=context, initializer=_start_worker, initargs=(logged, 1)) as pool:
+            fitted = pool.map(_fit_fold_in_worker, rests, [tier_lams] * len(rests), [seed] * len(rests))
+            learners = [pickle.loads(blob) for blob in fitted]
+    return CrossFit(logged, parts, learners, groups, n_workers)
 
 
 def learned_candidates(

@@ -9,7 +9,7 @@ import pytest
 from regret_gateway.artifacts import ArtifactError, activate, active_version_id, load_artifact, save_artifact
 from regret_gateway.nn.training import TrainConfig
 from regret_gateway.policy.registry import make_router
-from regret_gateway.servable import ConstantPolicy, TieredPolicy, from_state
+from regret_gateway.servable import ConstantPolicy, RMIntervalPolicy, from_state
 from tests.policy.test_methods import setting  # noqa: F401  (module fixture)
 
 MODELS = ("small-a", "small-b", "large")
@@ -71,7 +71,7 @@ def test_any_servable_policy_is_published_and_served(tmp_path, router, setting):
 
 def test_a_policy_refuses_inputs_of_the_wrong_size(router):
     policy = router.to_policy()
-    assert isinstance(policy, TieredPolicy)
+    assert isinstance(policy, RMIntervalPolicy)
     with pytest.raises(ValueError, match=r"`X` must have shape \(n, 8\)"):
         policy.logits(np.zeros((2, 5), dtype=np.float32), 0.0)
     with pytest.raises(ValueError, match="lambda must be finite and >= 0"):

@@ -95,38 +95,6 @@ def test_folds_hold_out_every_row_once():
             folds_of(103, k, seed=1)
 
 
-@pytest.fixture
-def one_thread():
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.mark.timeout(300)
-def test_folds_fitted_in_worker_processes_learn_exactly_what_they_learn_here(one_thread):
-    from regret_gateway.data import LoggedFeedback
-    from regret_gateway.policy.candidates import cross_fit
-
-    rng = np.random.default_rng(0)
-    family = rng.integers(3, size=600)
-    X = rng.normal(size=(3, 16))[family] + rng.normal(size=(600, 16))
-    action = rng.integers(3, size=600)
-    quality = (rng.random(600) < np.where(action == family, 0.9, 0.3)).astype(float)
-    logs = LoggedFeedback(X, action, quality, np.array([1e-4, 4e-4, 1e-3])[action], ("a", "b", "c"),
-                          propensity=np.full(600, 1 / 3))  # fmt: skip
-    here = cross_fit(logs, [0.0, 500.0], folds=3, workers=1)
-    workers = cross_fit(logs, [0.0, 500.0], folds=3, workers=2)
-    assert (here.workers, workers.workers) == (1, 2)
-    for a, b in zip(here.learners, workers.learners):
-        assert np.array_equal(a.nuisance_.outcome_.predict(X)[0], b.nuisance_.outcome_.predict(X)[0])
-        for lam in (0.0, 100.0, 500.0):  # the tier networks and the interval net between them
-            assert np.array_equal(a.policy_.to_policy().choose(X, lam), b.policy_.to_policy().choose(X, lam))
-        assert np.array_equal(a.policy_.to_policy().tier_arrays.weights[0], b.policy_.to_policy().tier_arrays.weights[0])
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, world):

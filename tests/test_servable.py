@@ -17,7 +17,7 @@ from regret_gateway.servable import (
     MLPArrays,
     OutcomePolicy,
     PerTierPolicy,
-    TieredPolicy,
+    RMIntervalPolicy,
     from_state,
     gelu,
     outcome_heads,
@@ -50,7 +50,7 @@ def test_gelu_is_torchs_exact_gelu():
 
 def test_numpy_scores_equal_the_torch_networks_at_every_kind_of_lambda(nets):
     tier_net, intervals, outcome, X = nets
-    policy = TieredPolicy(MODELS, TIERS, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
+    policy = RMIntervalPolicy(MODELS, TIERS, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
     Xt = torch.as_tensor(X)
     with torch.no_grad():
         tiers = tier_net(Xt)
@@ -79,7 +79,7 @@ def test_a_policy_of_every_kind_is_saved_and_routed_without_torch(nets, tmp_path
     rc = OutcomePolicy(MODELS, MLPArrays.of(outcome), np.array([1e-3, 2e-3, 5e-4]))
     centroids = np.random.default_rng(1).normal(size=(4, DIM))
     cluster = ClusterPolicy(MODELS, centroids, np.full((4, 3), 0.5), np.full((4, 3), 1e-3))
-    interval = TieredPolicy(MODELS, TIERS, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
+    interval = RMIntervalPolicy(MODELS, TIERS, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
     policy = PerTierPolicy(
         TIERS, [interval, rc, cluster], [Candidate("rm-interval"), Candidate("r-and-c"), Candidate("rm-cluster")], estimator=rc
     )
@@ -116,7 +116,7 @@ def test_a_tier_that_serves_its_own_estimator_runs_one_forward_pass(nets):
     pass gives both, where it serves RM-Interval the estimator runs once more."""
     tier_net, intervals, outcome, X = nets
     rc = OutcomePolicy(MODELS, MLPArrays.of(outcome), np.array([1e-3, 2e-3, 5e-4]))
-    interval = TieredPolicy(MODELS, TIERS, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
+    interval = RMIntervalPolicy(MODELS, TIERS, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
     policy = PerTierPolicy(
         TIERS, [rc, interval, interval], [Candidate("r-and-c"), Candidate("rm-interval"), Candidate("rm-interval")], estimator=rc
     )
@@ -135,8 +135,8 @@ def test_a_tier_that_serves_its_own_estimator_runs_one_forward_pass(nets):
 
 
 def test_a_snapshot_owns_its_arrays_so_the_network_may_change_or_move_after_it():
-    """A fold fitted in a worker process is sent back with its tensors' storage moved (shared memory, or a
-    copy); a snapshot that viewed the old storage would then serve freed memory."""
+    """A snapshot that viewed the network's tensors would change with it, and serve freed memory once torch
+    moves their storage (sending the network to another process moves it into shared memory)."""
     net, intervals = StackedMLP(2, 8, 3, (4,)), IntervalNets(1, 3)
     tiers, ends = MLPArrays.of(net), IntervalArrays.of(intervals)
     before = [w.copy() for w in tiers.weights] + [ends.out_weight.copy()]

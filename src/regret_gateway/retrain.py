@@ -55,7 +55,7 @@ from regret_gateway.artifacts import ArtifactError, RouterArtifact, activate, ac
 from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.config import Settings
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.policy.candidates import FOLDS, N_BOOT, TierEvaluation, cross_fit, evaluate
+from regret_gateway.policy.candidates import FOLDS, N_BOOT, TierEvaluation, evaluate, out_of_fold_fits
 from regret_gateway.servable import ServablePolicy
 
 
@@ -74,7 +74,6 @@ class RetrainOptions:
     regions: bool = True  # the safe default departs from the constant where the logs prove it (policy/regions.py)
     folds: int = FOLDS  # the rows split into this many folds; what a fit on the others learned is evaluated on a fold
     cross_fit: bool = True  # every fold held out once (``folds`` fits, every row evaluated); False: the first (one fit)
-    workers: int | None = None  # processes fitting the folds side by side (None: one per core from 1,000 rows up)
     min_rows: int = 200
     min_rows_per_model: int = 20
     min_ess_per_model: float = 10.0
@@ -217,12 +216,10 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     logged = ts.logged
     tiers = settings.tiers_by_lambda()
     t1 = time.perf_counter()
-    fits = cross_fit(
-        logged, [spec.lam for _, spec in tiers], folds=opts.folds, every=opts.cross_fit, seed=opts.seed, workers=opts.workers
-    )
+    fits = out_of_fold_fits(logged, [spec.lam for _, spec in tiers], folds=opts.folds, every=opts.cross_fit, seed=opts.seed)
     data_info["evaluation"] = (
         f"cross-fitted, {opts.folds} folds: every row held out once" if opts.cross_fit else f"1/{opts.folds} of the rows held out"
-    ) + (f"; the fits in {fits.workers} processes" if fits.workers > 1 else "")
+    )
     timings["fit"] = time.perf_counter() - t1
     t2 = time.perf_counter()
     active = _active(settings, active_id, data_info)

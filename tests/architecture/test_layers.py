@@ -24,6 +24,28 @@ LAYERS: list[tuple[str, ...]] = [
     ("retrain", "importer"),
     ("bench", "cli", "__main__"),
 ]
+# Within a package, the same rule between its modules (the package's own __init__ named "__init__": at the
+# bottom where it holds nothing, at the top where it re-exports).
+MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
+    "causal": [("__init__", "stats", "outcome", "propensity"), ("estimators",)],
+    "servable": [("arrays", "base"), ("kinds",), ("__init__",)],
+    "store": [
+        ("__init__", "schema", "engine", "locks"),
+        ("records", "migrate"),
+        ("writes", "queries"),
+        ("writer", "training_set", "feedback_import"),
+    ],  # fmt: skip
+    "policy": [("__init__", "base"), ("methods", "cluster", "learner"), ("rm_interval", "regions"), ("registry", "candidates")],
+    "evaluation": [("__init__", "loaders", "simulation", "world"), ("offline",), ("report",)],
+    "gateway": [
+        ("__init__", "tiers", "decisions", "batcher", "judge", "preflight"),
+        ("runtime",),
+        ("hook",),
+        ("auth", "routes"),
+        ("app",),
+    ],
+    "cli": [("base",), ("bench", "bench_offline", "db", "demo", "gateway", "training"), ("__init__",)],
+}
 SERVING_FORBIDDEN = (
     "regret_gateway.causal",
     "regret_gateway.policy",
@@ -83,6 +105,26 @@ def test_every_module_has_a_layer_and_imports_only_downwards():
     assert not bad, "imports against the layer order:\n" + "\n".join(sorted(bad))
 
 
+def _module_layer(module: str) -> int:
+    package, parts = _top(module), module.split(".")
+    name = parts[2] if len(parts) > 2 else "__init__"
+    for i, names in enumerate(MODULE_LAYERS[package]):
+        if name in names:
+            return i
+    raise AssertionError(f"{module}: no layer in MODULE_LAYERS[{package!r}] (add it, and to docs/architecture.md)")
+
+
+def test_within_a_package_modules_import_only_downwards():
+    bad = []
+    for module, deps in _imports().items():
+        if _top(module) not in MODULE_LAYERS:
+            continue
+        for dep in deps:
+            if _top(dep) == _top(module) and _module_layer(dep) > _module_layer(module):
+                bad.append(f"{module} -> {dep}")
+    assert not bad, "imports against a package's module order:\n" + "\n".join(sorted(bad))
+
+
 def test_no_import_cycles():
     graph = _imports()
     state: dict[str, int] = {}
@@ -140,10 +182,10 @@ def test_the_serving_path_loads_no_training_code(tmp_path):
 
     from regret_gateway.artifacts import activate, save_artifact
     from regret_gateway.nn.networks import IntervalNets, StackedMLP
-    from regret_gateway.servable import IntervalArrays, MLPArrays, TieredPolicy
+    from regret_gateway.servable import IntervalArrays, MLPArrays, RMIntervalPolicy
 
     torch.manual_seed(0)
-    policy = TieredPolicy(
+    policy = RMIntervalPolicy(
         ("a", "b", "c"), [0.0, 200.0], MLPArrays.of(StackedMLP(2, 8, 3, (16,))), IntervalArrays.of(IntervalNets(1, 3))
     )
     path = save_artifact(tmp_path / "artifacts", policy=policy, tiers={"t": 0.0, "u": 200.0}, embedder={"model": "m"})

@@ -110,7 +110,7 @@ def trained_learner(prompt_world):
     from regret_gateway.evaluation.simulation import simulate_logs
     from regret_gateway.nn.training import TrainConfig
     from regret_gateway.policy.learner import Learner
-    from regret_gateway.policy.tiers import RMInterval
+    from regret_gateway.policy.rm_interval import RMInterval
 
     logs = simulate_logs(prompt_world, policy="uniform", seed=0)
     idx = np.random.default_rng(1).permutation(logs.n_samples)

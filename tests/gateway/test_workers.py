@@ -31,10 +31,10 @@ def _publish(root, dim: int) -> str:
 
     from regret_gateway.artifacts import activate, save_artifact
     from regret_gateway.nn.networks import IntervalNets, StackedMLP
-    from regret_gateway.servable import IntervalArrays, MLPArrays, TieredPolicy
+    from regret_gateway.servable import IntervalArrays, MLPArrays, RMIntervalPolicy
 
     torch.manual_seed(len(os.listdir(root)) if root.exists() else 0)
-    policy = TieredPolicy(
+    policy = RMIntervalPolicy(
         MODELS, [0.0, 1000.0], MLPArrays.of(StackedMLP(2, dim, 3, (16,))), IntervalArrays.of(IntervalNets(1, 3))
     )
     path = save_artifact(

@@ -25,7 +25,7 @@ def _safe_policies(world: FullFeedback, n_train: int, draws: int, seed: int = 0)
     prompts (out-of-fold DR scores, two folds), and the best constant it departs from."""
     logs = simulate_logs(world.subset(np.arange(n_train)), policy="uniform", seed=seed, draws=draws)
     nuisance = Nuisance(propensity=LoggedPropensity(), outcome=OutcomeModel(train=TrainConfig(max_epochs=60)),
-                        estimator=DoublyRobust(clip=None), cross_fit=2, random_state=seed)  # fmt: skip
+                        estimator=DoublyRobust(clip=None), nuisance_folds=2, random_state=seed)  # fmt: skip
     scores = nuisance.fit_scores(logs)
     groups = prompt_groups(logs.X)
     regions = fit_regions(logs.X, groups, rows_per_region=500, min_prompts_per_region=100, seed=seed)

@@ -16,7 +16,7 @@ import regret_gateway.causal.outcome as outcome
 import regret_gateway.nn.training as training
 import regret_gateway.policy.candidates as candidates
 import regret_gateway.policy.methods as methods
-import regret_gateway.policy.tiers as tiers
+import regret_gateway.policy.rm_interval as tiers
 from regret_gateway.bench import retrain_timing as rt
 from regret_gateway.config import Settings, StoreSpec
 from regret_gateway.nn.training import TrainConfig

@@ -21,7 +21,7 @@ from regret_gateway.causal.stats import prompt_groups
 from regret_gateway.embedding import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.offline import OfflineConfig, make_trial, reference_actions
-from regret_gateway.policy.candidates import FOLDS, cross_fit
+from regret_gateway.policy.candidates import FOLDS, out_of_fold_fits
 from regret_gateway.policy.regions import choose_regions, fit_regions
 from regret_gateway.servable import nearest_centroid
 
@@ -41,10 +41,10 @@ full = bench.full_feedback(X)
 for trial in range(trials):
     cfg = OfflineConfig(lambdas=tuple(lams), methods=("r-and-c",), propensity="logged", evaluate_on="dev", log_draws=draws)
     split = make_trial(bench, full, cfg, trial)
-    fits = cross_fit(split.logs, lams, folds=FOLDS, seed=trial)
+    fits = out_of_fold_fits(split.logs, lams, folds=FOLDS, seed=trial)
     order = fits.order
     hold = fits.logged.subset(order)
-    held = [learner.nuisance_.held_out(fits.logged.subset(f))[0] for learner, f in zip(fits.learners, fits.folds)]
+    held = [learner.nuisance_.held_out(fits.logged.subset(f)).scores for learner, f in zip(fits.learners, fits.folds)]
     oof = held[0].concat(*held[1:])
     groups = prompt_groups(hold.X)
     test = split.full_test

@@ -60,7 +60,7 @@ torch.manual_seed(0)
 nets, intervals, outcome = StackedMLP(3, 384, 3), IntervalNets(2, 3), StackedMLP(3, 384, 2)
 if hasattr(servable, "MLPArrays") and hasattr(servable.MLPArrays, "of"):
     nets, intervals, outcome = servable.MLPArrays.of(nets), servable.IntervalArrays.of(intervals), servable.MLPArrays.of(outcome)
-interval = servable.TieredPolicy(M, lams, nets, intervals)
+interval = servable.RMIntervalPolicy(M, lams, nets, intervals)
 estimator = servable.OutcomePolicy(M, outcome, np.full(3, 1e-3))
 served = [servable.Candidate("rm-interval")] * 3 if hasattr(servable, "Candidate") else ["rm-interval"] * 3
 policy = servable.PerTierPolicy(lams, [interval] * 3, served, estimator=estimator)

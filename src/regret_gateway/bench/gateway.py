@@ -42,12 +42,12 @@ def _publish_random_router(root: Path, dim: int, tiers: dict[str, float], embedd
 
     from regret_gateway.artifacts import activate, save_artifact
     from regret_gateway.nn.networks import IntervalNets, StackedMLP
-    from regret_gateway.servable import Candidate, IntervalArrays, MLPArrays, OutcomePolicy, PerTierPolicy, TieredPolicy
+    from regret_gateway.servable import Candidate, IntervalArrays, MLPArrays, OutcomePolicy, PerTierPolicy, RMIntervalPolicy
 
     torch.manual_seed(0)
     lams = sorted(tiers.values())
     tier_net, intervals = StackedMLP(len(lams), dim, len(MODELS)), IntervalNets(len(lams) - 1, len(MODELS))
-    interval = TieredPolicy(MODELS, lams, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
+    interval = RMIntervalPolicy(MODELS, lams, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
     estimator = OutcomePolicy(MODELS, MLPArrays.of(StackedMLP(len(MODELS), dim, 2)), np.full(len(MODELS), 1e-3))
     policy = PerTierPolicy(lams, [interval] * len(lams), [Candidate("rm-interval")] * len(lams), estimator=estimator)
     path = save_artifact(root, policy=policy, tiers=tiers, embedder={"model": embedder, "id": embedding_id})

@@ -11,7 +11,6 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -64,31 +63,12 @@ def _fill(engine, n: int, dim: int, seed: int, chunk: int = 5000) -> None:
             record_feedback(s, [FeedbackRecord(ids[i], float(quality[i])) for i in range(m)])
 
 
-WAYS: dict[str, dict[str, Any]] = {  # how each size is retrained, side by side: (label, RetrainOptions fields)
-    "cross-fitted, parallel": {"cross_fit": True},  # the default: the folds' fits in one process per core
-    "cross-fitted, serial": {"cross_fit": True, "workers": 1},  # every fit in this process, torch's threads
-    "one fit": {"cross_fit": False},
-}
-
-
-def _queries(n: int, dim: int, seed: int) -> np.ndarray:
-    """``n`` fresh prompts of the logs' distribution (not logged): where two published routers are compared."""
-    rng = np.random.default_rng(seed + 10_000)
-    centers = np.random.default_rng(seed).normal(size=(4, dim)).astype(np.float32)  # _fill's centres
-    X = centers[rng.integers(4, size=n)] + rng.normal(size=(n, dim)).astype(np.float32)
-    return X / np.linalg.norm(X, axis=1, keepdims=True)
-
-
 def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print) -> list[dict]:
-    """For each size: one store of ``n`` logged rows, retrained from scratch in each of :data:`WAYS` -- the
-    default (cross-fitted, the folds fitted in parallel processes), the same fits one after another in this
-    process, and one fit -- so the times are measured side by side. Each row also says on what share of
-    5,000 fresh prompts, per tier, its published router chooses as the serial cross-fitted one does."""
-    from regret_gateway.artifacts import active_version_id, load_artifact
+    """For each size: one store of ``n`` logged rows, retrained twice from scratch -- cross-fitted (the
+    default, five fits) and with ``cross_fit=False`` (one fit) -- so the two times are measured side by side."""
     from regret_gateway.retrain import RetrainOptions, retrain
 
     rows = []
-    queries = _queries(5_000, dim, seed)
     for n in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             url = f"sqlite:///{tmp}/bench.db"
@@ -97,9 +77,8 @@ def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print)
             t0 = time.perf_counter()
             _fill(engine, n, dim, seed)
             fill = time.perf_counter() - t0
-            choices = {}
-            for way, fields in WAYS.items():
-                folder = Path(tmp) / way.replace(", ", "-").replace(" ", "-")
+            for cross_fit in (True, False):
+                folder = Path(tmp) / ("cross-fitted" if cross_fit else "one-fit")
                 settings = Settings(
                     models=MODELS,
                     tiers=TIERS,
@@ -107,22 +86,14 @@ def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print)
                     artifacts_dir=str(folder / "artifacts"),
                     store=StoreSpec(url=url),
                 )
-                result = retrain(settings, engine, RetrainOptions(n_boot=200, out=folder / "reports", **fields))
-                row = {"rows": n, "way": way, "status": result.status, "fill_s": fill,
+                options = RetrainOptions(n_boot=200, cross_fit=cross_fit, out=folder / "reports")
+                result = retrain(settings, engine, options)
+                row = {"rows": n, "cross_fit": cross_fit, "status": result.status, "fill_s": fill,
                        **{f"{k}_s": v for k, v in result.seconds.items()}}  # fmt: skip
-                root = Path(settings.artifacts_dir)
-                version = active_version_id(root)
-                if version is not None:
-                    policy = load_artifact(root / version).policy
-                    choices[way] = {t: policy.choose(queries, spec.lam) for t, spec in TIERS.items()}
                 rows.append(row)
                 echo(
-                    f"{n} rows, {way}: {result.status}, retrain {row.get('total_s', float('nan')):.1f}s "
+                    f"{n} rows, {folder.name}: {result.status}, retrain {row.get('total_s', float('nan')):.1f}s "
                     f"(read {row.get('read_s', 0):.1f}, fit {row.get('fit_s', 0):.1f}, evaluate {row.get('evaluate_s', 0):.1f})"
                 )
             engine.dispose()
-            base = choices.get("cross-fitted, serial")
-            for row in rows[-len(WAYS) :]:
-                if base is not None and row["way"] in choices:  # the lowest share over the tiers
-                    row["same_choices"] = min(float(np.mean(choices[row["way"]][t] == base[t])) for t in TIERS)
     return rows

@@ -187,6 +187,17 @@ class DoublyRobust(ScoreEstimator):
         return dr_term(np.asarray(predicted, dtype=np.float64), observed[:, None], w, self.correction)
 
 
+@dataclass(frozen=True)
+class HeldOut:
+    """What fitted nuisance models say about rows (held out from them, or their own): the counterfactual
+    scores, the propensity of each logged choice (n,) and the outcome models' quality and cost (n, T)."""
+
+    scores: CounterfactualScores
+    propensity: np.ndarray
+    quality_hat: np.ndarray
+    cost_hat: np.ndarray
+
+
 ESTIMATORS = {"dm": DirectMethod, "ipw": InverseProbabilityWeighting, "dr": DoublyRobust}
 
 
@@ -199,7 +210,8 @@ class Nuisance:
             or :class:`~regret_gateway.causal.propensity.PropensityModel` (XGBoost, the paper; default).
         outcome: the outcome model r_t(x) (default: :class:`OutcomeModel` with the paper's training preset).
         estimator: how scores are combined (default: DR with the paper's [5, 95] clipping).
-        cross_fit: k >= 2 fits the nuisance models on k-1 folds and scores the held-out fold.
+        nuisance_folds: k >= 2 fits the nuisance models on k-1 folds and scores the held-out fold (1: the
+            training rows are scored in-sample).
         random_state: seed (each fold's models get their own, derived from it).
     """
 
@@ -209,26 +221,26 @@ class Nuisance:
         propensity: LoggedPropensity | PropensityModel | None = None,
         outcome: OutcomeModel | None = None,
         estimator: ScoreEstimator | None = None,
-        cross_fit: int = 1,
+        nuisance_folds: int = 1,
         random_state: int = 0,
     ) -> None:
-        if cross_fit < 1:
-            raise ValueError(f"`cross_fit` must be >= 1, got {cross_fit}")
+        if nuisance_folds < 1:
+            raise ValueError(f"`nuisance_folds` must be >= 1, got {nuisance_folds}")
         self.propensity = propensity if propensity is not None else PropensityModel()
         self.outcome = outcome if outcome is not None else OutcomeModel()
         self.estimator = estimator if estimator is not None else DoublyRobust()
-        self.cross_fit = cross_fit
+        self.nuisance_folds = nuisance_folds
         self.random_state = random_state
 
     def _fit_models(self, logs: LoggedFeedback, seed: int):
         outcome = self.outcome.with_seed(seed).fit(logs)
         return outcome, self.propensity.with_seed(seed).fit_logs(logs)
 
-    def _score(self, logs: LoggedFeedback, outcome: OutcomeModel, prop):
-        """(scores, propensity (n,), quality_hat (n, T), cost_hat (n, T)) of ``logs`` under these models."""
+    def _score(self, logs: LoggedFeedback, outcome: OutcomeModel, prop) -> HeldOut:
+        """What these models say about ``logs``."""
         p = prop.observed(logs)
         q_hat, c_hat = outcome.predict(logs.X)
-        return self.estimator.estimate(logs, p, q_hat, c_hat), p, q_hat, c_hat
+        return HeldOut(self.estimator.estimate(logs, p, q_hat, c_hat), p, q_hat, c_hat)
 
     def fit(self, logs: LoggedFeedback) -> "Nuisance":
         """Fit the outcome and propensity models on all of ``logs``."""
@@ -238,34 +250,34 @@ class Nuisance:
 
     def scores(self, logs: LoggedFeedback) -> CounterfactualScores:
         """Scores for ``logs`` from the models fitted by :meth:`fit` (use on held-out rows)."""
-        return self.held_out(logs)[0]
+        return self.held_out(logs).scores
 
-    def held_out(self, logs: LoggedFeedback) -> tuple[CounterfactualScores, np.ndarray, np.ndarray, np.ndarray]:
-        """For held-out ``logs``, from one pass of the models fitted by :meth:`fit`: the scores, the
-        propensity of each logged choice (n,) and the outcome models' quality and cost (n, T)."""
+    def held_out(self, logs: LoggedFeedback) -> HeldOut:
+        """For held-out ``logs``, from one pass of the models fitted by :meth:`fit`: their scores, the
+        propensity of each logged choice and the outcome models' predictions."""
         if not hasattr(self, "outcome_"):
             raise RuntimeError("Nuisance is not fitted; call fit() first")
         return self._score(logs, self.outcome_, self.propensity_)
 
     def fit_scores(self, logs: LoggedFeedback) -> CounterfactualScores:
-        """Fit on ``logs`` and score the same rows; with ``cross_fit=k`` each fold is scored out-of-fold (the
+        """Fit on ``logs`` and score the same rows; with ``nuisance_folds=k`` each fold is scored out-of-fold (the
         folds never split a prompt: :func:`~regret_gateway.causal.stats.folds_of`).
 
         Also leaves the models fitted on all rows in ``outcome_`` / ``propensity_``.
         """
         self.fit(logs)
-        if self.cross_fit == 1:
-            scores, p = self._score(logs, self.outcome_, self.propensity_)[:2]
-            self.observed_propensity_ = p
-            return scores
+        if self.nuisance_folds == 1:
+            own = self._score(logs, self.outcome_, self.propensity_)
+            self.observed_propensity_ = own.propensity
+            return own.scores
         quality = np.empty((logs.n_samples, logs.n_models))
         cost = np.empty_like(quality)
         p_all = np.empty(logs.n_samples)
         everything = np.arange(logs.n_samples)
-        for k, held in enumerate(folds_of(logs.n_samples, self.cross_fit, self.random_state, prompt_groups(logs.X))):
+        for k, held in enumerate(folds_of(logs.n_samples, self.nuisance_folds, self.random_state, prompt_groups(logs.X))):
             rest = logs.subset(np.setdiff1d(everything, held))
             outcome, prop = self._fit_models(rest, self.random_state + 1 + k)
-            s, p = self._score(logs.subset(held), outcome, prop)[:2]
-            quality[held], cost[held], p_all[held] = s.quality, s.cost, p
+            fold = self._score(logs.subset(held), outcome, prop)
+            quality[held], cost[held], p_all[held] = fold.scores.quality, fold.scores.cost, fold.propensity
         self.observed_propensity_ = p_all
         return CounterfactualScores(quality, cost, self.estimator.clip, self.estimator.clip_scope)

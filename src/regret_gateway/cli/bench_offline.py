@@ -64,7 +64,12 @@ def bench_offline(
     max_weight: Optional[float] = typer.Option(None, "--max-weight", help="Cap on the importance weight 1/p."),
     self_normalize: bool = typer.Option(False, "--self-normalize", help="Self-normalised importance weights."),
     correction: float = typer.Option(1.0, "--correction", min=0.0, max=1.0, help="DR correction scale (1 = DR, 0 = DM)."),
-    cross_fit: int = typer.Option(1, "--cross-fit", min=1, help="k-fold cross-fitting of the nuisance models (1 = off)."),
+    nuisance_folds: int = typer.Option(
+        1,
+        "--nuisance-folds",
+        min=1,
+        help="k-fold cross-fitting of the nuisance models: each fold's DR scores from models fitted on the others (1 = in-sample).",
+    ),
     train_preset: str = typer.Option(
         "fast", "--train-preset", help="Policy networks: fast (full-batch, lr 1e-3) | paper (lr 1e-4, batch 128, patience 100)."
     ),
@@ -141,7 +146,7 @@ def bench_offline(
             max_weight=max_weight,
             self_normalize=self_normalize,
             correction=correction,
-            cross_fit=cross_fit,
+            nuisance_folds=nuisance_folds,
             train_preset=train_preset,
             outcome_preset=outcome_preset,
             tau=tau,

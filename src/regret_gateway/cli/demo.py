@@ -82,8 +82,8 @@ def demo(
         None,
         "--threads",
         min=1,
-        help="CPU threads of the retrains' network fits, as retrain --threads: the fits then run in this process "
-        "(default: the folds' fits in one process per core, one thread each); use 1 when other jobs share the cores.",
+        help="CPU threads of the retrains' network fits, as retrain --threads (default: torch's, one per core); "
+        "use 1 when other jobs share the cores.",
     ),
 ) -> None:
     """The closed loop on embedded defaults: a mock upstream serving a full-feedback world, the LiteLLM proxy

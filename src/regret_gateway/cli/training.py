@@ -109,14 +109,6 @@ def retrain_cmd(
         help="Each tier's safe default departs from its constant model in the regions of prompt space whose logs "
         "prove another model better there (default); --no-regions: the constant alone, learned routers all or nothing.",
     ),
-    workers: Optional[int] = typer.Option(
-        None,
-        "--workers",
-        min=1,
-        help="Processes that fit the folds side by side, one thread each (default: one per core, from 1,000 rows "
-        "up; with --threads and no --workers: 1). 1: every fit in this process, on --threads. Each worker holds a "
-        "copy of the logs.",
-    ),
     every: Optional[str] = typer.Option(None, "--every", help="Repeat forever every DURATION (e.g. 6h); without it, run once."),
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: the new version's folder)."),
     threads: Optional[int] = typer.Option(
@@ -160,7 +152,6 @@ def retrain_cmd(
         import torch
 
         torch.set_num_threads(threads)
-        workers = 1 if workers is None else workers  # --threads bounds the CPU the retrain takes
     engine = make_engine(settings.store.url)
     codes = {"published": 0, "kept": 1, "refused": 2}
     while True:
@@ -179,7 +170,6 @@ def retrain_cmd(
                     folds=folds,
                     regions=regions,
                     cross_fit=cross_fit,
-                    workers=workers,
                     out=out,
                 ),
             )

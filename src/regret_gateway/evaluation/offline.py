@@ -57,7 +57,7 @@ class OfflineConfig:
     max_weight: float | None = None
     self_normalize: bool = False
     correction: float = 1.0
-    cross_fit: int = 1
+    nuisance_folds: int = 1
     train_preset: str = "fast"  # policy networks
     outcome_preset: str = OUTCOME_PRESET  # outcome models of the nuisance stage ("paper")
     tau: float = 1.0  # chosen on validation (README); the paper's value is 100
@@ -104,7 +104,7 @@ class OfflineConfig:
             propensity=LoggedPropensity() if self.propensity == "logged" else PropensityModel(),
             outcome=OutcomeModel(train=preset(self.outcome_preset)),
             estimator=self.estimator_object(),
-            cross_fit=self.cross_fit,
+            nuisance_folds=self.nuisance_folds,
             random_state=seed,
         )
 
@@ -230,7 +230,7 @@ def served_actions(
     logs: LoggedFeedback, test_X: np.ndarray, lambdas: np.ndarray, *, cross_fitted: bool = True, seed: int = 0
 ) -> tuple[np.ndarray, list[Candidate]]:
     """(L, n_test) choices of what ``retrain`` publishes from ``logs`` with one tier per lambda, by its own
-    code and defaults (:func:`regret_gateway.policy.candidates.cross_fit` and :func:`~regret_gateway.policy.candidates.evaluate`:
+    code and defaults (:func:`regret_gateway.policy.candidates.out_of_fold_fits` and :func:`~regret_gateway.policy.candidates.evaluate`:
     the production learner fitted once per fold of five, every candidate -- RM-Interval, R&C, RM-Cluster
     and the best constant model -- valued on every logged row out of fold, the gate of
     :func:`regret_gateway.ope.select`), and the :class:`~regret_gateway.servable.Candidate` each tier serves (a
@@ -238,10 +238,10 @@ def served_actions(
     learned router). No tier serves anything yet, so each gate's incumbent is the best constant.
     ``cross_fitted=False``: one fit, as ``retrain --no-cross-fit``."""
     from regret_gateway.config import TierSpec
-    from regret_gateway.policy.candidates import FOLDS, cross_fit, evaluate
+    from regret_gateway.policy.candidates import FOLDS, evaluate, out_of_fold_fits
 
     lams = [float(lam) for lam in lambdas]
-    fits = cross_fit(logs, lams, folds=FOLDS, every=cross_fitted, seed=seed)
+    fits = out_of_fold_fits(logs, lams, folds=FOLDS, every=cross_fitted, seed=seed)
     rows, policy = evaluate(fits, [(f"lambda={lam:g}", TierSpec(lam=lam)) for lam in lams], None, seed=seed)
     return np.stack([policy.choose(test_X, lam) for lam in lams]), [policy.candidate_for(lam) for lam in lams]
 

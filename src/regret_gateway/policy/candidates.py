@@ -5,7 +5,7 @@ on simulated ones).
 * The production learner (:func:`production_learner`, :func:`fit_router`): exact logged propensities
   (XGBoost where rows were imported without one), outcome MLPs, DR scores, RM-Interval over the tier
   lambdas; full-batch up to 5,000 rows, mini-batches beyond (:func:`_train_config`).
-* Cross-fitting (:func:`cross_fit`): one fit per fold, each on the other folds.
+* Cross-fitting (:func:`out_of_fold_fits`): one fit per fold, each on the other folds.
 * The safe default (:mod:`regret_gateway.policy.regions`): per tier, the best constant model, except in
   the regions of prompt space whose out-of-fold DR scores prove another model better there.
 * The choice (:func:`evaluate`): per tier, the learned candidates (:func:`learned_candidates`:
@@ -17,10 +17,6 @@ on simulated ones).
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import pickle
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,7 +95,7 @@ def production_learner(n_rows: int, tier_lams: list[float], *, imported: bool, s
     from regret_gateway.causal.outcome import OutcomeModel
     from regret_gateway.causal.propensity import LoggedPropensity, PropensityModel
     from regret_gateway.policy.learner import Learner
-    from regret_gateway.policy.tiers import RMInterval
+    from regret_gateway.policy.rm_interval import RMInterval
 
     config = _train_config(n_rows)
     nuisance = Nuisance(
@@ -125,7 +121,7 @@ REGIONS = "regions"  # the safe regional policy: the constant, with proven regio
 
 
 @dataclass(frozen=True)
-class CrossFit:
+class OutOfFoldFits:
     """The fits of cross-fitting: ``learners[k]`` was fitted on every row of ``logged`` but ``folds[k]``;
     ``groups`` (n,) is each row's prompt (:func:`~regret_gateway.causal.stats.prompt_groups`), which the folds
     keep together."""
@@ -134,7 +130,6 @@ class CrossFit:
     folds: list[np.ndarray]
     learners: list
     groups: np.ndarray
-    workers: int = 1  # processes the fits ran in (1: this one)
 
     @property
     def order(self) -> np.ndarray:
@@ -142,64 +137,18 @@ class CrossFit:
         return np.concatenate(self.folds)
 
 
-PARALLEL_MIN_ROWS = 1_000  # below this a fold's fit takes a few seconds, about what starting a worker process costs
-
-
-def fold_workers(n_rows: int, n_fits: int, requested: int | None = None) -> int:
-    """How many processes fit the folds: ``requested`` where given (1: in this process), else one per core
-    (at most one per fit) from :data:`PARALLEL_MIN_ROWS` rows up, else 1. (A fit of a few thousand rows
-    takes about as long as one of 100,000: full-batch training runs up to 1,500 epochs, mini-batches 40.)"""
-    if requested is not None:
-        return max(1, min(requested, n_fits))
-    if n_rows < PARALLEL_MIN_ROWS:
-        return 1
-    return max(1, min(n_fits, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
-
-
-_WORKER_LOGS: LoggedFeedback | None = None  # a worker process's copy of the logs (sent once, at its start)
-
-
-def _start_worker(logged: LoggedFeedback, threads: int) -> None:
-    import torch
-
-    global _WORKER_LOGS
-    _WORKER_LOGS = logged
-    torch.set_num_threads(threads)
-
-
-def _fit_fold_in_worker(rest: np.ndarray, tier_lams: list[float], seed: int) -> bytes:
-    """The fitted learner, pickled here: a plain pickle copies its tensors, where the pool's own pickler
-    would move them into shared memory (/dev/shm, often small in containers)."""
-    assert _WORKER_LOGS is not None
-    return pickle.dumps(fit_router(_WORKER_LOGS.subset(rest), tier_lams, seed=seed))
-
-
-def cross_fit(
-    logged: LoggedFeedback, tier_lams: list[float], *, folds: int, every: bool = True, seed: int = 0,
-    workers: int | None = None,
-) -> CrossFit:  # fmt: skip
+def out_of_fold_fits(
+    logged: LoggedFeedback, tier_lams: list[float], *, folds: int, every: bool = True, seed: int = 0
+) -> OutOfFoldFits:
     """One :func:`fit_router` per fold, each on the other folds (``every=False``: the first fold only). A
-    prompt logged several times lies in one fold (:func:`~regret_gateway.causal.stats.folds_of`).
-
-    The fits are independent: with ``workers`` > 1 (default: :func:`fold_workers`) they run side by side in
-    that many processes of one thread each -- the small matrix products of these networks gain little from a
-    second thread, and a lot from a second process. A fit gives the same result in a worker as in this
-    process at one thread (``torch.set_num_threads(1)``); at torch's default threads the sums are ordered
-    otherwise, which changes the last bits, not what is learned (docs/experiments/retrain-time.md)."""
+    prompt logged several times lies in one fold (:func:`~regret_gateway.causal.stats.folds_of`). The fits
+    run one after another: on 2 cores, torch's two threads already keep both busy (fitting the folds in two
+    one-thread processes instead measured 1.02-1.04 times as fast: docs/experiments/retrain-time.md)."""
     groups = prompt_groups(logged.X)
     parts = folds_of(logged.n_samples, folds, seed, groups)[: None if every else 1]
     everything = np.arange(logged.n_samples)
-    rests = [np.setdiff1d(everything, f) for f in parts]
-    n_workers = fold_workers(logged.n_samples, len(parts), workers)
-    if n_workers == 1:
-        learners = [fit_router(logged.subset(rest), tier_lams, seed=seed) for rest in rests]
-    else:
-        # spawn, not fork: a forked child of a process whose torch thread pool has run can hang
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(n_workers, mp_context=context, initializer=_start_worker, initargs=(logged, 1)) as pool:
-            fitted = pool.map(_fit_fold_in_worker, rests, [tier_lams] * len(rests), [seed] * len(rests))
-            learners = [pickle.loads(blob) for blob in fitted]
-    return CrossFit(logged, parts, learners, groups, n_workers)
+    learners = [fit_router(logged.subset(np.setdiff1d(everything, f)), tier_lams, seed=seed) for f in parts]
+    return OutOfFoldFits(logged, parts, learners, groups)
 
 
 def learned_candidates(
@@ -235,7 +184,7 @@ def _serving(active: RouterArtifact | None, lam: float, model_names: tuple[str, 
 
 
 def evaluate(
-    fits: CrossFit,
+    fits: OutOfFoldFits,
     tiers,
     active: RouterArtifact | None,
     loggers: np.ndarray | None = None,
@@ -262,9 +211,9 @@ def evaluate(
     order, names = fits.order, fits.logged.model_names
     hold, parts = fits.logged.subset(order), [fits.logged.subset(f) for f in fits.folds]
     held = [learner.nuisance_.held_out(part) for learner, part in zip(fits.learners, parts)]  # each fold by its own fit
-    oof = held[0][0].concat(*(h[0] for h in held[1:]))
-    q_hat, c_hat = np.concatenate([h[2] for h in held]), np.concatenate([h[3] for h in held])
-    p_hold = np.clip(np.concatenate([h[1] for h in held]), 1e-3, 1.0) if hold.propensity is None else hold.propensity
+    oof = held[0].scores.concat(*(h.scores for h in held[1:]))
+    q_hat, c_hat = np.concatenate([h.quality_hat for h in held]), np.concatenate([h.cost_hat for h in held])
+    p_hold = np.clip(np.concatenate([h.propensity for h in held]), 1e-3, 1.0) if hold.propensity is None else hold.propensity
     scores = oof
     if len(parts) == 1:  # one fold held out: the fixed choice reads the fit's own rows too (in-sample scores)
         scores = scores.concat(fits.learners[0].data_.scores, fits.learners[0].data_.val_scores)

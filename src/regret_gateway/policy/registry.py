@@ -16,7 +16,7 @@ from regret_gateway.policy.methods import (
     RMClassification,
     RMSoftmax,
 )
-from regret_gateway.policy.tiers import RMInterval
+from regret_gateway.policy.rm_interval import RMInterval
 
 ROUTERS: dict[str, type[Router]] = {
     cls.name: cls

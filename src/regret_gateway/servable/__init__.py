@@ -13,7 +13,7 @@ and computes its scores with them, one matrix product per layer and only the net
 
 Kinds:
 
-* ``rm-interval`` (:class:`TieredPolicy`): one policy network per tier lambda and an interval net
+* ``rm-interval`` (:class:`RMIntervalPolicy`): one policy network per tier lambda and an interval net
   between adjacent tiers. Routing rule: lambda equal to a tier -> that tier's network; strictly between
   two tiers -> that interval's net, at position s = (lam - l_j) / (l_j+1 - l_j); below the first or above
   the last tier -> the nearest tier.
@@ -42,7 +42,14 @@ import numpy as np
 
 from regret_gateway.servable.arrays import IntervalArrays, MLPArrays, gelu, nearest_centroid, unit_rows
 from regret_gateway.servable.base import Candidate, ServablePolicy, _same_tier, check_lambda
-from regret_gateway.servable.kinds import ClusterPolicy, ConstantPolicy, OutcomePolicy, RegionPolicy, TieredPolicy, outcome_heads
+from regret_gateway.servable.kinds import (
+    ClusterPolicy,
+    ConstantPolicy,
+    OutcomePolicy,
+    RegionPolicy,
+    RMIntervalPolicy,
+    outcome_heads,
+)
 
 __all__ = [
     "Candidate",
@@ -55,7 +62,7 @@ __all__ = [
     "PerTierPolicy",
     "RegionPolicy",
     "ServablePolicy",
-    "TieredPolicy",
+    "RMIntervalPolicy",
     "check_lambda",
     "from_state",
     "gelu",
@@ -146,7 +153,7 @@ class PerTierPolicy(ServablePolicy):
 
 
 KINDS: dict[str, type[ServablePolicy]] = {
-    cls.kind: cls for cls in (TieredPolicy, OutcomePolicy, ConstantPolicy, ClusterPolicy, RegionPolicy, PerTierPolicy)
+    cls.kind: cls for cls in (RMIntervalPolicy, OutcomePolicy, ConstantPolicy, ClusterPolicy, RegionPolicy, PerTierPolicy)
 }
 
 

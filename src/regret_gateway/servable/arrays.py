@@ -38,9 +38,9 @@ def gelu(x: np.ndarray) -> np.ndarray:
 
 def _float32(value: Any) -> np.ndarray:
     """A trained parameter (a torch tensor, read without importing torch) or an array, as a float32 numpy
-    array that owns its memory. A snapshot must not view the tensor's memory: torch moves a tensor's storage
-    into shared memory when it is sent between processes (a fold fitted in a worker), and a view of the old
-    storage would then read freed memory."""
+    array that owns its memory. A snapshot must not view the tensor's memory: what it serves would change
+    with further training of the network, and torch moves a tensor's storage into shared memory when the
+    network is sent to another process (``torch.multiprocessing``), after which a view reads freed memory."""
     if hasattr(value, "detach"):
         value = value.detach().cpu().numpy()
     return np.array(value, dtype=np.float32, order="C", copy=True)

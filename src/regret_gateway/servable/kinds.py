@@ -11,7 +11,7 @@ from regret_gateway.servable.arrays import IntervalArrays, MLPArrays, nearest_ce
 from regret_gateway.servable.base import ServablePolicy, _same_tier
 
 
-class TieredPolicy(ServablePolicy):
+class RMIntervalPolicy(ServablePolicy):
     """RM-Interval at serving time: tier networks ``tier_arrays`` (m members) and ``intervals`` (m - 1)."""
 
     kind = "rm-interval"

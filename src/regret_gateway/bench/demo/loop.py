@@ -140,13 +140,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                 result = retrain(
                     settings,
                     engine,
-                    RetrainOptions(
-                        seed=retrain_seed + rnd,
-                        out=work / "reports",
-                        n_boot=200,
-                        cross_fit=cfg.cross_fit,
-                        workers=None if cfg.threads is None else 1,
-                    ),  # --threads: the fits in this process
+                    RetrainOptions(seed=retrain_seed + rnd, out=work / "reports", n_boot=200, cross_fit=cfg.cross_fit),
                 )
                 echo(f"retrain after round {rnd}: {result.status} ({result.reason}) in {result.seconds.get('total', 0):.0f}s")
                 if cfg.replay:

@@ -9,7 +9,7 @@ fine-tuned (tier networks frozen) on the softmax regret at both ends, with inter
 loss = R_tau(f(x, l_j), Y^{l_j}) + R_tau(f(x, l_j+1), Y^{l_j+1}). Since the utility is affine in lambda,
 the optimal decision is piecewise constant in lambda and the net interpolates between its ends.
 
-The fitted router is served as a :class:`~regret_gateway.servable.TieredPolicy`, which holds the routing
+The fitted router is served as a :class:`~regret_gateway.servable.RMIntervalPolicy`, which holds the routing
 rule (lambda in Lambda -> f_lambda; strictly between two tiers -> that interval's net; below the first /
 above the last tier -> the nearest tier).
 """
@@ -24,7 +24,7 @@ from regret_gateway.nn.networks import IntervalNets, interval_ends
 from regret_gateway.nn.training import train_members
 from regret_gateway.policy.base import Lambdas, Router, TrainingData, check_lambdas
 from regret_gateway.policy.methods import RMSoftmax
-from regret_gateway.servable import IntervalArrays, MLPArrays, TieredPolicy
+from regret_gateway.servable import IntervalArrays, MLPArrays, RMIntervalPolicy
 
 
 class RMInterval(Router):
@@ -56,7 +56,7 @@ class RMInterval(Router):
         self.tiers_, self.policies_ = tiers, policies
         self.intervals_ = self._fit_intervals(data, policies) if len(tiers) > 1 else None
         intervals = None if self.intervals_ is None else IntervalArrays.of(self.intervals_)
-        self.policy_ = TieredPolicy(
+        self.policy_ = RMIntervalPolicy(
             data.model_names, tiers, MLPArrays.of(policies.net_), intervals, tau=self.tau, interval_tau=self.interval_tau
         )
         self.fitted_ = True
@@ -85,13 +85,13 @@ class RMInterval(Router):
         return nets
 
     def route_logits(self, X: np.ndarray, lam: float) -> np.ndarray:
-        """(n, T) logits for one lambda, by the routing rule of :class:`TieredPolicy`."""
+        """(n, T) logits for one lambda, by the routing rule of :class:`RMIntervalPolicy`."""
         self._check_fitted()
         return self.policy_.logits(X, lam)
 
     def predict(self, X: np.ndarray, lambdas: Lambdas) -> np.ndarray:
         return np.stack([self.route_logits(X, l).argmax(-1) for l in check_lambdas(lambdas)])
 
-    def to_policy(self) -> TieredPolicy:
+    def to_policy(self) -> RMIntervalPolicy:
         self._check_fitted()
         return self.policy_

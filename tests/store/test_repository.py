@@ -101,11 +101,14 @@ def test_traffic_summary_reports_sources_judge_spend_and_agreement(engine):
                             FeedbackRecord("r2", 0.0, source="judge", cost_usd=5e-4)])  # fmt: skip
     with Session(engine) as s:
         summary = traffic_summary(s)
-    assert summary["with_feedback"] == 3 and summary["feedback_coverage"] == 0.75
-    assert summary["feedback_by_source"]["judge"]["scored"] == 3 and summary["feedback_by_source"]["user"]["scored"] == 2
-    assert summary["judge_spend_usd"] == pytest.approx(3.5e-3)
-    agree = summary["judge_user_agreement"]
-    assert agree["pairs"] == 2 and agree["same_side_of_half"] == 0.5 and agree["judge_minus_user"] == 0.5
+    assert summary.with_feedback == 3 and summary.feedback_coverage == 0.75
+    assert summary.feedback_by_source["judge"].scored == 3 and summary.feedback_by_source["user"].scored == 2
+    assert summary.judge_spend_usd == pytest.approx(3.5e-3)
+    agree = summary.agreement
+    assert agree.pairs == 2 and agree.same_side_of_half == 0.5 and agree.judge_minus_user == 0.5
+    lines = summary.lines("in total")
+    assert lines[0] == "requests in total: 4 (with outcome 4, with feedback 3 = 75.0%)"
+    assert "judge vs user on 2 requests scored by both: same pass/fail (>= 0.5) 50.0%" in "\n".join(lines)
 
 
 @pytest.mark.parametrize(

@@ -100,23 +100,8 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
         _fail(exc)
     finally:
         engine.dispose()
-    label = "since it was published" if since else "in total"
-    typer.echo(
-        f"requests {label}: {summary['requests']} (with outcome {summary['with_outcome']}, "
-        f"with feedback {summary['with_feedback']} = {100 * summary['feedback_coverage']:.1f}%)"
-    )
-    for src, info in sorted(summary["feedback_by_source"].items()):
-        spend = f", spend ${info['cost_usd']:.4f}" if info["cost_usd"] else ""
-        typer.echo(f"  feedback from {src}: {info['scored']} = {100 * info['coverage']:.1f}%{spend}")
-    agree = summary["judge_user_agreement"]
-    if agree["pairs"]:
-        typer.echo(f"judge vs user on {agree['pairs']} requests scored by both: same pass/fail (>= 0.5) "
-                   f"{100 * agree['same_side_of_half']:.1f}%, mean |difference| {agree['mean_abs_diff']:.3f}, "
-                   f"judge - user {agree['judge_minus_user']:+.3f}")  # fmt: skip
-    elif "judge" in summary["feedback_by_source"]:
-        typer.echo("judge vs user: no request scored by both yet (the evidence that the judge can be trusted here)")
-    typer.echo("by mode: " + ", ".join(f"{k}={v}" for k, v in summary["by_mode"].items()))
-    typer.echo("by tier: " + ", ".join(f"{k}={v}" for k, v in summary["by_tier"].items()))
+    for line in summary.lines("since it was published" if since else "in total"):
+        typer.echo(line)
 
 
 @app.command("export-encoder")

@@ -4,6 +4,7 @@ traffic summary; how scores from several sources rank."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
@@ -85,7 +86,68 @@ def decision_team(session: Session, request_id: str) -> tuple[bool, str | None]:
     return (False, None) if team is None else (True, team[0])
 
 
-def traffic_summary(session: Session, *, since: datetime | None = None) -> dict:
+@dataclass(frozen=True)
+class SourceCoverage:
+    """The requests one quality source scored: how many, their share of all requests, what scoring cost."""
+
+    scored: int
+    coverage: float
+    cost_usd: float
+
+
+@dataclass(frozen=True)
+class JudgeAgreement:
+    """How the LLM judge's scores agree with the users' on the requests both scored (None: no such pair)."""
+
+    pairs: int
+    mean_abs_diff: float | None = None
+    same_side_of_half: float | None = None  # share with the same pass/fail (>= 0.5)
+    judge_minus_user: float | None = None  # > 0: the judge is more lenient
+
+
+@dataclass(frozen=True)
+class TrafficSummary:
+    """What `regret-gateway status` reports of the logged traffic (in a window)."""
+
+    requests: int
+    with_outcome: int
+    with_feedback: int
+    feedback_by_source: dict[str, SourceCoverage]
+    agreement: JudgeAgreement
+    by_mode: dict[str, int]
+    by_tier: dict[str, int]
+
+    @property
+    def feedback_coverage(self) -> float:
+        return self.with_feedback / self.requests if self.requests else 0.0
+
+    @property
+    def judge_spend_usd(self) -> float:
+        judge = self.feedback_by_source.get(JUDGE_SOURCE)
+        return judge.cost_usd if judge else 0.0
+
+    def lines(self, label: str) -> list[str]:
+        """The status report, one line per fact; ``label`` says which requests (e.g. "in total")."""
+        out = [
+            f"requests {label}: {self.requests} (with outcome {self.with_outcome}, "
+            f"with feedback {self.with_feedback} = {100 * self.feedback_coverage:.1f}%)"
+        ]
+        for src, info in sorted(self.feedback_by_source.items()):
+            spend = f", spend ${info.cost_usd:.4f}" if info.cost_usd else ""
+            out.append(f"  feedback from {src}: {info.scored} = {100 * info.coverage:.1f}%{spend}")
+        a = self.agreement
+        if a.pairs:
+            out.append(f"judge vs user on {a.pairs} requests scored by both: same pass/fail (>= 0.5) "
+                       f"{100 * (a.same_side_of_half or 0.0):.1f}%, mean |difference| {a.mean_abs_diff:.3f}, "
+                       f"judge - user {a.judge_minus_user:+.3f}")  # fmt: skip
+        elif JUDGE_SOURCE in self.feedback_by_source:
+            out.append("judge vs user: no request scored by both yet (the evidence that the judge can be trusted here)")
+        out.append("by mode: " + ", ".join(f"{k}={v}" for k, v in self.by_mode.items()))
+        out.append("by tier: " + ", ".join(f"{k}={v}" for k, v in self.by_tier.items()))
+        return out
+
+
+def traffic_summary(session: Session, *, since: datetime | None = None) -> TrafficSummary:
     """Counts for `regret-gateway status`: requests, outcomes, feedback coverage (in all and by source),
     the judge's spend, and how judge and user scores agree where a request has both."""
     from sqlalchemy import func
@@ -98,7 +160,7 @@ def traffic_summary(session: Session, *, since: datetime | None = None) -> dict:
     by_mode = dict(session.execute(select(Decision.mode, func.count()).where(*where).group_by(Decision.mode)).all())
     by_tier = dict(session.execute(select(Decision.tier, func.count()).where(*where).group_by(Decision.tier)).all())
     by_source = {
-        src: {"scored": int(n), "coverage": n / total if total else 0.0, "cost_usd": float(cost or 0.0)}
+        src: SourceCoverage(int(n), n / total if total else 0.0, float(cost or 0.0))
         for src, n, cost in session.execute(
             select(Feedback.source, func.count(), func.sum(Feedback.cost_usd))
             .join(Decision)
@@ -116,20 +178,9 @@ def traffic_summary(session: Session, *, since: datetime | None = None) -> dict:
         ).all(),
         dtype=float,
     ).reshape(-1, 2)
-    agreement: dict = {"pairs": len(pairs)}
+    agreement = JudgeAgreement(0)
     if len(pairs):
         u, j = pairs[:, 0], pairs[:, 1]
-        agreement["mean_abs_diff"] = float(np.abs(u - j).mean())
-        agreement["same_side_of_half"] = float(((u >= 0.5) == (j >= 0.5)).mean())  # pass/fail agreement
-        agreement["judge_minus_user"] = float((j - u).mean())  # > 0: the judge is more lenient
-    return {
-        "requests": total,
-        "with_outcome": outcome,
-        "with_feedback": scored,
-        "feedback_coverage": scored / total if total else 0.0,
-        "feedback_by_source": by_source,
-        "judge_spend_usd": by_source.get(JUDGE_SOURCE, {}).get("cost_usd", 0.0),
-        "judge_user_agreement": agreement,
-        "by_mode": by_mode,
-        "by_tier": by_tier,
-    }
+        agreement = JudgeAgreement(len(pairs), float(np.abs(u - j).mean()), float(((u >= 0.5) == (j >= 0.5)).mean()),
+                                   float((j - u).mean()))  # fmt: skip
+    return TrafficSummary(total, outcome, scored, by_source, agreement, by_mode, by_tier)

@@ -115,9 +115,10 @@ def plot(table: list[RoundStats], path: Path) -> None:
                 ax.plot(rounds, [s.utility.get(name, float("nan")) for s in rows], label=name, **look)
         ax.set_title(f"{tier} (λ={rows[0].lam:g})")
         ax.set_xlabel("round (retrain between rounds)")
-        ax.set_ylabel("utility x100 (the round's traffic; held-out: never sent)")
         ax.set_xticks(rounds)
         ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("utility x100")
+    fig.suptitle("utility x100 per round: the round's traffic, except held-out (prompts never sent as traffic)", fontsize=10)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.14, 1, 1))  # the legend below the panels, over no line

@@ -39,7 +39,8 @@ def test_a_subset_holds_the_rows_asked_for_frozen_with_the_same_types():
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"propensity": [0.0, 0.5, 0.5, 0.5]}, r"`propensity` must be in \(0, 1\], got min=0"),
+        ({"propensity": [0.0, 0.5, 0.5, 0.5]}, r"`propensity` must be in \(0, 1\] \(NaN: not logged\), got min=0"),
+        ({"propensity": [np.inf, 0.5, 0.5, 0.5]}, r"`propensity` must be finite"),
         ({"propensity": [1.5, 0.5, 0.5, 0.5]}, r"`propensity` must be in \(0, 1\]"),
         ({"cost": [np.nan, 0.2, 0.1, 0.2]}, r"`cost` must be finite"),
         ({"cost": [-1, 0.2, 0.1, 0.2]}, r"`cost` must be in \[0.0, inf\)"),

@@ -298,6 +298,16 @@ def test_imported_logs_without_propensities_train_a_router(tmp_path, world):
     result = retrain(settings, engine, RetrainOptions(n_boot=100, cross_fit=False))
     assert result.status == "published", result.reason
     assert result.data["propensity"].startswith("estimated (XGBoost)")
+    # the gateway's own rows join them: each row keeps what is known of it -- the logged rows their exact
+    # propensity (and their overlap is checked), the imported ones an estimate of the history's policy
+    uniform = np.full(len(X) - 1500, 1 / len(bench.model_names))
+    logged_actions = rng.integers(len(bench.model_names), size=len(X) - 1500)
+    log_to_store(engine, bench.subset(np.arange(1500, len(X))), X[1500:],
+                 actions=logged_actions, propensity=uniform, prefix="g")  # fmt: skip
+    mixed = retrain(settings, engine, RetrainOptions(n_boot=100, cross_fit=False, force=True))
+    assert mixed.status == "published", mixed.reason
+    assert mixed.data["propensity"] == "logged; estimated (XGBoost) for the 1500 imported rows"
+    assert mixed.data["propensity_imported_rows"] == 1500 and mixed.data["min_propensity"] == pytest.approx(0.25)
     engine.dispose()
 
 

@@ -140,7 +140,8 @@ class LoggedFeedback:
         quality: (n,) observed quality a in [0, 1].
         cost: (n,) observed cost c in US dollars, >= 0.
         model_names: T model names.
-        propensity: optional (n,) exact p(action | x) of the logging policy, in (0, 1].
+        propensity: optional (n,) exact p(action | x) of the logging policy, in (0, 1]; NaN where a row was
+            imported without one (its logging policy is unknown: estimated, see :attr:`imported`).
         lam: optional (n,) lambda of the caller's tier when the request was routed.
     """
 
@@ -176,10 +177,13 @@ class LoggedFeedback:
         if self.propensity is not None:
             propensity = _as_float_array("propensity", self.propensity, 1)
             _require_rows("propensity", propensity, n)
-            _require_finite("propensity", propensity)
-            if propensity.size and (propensity.min() <= 0.0 or propensity.max() > 1.0):
-                raise ValueError(f"`propensity` must be in (0, 1], got min={propensity.min():.6g}, max={propensity.max():.6g}")
-            propensity = _freeze(propensity)
+            known = propensity[~np.isnan(propensity)]
+            _require_finite("propensity", known)
+            if known.size and (known.min() <= 0.0 or known.max() > 1.0):
+                raise ValueError(
+                    f"`propensity` must be in (0, 1] (NaN: not logged), got min={known.min():.6g}, max={known.max():.6g}"
+                )
+            propensity = None if propensity.size and len(known) == 0 else _freeze(propensity)
         lam = None
         if self.lam is not None:
             lam = _as_float_array("lam", self.lam, 1)
@@ -198,6 +202,13 @@ class LoggedFeedback:
     @property
     def n_samples(self) -> int:
         return self.X.shape[0]
+
+    @property
+    def imported(self) -> np.ndarray:
+        """(n,) the rows whose logging propensity is unknown (imported without one): decided here, once."""
+        if self.propensity is None:
+            return np.ones(self.n_samples, dtype=bool)
+        return np.isnan(self.propensity)
 
     @property
     def n_models(self) -> int:

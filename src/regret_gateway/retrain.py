@@ -119,9 +119,14 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
         "rows_per_model": {m: int(c) for m, c in zip(logged.model_names, counts)},
         "left_out": dict(skipped),
     }
+    imported = logged.imported
+    if imported.all():  # every row imported: propensities are estimated (XGBoost), overlap unknown here
+        return {**info, "propensity": "estimated (XGBoost): the rows were imported without a logged propensity"}
+    if imported.any():  # the logged rows' overlap is checked below; the imported rows' is estimated
+        info["propensity_imported_rows"] = int(imported.sum())
+        logged = logged.subset(np.flatnonzero(~imported))
     p = logged.propensity
-    if p is None:  # imported logs among the rows: propensities are estimated (XGBoost), overlap unknown here
-        return {**info, "propensity": "estimated (XGBoost): some rows were imported without a logged propensity"}
+    assert p is not None
     if np.all(p >= 1.0 - 1e-12):
         raise RetrainRefused(
             "every logged propensity is 1: the logging was not randomised, so the outcome of any "
@@ -134,7 +139,8 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
             f"effective sample size too small for {', '.join(low)} (need {opts.min_ess_per_model}): "
             "a few rows with tiny propensities dominate"
         )
-    return {**info, "propensity": "logged", "min_propensity": float(p.min()), "ess_per_model": ess}
+    how = "logged" if not imported.any() else f"logged; estimated (XGBoost) for the {int(imported.sum())} imported rows"
+    return {**info, "propensity": how, "min_propensity": float(p.min()), "ess_per_model": ess}
 
 
 def _read(settings: Settings, engine: Engine, opts: RetrainOptions):

@@ -65,6 +65,34 @@ def test_xgboost_propensity_learns_an_x_dependent_logging_policy():
         PropensityModel().predict_proba(logs.X)
 
 
+def test_imported_rows_get_their_own_policys_estimate_and_logged_rows_keep_theirs():
+    """Logs of two policies: the gateway's rows carry their exact propensity; rows imported from a history
+    routed by another, x-dependent policy carry none. The imported rows' propensities estimate that
+    history's policy (fitted on those rows alone), and the logged rows keep their logged values."""
+
+    from regret_gateway.causal.propensity import PropensityModel
+    from regret_gateway.data import LoggedFeedback
+
+    world = make_world(n=2400, seed=4)
+    gateway_rows = simulate_logs(world, policy="uniform", seed=4)
+    history = simulate_logs(world, policy="x-only", seed=5)
+    imported = np.arange(world.X.shape[0]) < 1200  # the first half came from the history, unlogged
+    logs = LoggedFeedback(
+        world.X, np.where(imported, history.action, gateway_rows.action), world.quality[np.arange(2400), 0],
+        world.cost[np.arange(2400), 0], world.model_names, propensity=np.where(imported, np.nan, gateway_rows.propensity),
+    )  # fmt: skip
+    assert logs.imported.tolist() == imported.tolist()
+    assert LoggedFeedback(logs.X, logs.action, logs.quality, logs.cost, logs.model_names,
+                          propensity=np.full(2400, np.nan)).propensity is None  # fmt: skip
+    with pytest.raises(ValueError, match="imported"):
+        LoggedPropensity().observed(logs)
+    p = PropensityModel(max_depths=(1, 2), n_estimators=(10, 50)).fit_logs(logs).observed(logs)
+    assert np.array_equal(p[~imported], gateway_rows.propensity[~imported])
+    truth = history.propensity[imported]
+    # fitted on the imported rows alone, the estimate follows the history's policy, not the mixture's
+    assert np.mean(np.abs(p[imported] - truth)) < 0.5 * np.mean(np.abs(1 / 3 - truth))
+
+
 def test_clipping_per_column_and_global():
     q = np.array([[0.0, 10.0], [1.0, 20.0], [2.0, 30.0], [100.0, 40.0]])
     s = CounterfactualScores(q, np.zeros_like(q), clip=(25, 75))
@@ -96,7 +124,7 @@ def test_bad_propensities_and_shapes_are_refused():
         DoublyRobust().estimate(logs, np.zeros(50), q_hat, q_hat)
     with pytest.raises(ValueError, match=r"`predicted_quality` must have shape \(50, 3\)"):
         DoublyRobust().estimate(logs, logs.propensity, q_hat[:, :2], q_hat)
-    with pytest.raises(ValueError, match="no propensities"):
+    with pytest.raises(ValueError, match="no logged propensity"):
         from regret_gateway.data import LoggedFeedback
 
         bare = LoggedFeedback(X=logs.X, action=logs.action, quality=logs.quality, cost=logs.cost, model_names=logs.model_names)

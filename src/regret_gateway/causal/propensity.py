@@ -6,7 +6,9 @@ Both implement the nuisance stage's propensity interface: ``fit_logs(logs) -> se
 * :class:`LoggedPropensity` -- the propensity the gateway logged when it sampled the model (exact; beyond
   the paper, which estimates it).
 * :class:`PropensityModel` -- XGBoost multi-class, grid chosen on validation log-loss (the paper's grid;
-  needed for imported logs that carry no propensity).
+  needed for imported logs that carry no propensity). Where some rows carry their logged propensity and
+  others were imported without one (:attr:`~regret_gateway.data.LoggedFeedback.imported`), it estimates
+  the imported rows' logging policy from those rows and keeps the logged value on the others.
 
 
 For each ``max_depth`` one booster with ``max(n_estimators)`` rounds is trained; the smaller round
@@ -23,6 +25,7 @@ import numpy as np
 
 from regret_gateway.data import LoggedFeedback
 
+MIN_IMPORTED_ROWS = 50  # fewer imported rows: the model is fitted on every row (the logging policies' mixture)
 MAX_DEPTHS = (1, 2, 3, 5)
 N_ESTIMATORS = (10, 20, 50, 100)
 
@@ -43,8 +46,9 @@ class LoggedPropensity:
         return self
 
     def observed(self, logs: LoggedFeedback) -> np.ndarray:
-        if logs.propensity is None:
-            raise ValueError("the logs carry no propensities; estimate them with PropensityModel (XGBoost)")
+        if logs.imported.any():
+            raise ValueError("some rows carry no logged propensity (imported); estimate them with PropensityModel (XGBoost)")
+        assert logs.propensity is not None
         return logs.propensity
 
 
@@ -98,10 +102,20 @@ class PropensityModel:
         )
 
     def fit_logs(self, logs: LoggedFeedback) -> "PropensityModel":
-        return self.fit(logs.X, logs.action, logs.n_models)
+        """Fit the logging policy of the imported rows on those rows (on every row where fewer than
+        :data:`MIN_IMPORTED_ROWS` were imported, or none: then it is the mixture of the logging policies)."""
+        rows = logs.imported
+        if rows.sum() < MIN_IMPORTED_ROWS or rows.all():
+            rows = np.ones(logs.n_samples, dtype=bool)
+        return self.fit(logs.X[rows], logs.action[rows], logs.n_models)
 
     def observed(self, logs: LoggedFeedback) -> np.ndarray:
-        return self.predict_observed(logs.X, logs.action)
+        """(n,) p(t_i | x_i): the logged value where the row carries one, the estimate where it was imported."""
+        p = self.predict_observed(logs.X, logs.action)
+        imported = logs.imported
+        if logs.propensity is None or imported.all() or not imported.any():  # none logged, or the paper's setting
+            return p  # (every row logged, its propensity estimated all the same: `bench offline --propensity xgboost`)
+        return np.where(imported, p, logs.propensity)
 
     def _params(self, depth: int, n_models: int) -> dict:
         return {

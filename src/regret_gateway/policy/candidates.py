@@ -112,7 +112,7 @@ def fit_router(logged: LoggedFeedback, tier_lams: list[float], *, seed: int = 0)
     fitted :class:`~regret_gateway.policy.learner.Learner`."""
     train_ix, val_ix = _split(logged.n_samples, 0.125, seed + 1)  # validation: early stopping only
     tr, va = logged.subset(train_ix), logged.subset(val_ix)
-    learner = production_learner(tr.n_samples, tier_lams, imported=logged.propensity is None, seed=seed)
+    learner = production_learner(tr.n_samples, tier_lams, imported=bool(logged.imported.any()), seed=seed)
     return learner.fit(tr, va, sorted(tier_lams))
 
 
@@ -213,7 +213,7 @@ def evaluate(
     held = [learner.nuisance_.held_out(part) for learner, part in zip(fits.learners, parts)]  # each fold by its own fit
     oof = held[0].scores.concat(*(h.scores for h in held[1:]))
     q_hat, c_hat = np.concatenate([h.quality_hat for h in held]), np.concatenate([h.cost_hat for h in held])
-    p_hold = np.clip(np.concatenate([h.propensity for h in held]), 1e-3, 1.0) if hold.propensity is None else hold.propensity
+    p_hold = np.concatenate([h.propensity for h in held])  # logged, or estimated for imported rows (floored there)
     scores = oof
     if len(parts) == 1:  # one fold held out: the fixed choice reads the fit's own rows too (in-sample scores)
         scores = scores.concat(fits.learners[0].data_.scores, fits.learners[0].data_.val_scores)

@@ -128,8 +128,9 @@ def training_set(
     if kept:
         dim = kept[0].embedding_dim
         X = np.frombuffer(b"".join(r.embedding for r in kept), dtype="<f4").reshape(len(kept), dim)
-        # imported logs have no propensity: then none is passed and retrain estimates it (XGBoost)
-        propensity = None if any(r.propensity is None for r in kept) else np.array([r.propensity for r in kept])
+        # a row imported without a propensity carries NaN (LoggedFeedback.imported): retrain estimates its logging
+        # policy (XGBoost) and keeps every other row's logged value
+        propensity = np.array([np.nan if r.propensity is None else r.propensity for r in kept])
         logged = LoggedFeedback(
             X=X,
             action=np.array([index[r.chosen_model] for r in kept]),
@@ -171,7 +172,10 @@ def export_training_set(ts: TrainingSet, path: str | Path) -> Path:
         "lam": lg.lam.tolist(),
         "mode": list(ts.modes),
         "model": [lg.model_names[a] for a in lg.action],
-        "propensity": [None] * lg.n_samples if lg.propensity is None else lg.propensity.tolist(),
+        "propensity": [
+            None if imported else float(p)
+            for imported, p in zip(lg.imported, lg.propensity if lg.propensity is not None else np.zeros(lg.n_samples))
+        ],  # fmt: skip
         "quality": lg.quality.tolist(),
         "cost_usd": lg.cost.tolist(),
     }

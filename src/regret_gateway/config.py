@@ -73,9 +73,25 @@ class TierSpec(_Strict):
         return v
 
 
+class BudgetSpec(_Strict):
+    """A team's spend budget: ``usd`` dollars of upstream calls per UTC ``per`` (a day; a week from Monday;
+    a calendar month). Tracked from the store's outcomes (``status``); the team's lambda is not steered by it."""
+
+    usd: float = Field(gt=0.0)
+    per: Literal["day", "week", "month"] = "month"
+
+    @field_validator("usd")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError(f"`usd` must be finite, got {v}")
+        return v
+
+
 class TeamSpec(_Strict):
     tier: str
     allowed_tiers: tuple[str, ...] = ()  # tiers a request of this team may ask for besides its own
+    budget: BudgetSpec | None = None  # spend tracked per period (`status`)
 
 
 class EmbedderSpec(_Strict):

@@ -3,6 +3,7 @@ the training set as LoggedFeedback, export. Each test runs on SQLite and Postgre
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from datetime import datetime, timedelta, timezone
 
@@ -248,3 +249,25 @@ def test_an_id_that_cannot_be_stored_is_unknown_not_an_error(engine, request_id)
         assert decision_team(s, request_id) == (False, None) and get_decision(s, request_id) is None
     with pytest.raises(StoreInputError, match="NUL|<= 128 chars"):
         FeedbackRecord(request_id or "\x00", 1.0)
+
+
+def test_a_teams_budget_counts_its_requests_in_the_current_period_only(engine):
+    """Spend is the team's outcomes since the period's start (another team's, or last period's, are not
+    counted); the projection extrapolates the last day's rate to the period's end."""
+    from regret_gateway.budgets import period_bounds
+    from regret_gateway.config import BudgetSpec
+    from regret_gateway.store.queries import budget_status
+
+    before = datetime(2026, 10, 31, 23, 0, tzinfo=timezone.utc)  # last month: not this period
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [decision(i) for i in range(4)])  # team a, Nov 1 00:00-00:03, $0.0001-$0.0004
+        record_decisions(s, [decision(9, team="b"), dataclasses.replace(decision(10), created_at=before)])
+    now = T0 + timedelta(hours=12)
+    with Session(engine) as s:
+        status = budget_status(s, "a", BudgetSpec(usd=0.002, per="month"), now)
+    assert (status.start, status.end) == period_bounds("month", now) == (T0, datetime(2026, 12, 1, tzinfo=timezone.utc))
+    assert status.requests == 4 and status.spent_usd == pytest.approx(1e-3)
+    # $0.001 in the 12 hours so far, the rest of November (29.5 days) at that rate
+    assert status.projected_usd == pytest.approx(1e-3 + 1e-3 / 12 * (29.5 * 24))
+    line = status.line(100.0)
+    assert "budget $0.00 per month" in line and "spent $0.0010 (50.0%) on 4 requests" in line and "projected over" in line

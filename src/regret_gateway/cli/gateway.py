@@ -66,11 +66,12 @@ def serve(
 @app.command("status")
 def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_OPTION) -> None:
     """The active router version and its age, rows logged since, feedback coverage by source (user, LLM judge,
-    imports), the judge's spend and its agreement with user scores, fallback and exploration counts."""
+    imports), the judge's spend and its agreement with user scores, fallback and exploration counts; per team
+    with a budget, its spend in the budget's period so far and where it is headed."""
     from regret_gateway.artifacts import ArtifactError, active_version_id, load_artifact
     from regret_gateway.config import load_settings
     from regret_gateway.store.engine import make_engine
-    from regret_gateway.store.queries import traffic_summary
+    from regret_gateway.store.queries import budget_status, traffic_summary
 
     try:
         settings = load_settings(config, store_url=url)
@@ -96,11 +97,19 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
 
         with Session(engine) as session:
             summary = traffic_summary(session, since=since)
+            now = datetime.now(timezone.utc)
+            budgets = [
+                budget_status(session, team, spec.budget, now).line(settings.tiers[spec.tier].lam)
+                for team, spec in sorted(settings.teams.items())
+                if spec.budget is not None
+            ]
     except Exception as exc:  # noqa: BLE001
         _fail(exc)
     finally:
         engine.dispose()
     for line in summary.lines("since it was published" if since else "in total"):
+        typer.echo(line)
+    for line in budgets:
         typer.echo(line)
 
 

@@ -184,3 +184,26 @@ def traffic_summary(session: Session, *, since: datetime | None = None) -> Traff
         agreement = JudgeAgreement(len(pairs), float(np.abs(u - j).mean()), float(((u >= 0.5) == (j >= 0.5)).mean()),
                                    float((j - u).mean()))  # fmt: skip
     return TrafficSummary(total, outcome, scored, by_source, agreement, by_mode, by_tier)
+
+
+def team_spend(session: Session, team: str, since: datetime, until: datetime | None = None) -> tuple[float, int]:
+    """(dollars, requests): what the outcomes of ``team``'s requests made in [since, until) cost."""
+    from sqlalchemy import func
+
+    where = [Decision.team == team, Decision.created_at >= since]
+    if until is not None:
+        where.append(Decision.created_at < until)
+    usd, n = session.execute(
+        select(func.sum(Outcome.cost_usd), func.count()).select_from(Decision).join(Outcome).where(*where)
+    ).one()
+    return float(usd or 0.0), int(n)
+
+
+def budget_status(session: Session, team: str, budget, now: datetime):
+    """A :class:`~regret_gateway.budgets.BudgetStatus` of ``team``'s ``budget`` at ``now``."""
+    from regret_gateway.budgets import RATE_WINDOW, BudgetStatus, period_bounds
+
+    start, end = period_bounds(budget.per, now)
+    spent, requests = team_spend(session, team, start, now)
+    recent, _ = team_spend(session, team, max(start, now - RATE_WINDOW), now)
+    return BudgetStatus(team, budget, start, end, now, spent, recent, requests)

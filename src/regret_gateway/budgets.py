@@ -59,6 +59,15 @@ class BudgetStatus:
     def elapsed_share(self) -> float:
         return (self.now - self.start).total_seconds() / (self.end - self.start).total_seconds()
 
+    def to_dict(self, lam: float) -> dict:
+        """What the audit route ``GET /regret/budget`` answers."""
+        return {
+            "team": self.team, "budget_usd": self.budget.usd, "per": self.budget.per,
+            "period_start": self.start.isoformat(), "period_end": self.end.isoformat(),
+            "spent_usd": self.spent_usd, "requests": self.requests, "projected_usd": self.projected_usd,
+            "lam": lam, "steered": False,
+        }  # fmt: skip
+
     def line(self, lam: float) -> str:
         """One status line: budget, spend so far, the projection and the lambda the team's requests use."""
         b = self.budget

@@ -246,6 +246,36 @@ def test_feedback_only_from_the_team_that_asked(proxy):
     assert "judge" not in decision(client, "support", rid)["feedback_by_source"]
 
 
+def test_a_team_reads_its_own_budget_and_spend_and_no_other_teams(app_client, tmp_path, encoder):
+    """GET /regret/budget: the caller's team's spend in the budget's period, summed from the stored outcomes
+    of its requests; another team's budget is 403, a team without one 404, the admin reads any."""
+    import os
+
+    app, client, _ = app_client
+    teams = {"research": {"tier": "premium"}, "support": {"tier": "economy", "budget": {"usd": 5.0, "per": "day"}}}
+    gateway = start_gateway(app, tmp_path, encoder, teams=teams)
+    try:
+        answered = [chat(client, "support", CODE_PROMPT) for _ in range(3)]
+        chat(client, "research", CODE_PROMPT)  # another team's spend is not support's
+        wait_for(lambda: gateway.writer.drain(0.1) and budget(client, "support").json()["requests"] == 3)
+        own = budget(client, "support").json()
+        assert own["team"] == "support" and own["budget_usd"] == 5.0 and own["per"] == "day" and own["lam"] == 1000
+        spent = sum(d["outcome"]["cost_usd"] for d in (decision(client, "support", r.headers["x-regret-request-id"])
+                                                       for r in answered))  # fmt: skip
+        assert own["spent_usd"] == pytest.approx(spent) and spent > 0 and own["steered"] is False
+        assert budget(client, "research").status_code == 404  # no budget configured
+        assert budget(client, "research", team="support").status_code == 403
+        admin = os.environ["LITELLM_MASTER_KEY"]
+        read = client.get("/regret/budget", params={"team": "support"}, headers={"Authorization": f"Bearer {admin}"})
+        assert read.status_code == 200 and read.json()["spent_usd"] == pytest.approx(spent)
+    finally:
+        gateway.close()
+
+
+def budget(client, caller: str, **params):
+    return client.get("/regret/budget", params=params, headers={"Authorization": f"Bearer {KEYS[caller]}"})
+
+
 def test_other_models_pass_through(proxy):
     client, route, hook, _ = proxy
     before = hook.counters["routed"]
@@ -836,7 +866,7 @@ def test_feedback_with_a_nul_source_or_a_deeply_nested_body_gets_a_4xx(routed):
 def test_every_method_on_the_regret_routes_has_a_body_limit(proxy, key):
     client, _, _, _ = proxy
     big = b"x" * 200_000
-    for path in ("/regret/decisions/x", "/regret/stats"):
+    for path in ("/regret/decisions/x", "/regret/stats", "/regret/budget"):
         r = client.request("GET", path, headers={"Authorization": f"Bearer {key}"}, content=big)
         assert r.status_code == 413 and "over 65536 bytes" in r.text, (path, r.status_code, r.text[:200])
 

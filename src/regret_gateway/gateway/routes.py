@@ -1,4 +1,5 @@
-"""``POST /regret/feedback``, ``GET /regret/decisions/{request_id}`` and ``GET /regret/stats`` on the proxy app.
+"""``POST /regret/feedback``, ``GET /regret/decisions/{request_id}``, ``GET /regret/budget`` and ``GET /regret/stats``
+on the proxy app.
 
 All authenticate with the caller's LiteLLM key (LiteLLM's own auth dependency); only the team that made
 a request may read or score it (the proxy admin may do both). Scores are idempotent per source: posting
@@ -117,6 +118,38 @@ async def read_decision(
     try:
         await _authorize(gw, request_id, auth)
         return await gw.run_store(_decision, gw, request_id)
+    except (SQLAlchemyError, TimeoutError, asyncio.TimeoutError) as exc:
+        raise _store_unavailable(exc) from None
+
+
+def _budget(gw: Gateway, team: str) -> dict:
+    from datetime import datetime, timezone
+
+    from regret_gateway.store.queries import budget_status
+
+    spec = gw.settings.teams[team]
+    assert spec.budget is not None
+    with Session(gw.engine) as session:
+        status = budget_status(session, team, spec.budget, datetime.now(timezone.utc))
+    return status.to_dict(gw.settings.tiers[spec.tier].lam)
+
+
+@router.get("/budget")
+async def read_budget(
+    team: str | None = None, auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)
+) -> dict:
+    """The caller's team's budget (the proxy admin: any ``?team=``): the period, the spend so far (its
+    requests' outcomes in the store), the projection at the period's end and the lambda its requests use."""
+    own = team_key(auth.team_id)
+    admin = auth.user_role == LitellmUserRoles.PROXY_ADMIN
+    name = team if team is not None else own
+    if not admin and team is not None and team != own:
+        raise HTTPException(status_code=403, detail="a team may read its own budget only")
+    spec = gw.settings.teams.get(name) if name is not None else None
+    if spec is None or spec.budget is None:
+        raise HTTPException(status_code=404, detail=f"team {name!r} has no budget in the gateway's config")
+    try:
+        return await gw.run_store(_budget, gw, name)
     except (SQLAlchemyError, TimeoutError, asyncio.TimeoutError) as exc:
         raise _store_unavailable(exc) from None
 

@@ -20,6 +20,7 @@ optional k-fold cross-fitting.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,7 +76,7 @@ def _check_propensity(propensity: np.ndarray, n: int) -> np.ndarray:
     return p
 
 
-class ScoreEstimator:
+class ScoreEstimator(ABC):
     """Base of the counterfactual score estimators; a subclass overrides :meth:`_combine`.
 
     Args:
@@ -122,8 +123,8 @@ class ScoreEstimator:
             w = np.divide(w, mean, out=np.zeros_like(w), where=mean > 0)
         return w
 
-    def _combine(self, observed: np.ndarray, predicted: np.ndarray | None, w: np.ndarray | None) -> np.ndarray:
-        raise NotImplementedError
+    @abstractmethod
+    def _combine(self, observed: np.ndarray, predicted: np.ndarray | None, w: np.ndarray | None) -> np.ndarray: ...
 
     def estimate(
         self,

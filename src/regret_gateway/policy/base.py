@@ -7,6 +7,7 @@ A router is fitted on a :class:`TrainingData` for a list of lambdas, and ``predi
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -78,7 +79,7 @@ class TrainingData:
         return self.logs, self.val_logs
 
 
-class Router:
+class Router(ABC):
     """Base router. ``fit`` returns self; ``predict`` refuses an unfitted router.
 
     ``full_information``: the router is a reference trained on the true outcomes
@@ -93,11 +94,11 @@ class Router:
         self.hidden = hidden
         self.random_state = random_state
 
-    def fit(self, data: TrainingData, lambdas: Lambdas) -> "Router":
-        raise NotImplementedError
+    @abstractmethod
+    def fit(self, data: TrainingData, lambdas: Lambdas) -> "Router": ...
 
-    def predict(self, X: np.ndarray, lambdas: Lambdas) -> np.ndarray:
-        raise NotImplementedError
+    @abstractmethod
+    def predict(self, X: np.ndarray, lambdas: Lambdas) -> np.ndarray: ...
 
     def to_policy(self) -> ServablePolicy:
         """The fitted router as a policy the gateway can serve."""

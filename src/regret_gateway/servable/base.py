@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Sequence
 
@@ -21,7 +22,7 @@ def _same_tier(tier: float, lam: float) -> bool:
     return abs(tier - lam) <= 1e-8 + 1e-5 * abs(lam)
 
 
-class ServablePolicy:
+class ServablePolicy(ABC):
     """Base of the servable policies; a subclass implements :meth:`_logits`, :meth:`_state`, :meth:`_from_state`
     (numpy in, numpy out), and :meth:`_utilities` where its scores can be read as utilities.
 
@@ -82,15 +83,15 @@ class ServablePolicy:
             **self._state(),
         }
 
-    def _logits(self, X: np.ndarray, lam: float) -> np.ndarray:
-        raise NotImplementedError
+    @abstractmethod
+    def _logits(self, X: np.ndarray, lam: float) -> np.ndarray: ...
 
-    def _state(self) -> dict[str, Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def _state(self) -> dict[str, Any]: ...
 
     @classmethod
-    def _from_state(cls, state: dict[str, Any], model_names: tuple[str, ...]) -> "ServablePolicy":
-        raise NotImplementedError
+    @abstractmethod
+    def _from_state(cls, state: dict[str, Any], model_names: tuple[str, ...]) -> "ServablePolicy": ...
 
 
 @dataclass(frozen=True)

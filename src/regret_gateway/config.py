@@ -22,7 +22,6 @@ Environment overrides (for secrets and per-replica settings): ``REGRET_GATEWAY_S
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -58,34 +57,20 @@ class TierSpec(_Strict):
     estimates rank above the router's choice share what IGW leaves of epsilon. ``uniform`` is classic
     epsilon-greedy (epsilon / T each)."""
 
-    lam: float = Field(ge=0.0)
+    lam: float = Field(ge=0.0, allow_inf_nan=False)
     epsilon: float = Field(default=0.05, ge=0.0, le=1.0)
     exploration: Literal["igw", "challengers", "uniform"] = "igw"
     igw_gamma: float = Field(default=50.0, ge=0.0)
     min_propensity: float | None = Field(default=None, ge=0.0, le=1.0)
     fallback: str | None = None  # model used when routing fails; default: the first model
 
-    @field_validator("lam")
-    @classmethod
-    def _finite(cls, v: float) -> float:
-        if not math.isfinite(v):
-            raise ValueError(f"`lam` must be finite, got {v}")
-        return v
-
 
 class BudgetSpec(_Strict):
     """A team's spend budget: ``usd`` dollars of upstream calls per UTC ``per`` (a day; a week from Monday;
     a calendar month). Tracked from the store's outcomes (``status``); the team's lambda is not steered by it."""
 
-    usd: float = Field(gt=0.0)
+    usd: float = Field(gt=0.0, allow_inf_nan=False)
     per: Literal["day", "week", "month"] = "month"
-
-    @field_validator("usd")
-    @classmethod
-    def _finite(cls, v: float) -> float:
-        if not math.isfinite(v):
-            raise ValueError(f"`usd` must be finite, got {v}")
-        return v
 
 
 class TeamSpec(_Strict):

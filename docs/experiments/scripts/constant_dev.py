@@ -1,0 +1,66 @@
+"""Dev study (the test split is never read): how should the safe default's constant be chosen from the logs?
+Per trial (`evaluate_on="dev"`: a held-out slice of the train prompts, never logged), K logged draws per
+training prompt, retrain's cross-fitted production fits once; then per rule the constant it picks from the
+out-of-fold scores, scored on the dev prompts with the true outcomes, beside the single best model (full
+feedback). One JSON line per trial, rule and lambda.
+
+    python docs/experiments/scripts/constant_dev.py DATA TRIALS K LAMBDAS [LIMIT] > out.jsonl
+
+Rules: `dr` (retrain's: the best mean DR utility), `dr-quality-dm-cost` (DR quality, the outcome model's
+cost: a request's cost is mostly its length times a price, which the cost head predicts well, while the
+DR correction of a rarely logged model's cost is noisy), `dm` (both from the outcome models), `dr-lcb`
+(the best lower end of a one-standard-error band of the mean DR utility, clustered by prompt).
+"""
+
+import json
+import sys
+
+import numpy as np
+
+from regret_gateway.causal.stats import prompt_groups
+from regret_gateway.embedding import Embedder, default_cache_dir
+from regret_gateway.evaluation.loaders import load_benchmark
+from regret_gateway.evaluation.offline import OfflineConfig, make_trial, reference_actions
+from regret_gateway.policy.candidates import FOLDS, out_of_fold_fits
+
+
+def clustered_se(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """(T,) standard error of each column's mean, rows of one prompt summed first."""
+    _, inverse = np.unique(groups, return_inverse=True)
+    sums = np.zeros((inverse.max() + 1, values.shape[1]))
+    np.add.at(sums, inverse, values - values.mean(0))
+    return np.sqrt((sums**2).sum(0)) / len(values)
+
+
+data_path, trials, draws = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+lams = [float(x) for x in sys.argv[4].split(",")]
+limit = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] != "-" else None
+bench = load_benchmark(data_path, limit=limit, seed=0)
+X = Embedder(progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts, datasets=bench.groups.tolist())
+full = bench.full_feedback(X)
+for trial in range(trials):
+    cfg = OfflineConfig(lambdas=tuple(lams), methods=("r-and-c",), propensity="logged", evaluate_on="dev", log_draws=draws)
+    split = make_trial(bench, full, cfg, trial)
+    fits = out_of_fold_fits(split.logs, lams, folds=FOLDS, seed=trial)
+    hold = fits.logged.subset(fits.order)
+    held = [learner.nuisance_.held_out(fits.logged.subset(f)) for learner, f in zip(fits.learners, fits.folds)]
+    q_dr = np.concatenate([h.scores.quality for h in held])
+    c_dr = np.concatenate([h.scores.cost for h in held])
+    q_dm = np.concatenate([h.quality_hat for h in held])
+    c_dm = np.concatenate([h.cost_hat for h in held])
+    groups = prompt_groups(hold.X)
+    test = split.full_test
+    single = reference_actions("single-best", split.full_train, test, lams)
+    for j, lam in enumerate(lams):
+        dr = q_dr - lam * c_dr
+        rules = {
+            "dr": dr.mean(0),
+            "dr-quality-dm-cost": (q_dr - lam * c_dm).mean(0),
+            "dm": (q_dm - lam * c_dm).mean(0),
+            "dr-lcb": dr.mean(0) - clustered_se(dr, groups),
+        }
+        true = 100 * (test.quality - lam * test.cost).mean(0)  # (T,) each model's true dev utility
+        for rule, value in rules.items():
+            print(json.dumps({"data": data_path, "K": draws, "trial": trial, "rule": rule, "lam": lam,
+                              "chosen": int(np.argmax(value)), "utility": float(true[int(np.argmax(value))]),
+                              "single_best": float(true[single[j][0]])}), flush=True)  # fmt: skip

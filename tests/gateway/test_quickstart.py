@@ -46,6 +46,7 @@ def test_the_quick_start_answers_scores_and_reports_without_provider_keys(tmp_pa
         assert f"chose {routed.group(1)}" in scored, scored
         status = run(*cli, "status", "--config", config)
         assert "with feedback 1" in status and "feedback from user: 1" in status, status
+        assert "team support: budget $500.00 per month" in status, status  # the example's budget, nothing spent yet
     finally:
         proc.terminate()
         proc.wait(60)

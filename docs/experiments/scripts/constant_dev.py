@@ -16,12 +16,10 @@ import json
 import sys
 
 import numpy as np
+from dev_trials import dev_trials
 
 from regret_gateway.causal.stats import prompt_groups
-from regret_gateway.embedding import Embedder, default_cache_dir
-from regret_gateway.evaluation.loaders import load_benchmark
-from regret_gateway.evaluation.offline import OfflineConfig, make_trial, reference_actions
-from regret_gateway.policy.candidates import FOLDS, out_of_fold_fits
+from regret_gateway.evaluation.offline import reference_actions
 
 
 def clustered_se(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -35,13 +33,7 @@ def clustered_se(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
 data_path, trials, draws = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 lams = [float(x) for x in sys.argv[4].split(",")]
 limit = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] != "-" else None
-bench = load_benchmark(data_path, limit=limit, seed=0)
-X = Embedder(progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts, datasets=bench.groups.tolist())
-full = bench.full_feedback(X)
-for trial in range(trials):
-    cfg = OfflineConfig(lambdas=tuple(lams), methods=("r-and-c",), propensity="logged", evaluate_on="dev", log_draws=draws)
-    split = make_trial(bench, full, cfg, trial)
-    fits = out_of_fold_fits(split.logs, lams, folds=FOLDS, seed=trial)
+for trial, split, fits in dev_trials(data_path, trials, draws, lams, limit):
     hold = fits.logged.subset(fits.order)
     held = [learner.nuisance_.held_out(fits.logged.subset(f)) for learner, f in zip(fits.learners, fits.folds)]
     q_dr = np.concatenate([h.scores.quality for h in held])

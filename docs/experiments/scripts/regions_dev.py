@@ -16,12 +16,10 @@ import json
 import sys
 
 import numpy as np
+from dev_trials import dev_trials
 
 from regret_gateway.causal.stats import prompt_groups
-from regret_gateway.embedding import Embedder, default_cache_dir
-from regret_gateway.evaluation.loaders import load_benchmark
-from regret_gateway.evaluation.offline import OfflineConfig, make_trial, reference_actions
-from regret_gateway.policy.candidates import FOLDS, out_of_fold_fits
+from regret_gateway.evaluation.offline import reference_actions
 from regret_gateway.policy.regions import choose_regions, fit_regions
 from regret_gateway.servable import nearest_centroid
 
@@ -35,13 +33,7 @@ lams = [float(x) for x in sys.argv[4].split(",")]
 limit = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] != "-" else None
 if len(sys.argv) > 6:
     SETTINGS = [(int(r), float(a), h == "1", g == "1") for r, a, h, g in (x.split(",") for x in sys.argv[6].split(";"))]
-bench = load_benchmark(data_path, limit=limit, seed=0)
-X = Embedder(progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts, datasets=bench.groups.tolist())
-full = bench.full_feedback(X)
-for trial in range(trials):
-    cfg = OfflineConfig(lambdas=tuple(lams), methods=("r-and-c",), propensity="logged", evaluate_on="dev", log_draws=draws)
-    split = make_trial(bench, full, cfg, trial)
-    fits = out_of_fold_fits(split.logs, lams, folds=FOLDS, seed=trial)
+for trial, split, fits in dev_trials(data_path, trials, draws, lams, limit):
     order = fits.order
     hold = fits.logged.subset(order)
     held = [learner.nuisance_.held_out(fits.logged.subset(f)).scores for learner, f in zip(fits.learners, fits.folds)]
@@ -59,7 +51,9 @@ for trial in range(trials):
         for j, lam in enumerate(lams):
             b = oof.best_constant(lam)
             folds = [np.arange(len(order))[np.isin(order, f)] for f in fits.folds] if honest else None
-            choice = choose_regions(oof.quality, oof.cost, hold.action, regions, groups, b, lam, alpha=alpha, folds=folds, aggregate=aggregate)
+            choice = choose_regions(
+                oof.quality, oof.cost, hold.action, regions, groups, b, lam, alpha=alpha, folds=folds, aggregate=aggregate
+            )
             chosen = choice.models[nearest_centroid(test.X, regions.centroids)]
             print(json.dumps({
                 "data": data_path, "K": draws, "trial": trial, "rows_per_region": rows_per_region, "alpha": alpha, "honest": honest, "aggregate": aggregate, "lam": lam,

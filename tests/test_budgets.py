@@ -29,10 +29,10 @@ def test_the_projection_uses_the_last_days_rate_not_the_periods_average():
     budget = BudgetSpec(usd=100.0, per="month")
     start, end = period_bounds("month", utc(2026, 11, 20))
     # $60 spent so far, $1 of it in the last day: 11 days of November left at $1 a day
-    status = BudgetStatus("t", budget, start, end, utc(2026, 11, 20), 60.0, 1.0, 600)
+    status = BudgetStatus("t", budget, start, end, utc(2026, 11, 20), 60.0, 1.0, 600, 500.0)
     assert status.projected_usd == pytest.approx(71.0)
-    assert "projected over" not in status.line(500.0) and "λ 500" in status.line(500.0)
-    assert "OVER BUDGET" in BudgetStatus("t", budget, start, end, utc(2026, 11, 20), 120.0, 1.0, 9).line(1.0)
+    assert "projected over" not in status.line() and "λ 500" in status.line()
+    assert "OVER BUDGET" in BudgetStatus("t", budget, start, end, utc(2026, 11, 20), 120.0, 1.0, 9, 1.0).line()
 
 
 @pytest.mark.parametrize(

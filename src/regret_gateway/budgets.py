@@ -43,6 +43,7 @@ class BudgetStatus:
     spent_usd: float  # since ``start``
     recent_usd: float  # in the rate window: the last RATE_WINDOW, or the period so far if shorter
     requests: int  # the team's requests with an outcome since ``start``
+    lam: float  # the lambda the team's requests are routed at (its tier's: budgets are not steered)
 
     @property
     def rate_window_s(self) -> float:
@@ -59,16 +60,16 @@ class BudgetStatus:
     def elapsed_share(self) -> float:
         return (self.now - self.start).total_seconds() / (self.end - self.start).total_seconds()
 
-    def to_dict(self, lam: float) -> dict:
+    def to_dict(self) -> dict:
         """What the audit route ``GET /regret/budget`` answers."""
         return {
             "team": self.team, "budget_usd": self.budget.usd, "per": self.budget.per,
             "period_start": self.start.isoformat(), "period_end": self.end.isoformat(),
             "spent_usd": self.spent_usd, "requests": self.requests, "projected_usd": self.projected_usd,
-            "lam": lam, "steered": False,
+            "lam": self.lam, "steered": False,
         }  # fmt: skip
 
-    def line(self, lam: float) -> str:
+    def line(self) -> str:
         """One status line: budget, spend so far, the projection and the lambda the team's requests use."""
         b = self.budget
         over = " -- OVER BUDGET" if self.spent_usd > b.usd else (" -- projected over" if self.projected_usd > b.usd else "")
@@ -76,5 +77,5 @@ class BudgetStatus:
             f"team {self.team}: budget ${b.usd:,.2f} per {b.per} (since {self.start:%Y-%m-%d %H:%M} UTC, "
             f"{100 * self.elapsed_share:.0f}% of the period gone): spent ${self.spent_usd:,.4f} "
             f"({100 * self.spent_usd / b.usd:.1f}%) on {self.requests} requests, projected ${self.projected_usd:,.4f} "
-            f"at the period's end{over}; λ {lam:g} (the tier's: budgets are tracked, not steered)"
+            f"at the period's end{over}; λ {self.lam:g} (the tier's: budgets are tracked, not steered)"
         )

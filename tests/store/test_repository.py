@@ -255,7 +255,7 @@ def test_a_teams_budget_counts_its_requests_in_the_current_period_only(engine):
     """Spend is the team's outcomes since the period's start (another team's, or last period's, are not
     counted); the projection extrapolates the last day's rate to the period's end."""
     from regret_gateway.budgets import period_bounds
-    from regret_gateway.config import BudgetSpec
+    from regret_gateway.config import BudgetSpec, Settings
     from regret_gateway.store.queries import budget_status
 
     before = datetime(2026, 10, 31, 23, 0, tzinfo=timezone.utc)  # last month: not this period
@@ -264,10 +264,13 @@ def test_a_teams_budget_counts_its_requests_in_the_current_period_only(engine):
         record_decisions(s, [decision(9, team="b"), dataclasses.replace(decision(10), created_at=before)])
     now = T0 + timedelta(hours=12)
     with Session(engine) as s:
-        status = budget_status(s, "a", BudgetSpec(usd=0.002, per="month"), now)
+        settings = Settings(models=("small", "large"), default_tier="standard", tiers={"standard": {"lam": 100.0}},
+                            teams={"a": {"tier": "standard", "budget": {"usd": 0.002, "per": "month"}}})  # fmt: skip
+        status = budget_status(s, settings, "a", now)
+    assert status.budget == BudgetSpec(usd=0.002, per="month") and status.lam == 100.0
     assert (status.start, status.end) == period_bounds("month", now) == (T0, datetime(2026, 12, 1, tzinfo=timezone.utc))
     assert status.requests == 4 and status.spent_usd == pytest.approx(1e-3)
     # $0.001 in the 12 hours so far, the rest of November (29.5 days) at that rate
     assert status.projected_usd == pytest.approx(1e-3 + 1e-3 / 12 * (29.5 * 24))
-    line = status.line(100.0)
+    line = status.line()
     assert "budget $0.00 per month" in line and "spent $0.0010 (50.0%) on 4 requests" in line and "projected over" in line

@@ -113,7 +113,7 @@ class PropensityModel:
         """(n,) p(t_i | x_i): the logged value where the row carries one, the estimate where it was imported."""
         p = self.predict_observed(logs.X, logs.action)
         imported = logs.imported
-        if logs.propensity is None or imported.all() or not imported.any():  # none logged, or the paper's setting
+        if logs.propensity is None or not imported.any():  # none logged, or the paper's setting
             return p  # (every row logged, its propensity estimated all the same: `bench offline --propensity xgboost`)
         return np.where(imported, p, logs.propensity)
 

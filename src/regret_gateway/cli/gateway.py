@@ -99,7 +99,7 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
             summary = traffic_summary(session, since=since)
             now = datetime.now(timezone.utc)
             budgets = [
-                budget_status(session, team, spec.budget, now).line(settings.tiers[spec.tier].lam)
+                budget_status(session, settings, team, now).line()
                 for team, spec in sorted(settings.teams.items())
                 if spec.budget is not None
             ]

@@ -127,11 +127,8 @@ def _budget(gw: Gateway, team: str) -> dict:
 
     from regret_gateway.store.queries import budget_status
 
-    spec = gw.settings.teams[team]
-    assert spec.budget is not None
     with Session(gw.engine) as session:
-        status = budget_status(session, team, spec.budget, datetime.now(timezone.utc))
-    return status.to_dict(gw.settings.tiers[spec.tier].lam)
+        return budget_status(session, gw.settings, team, datetime.now(timezone.utc)).to_dict()
 
 
 @router.get("/budget")

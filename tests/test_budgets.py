@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import numpy as np
 import pytest
 
 from regret_gateway.budgets import BudgetStatus, period_bounds
@@ -31,7 +32,7 @@ def test_the_projection_uses_the_last_days_rate_not_the_periods_average():
     # $60 spent so far, $1 of it in the last day: 11 days of November left at $1 a day
     status = BudgetStatus("t", budget, start, end, utc(2026, 11, 20), 60.0, 1.0, 600, 500.0)
     assert status.projected_usd == pytest.approx(71.0)
-    assert "projected over" not in status.line() and "λ 500" in status.line()
+    assert "projected over" not in status.line() and "λ now 500" in status.line()
     assert "OVER BUDGET" in BudgetStatus("t", budget, start, end, utc(2026, 11, 20), 120.0, 1.0, 9, 1.0).line()
 
 
@@ -60,3 +61,52 @@ def test_a_budget_is_part_of_the_team():
     settings = Settings(models=("a", "b"), default_tier="t", tiers={"t": {"lam": 1.0}},
                         teams={"support": {"tier": "t", "budget": {"usd": 500}}})  # fmt: skip
     assert settings.teams["support"].budget == BudgetSpec(usd=500.0, per="month")
+
+
+def test_a_controller_step_moves_toward_the_affordable_cost_and_is_bounded():
+    from regret_gateway.budgets import MAX_STEP, next_position
+
+    kw = dict(budget_usd=10.0, expected_requests=1000.0, top=3.0)
+    # $9 of 10 spent, 1,000 requests to come: 0.1 cents each is affordable; the last 100 cost 1 cent each
+    up, why = next_position(1.0, spent_usd=9.0, window_usd=1.0, window_requests=100, **kw)
+    assert why == "stepped" and up == pytest.approx(1.0 + MAX_STEP)  # ln(10) * GAIN > MAX_STEP: bounded
+    down, _ = next_position(1.0, spent_usd=1.0, window_usd=0.0099, window_requests=100, **kw)  # 0.0099 c vs 0.9 c
+    assert down == pytest.approx(1.0 - MAX_STEP)
+    near, _ = next_position(1.0, spent_usd=9.0, window_usd=0.11, window_requests=100, **kw)  # 10% over: a small step up
+    assert 1.0 < near < 1.1
+    assert next_position(1.0, spent_usd=9.0, window_usd=1.0, window_requests=5, **kw) == (1.0, "waiting")
+    assert next_position(0.2, spent_usd=10.0, window_usd=1.0, window_requests=100, **kw) == (3.0, "spent")
+    assert next_position(0.2, spent_usd=0.0, window_usd=0.0, window_requests=100, **kw)[0] == 0.0  # at most the top tier
+
+
+def test_steering_lands_a_diurnal_day_with_a_surge_on_its_budget():
+    """A day of traffic whose rate follows the clock (4x from night to afternoon) with a one-hour surge at
+    3x: one controller step a minute from the team's recent cost and yesterday's traffic lands the day's
+    spend within 5% of the budget, from a start at the dearest tier that would spend 2.6 times as much."""
+    from regret_gateway.budgets import next_position, requests_left
+
+    rng = np.random.default_rng(0)
+    rung_cost = np.array([0.010, 0.004, 0.0015, 0.0004])  # per request: three tiers, then the cheapest model
+    minutes = np.arange(1440)
+    rate = 20 * (1 + 0.6 * np.sin(2 * np.pi * (minutes - 600) / 1440))  # requests a minute, peak mid-afternoon
+    yesterday = rng.poisson(rate)
+    today = rng.poisson(rate * np.where((minutes >= 840) & (minutes < 900), 3.0, 1.0))
+    budget = 0.0038 * today.sum()  # a mix of the second and third rungs
+    start = datetime(2026, 11, 27, tzinfo=timezone.utc)
+    end = start + timedelta(days=1)
+    position, spent, window_usd, window_n, so_far, path = 0.0, 0.0, 0.0, 0, 0, []
+    for m in minutes:
+        now = start + timedelta(minutes=int(m))
+        expected = requests_left(now, start, end, so_far, int(yesterday[m:].sum()))
+        position, why = next_position(position, budget_usd=budget, spent_usd=spent, expected_requests=expected,
+                                      window_usd=window_usd, window_requests=window_n, top=3.0)  # fmt: skip
+        if why != "waiting":
+            window_usd, window_n = 0.0, 0
+        j = min(int(position), 2)
+        s = position - j
+        rungs = np.where(rng.random(today[m]) < s, j + 1, j)  # each request's rung, drawn as the gateway does
+        cost = float((rung_cost[rungs] * rng.lognormal(0.0, 0.5, today[m]) / np.exp(0.125)).sum())
+        spent, window_usd, window_n, so_far = spent + cost, window_usd + cost, window_n + today[m], so_far + today[m]
+        path.append(position)
+    assert abs(spent / budget - 1) < 0.05, spent / budget
+    assert path[0] == 0.0 and max(path) > 1.0  # it had to move: the dearest tier spends 2.6x the budget

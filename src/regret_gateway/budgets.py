@@ -1,19 +1,37 @@
-"""Team budgets: the UTC period a budget covers, and where a team's spend stands in it.
+"""Team budgets: the UTC period a budget covers, where a team's spend stands in it, and how the team's
+routing is steered so that its spend lands on the budget.
 
 A budget (``teams.<team>.budget`` in the config: ``usd`` per ``day`` | ``week`` | ``month``) covers UTC
 calendar periods: a day from 00:00, a week from Monday 00:00, a month from its first day. A team's spend
 is what its requests' outcomes cost (the store's ``outcomes.cost_usd``, so every replica sharing the store
 sees the same spend); the LLM judge's calls are the platform's, not the team's, and are not counted.
+
+Steering. A budgeted team is routed on a **ladder**: the configured tiers ordered by lambda (rung j serves
+tier j's policy at its lambda, exploration included), then one last rung, the cheapest model. Its
+**position** u in [0, n] (n tiers) says where: at u = j + s the request goes to rung j with probability
+1 - s and to rung j + 1 with probability s, so spend moves smoothly with u, and the logged propensity
+(the mixture's) stays exact. Every ``interval_s`` the controller (:func:`next_position`) compares what the
+team's recent requests cost each with what it may spend per request for the rest of the period (the money
+left over the requests it expects: the same span of the previous period, or the period's rate so far) and
+moves u by GAIN rungs per e-fold of that ratio, at most MAX_STEP rungs a step: an integral controller on
+the log cost (dual ascent on the price of a dollar). A spent budget sends the team to the cheapest model;
+a new period starts at the previous period's mean position over its requests (the fixed position that
+would have spent about as much), at the team's own tier in its first period.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from regret_gateway.config import BudgetSpec
 
 RATE_WINDOW = timedelta(days=1)  # the projection extrapolates the spend rate of the last day (or the period so far)
+GAIN = 0.5  # rungs the position moves per e-fold between the recent cost per request and the affordable one
+MAX_STEP = 0.5  # the most rungs one step moves
+MIN_REQUESTS = 20  # a step waits until the team's requests since the last step number this many
 
 
 def period_bounds(per: str, now: datetime) -> tuple[datetime, datetime]:
@@ -43,7 +61,10 @@ class BudgetStatus:
     spent_usd: float  # since ``start``
     recent_usd: float  # in the rate window: the last RATE_WINDOW, or the period so far if shorter
     requests: int  # the team's requests with an outcome since ``start``
-    lam: float  # the lambda the team's requests are routed at (its tier's: budgets are not steered)
+    lam: float  # the lambda the team's requests are routed at now (``route`` says how)
+    route: str = ""  # where the ladder position sends the team's requests (:func:`describe_position`)
+    state: str | None = None  # the controller's last step (store/steering.py): None before the first
+    ladder_end: str | None = None  # "dearest" or "cheapest" where the position is at an end of the ladder
 
     @property
     def rate_window_s(self) -> float:
@@ -60,22 +81,94 @@ class BudgetStatus:
     def elapsed_share(self) -> float:
         return (self.now - self.start).total_seconds() / (self.end - self.start).total_seconds()
 
+    @property
+    def unmeetable(self) -> str | None:
+        """Why the budget cannot be met, or None: spent already; routed to the cheapest model; or routed
+        at the dearest tier and still projected under the budget."""
+        if self.spent_usd >= self.budget.usd:
+            return "spent: every request goes to the cheapest model until the period ends"
+        if self.ladder_end == "cheapest":
+            return "the cheapest model alone spends more than the budget leaves"
+        if self.ladder_end == "dearest" and self.projected_usd < 0.95 * self.budget.usd:
+            return "the dearest tier spends less than the budget: the rest is left unspent"
+        return None
+
     def to_dict(self) -> dict:
         """What the audit route ``GET /regret/budget`` answers."""
         return {
             "team": self.team, "budget_usd": self.budget.usd, "per": self.budget.per,
             "period_start": self.start.isoformat(), "period_end": self.end.isoformat(),
             "spent_usd": self.spent_usd, "requests": self.requests, "projected_usd": self.projected_usd,
-            "lam": self.lam, "steered": False,
+            "lam": self.lam, "route": self.route, "steering": self.state, "unmeetable": self.unmeetable,
         }  # fmt: skip
 
     def line(self) -> str:
-        """One status line: budget, spend so far, the projection and the lambda the team's requests use."""
+        """One status line: budget, spend so far, the projection, the lambda and the route in effect."""
         b = self.budget
         over = " -- OVER BUDGET" if self.spent_usd > b.usd else (" -- projected over" if self.projected_usd > b.usd else "")
+        why = f" -- cannot be met: {self.unmeetable}" if self.unmeetable else ""
         return (
             f"team {self.team}: budget ${b.usd:,.2f} per {b.per} (since {self.start:%Y-%m-%d %H:%M} UTC, "
             f"{100 * self.elapsed_share:.0f}% of the period gone): spent ${self.spent_usd:,.4f} "
             f"({100 * self.spent_usd / b.usd:.1f}%) on {self.requests} requests, projected ${self.projected_usd:,.4f} "
-            f"at the period's end{over}; λ {self.lam:g} (the tier's: budgets are tracked, not steered)"
+            f"at the period's end{over}; λ now {self.lam:g}: {self.route or 'its tier'}"
+            f"{'' if self.state else ' (not steered yet)'}{why}"
         )
+
+
+def ladder_lambda(position: float, lams: Sequence[float]) -> float:
+    """The lambda a ladder position stands for: tier lambdas ``lams`` (ascending) interpolated linearly;
+    on the last segment (toward the cheapest model) the highest tier's."""
+    j = min(int(math.floor(position)), len(lams) - 1)
+    if j >= len(lams) - 1:
+        return float(lams[-1])
+    s = position - j
+    return float((1 - s) * lams[j] + s * lams[j + 1])
+
+
+def describe_position(position: float, lams: Sequence[float], names: Sequence[str]) -> str:
+    """Where a ladder position routes, in words: ``tier standard``, ``70% standard / 30% economy``,
+    ``60% economy / 40% the cheapest model``."""
+    rungs = [*names, "the cheapest model"]
+    j = min(int(math.floor(position)), len(rungs) - 1)
+    s = position - j
+    if s < 0.005 or j == len(rungs) - 1:
+        return f"tier {rungs[j]}" if j < len(names) else "the cheapest model"
+    return f"{100 * (1 - s):.0f}% {rungs[j]} / {100 * s:.0f}% {rungs[j + 1]}"
+
+
+def requests_left(now: datetime, start: datetime, end: datetime, so_far: int, previous_span: int | None) -> float:
+    """How many more requests the team is expected to send before ``end``: as many as in the same span of
+    the previous period (``previous_span``, None where the store holds no earlier period), else the
+    period's rate so far times the time left."""
+    if previous_span is not None:
+        return float(previous_span)
+    elapsed = (now - start).total_seconds()
+    return so_far / elapsed * (end - now).total_seconds() if elapsed > 0 else 0.0
+
+
+def next_position(
+    position: float,
+    *,
+    budget_usd: float,
+    spent_usd: float,
+    expected_requests: float,
+    window_usd: float,
+    window_requests: int,
+    top: float,
+) -> tuple[float, str]:
+    """One controller step: (the new ladder position, why). ``window_usd`` / ``window_requests``: what the
+    team's requests since the last step cost. The position moves toward the cheap end (up) when they cost
+    more per request than what is left allows over ``expected_requests`` (at least one), and down otherwise;
+    at most MAX_STEP, within [0, top]. ``spent``: nothing is left, the cheapest model; ``waiting``: fewer
+    than MIN_REQUESTS requests since the last step (the position stays)."""
+    left = budget_usd - spent_usd
+    if left <= 0:
+        return top, "spent"
+    if window_requests < MIN_REQUESTS:
+        return position, "waiting"
+    affordable = left / max(expected_requests, 1.0)
+    recent = window_usd / window_requests
+    # free requests (recent == 0): nothing says the team spends too much, so the full step toward quality
+    step = -MAX_STEP if recent <= 0 else max(-MAX_STEP, min(MAX_STEP, GAIN * math.log(recent / affordable)))
+    return max(0.0, min(top, position + step)), "stepped"

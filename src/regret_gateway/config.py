@@ -67,16 +67,19 @@ class TierSpec(_Strict):
 
 class BudgetSpec(_Strict):
     """A team's spend budget: ``usd`` dollars of upstream calls per UTC ``per`` (a day; a week from Monday;
-    a calendar month). Tracked from the store's outcomes (``status``); the team's lambda is not steered by it."""
+    a calendar month), spent as counted by the store's outcomes. The gateway steers the team's requests
+    along the tiers' ladder (:mod:`regret_gateway.budgets`) so that its spend lands on the budget, one
+    controller step every ``interval_s`` seconds."""
 
     usd: float = Field(gt=0.0, allow_inf_nan=False)
     per: Literal["day", "week", "month"] = "month"
+    interval_s: float = Field(default=60.0, gt=0.0, allow_inf_nan=False)
 
 
 class TeamSpec(_Strict):
     tier: str
     allowed_tiers: tuple[str, ...] = ()  # tiers a request of this team may ask for besides its own
-    budget: BudgetSpec | None = None  # spend tracked per period (`status`)
+    budget: BudgetSpec | None = None  # spend steered onto it per period (budgets.py; `status` shows it)
 
 
 class EmbedderSpec(_Strict):

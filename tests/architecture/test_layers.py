@@ -33,12 +33,12 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
         ("__init__", "schema", "engine", "locks"),
         ("records", "migrate"),
         ("writes", "queries"),
-        ("writer", "training_set", "feedback_import"),
+        ("writer", "training_set", "feedback_import", "steering"),
     ],  # fmt: skip
     "policy": [("__init__", "base"), ("methods", "cluster", "learner"), ("rm_interval", "regions"), ("registry", "candidates")],
     "evaluation": [("__init__", "loaders", "simulation", "world"), ("offline",), ("report",)],
     "gateway": [
-        ("__init__", "tiers", "decisions", "batcher", "judge", "preflight"),
+        ("__init__", "tiers", "decisions", "batcher", "judge", "preflight", "steering"),
         ("runtime",),
         ("hook",),
         ("auth", "routes"),

@@ -286,3 +286,27 @@ def test_the_demo_retrains_with_the_threads_it_is_given(tmp_path, monkeypatch):
     finally:
         torch.set_num_threads(before)
     assert seen == [1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_budgeted_team_is_steered_onto_its_daily_budget(tmp_path):
+    """`--budget-days`: after the rounds, a day of a budgeted team's traffic (its rate following the clock,
+    a surge at 14:00) goes through the hook on a simulated clock. Steering lands the day's spend on the
+    budget without refusing a request; the hard cap answers only until the money runs out and gets far less
+    quality for the same money; the team's position on the ladder moved during the day."""
+    from regret_gateway.bench.demo.budget_days import BUDGET_TEAM
+
+    lines: list[str] = []
+    doc = run_demo(
+        DemoConfig(world_size=600, rounds=2, requests=150, out=tmp_path, device="cpu", replay=True, budget_days=1,
+                   budget_requests=1500),
+        echo=lines.append,
+    )  # fmt: skip
+    day = json.loads((tmp_path / "budget.json").read_text())[0]
+    assert doc["hook"]["fallback"] == 0 and day["requests"] > 1000
+    assert abs(day["spend"]["steered"] / day["budget_usd"] - 1) < 0.05, "\n".join(lines)
+    assert day["answered"]["hard-cap"] < 0.9 and day["quality"]["steered"] > day["quality"]["hard-cap"] + 10
+    assert max(day["position"]) - min(day["position"]) > 0.2  # it steered: a fixed position would not have landed
+    assert (tmp_path / "budget.png").stat().st_size > 10_000 and "within ±5%" in (tmp_path / "budget.md").read_text()
+    assert BUDGET_TEAM not in {r["tier"] for r in doc["rounds"]}

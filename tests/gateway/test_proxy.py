@@ -262,7 +262,7 @@ def test_a_team_reads_its_own_budget_and_spend_and_no_other_teams(app_client, tm
         assert own["team"] == "support" and own["budget_usd"] == 5.0 and own["per"] == "day" and own["lam"] == 1000
         spent = sum(d["outcome"]["cost_usd"] for d in (decision(client, "support", r.headers["x-regret-request-id"])
                                                        for r in answered))  # fmt: skip
-        assert own["spent_usd"] == pytest.approx(spent) and spent > 0 and own["steered"] is False
+        assert own["spent_usd"] == pytest.approx(spent) and spent > 0 and own["route"] == "tier economy"
         assert budget(client, "research").status_code == 404  # no budget configured
         assert budget(client, "research", team="support").status_code == 403
         admin = os.environ["LITELLM_MASTER_KEY"]

@@ -256,7 +256,7 @@ def test_a_teams_budget_counts_its_requests_in_the_current_period_only(engine):
     counted); the projection extrapolates the last day's rate to the period's end."""
     from regret_gateway.budgets import period_bounds
     from regret_gateway.config import BudgetSpec, Settings
-    from regret_gateway.store.queries import budget_status
+    from regret_gateway.store.steering import budget_status
 
     before = datetime(2026, 10, 31, 23, 0, tzinfo=timezone.utc)  # last month: not this period
     with Session(engine) as s, s.begin():

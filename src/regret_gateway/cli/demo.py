@@ -85,6 +85,24 @@ def demo(
         help="CPU threads of the retrains' network fits, as retrain --threads (default: torch's, one per core); "
         "use 1 when other jobs share the cores.",
     ),
+    budget_days: int = typer.Option(
+        0,
+        "--budget-days",
+        min=0,
+        help="With --replay: after the rounds, N simulated days of a team on a daily budget (standard tier), its "
+        "traffic following the clock with a surge at 14:00 UTC, steered by the gateway; compared in hindsight with "
+        "a fixed lambda, a two-model mix and a hard cap spending the same (budget.md/.json/.png).",
+    ),
+    budget_requests: int = typer.Option(
+        4000, "--budget-requests", min=100, help="The budgeted team's requests a day (before the surge)."
+    ),
+    budget_level: float = typer.Option(
+        0.5,
+        "--budget-level",
+        min=0.0,
+        max=1.0,
+        help="Its daily budget: this share of the way from what the cheapest model would spend on the day to what the best would.",
+    ),
 ) -> None:
     """The closed loop on embedded defaults: a mock upstream serving a full-feedback world, the LiteLLM proxy
     with the hook, three teams on three tiers sending traffic through the OpenAI SDK, feedback after every
@@ -105,6 +123,8 @@ def demo(
             raise typer.BadParameter(str(exc)) from None
     if data is not None and not data.exists():
         _fail(FileNotFoundError(f"--data: no such file: {data}"))
+    if budget_days and not replay:
+        raise typer.BadParameter("--budget-days needs --replay (the days run on a simulated clock)")
     tier_lams = _floats(lambdas, "--lambdas")
     if len(tier_lams) != 3 or min(tier_lams) < 0:
         raise typer.BadParameter(f"--lambdas takes three numbers >= 0 (premium, standard, economy), got {lambdas!r}")
@@ -131,6 +151,9 @@ def demo(
             judge_sample=judge_sample,
             judge_noise=judge_noise,
             threads=threads,
+            budget_days=budget_days,
+            budget_requests=budget_requests,
+            budget_level=budget_level,
         ),
         echo=typer.echo,
     )

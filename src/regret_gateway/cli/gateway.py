@@ -71,7 +71,8 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
     from regret_gateway.artifacts import ArtifactError, active_version_id, load_artifact
     from regret_gateway.config import load_settings
     from regret_gateway.store.engine import make_engine
-    from regret_gateway.store.queries import budget_status, traffic_summary
+    from regret_gateway.store.queries import traffic_summary
+    from regret_gateway.store.steering import budget_status
 
     try:
         settings = load_settings(config, store_url=url)

@@ -137,17 +137,17 @@ class ActiveRouter:
             self._column_map = cached
         return cached[1]
 
-    def choose(self, x: np.ndarray, tier: str, rng: np.random.Generator) -> Choice:
+    def _distribution(self, artifact: RouterArtifact | None, X: np.ndarray, tier: str) -> tuple[np.ndarray, int, dict | None]:
+        """(p over ``settings.models``, the router's choice, its scores) of ``tier``'s policy with exploration,
+        at the tier's lambda; before any router, the cold start (uniform, or the fallback model)."""
         settings = self.settings
         spec = settings.tiers[tier]
-        models = settings.models
-        artifact = self._artifact
+        T = len(settings.models)
         if artifact is None:
             if settings.cold_start == "fallback":
-                return Choice(fallback_model(settings, tier), 1.0, "cold_start", None)
-            t = int(rng.integers(len(models)))
-            return Choice(models[t], 1.0 / len(models), "cold_start", None)
-        X = x[None, :]
+                best = settings.models.index(fallback_model(settings, tier))
+                return np.eye(T)[best], best, None
+            return np.full(T, 1.0 / T), 0, None
         if spec.epsilon > 0 and spec.exploration != "uniform":
             logits, estimates = artifact.logits_and_utilities(X, spec.lam)
         else:
@@ -158,13 +158,58 @@ class ActiveRouter:
         best = int(columns[int(np.argmax(logits))])
         utilities = None
         if estimates is not None:  # a configured model the router has not learned yet: gap 0, explored most
-            utilities = np.full(len(models), np.inf)
+            utilities = np.full(T, np.inf)
             utilities[columns] = estimates[0]
             utilities[~np.isfinite(utilities)] = utilities[best]
         p = exploration_distribution(
-            best, len(models), spec.epsilon, rule=spec.exploration, utilities=utilities,
+            best, T, spec.epsilon, rule=spec.exploration, utilities=utilities,
             gamma=spec.igw_gamma, min_propensity=spec.min_propensity,
         )  # fmt: skip
+        return p, best, scores
+
+    def choose(self, x: np.ndarray, tier: str, rng: np.random.Generator, *, position: float | None = None,
+               cheapest: str | None = None) -> Choice:  # fmt: skip
+        """Route one request of ``tier``. With a budget's ladder ``position`` (:mod:`regret_gateway.budgets`),
+        the request goes to rung j = floor(position) with probability 1 - s and rung j + 1 with s (s the
+        fraction): rung j is the j-th tier by lambda, with its exploration; the rung after the last tier is
+        ``cheapest`` (default: the tier's fallback). The propensity is the mixture's, exact."""
+        settings = self.settings
+        models = settings.models
+        artifact = self._artifact
+        X = x[None, :]
+        if position is None and artifact is None:
+            if settings.cold_start == "fallback":
+                return Choice(fallback_model(settings, tier), 1.0, "cold_start", None)
+            t = int(rng.integers(len(models)))
+            return Choice(models[t], 1.0 / len(models), "cold_start", None)
+        p, best, scores = self.distribution(X, tier, position=position, cheapest=cheapest, artifact=artifact)
         t = int(np.searchsorted(np.cumsum(p), rng.random(), side="right"))
         t = t if t < len(models) and p[t] > 0 else best  # rounding at the top of the cumulative sum
-        return Choice(models[t], float(p[t]), "policy" if t == best else "exploration", artifact.version, scores)
+        mode = "policy" if t == best else "exploration"
+        if artifact is None:
+            mode = "cold_start"
+        return Choice(models[t], float(p[t]), mode, getattr(artifact, "version", None), scores)
+
+    def distribution(self, X: np.ndarray, tier: str, *, position: float | None = None, cheapest: str | None = None,
+                     artifact: RouterArtifact | None = None) -> tuple[np.ndarray, int, dict | None]:  # fmt: skip
+        """(p over ``settings.models``, the most likely choice's index, the scores) for one request ``X`` (1, d)
+        of ``tier`` (at a ladder ``position`` where given: :meth:`choose`), under ``artifact`` (default: the
+        active one)."""
+        artifact = artifact or self._artifact
+        if position is None:
+            return self._distribution(artifact, X, tier)
+        rungs = [name for name, _ in self.settings.tiers_by_lambda()]
+        j = min(int(np.floor(position)), len(rungs))
+        s = float(position - j)
+        p, best, scores = self._rung(artifact, X, rungs, j, tier, cheapest)
+        if s > 1e-9 and j < len(rungs):
+            p_next, best_next, _ = self._rung(artifact, X, rungs, j + 1, tier, cheapest)
+            p = (1.0 - s) * p + s * p_next
+            best = best if 1.0 - s >= s else best_next
+        return p, best, scores
+
+    def _rung(self, artifact, X, rungs: list[str], j: int, tier: str, cheapest: str | None):
+        if j < len(rungs):
+            return self._distribution(artifact, X, rungs[j])
+        best = self.settings.models.index(cheapest or fallback_model(self.settings, tier))
+        return np.eye(len(self.settings.models))[best], best, None

@@ -158,25 +158,29 @@ class RegretRouterHook(CustomLogger):
         request_id = f"rg-{uuid.uuid4().hex}"
         text = routed_text(data.get("messages"))
         x: np.ndarray | None = None
+        position = None
         try:
             gw.maybe_reload()
+            gw.steerer.maybe_step()
             context = self._context(data, metadata, team, tier)
             seen = render(s.embedder.template, text, context)
             budget = s.route_timeout_s  # a request predicted to wait longer is not queued: shed at once
             short = s.embedder.overload_max_length  # under overload the router reads less before it sheds
             x = gw.features(await gw.batcher.embed(seen, timeout=budget, budget=budget, short_tokens=short), context)
-            choice = gw.router.choose(x, tier, gw.rng)
+            position = gw.steerer.position(team, tier)  # a budgeted team's place on the ladder (budgets.py)
+            choice = gw.router.choose(x, tier, gw.rng, position=position, cheapest=gw.steerer.cheapest)
         except Exception as exc:  # noqa: BLE001 - fail open, always
             if isinstance(exc, (Overloaded, TimeoutError)):  # load: no log line per request (/regret/stats counts)
                 gw.counters["shed" if isinstance(exc, Overloaded) else "timed_out"] += 1
             else:
                 log.warning("regret-gateway: routing failed (%s: %s); tier %s falls back", type(exc).__name__, exc, tier)
             choice = Choice(fallback_model(s, tier), 1.0, "fallback", getattr(gw.router.artifact, "version", None))
-        record = self._record(gw, request_id, tier, team, choice, x, text)
+        lam = s.tiers[tier].lam if position is None or choice.mode == "fallback" else gw.steerer.lam(position)
+        record = self._record(gw, request_id, tier, team, choice, x, text, lam)
         if record is None:  # the store would refuse this decision (e.g. a bad router version): fall back, log that
             choice = Choice(fallback_model(s, tier), 1.0, "fallback", None)
-            x = None
-            record = self._record(gw, request_id, tier, team, choice, x, text)
+            x, lam = None, s.tiers[tier].lam
+            record = self._record(gw, request_id, tier, team, choice, x, text, lam)
         gw.counters["routed"] += 1
         if choice.mode in ("fallback", "exploration", "cold_start"):
             gw.counters[choice.mode] += 1
@@ -184,7 +188,7 @@ class RegretRouterHook(CustomLogger):
         metadata["regret_gateway"] = {
             "request_id": request_id,
             "tier": tier,
-            "lam": s.tiers[tier].lam,
+            "lam": lam,
             "model": choice.model,
             "propensity": choice.propensity,
             "mode": choice.mode,
@@ -202,7 +206,7 @@ class RegretRouterHook(CustomLogger):
 
     @staticmethod
     def _record(gw: Gateway, request_id: str, tier: str, team: str | None, choice: Choice, x: np.ndarray | None,
-                text: str) -> DecisionRecord | None:  # fmt: skip
+                text: str, lam: float) -> DecisionRecord | None:  # fmt: skip
         """The decision as the store will hold it, or None (with a log line) where the store would refuse it:
         then the request falls back instead of failing (a router never fails a request)."""
         s = gw.settings
@@ -210,7 +214,7 @@ class RegretRouterHook(CustomLogger):
             return DecisionRecord(
                 request_id=request_id,
                 tier=tier,
-                lam=s.tiers[tier].lam,
+                lam=lam,  # the tier's, or a budgeted team's steered lambda
                 team=team_key(team),
                 router_version=choice.router_version,
                 embedding_model=s.embedder.embedding_id if x is not None else NO_EMBEDDING,
@@ -221,6 +225,7 @@ class RegretRouterHook(CustomLogger):
                 prompt_hash=prompt_hash(text, gw.hash_key),
                 prompt_text=text if s.store.store_prompts else None,
                 scores=choice.scores,
+                created_at=gw.now(),
             )
         except (ValueError, TypeError) as exc:
             log.error("regret-gateway: decision %s cannot be logged (%s); tier %s falls back", request_id, exc, tier)

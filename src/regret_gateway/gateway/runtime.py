@@ -1,7 +1,7 @@
 """The running gateway: one object built at start-up and handed to the hook, the routes and auth.
 
 :class:`Gateway` holds the settings, the store engine, the batched writer, the embedding batcher, the
-active router, the sampling RNG and the counters. ``start()`` (idempotent, thread-safe) loads the
+active router, the budget steerer (gateway/steering.py), the sampling RNG and the counters. ``start()`` (idempotent, thread-safe) loads the
 embedder and warms it, opens the store (migrating it under a database lock, see
 :func:`regret_gateway.store.migrate.upgrade`), starts the writer and loads the active router.
 With a ``judge:`` model it also holds the sampled LLM judge (:mod:`regret_gateway.gateway.judge`).
@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
 
@@ -57,6 +58,8 @@ class Gateway:
         seed: seed of the exploration RNG (and the judge's sampling).
         judge_complete: how the LLM judge's model is called (default: through LiteLLM; the demo's replay
             passes its mock).
+        clock: the wall clock (UTC) decisions are stamped with and budget steering reads (default: now; the
+            demo's budget days pass a simulated one).
     """
 
     def __init__(
@@ -68,8 +71,10 @@ class Gateway:
         spill_dir: str | None = None,
         seed: int | None = None,
         judge_complete=None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.settings = settings
+        self._clock = clock or (lambda: datetime.now(timezone.utc))
         self.rng = np.random.default_rng(seed)
         self.counters = dict.fromkeys(COUNTERS, 0)
         self._encode = encode
@@ -90,6 +95,10 @@ class Gateway:
         self._judge_complete = judge_complete
         self.judge: Judge | None = None  # the sampled LLM judge (gateway/judge.py), built at start when judge.model is set
 
+    def now(self) -> datetime:
+        """The gateway's clock (UTC): decisions are stamped with it, budgets' periods and steps read it."""
+        return self._clock()
+
     @property
     def started(self) -> bool:
         return self._started
@@ -106,6 +115,7 @@ class Gateway:
                 return self
             from regret_gateway.gateway.batcher import EmbeddingBatcher
             from regret_gateway.gateway.decisions import ActiveRouter
+            from regret_gateway.gateway.steering import Steerer
             from regret_gateway.store.engine import make_engine
             from regret_gateway.store.migrate import upgrade
             from regret_gateway.store.writer import BatchedWriter
@@ -128,6 +138,7 @@ class Gateway:
                 flush_interval_s=s.store.flush_interval_s,
             ).start()
             self.router = ActiveRouter(s)
+            self.steerer = Steerer(s, lambda: self.engine, clock=self._clock)
             self.hash_key = s.prompt_hash_key()
             self.batcher = EmbeddingBatcher(
                 self._embed,

@@ -197,16 +197,3 @@ def team_spend(session: Session, team: str, since: datetime, until: datetime | N
         select(func.sum(Outcome.cost_usd), func.count()).select_from(Decision).join(Outcome).where(*where)
     ).one()
     return float(usd or 0.0), int(n)
-
-
-def budget_status(session: Session, settings, team: str, now: datetime):
-    """A :class:`~regret_gateway.budgets.BudgetStatus` of ``team``'s budget in ``settings`` (it must have one)
-    at ``now``, with the lambda of the team's tier."""
-    from regret_gateway.budgets import RATE_WINDOW, BudgetStatus, period_bounds
-
-    spec = settings.teams[team]
-    budget = spec.budget
-    start, end = period_bounds(budget.per, now)
-    spent, requests = team_spend(session, team, start, now)
-    recent, _ = team_spend(session, team, max(start, now - RATE_WINDOW), now)
-    return BudgetStatus(team, budget, start, end, now, spent, recent, requests, settings.tiers[spec.tier].lam)

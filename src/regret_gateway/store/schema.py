@@ -1,4 +1,5 @@
-"""The SQL schema (SQLAlchemy 2.0 typed ORM): routing decisions, their outcomes, feedback, router versions.
+"""The SQL schema (SQLAlchemy 2.0 typed ORM): routing decisions, their outcomes, feedback, router versions,
+and where each budgeted team's routing is steered (``budget_steering``).
 
 One row per request in ``decisions`` and ``outcomes``, keyed by the request id (the gateway's own id of
 the request, returned to the client as ``x-regret-request-id``), and one per request and source in
@@ -96,3 +97,18 @@ class Feedback(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     revision: Mapped[int] = mapped_column(Integer, default=1)  # 1 + number of re-scorings
+
+
+class BudgetSteering(Base):
+    """One row per budgeted team: its ladder position (:mod:`regret_gateway.budgets`) and when it was last
+    stepped. Every replica sharing the store reads it, and one step per interval is taken for all of them."""
+
+    __tablename__ = "budget_steering"
+
+    team: Mapped[str] = mapped_column(String(128), primary_key=True)  # the team's key, as in decisions.team
+    period_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    position: Mapped[float] = mapped_column(Float)
+    period_mean: Mapped[float] = mapped_column(Float)  # the position averaged over the period's requests so far
+    lam: Mapped[float] = mapped_column(Float)  # the lambda the position stands for (budgets.ladder_lambda)
+    state: Mapped[str] = mapped_column(String(16))  # started | stepped | waiting | spent
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

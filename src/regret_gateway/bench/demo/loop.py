@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from regret_gateway.bench.demo.budget_days import SimClock, budget_verdict, run_budget_days, write_budget_report
 from regret_gateway.bench.demo.report import RoundStats, plot, round_table, verdict
 from regret_gateway.bench.demo.traffic import ReplayTeams, Teams, gateway_section
 from regret_gateway.bench.demo.world import JUDGE_MODEL, JUDGE_PRICE, JUDGE_TOKENS, OUTPUT_PRICE, DemoConfig, World, prepare
@@ -111,13 +112,15 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     async def replay_judge(model: str, messages: list[dict], timeout_s: float) -> tuple[str, float]:
         return world.judge(messages[-1]["content"], cfg.judge_noise, judge_rng), JUDGE_TOKENS * JUDGE_PRICE
 
+    clock = SimClock()  # real time; the budget days set it
     gateway = Gateway(settings, encode=world.encode if cfg.replay else None, seed=int(gateway_seq.generate_state(1)[0]),
-                      judge_complete=replay_judge if cfg.replay else None)  # fmt: skip
+                      judge_complete=replay_judge if cfg.replay else None, clock=clock)  # fmt: skip
     rng, retrain_seed = np.random.default_rng(traffic_seq), int(retrain_seq.generate_state(1)[0] % 2**31)
     table: list[RoundStats] = []
     with ExitStack() as stack:
-        if cfg.replay:
-            ask = ReplayTeams(gateway, world).ask_many
+        replay = ReplayTeams(gateway, world) if cfg.replay else None
+        if replay is not None:
+            ask = replay.ask_many
         else:
             stack.enter_context(LocalServer(mock_upstream(respond), up_port))
             stack.enter_context(LocalServer(build_app(work / "config.yaml", gateway), proxy_port))
@@ -149,6 +152,8 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                     time.sleep(1.0)  # > reload_interval_s: the gateway swaps the new version in
         wait_for_judge(gateway)
         gateway.writer.drain(timeout=120)
+        if cfg.budget_days:
+            budget_days = run_budget_days(cfg, world, replay, clock, rng, echo)
     doc = {
         "config": {k: str(v) for k, v in cfg.__dict__.items()},
         "models": list(world.models),
@@ -162,6 +167,9 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     (out / "closed_loop.md").write_text(round_table(table, None))
     plot(table, out / "closed_loop.png")
     echo(verdict(table))
+    if cfg.budget_days:
+        write_budget_report(budget_days, out)
+        echo(budget_verdict(budget_days) + f"\nwrote {out / 'budget.json'}, {out / 'budget.md'}, {out / 'budget.png'}")
     echo(f"wrote {out / 'closed_loop.json'}, {out / 'closed_loop.md'}, {out / 'closed_loop.png'} in {doc['seconds']:.0f}s")
     return doc
 

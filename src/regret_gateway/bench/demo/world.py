@@ -52,6 +52,9 @@ class DemoConfig:
     judge_sample: float | None = None  # quality from the gateway's LLM judge on this share of requests (None: teams post it)
     judge_noise: float = 0.1  # the mock judge flips the recorded correctness this often
     threads: int | None = None  # torch threads of the retrains' fits (retrain --threads); None: torch's default
+    budget_days: int = 0  # replay only: days of a budgeted team's traffic after the rounds (budget_days.py)
+    budget_requests: int = 4000  # that team's requests on a day without the surge
+    budget_level: float = 0.5  # its daily budget: this share of the way from the cheapest model's spend to the best's
 
     @property
     def tiers(self) -> tuple[tuple[str, str, float], ...]:

@@ -1,0 +1,226 @@
+"""Budget days (``demo --replay --budget-days N``): after the rounds, a team on a daily budget sends a day
+of traffic whose rate follows the clock (the afternoon 4x the night) with a one-hour surge at 3x (14:00
+UTC), through the same hook, store and budget steering as production, on a simulated clock; the
+controller steps every STEP_S simulated seconds. Then, on the same requests, in hindsight:
+
+* ``steered``: what the team got (the gateway's choices, exploration included); ``steered, expected``:
+  the same positions, each request valued over its routing distribution instead of its one draw (the
+  paired comparison with the references below, which are expectations too);
+* ``fixed-λ``: the ladder at one fixed position (a fixed lambda, the cheapest model beyond the top
+  tier), the best one that spends no more than ``steered``;
+* ``hard-cap``: LiteLLM-style: the best single model (highest quality) until the budget is spent, then
+  every request refused (429: no answer, no quality);
+* ``two-model mix``: the best fixed random mix of two models that spends no more than ``steered``;
+* ``own tier``: the team's tier unsteered (what it would have spent without a budget).
+
+Quality is the day's total over every request (a refused one counts 0); the budget is set before the day
+from the data: the cheapest model's mean cost per request plus ``budget_level`` of the way to the best
+model's, times the day's expected requests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+
+BUDGET_TEAM = "budgeted"
+BUDGET_TIER = "standard"
+STEP_S = 300.0  # the demo budget's interval_s, in simulated seconds
+SURGE = (14 * 60, 15 * 60, 3.0)  # minutes [from, to) of the day at this multiple of the rate
+METHODS = ("steered", "steered, expected", "fixed-λ", "two-model mix", "hard-cap", "own tier")
+
+
+class SimClock:
+    """The gateway's clock: real time until ``t`` is set, then ``t``."""
+
+    def __init__(self) -> None:
+        self.t: datetime | None = None
+
+    def __call__(self) -> datetime:
+        return self.t or datetime.now(timezone.utc)
+
+
+def diurnal_rates(per_day: int) -> np.ndarray:
+    """(1440,) expected requests per minute: a sine over the day peaking at 16:00 UTC (0.25x to 1.75x of the
+    mean), the surge hour at SURGE's multiple, scaled so that a day without the surge holds ``per_day``."""
+    m = np.arange(1440)
+    rate = per_day / 1440 * (1 + 0.75 * np.sin(2 * np.pi * (m - 600) / 1440))
+    rate[SURGE[0] : SURGE[1]] *= SURGE[2]
+    return rate
+
+
+def daily_budget(world, per_day: int, level: float) -> float:
+    """The day's budget: the cheapest model's mean cost per traffic prompt plus ``level`` of the way to the
+    best single model's (at lambda 0), times the day's expected requests (surge included)."""
+    cost = world.bench.cost[world.traffic_ix].mean(0)
+    best = world.best_single[min(world.best_single)]
+    per_request = cost[world.cheapest] + level * (cost[best] - cost[world.cheapest])
+    return float(per_request * diurnal_rates(per_day).sum())
+
+
+@dataclass
+class BudgetDay:
+    day: int
+    budget_usd: float
+    requests: int
+    spend: dict[str, float] = field(default_factory=dict)  # USD per method
+    quality: dict[str, float] = field(default_factory=dict)  # per request (a refused one counts 0), x100
+    answered: dict[str, float] = field(default_factory=dict)  # share of requests answered
+    hours: list[float] = field(default_factory=list)  # at each controller step
+    spent: list[float] = field(default_factory=list)  # the team's spend so far (steered)
+    lam: list[float] = field(default_factory=list)  # the lambda the position stands for
+    position: list[float] = field(default_factory=list)
+    fixed_position: float = float("nan")
+    request_positions: list[float] = field(default_factory=list, repr=False)  # the position each request was routed at
+
+
+def _hindsight(day: BudgetDay, world, gateway, rows: np.ndarray, chosen: np.ndarray) -> None:
+    """The references on the day's requests (module doc)."""
+    Q, C = world.bench.quality[rows], world.bench.cost[rows]
+    n = len(rows)
+    idx = np.arange(n)
+    s_spend, s_quality = float(C[idx, chosen].sum()), float(Q[idx, chosen].sum())
+    day.spend["steered"], day.quality["steered"], day.answered["steered"] = s_spend, 100 * s_quality / n, 1.0
+    router, cheapest = gateway.router, gateway.steerer.cheapest
+    n_rungs = len(gateway.settings.tiers) + 1
+    rung = np.zeros((n_rungs, n, len(world.models)))
+    for j in range(n_rungs):  # each request's routing distribution on each rung (tiers by lambda, then the cheapest)
+        for k, i in enumerate(rows):
+            rung[j, k] = router.distribution(world.X[i][None, :], BUDGET_TIER, position=float(j), cheapest=cheapest)[0]
+    rung_cost, rung_quality = (rung * C).sum((1, 2)), (rung * Q).sum((1, 2))
+    u = np.asarray(day.request_positions)
+    j_u = np.minimum(u.astype(int), n_rungs - 2)
+    p_u = (1 - (u - j_u))[:, None] * rung[j_u, idx] + (u - j_u)[:, None] * rung[j_u + 1, idx]
+    day.spend["steered, expected"], day.quality["steered, expected"] = float((p_u * C).sum()), 100 * float((p_u * Q).sum()) / n
+    day.answered["steered, expected"] = 1.0
+    best_u, best_q = None, -np.inf
+    for u in np.linspace(0.0, n_rungs - 1, 100 * (n_rungs - 1) + 1):
+        j = min(int(u), n_rungs - 2)
+        s = u - j
+        spend, quality = (1 - s) * rung_cost[j] + s * rung_cost[j + 1], (1 - s) * rung_quality[j] + s * rung_quality[j + 1]
+        if spend <= s_spend * (1 + 1e-9) and quality > best_q:
+            best_u, best_q, best_spend = u, quality, spend
+    if best_u is not None:
+        day.spend["fixed-λ"], day.quality["fixed-λ"], day.answered["fixed-λ"] = best_spend, 100 * best_q / n, 1.0
+        day.fixed_position = float(best_u)
+    own = [name for name, _ in gateway.settings.tiers_by_lambda()].index(BUDGET_TIER)
+    day.spend["own tier"], day.quality["own tier"], day.answered["own tier"] = rung_cost[own], 100 * rung_quality[own] / n, 1.0
+    total_c, total_q = C.sum(0), Q.sum(0)  # per model over the day
+    mix_q, mix_spend = -np.inf, 0.0
+    for a in range(len(world.models)):
+        for b in range(len(world.models)):
+            if total_c[a] <= s_spend and total_q[a] > mix_q:
+                mix_q, mix_spend = total_q[a], total_c[a]
+            if total_c[a] < s_spend < total_c[b]:
+                p = (s_spend - total_c[a]) / (total_c[b] - total_c[a])
+                if (1 - p) * total_q[a] + p * total_q[b] > mix_q:
+                    mix_q, mix_spend = (1 - p) * total_q[a] + p * total_q[b], s_spend
+    if np.isfinite(mix_q):
+        day.spend["two-model mix"], day.quality["two-model mix"], day.answered["two-model mix"] = mix_spend, 100 * mix_q / n, 1.0
+    best = world.best_single[min(world.best_single)]
+    answered = np.cumsum(C[:, best]) <= day.budget_usd  # served until the next answer would pass the budget
+    day.spend["hard-cap"] = float(C[answered, best].sum())
+    day.quality["hard-cap"], day.answered["hard-cap"] = 100 * float(Q[answered, best].sum()) / n, float(answered.mean())
+
+
+async def _send_day(gateway, replay, world, clock: SimClock, day: BudgetDay, start: datetime, counts: np.ndarray,
+                    rows: np.ndarray) -> list[int]:  # fmt: skip
+    """Send the day's requests minute by minute on the simulated clock, a controller step every STEP_S;
+    returns the model each request was routed to (index into the world's models)."""
+    chosen: list[int] = []
+    for minute, count in enumerate(counts):
+        if minute % int(STEP_S // 60) == 0:
+            clock.t = start + timedelta(minutes=minute)
+            gateway.writer.drain(timeout=120)  # the spend so far is in the store
+            gateway.steerer.step()
+            pos = gateway.steerer.positions[BUDGET_TEAM]
+            day.hours.append(minute / 60)
+            day.position.append(pos)
+            day.lam.append(gateway.steerer.lam(pos))
+            k = len(chosen)
+            day.spent.append(float(world.bench.cost[rows[:k], chosen].sum()) if k else 0.0)
+        for j in range(count):
+            day.request_positions.append(gateway.steerer.positions[BUDGET_TEAM])
+            clock.t = start + timedelta(minutes=minute, seconds=60 * j / count)
+            chosen.append((await replay._ask(BUDGET_TEAM, int(rows[len(chosen)])))[0])
+    return chosen
+
+
+def run_budget_days(cfg, world, replay, clock: SimClock, rng: np.random.Generator, echo=print) -> list[BudgetDay]:
+    """The budget days (module doc) through ``replay`` (the demo's ReplayTeams, whose gateway is started with
+    BUDGET_TEAM's budget in its settings)."""
+    gateway = replay.gateway
+    gateway.steerer.auto = False  # the days step the controller on their own clock
+    budget = gateway.settings.teams[BUDGET_TEAM].budget.usd
+    first = (datetime.now(timezone.utc) + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    days = []
+    for d in range(cfg.budget_days):
+        start = first + timedelta(days=d)
+        counts = rng.poisson(diurnal_rates(cfg.budget_requests))
+        rows = rng.choice(world.traffic_ix, size=int(counts.sum()), replace=True)
+        day = BudgetDay(d, budget, len(rows))
+
+        chosen = np.asarray(asyncio.run(_send_day(gateway, replay, world, clock, day, start, counts, rows)), dtype=int)
+        gateway.writer.drain(timeout=120)
+        _hindsight(day, world, gateway, rows, chosen)
+        days.append(day)
+        echo(budget_table([day]))
+    return days
+
+
+def budget_table(days: list[BudgetDay]) -> str:
+    lines = ["| day | method | spend $ | spend / budget | quality x100 | answered | quality per $ |",
+             "|---:|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for day in days:
+        for m in METHODS:
+            if m in day.spend:
+                spend, q = day.spend[m], day.quality[m]
+                per_dollar = q * day.requests / 100 / spend if spend > 0 else float("nan")
+                lines.append(f"| {day.day} | {m} | {spend:.4f} | {spend / day.budget_usd:.3f} | {q:.2f} | "
+                             f"{100 * day.answered[m]:.0f}% | {per_dollar:.1f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def budget_verdict(days: list[BudgetDay]) -> str:
+    out = []
+    for day in days:
+        ratio = day.spend["steered"] / day.budget_usd
+        q = day.quality
+        out.append(
+            f"day {day.day}: spend {100 * ratio:.1f}% of the budget ({'within' if abs(ratio - 1) <= 0.05 else 'OUTSIDE'} "
+            f"±5%); quality {q['steered']:.2f} (expected {q['steered, expected']:.2f}) vs fixed-λ {q.get('fixed-λ', float('nan')):.2f}, two-model mix "
+            f"{q.get('two-model mix', float('nan')):.2f}, hard-cap {q['hard-cap']:.2f} ({100 * day.answered['hard-cap']:.0f}% answered)"
+        )
+    return "\n".join(out)
+
+
+def write_budget_report(days: list[BudgetDay], out: Path) -> None:
+    """budget.json, budget.md and budget.png (cumulative spend against the budget, and lambda, over the days)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    doc = [{k: v for k, v in d.__dict__.items() if k != "request_positions"} for d in days]
+    (out / "budget.json").write_text(json.dumps(doc, indent=2, default=float))
+    (out / "budget.md").write_text(budget_table(days) + "\n\n" + budget_verdict(days) + "\n")
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    for day in days:
+        hours = 24 * day.day + np.asarray(day.hours)
+        top.plot(hours, day.spent, color="tab:blue", label="steered spend" if day.day == 0 else None)
+        top.plot([24 * day.day, 24 * day.day + 24], [0, day.budget_usd], color="grey", ls="--",
+                 label="budget, spent evenly" if day.day == 0 else None)  # fmt: skip
+        top.hlines(day.budget_usd, 24 * day.day, 24 * day.day + 24, color="black", label="budget" if day.day == 0 else None)
+        bottom.step(hours, day.lam, where="post", color="tab:orange", label="λ now" if day.day == 0 else None)
+    top.set_ylabel("spend in the day ($)")
+    bottom.set_ylabel("λ (beyond the top tier: the cheapest model)")
+    bottom.set_xlabel("hours (UTC; a surge at 3x from 14:00 to 15:00 each day)")
+    top.legend(loc="upper left", fontsize=8)
+    bottom.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "budget.png", dpi=120)
+    plt.close(fig)

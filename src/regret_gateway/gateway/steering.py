@@ -1,0 +1,96 @@
+"""The gateway's side of budget steering: each budgeted team's ladder position, refreshed from the store.
+
+:class:`Steerer` keeps, per team with a budget, the position its requests are routed at
+(:mod:`regret_gateway.budgets`), and the cheapest model (the ladder's last rung). ``maybe_step()``,
+called on the request path, runs a step in a worker thread at most every ``interval_s`` (the smallest
+of the teams'): the store takes each team's controller step once per interval for every replica
+(:func:`regret_gateway.store.steering.step_team`) and every replica routes at the position it returns.
+A team not stepped yet routes at its own tier; a store that fails keeps the last positions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+from regret_gateway.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Steerer:
+    """Per budgeted team, the ladder position its requests are routed at (None: its tier, unsteered)."""
+
+    def __init__(self, settings: Settings, engine_of: Callable[[], object], clock: Callable[[], datetime] = _utcnow):
+        self.settings = settings
+        self._engine_of = engine_of  # the gateway's engine, read when a step runs (built at start)
+        self.clock = clock
+        self.teams = sorted(team for team, spec in settings.teams.items() if spec.budget is not None)
+        self.interval_s = min((settings.teams[t].budget.interval_s for t in self.teams), default=0.0)  # type: ignore[union-attr]
+        self.positions: dict[str, float] = {}
+        self.cheapest: str | None = None
+        self.steps = 0
+        self.auto = True  # maybe_step steps on the request path; the demo's budget days step on their own clock
+        self.stepped = threading.Event()  # set after each step (tests wait on it)
+        self._busy = threading.Event()
+        self._last = -float("inf")
+
+    def position(self, team: str | None, tier: str) -> float | None:
+        """Where ``team``'s request for ``tier`` is routed on the ladder: None (the tier itself) unless the
+        team has a budget, has been stepped, and the request is for the team's own tier (a request that
+        asks for another allowed tier gets that tier)."""
+        if team is None or team not in self.positions or self.settings.teams[team].tier != tier:
+            return None
+        return self.positions[team]
+
+    def lam(self, position: float) -> float:
+        """The lambda a position stands for (logged with the decision)."""
+        from regret_gateway.budgets import ladder_lambda
+
+        return ladder_lambda(position, [spec.lam for _, spec in self.settings.tiers_by_lambda()])
+
+    def step(self) -> None:
+        """One step for every budgeted team (the store decides whether it is due), then the positions."""
+        from sqlalchemy.orm import Session
+
+        from regret_gateway.store.records import team_key
+        from regret_gateway.store.steering import cheapest_model, step_team
+
+        engine = self._engine_of()
+        now = self.clock()
+        positions = {}
+        for team in self.teams:
+            positions[team] = step_team(engine, self.settings, team, now).position  # type: ignore[arg-type]
+        with Session(engine) as session:  # type: ignore[arg-type]
+            cheapest = cheapest_model(session, list(self.settings.models), now)
+        self.positions, self.cheapest = positions, cheapest
+        self.steps += 1
+        self.stepped.set()
+        log.debug("regret-gateway: budget positions %s (cheapest model %s)", {team_key(t): p for t, p in positions.items()},
+                  cheapest)  # fmt: skip
+
+    def maybe_step(self) -> None:
+        """If ``interval_s`` has passed since the last step began, step in a worker thread (never on the
+        event loop); requests route at the current positions meanwhile."""
+        if not self.auto or not self.teams or self._busy.is_set() or time.monotonic() - self._last < self.interval_s:
+            return
+        self._last = time.monotonic()
+        self._busy.set()
+
+        def run() -> None:
+            try:
+                self.step()
+            except Exception as exc:  # noqa: BLE001 - a store outage must not take routing down
+                log.warning("regret-gateway: budget step failed (%s); the last positions hold",
+                            str(exc).splitlines()[0] if str(exc) else type(exc).__name__)  # fmt: skip
+            finally:
+                self._busy.clear()
+
+        threading.Thread(target=run, name="regret-gateway-budgets", daemon=True).start()

@@ -1,0 +1,160 @@
+"""Budget steering in the store: one controller step for a team, taken once per interval for every
+replica that shares the store (the ``budget_steering`` row is updated only where nobody else stepped since
+it was read), and what the step reads -- the team's spend, its requests since the last step and the
+requests the same span of the previous period held -- and where a team's budget stands (``status``, the
+budget route)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from sqlalchemy import Engine, func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from regret_gateway.budgets import (
+    RATE_WINDOW,
+    BudgetStatus,
+    describe_position,
+    ladder_lambda,
+    next_position,
+    period_bounds,
+    requests_left,
+)
+from regret_gateway.config import Settings
+from regret_gateway.store.queries import team_spend
+from regret_gateway.store.records import team_key
+from regret_gateway.store.schema import BudgetSteering, Decision, Outcome
+
+COST_LOOKBACK = timedelta(days=7)  # the window the cheapest model is found in
+
+
+def _utc(t: datetime) -> datetime:
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)  # SQLite gives naive datetimes back
+
+
+@dataclass(frozen=True)
+class Steering:
+    """Where one team's routing is on the ladder (:mod:`regret_gateway.budgets`), as the store holds it."""
+
+    team: str
+    period_start: datetime
+    position: float
+    lam: float
+    state: str  # stepped | waiting | spent
+    updated_at: datetime
+    period_mean: float  # the position averaged over the period's requests so far: where the next period starts
+
+    @classmethod
+    def of(cls, row: BudgetSteering) -> "Steering":
+        return cls(row.team, _utc(row.period_start), row.position, row.lam, row.state, _utc(row.updated_at), row.period_mean)
+
+
+def read_steering(session: Session, team: str) -> Steering | None:
+    row = session.get(BudgetSteering, team_key(team))
+    return None if row is None else Steering.of(row)
+
+
+def ladder(settings: Settings) -> tuple[list[str], list[float]]:
+    """The ladder's tier rungs: tier names and lambdas, ascending (the cheapest model is the rung after)."""
+    tiers = settings.tiers_by_lambda()
+    return [name for name, _ in tiers], [spec.lam for _, spec in tiers]
+
+
+def _expected_requests(session: Session, key: str, now: datetime, start: datetime, end: datetime, so_far: int) -> float:
+    span = end - start
+    first = session.scalar(select(func.min(Decision.created_at)).where(Decision.team == key))
+    previous = None
+    if first is not None and _utc(first) <= now - span:  # the store holds the same span of the previous period
+        previous = team_spend(session, key, now - span, end - span)[1]
+    return requests_left(now, start, end, so_far, previous)
+
+
+def step_team(engine: Engine, settings: Settings, team: str, now: datetime) -> Steering:
+    """Take ``team``'s controller step at ``now`` if its last one is ``budget.interval_s`` old (or from an
+    earlier period), else read where it stands; returns the position every replica now routes at."""
+    spec = settings.teams[team]
+    budget, key = spec.budget, team_key(team)
+    assert budget is not None and key is not None, f"team {team!r} has no budget"
+    names, lams = ladder(settings)
+    top = float(len(names))
+    start, end = period_bounds(budget.per, now)
+    with Session(engine) as session:
+        row = session.get(BudgetSteering, key)
+        current = None if row is None else Steering.of(row)
+        if (
+            current is not None
+            and current.period_start == start
+            and (now - current.updated_at).total_seconds() < budget.interval_s
+        ):
+            return current  # stepped lately (by this replica or another)
+        spent, so_far = team_spend(session, key, start, now)
+        if current is None or current.period_start != start:  # a new period: at the last one's mean position
+            position = mean = float(names.index(spec.tier)) if current is None else current.period_mean
+            since = start
+        else:  # the requests since the last step were routed at its position
+            position, since = current.position, current.updated_at
+        window_usd, window_n = team_spend(session, key, max(since, start), now)
+        if current is not None and current.period_start == start:
+            earlier = max(so_far - window_n, 0)
+            mean = (current.period_mean * earlier + position * window_n) / max(earlier + window_n, 1) if so_far else position
+        position, state = next_position(
+            position, budget_usd=budget.usd, spent_usd=spent, window_usd=window_usd, window_requests=window_n,
+            expected_requests=_expected_requests(session, key, now, start, end, so_far), top=top,
+        )  # fmt: skip
+        if current is not None and current.period_start == start and state == "waiting":
+            return current  # the window keeps growing until it holds enough requests
+        lam = ladder_lambda(position, lams)
+        values = {"period_start": start, "position": position, "lam": lam, "state": state, "updated_at": now,
+                  "period_mean": mean}  # fmt: skip
+        if row is None:
+            session.add(BudgetSteering(team=key, **values))
+        else:  # only if nobody stepped since we read: one step per interval across replicas
+            done = session.execute(
+                update(BudgetSteering)
+                .where(BudgetSteering.team == key, BudgetSteering.updated_at == row.updated_at)
+                .values(**values)
+            )
+            if getattr(done, "rowcount", 1) == 0:
+                session.rollback()
+                return read_steering(session, team) or Steering(key, start, position, lam, state, now, mean)
+        try:
+            session.commit()
+        except IntegrityError:  # another replica inserted the team's first row: its position holds
+            session.rollback()
+            return read_steering(session, team) or Steering(key, start, position, lam, state, now, mean)
+    return Steering(key, start, position, lam, state, now, mean)
+
+
+def cheapest_model(session: Session, models: list[str], now: datetime) -> str | None:
+    """The configured model whose answers cost least on average over the last COST_LOOKBACK (any team),
+    or None where none has a recorded cost."""
+    rows = session.execute(
+        select(Decision.chosen_model, func.avg(Outcome.cost_usd))
+        .select_from(Decision)
+        .join(Outcome)
+        .where(Decision.created_at >= now - COST_LOOKBACK, Outcome.status == "success")
+        .group_by(Decision.chosen_model)
+    ).all()
+    costs = {m: float(c) for m, c in rows if m in models and c is not None}
+    return min(costs, key=lambda m: (costs[m], models.index(m))) if costs else None
+
+
+def budget_status(session: Session, settings: Settings, team: str, now: datetime) -> BudgetStatus:
+    """Where ``team``'s budget (in ``settings``: it must have one) stands at ``now``: its spend, and the
+    lambda and route its requests are steered to (its tier's until the first step of the period)."""
+    spec = settings.teams[team]
+    budget, key = spec.budget, team_key(team)
+    assert budget is not None and key is not None, f"team {team!r} has no budget"
+    start, end = period_bounds(budget.per, now)
+    spent, requests = team_spend(session, key, start, now)
+    recent, _ = team_spend(session, key, max(start, now - RATE_WINDOW), now)
+    names, lams = ladder(settings)
+    steering = read_steering(session, team)
+    if steering is None or steering.period_start != start:
+        return BudgetStatus(team, budget, start, end, now, spent, recent, requests, settings.tiers[spec.tier].lam,
+                            f"tier {spec.tier}")  # fmt: skip
+    ladder_end = "dearest" if steering.position <= 0 else "cheapest" if steering.position >= len(names) else None
+    return BudgetStatus(team, budget, start, end, now, spent, recent, requests, steering.lam,
+                        describe_position(steering.position, lams, names), steering.state, ladder_end)  # fmt: skip

@@ -1,0 +1,109 @@
+"""A budgeted team routed on the ladder: between two rungs the request goes to either with the exact
+mixture's propensity; the hook steps the team from the store and routes (and logs) at its position."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from regret_gateway.artifacts import RouterArtifact
+from regret_gateway.config import Settings
+from regret_gateway.gateway.decisions import ActiveRouter, exploration_distribution
+from regret_gateway.servable import Candidate, ConstantPolicy, PerTierPolicy
+
+MODELS = ("tiny", "small", "large")
+TIERS = {"premium": {"lam": 0.0, "epsilon": 0.1, "exploration": "uniform"},
+         "economy": {"lam": 1000.0, "epsilon": 0.1, "exploration": "uniform"}}  # fmt: skip
+
+
+def constant_tiers() -> RouterArtifact:
+    """premium serves `large`, economy `small`: each tier a constant."""
+    policy = PerTierPolicy([0.0, 1000.0], [ConstantPolicy(MODELS, "large"), ConstantPolicy(MODELS, "small")],
+                           [Candidate("constant", "large"), Candidate("constant", "small")])  # fmt: skip
+    return RouterArtifact("v1", MODELS, {"premium": 0.0, "economy": 1000.0}, {"model": "m"}, policy)
+
+
+@pytest.mark.parametrize("position, cheapest", [(0.3, None), (1.5, "tiny"), (2.0, "tiny"), (0.0, None)])
+def test_between_two_rungs_a_request_goes_to_either_with_the_mixtures_exact_propensity(position, cheapest):
+    active = ActiveRouter(Settings(models=MODELS, default_tier="economy", tiers=TIERS))
+    active._artifact = constant_tiers()
+    rung = [exploration_distribution(2, 3, 0.1, rule="uniform"), exploration_distribution(1, 3, 0.1, rule="uniform"),
+            np.eye(3)[0]]  # fmt: skip
+    j = min(int(position), 2)
+    s = position - j
+    expected = (1 - s) * rung[j] + (s * rung[j + 1] if s > 0 else 0)
+    rng = np.random.default_rng(0)
+    choices = [active.choose(np.zeros(4, dtype=np.float32), "economy", rng, position=position, cheapest=cheapest)
+               for _ in range(6000)]  # fmt: skip
+    for c in choices[:100]:
+        assert c.propensity == pytest.approx(expected[MODELS.index(c.model)])
+    shares = np.bincount([MODELS.index(c.model) for c in choices], minlength=3) / len(choices)
+    assert np.allclose(shares, expected, atol=0.02)
+
+
+def test_the_hook_steps_a_spent_team_to_the_cheapest_model_and_logs_its_lambda(tmp_path):
+    """Team `a` (economy) has spent its day's budget; the first routed request starts a step in a worker
+    thread; once it is done, a's requests go to the cheapest model (measured in the store) with propensity
+    1 and log the top tier's lambda, while team `b` (no budget) keeps its tier's routing."""
+    from regret_gateway.gateway.hook import RegretRouterHook
+    from regret_gateway.gateway.runtime import Gateway
+    from regret_gateway.store.records import DecisionRecord, OutcomeRecord
+    from regret_gateway.store.schema import Decision
+    from regret_gateway.store.writes import record_decisions
+
+    now = datetime(2026, 11, 27, 12, tzinfo=timezone.utc)
+    settings = Settings(
+        models=MODELS, default_tier="economy", tiers=TIERS, artifacts_dir=str(tmp_path / "artifacts"),
+        embedder={"model": "m"}, store={"url": f"sqlite:///{tmp_path}/gw.db", "spill_dir": str(tmp_path / "spill")},
+        teams={"a": {"tier": "economy", "budget": {"usd": 0.05, "per": "day"}}, "b": {"tier": "premium"}},
+    )  # fmt: skip
+    gateway = Gateway(settings, encode=lambda texts: np.ones((len(texts), 4), dtype=np.float32), seed=0,
+                      clock=lambda: now).start()  # fmt: skip
+    hook = RegretRouterHook(gateway)
+    past = [
+        DecisionRecord(
+            request_id=f"p{i}",
+            tier="economy",
+            lam=1000.0,
+            embedding_model="m",
+            embedding=np.zeros(4, dtype=np.float32),
+            chosen_model=m,
+            propensity=1 / 3,
+            team=t,
+            prompt_hash="h",
+            created_at=now - timedelta(hours=1),
+            outcome=OutcomeRecord(request_id=f"p{i}", cost_usd=c),
+        )  # fmt: skip
+        for i, (m, t, c) in enumerate([("large", "a", 0.04), ("small", "a", 0.02), ("tiny", "b", 0.0001)])
+    ]  # a: $0.06 of $0.05 today; tiny is the cheapest model on record
+    with Session(gateway.engine) as s, s.begin():
+        record_decisions(s, past)
+
+    async def route(team: str) -> dict:
+        key = SimpleNamespace(team_id=team, team_metadata=None, user_role=None)
+        data = await hook.async_pre_call_hook(key, None, {"model": "regret-router", "messages": [{"role": "user", "content": "hi"}]},
+                                              "completion")  # fmt: skip
+        return data["metadata"]["regret_gateway"]
+
+    try:
+        asyncio.run(route("a"))  # cold start, unsteered: its step starts now
+        assert gateway.steerer.stepped.wait(timeout=30)
+        assert gateway.steerer.positions["a"] == 2.0 and gateway.steerer.cheapest == "tiny"
+        steered = [asyncio.run(route("a")) for _ in range(20)]
+        assert {(m["model"], m["propensity"], m["lam"]) for m in steered} == {("tiny", 1.0, 1000.0)}
+        other = [asyncio.run(route("b")) for _ in range(30)]
+        assert {m["lam"] for m in other} == {0.0} and len({m["model"] for m in other}) > 1  # uniform cold start
+        assert gateway.writer.drain(timeout=10)
+        with Session(gateway.engine) as s:
+            logged = s.execute(
+                select(Decision.chosen_model, Decision.lam).where(Decision.request_id == steered[0]["request_id"])
+            ).one()
+        assert tuple(logged) == ("tiny", 1000.0)
+    finally:
+        gateway.close()

@@ -1,0 +1,112 @@
+"""Budget steering in the store: a team's controller step reads its spend and moves its ladder position,
+one step per interval whichever replica asks; a spent budget goes to the cheapest model; a new period
+starts where the last left off. Each test runs on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from regret_gateway.config import Settings
+from regret_gateway.store.engine import make_engine
+from regret_gateway.store.records import DecisionRecord, OutcomeRecord
+from regret_gateway.store.schema import BudgetSteering
+from regret_gateway.store.steering import budget_status, cheapest_model, step_team
+from regret_gateway.store.writes import record_decisions
+
+DAY = datetime(2026, 11, 27, tzinfo=timezone.utc)
+
+
+def settings(usd: float = 1.0) -> Settings:
+    return Settings(
+        models=("tiny", "small", "large"), default_tier="standard",
+        tiers={"premium": {"lam": 0.0}, "standard": {"lam": 100.0}, "economy": {"lam": 1000.0}},
+        teams={"a": {"tier": "standard", "budget": {"usd": usd, "per": "day", "interval_s": 60}}, "b": {"tier": "economy"}},
+    )  # fmt: skip
+
+
+def spend(engine, n: int, cost: float, *, start: datetime, model: str = "large", team: str = "a", tag: str = "") -> None:
+    """``n`` requests of ``team`` over the minute after ``start``, each costing ``cost``."""
+    rows = [
+        DecisionRecord(
+            request_id=f"{team}{tag}{start:%H%M%S}-{i}",
+            tier="standard",
+            lam=100.0,
+            embedding_model="m",
+            embedding=np.zeros(2, dtype=np.float32),
+            chosen_model=model,
+            propensity=1.0,
+            team=team,
+            prompt_hash="h",
+            created_at=start + timedelta(seconds=60 * i / n),
+            outcome=OutcomeRecord(request_id=f"{team}{tag}{start:%H%M%S}-{i}", cost_usd=cost),
+        )  # fmt: skip
+        for i in range(n)
+    ]
+    with Session(engine) as s, s.begin():
+        record_decisions(s, rows)
+
+
+def test_an_overspending_team_is_stepped_toward_the_cheap_end_once_per_interval(engine):
+    s = settings(usd=1.0)
+    first = step_team(engine, s, "a", DAY + timedelta(hours=1))
+    assert (first.position, first.state) == (1.0, "waiting")  # its own tier (standard: rung 1) until it has traffic
+    # 40 requests at 1 cent in the first hour: on that pace the day costs ~$9.6 against $1
+    spend(engine, 40, 0.01, start=DAY + timedelta(hours=1, minutes=1))
+    stepped = step_team(engine, s, "a", DAY + timedelta(hours=1, minutes=2))
+    assert stepped.state == "stepped" and stepped.position > first.position
+    assert stepped.lam == pytest.approx(100.0 + (stepped.position - 1.0) * 900.0)  # between standard and economy
+    again = step_team(engine, s, "a", DAY + timedelta(hours=1, minutes=2, seconds=30))  # within the interval
+    assert again == stepped
+    with Session(engine) as session:
+        status = budget_status(session, s, "a", DAY + timedelta(hours=1, minutes=3))
+    assert status.lam == stepped.lam and status.state == "stepped" and "standard" in status.route and "economy" in status.route
+    assert status.to_dict()["route"] == status.route and "λ now" in status.line()
+
+
+def test_two_replicas_sharing_a_store_route_one_team_at_one_position(db_url):
+    """Two gateways (two engines) ask for the team's step 30 s apart: one step is taken, and both
+    route at its position; the next interval's step is again one, whoever asks first."""
+    from regret_gateway.store.migrate import upgrade
+
+    upgrade(db_url)
+    one, two = make_engine(db_url), make_engine(db_url)
+    try:
+        s = settings(usd=1.0)
+        step_team(one, s, "a", DAY)
+        spend(one, 40, 0.01, start=DAY + timedelta(minutes=1))
+        a = step_team(one, s, "a", DAY + timedelta(minutes=2))
+        spend(two, 60, 0.01, start=DAY + timedelta(minutes=2), tag="y")  # 30 more by the time the second asks
+        b = step_team(two, s, "a", DAY + timedelta(minutes=2, seconds=30))
+        assert a == b and a.state == "stepped"
+        spend(two, 40, 0.01, start=DAY + timedelta(minutes=3), tag="x")
+        c = step_team(two, s, "a", DAY + timedelta(minutes=4))
+        d = step_team(one, s, "a", DAY + timedelta(minutes=4, seconds=1))
+        assert c == d and c.position > a.position and c.updated_at == DAY + timedelta(minutes=4)
+        with Session(one) as session:
+            assert session.scalar(select(func.count()).select_from(BudgetSteering)) == 1
+    finally:
+        one.dispose()
+        two.dispose()
+
+
+def test_a_spent_budget_routes_to_the_cheapest_model_and_the_next_period_starts_at_the_mean_position(engine):
+    s = settings(usd=0.1)
+    spend(engine, 30, 0.005, start=DAY + timedelta(hours=2))  # $0.15 of $0.10
+    spend(engine, 30, 0.0001, start=DAY + timedelta(hours=2, minutes=5), model="tiny", team="b")
+    spent = step_team(engine, s, "a", DAY + timedelta(hours=3))
+    assert (spent.position, spent.state) == (3.0, "spent")  # the last rung: the cheapest model
+    with Session(engine) as session:
+        assert cheapest_model(session, list(s.models), DAY + timedelta(hours=3)) == "tiny"
+        status = budget_status(session, s, "a", DAY + timedelta(hours=3))
+    assert status.route == "the cheapest model" and "OVER BUDGET" in status.line() and "cannot be met" in status.line()
+    assert spent.period_mean == 1.0  # its 30 requests were routed at its tier (rung 1)
+    spend(engine, 10, 0.001, start=DAY + timedelta(hours=4))  # 10 more at the cheapest end (rung 3)
+    later = step_team(engine, s, "a", DAY + timedelta(hours=5))
+    assert later.state == "spent" and later.period_mean == pytest.approx((30 * 1.0 + 10 * 3.0) / 40)
+    tomorrow = step_team(engine, s, "a", DAY + timedelta(days=1, minutes=1))
+    assert tomorrow.period_start == DAY + timedelta(days=1) and tomorrow.position == pytest.approx(1.5)

@@ -63,6 +63,10 @@ class TierSpec(_Strict):
     igw_gamma: float = Field(default=50.0, ge=0.0)
     min_propensity: float | None = Field(default=None, ge=0.0, le=1.0)
     fallback: str | None = None  # model used when routing fails; default: the first model
+    # Models whose predicted cost for a request is above this are never chosen for it, exploration included
+    # (the propensity stays exact): predicted by the router's cost estimates, else each model's mean cost in
+    # the store over the last week; where every model is above it, the cheapest predicted. None: no cap.
+    max_cost_per_request_usd: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
 
 
 class BudgetSpec(_Strict):

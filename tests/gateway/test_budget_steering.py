@@ -107,3 +107,37 @@ def test_the_hook_steps_a_spent_team_to_the_cheapest_model_and_logs_its_lambda(t
         assert tuple(logged) == ("tiny", 1000.0)
     finally:
         gateway.close()
+
+
+def test_a_tiers_cost_cap_never_routes_a_model_predicted_above_it_exploration_included():
+    """premium serves `large`; its cap ($0.01) is below what the router's cost estimates predict for `large`
+    ($0.03): every request goes to an allowed model, the policy's share to the allowed model it scores
+    highest (`small`), and the propensities are those of the draws. With every model above the cap, the
+    cheapest predicted serves; without estimates, the store's mean costs predict."""
+    from regret_gateway.servable import ClusterPolicy
+
+    costs = np.array([[0.0001, 0.002, 0.03]])
+    estimator = ClusterPolicy(MODELS, np.ones((1, 4)), np.array([[0.3, 0.6, 0.9]]), costs)
+    policy = PerTierPolicy([0.0, 1000.0], [ConstantPolicy(MODELS, "large"), ConstantPolicy(MODELS, "small")],
+                           [Candidate("constant", "large"), Candidate("constant", "small")], estimator)  # fmt: skip
+    tiers = {"premium": {"lam": 0.0, "epsilon": 0.2, "exploration": "uniform", "max_cost_per_request_usd": 0.01},
+             "economy": {"lam": 1000.0, "epsilon": 0.2, "exploration": "uniform"}}  # fmt: skip
+    active = ActiveRouter(Settings(models=MODELS, default_tier="premium", tiers=tiers))
+    active._artifact = RouterArtifact("v1", MODELS, {"premium": 0.0, "economy": 1000.0}, {"model": "m"}, policy)
+    x, rng = np.ones(4, dtype=np.float32), np.random.default_rng(0)
+    assert np.allclose(active.predicted_costs(active.artifact, x[None, :]), costs[0], rtol=1e-3)  # float32 scores
+    choices = [active.choose(x, "premium", rng) for _ in range(3000)]
+    assert {c.model for c in choices} == {"tiny", "small"}
+    expected = {"tiny": 0.2 / 3, "small": 1 - 0.2 / 3}  # uniform exploration's share of large moves to small
+    assert all(c.propensity == pytest.approx(expected[c.model]) for c in choices)
+    assert np.mean([c.model == "tiny" for c in choices]) == pytest.approx(0.2 / 3, abs=0.015)
+    assert {c.model for c in (active.choose(x, "economy", rng) for _ in range(300))} == set(MODELS)  # no cap there
+    tight = Settings(
+        models=MODELS, default_tier="premium", tiers={**tiers, "premium": {**tiers["premium"], "max_cost_per_request_usd": 1e-5}}
+    )
+    capped = ActiveRouter(tight)
+    capped._artifact = active.artifact
+    assert {(c.model, c.propensity) for c in (capped.choose(x, "premium", rng) for _ in range(100))} == {("tiny", 1.0)}
+    cold = ActiveRouter(Settings(models=MODELS, default_tier="premium", tiers=tiers))  # no router yet: the store's means
+    cold.model_costs = {"tiny": 0.001, "small": 0.005, "large": 0.02}
+    assert {c.model for c in (cold.choose(x, "premium", rng) for _ in range(300))} == {"tiny", "small"}

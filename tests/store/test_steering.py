@@ -15,7 +15,7 @@ from regret_gateway.config import Settings
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.records import DecisionRecord, OutcomeRecord
 from regret_gateway.store.schema import BudgetSteering
-from regret_gateway.store.steering import budget_status, cheapest_model, step_team
+from regret_gateway.store.steering import budget_status, cheapest_model, model_costs, step_team
 from regret_gateway.store.writes import record_decisions
 
 DAY = datetime(2026, 11, 27, tzinfo=timezone.utc)
@@ -101,7 +101,8 @@ def test_a_spent_budget_routes_to_the_cheapest_model_and_the_next_period_starts_
     spent = step_team(engine, s, "a", DAY + timedelta(hours=3))
     assert (spent.position, spent.state) == (3.0, "spent")  # the last rung: the cheapest model
     with Session(engine) as session:
-        assert cheapest_model(session, list(s.models), DAY + timedelta(hours=3)) == "tiny"
+        costs = model_costs(session, list(s.models), DAY + timedelta(hours=3))
+        assert costs == pytest.approx({"large": 0.005, "tiny": 0.0001}) and cheapest_model(costs, list(s.models)) == "tiny"
         status = budget_status(session, s, "a", DAY + timedelta(hours=3))
     assert status.route == "the cheapest model" and "OVER BUDGET" in status.line() and "cannot be met" in status.line()
     assert spent.period_mean == 1.0  # its 30 requests were routed at its tier (rung 1)
@@ -110,3 +111,33 @@ def test_a_spent_budget_routes_to_the_cheapest_model_and_the_next_period_starts_
     assert later.state == "spent" and later.period_mean == pytest.approx((30 * 1.0 + 10 * 3.0) / 40)
     tomorrow = step_team(engine, s, "a", DAY + timedelta(days=1, minutes=1))
     assert tomorrow.period_start == DAY + timedelta(days=1) and tomorrow.position == pytest.approx(1.5)
+
+
+def test_two_replicas_stepping_at_once_take_one_step(db_url, monkeypatch):
+    """Replica one reads the team's row, and before it writes, replica two steps: one's write finds the row
+    changed, takes no second step and returns two's position."""
+    from regret_gateway.store import steering
+    from regret_gateway.store.migrate import upgrade
+
+    upgrade(db_url)
+    one, two = make_engine(db_url), make_engine(db_url)
+    try:
+        s = settings(usd=1.0)
+        step_team(one, s, "a", DAY)
+        spend(one, 40, 0.01, start=DAY + timedelta(minutes=1))
+        real, inside, calls = steering._expected_requests, [], []
+
+        def meanwhile(session, *args):  # runs inside one's step, after it read the row
+            calls.append(1)
+            if len(calls) == 1:  # two's own step calls this too: it reads the store as usual
+                inside.append(step_team(two, s, "a", DAY + timedelta(minutes=2, seconds=1)))
+            return real(session, *args)
+
+        monkeypatch.setattr(steering, "_expected_requests", meanwhile)
+        mine = step_team(one, s, "a", DAY + timedelta(minutes=2))
+        assert inside and inside[0].state == "stepped" and mine == inside[0]
+        with Session(two) as session:
+            assert steering.read_steering(session, "a") == inside[0]
+    finally:
+        one.dispose()
+        two.dispose()

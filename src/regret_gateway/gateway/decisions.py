@@ -100,6 +100,7 @@ class ActiveRouter:
         self._lock = threading.Lock()
         self.reloads = 0
         self._column_map: tuple[RouterArtifact, np.ndarray] | None = None
+        self.model_costs: dict[str, float] = {}  # mean cost per answer in the store (the gateway's steerer sets it)
 
     @property
     def artifact(self) -> RouterArtifact | None:
@@ -139,7 +140,51 @@ class ActiveRouter:
 
     def _distribution(self, artifact: RouterArtifact | None, X: np.ndarray, tier: str) -> tuple[np.ndarray, int, dict | None]:
         """(p over ``settings.models``, the router's choice, its scores) of ``tier``'s policy with exploration,
-        at the tier's lambda; before any router, the cold start (uniform, or the fallback model)."""
+        at the tier's lambda; before any router, the cold start (uniform, or the fallback model); under the
+        tier's ``max_cost_per_request_usd`` (:meth:`_capped`)."""
+        p, best, scores = self._uncapped(artifact, X, tier)
+        spec = self.settings.tiers[tier]
+        cap = spec.max_cost_per_request_usd
+        return (p, best, scores) if cap is None else self._capped(p, best, scores, artifact, X, cap, spec.lam)
+
+    def predicted_costs(self, artifact: RouterArtifact | None, X: np.ndarray) -> np.ndarray:
+        """(T,) each configured model's predicted cost (USD) for the request ``X`` (1, d): the router's cost
+        estimates (utility at lambda 0 minus utility at lambda 1), else its mean cost in the store
+        (``model_costs``, set by the gateway's steerer); NaN where neither knows."""
+        models = self.settings.models
+        out = np.array([self.model_costs.get(m, np.nan) for m in models])
+        u0 = None if artifact is None else artifact.utility_estimates(X, 0.0)
+        if u0 is not None:
+            u1 = artifact.utility_estimates(X, 1.0)  # type: ignore[union-attr]
+            out[self._columns(artifact)] = (u0 - u1)[0]  # type: ignore[arg-type, operator]
+        return out
+
+    def _capped(self, p: np.ndarray, best: int, scores: dict | None, artifact, X: np.ndarray, cap: float, lam: float):
+        """``p`` without the models predicted to cost more than ``cap`` (every model's, if all do: the cheapest
+        predicted stays); their probability goes to the allowed model the router scores highest (ties, as
+        under a constant: the one the utility estimates at ``lam`` rank first). Exact: the request is drawn
+        from what is returned."""
+        costs = self.predicted_costs(artifact, X)
+        allowed = ~(costs > cap)  # a model whose cost nothing predicts stays allowed
+        if not allowed.any():
+            allowed = costs == np.nanmin(costs)
+        if allowed.all():
+            return p, best, scores
+        if not allowed[best]:
+            models = self.settings.models
+            score = np.full(len(models), -np.inf)
+            for m, v in (scores or {}).items():
+                score[models.index(m)] = v
+            utility = np.zeros(len(models))
+            estimates = None if artifact is None else artifact.utility_estimates(X, lam)
+            if estimates is not None:
+                utility[self._columns(artifact)] = estimates[0]
+            best = int(max(np.flatnonzero(allowed), key=lambda t: (score[t], utility[t], p[t])))
+        q = np.where(allowed, p, 0.0)
+        q[best] += 1.0 - q.sum()
+        return q, best, scores
+
+    def _uncapped(self, artifact: RouterArtifact | None, X: np.ndarray, tier: str) -> tuple[np.ndarray, int, dict | None]:
         settings = self.settings
         spec = settings.tiers[tier]
         T = len(settings.models)
@@ -177,7 +222,7 @@ class ActiveRouter:
         models = settings.models
         artifact = self._artifact
         X = x[None, :]
-        if position is None and artifact is None:
+        if position is None and artifact is None and settings.tiers[tier].max_cost_per_request_usd is None:
             if settings.cold_start == "fallback":
                 return Choice(fallback_model(settings, tier), 1.0, "cold_start", None)
             t = int(rng.integers(len(models)))

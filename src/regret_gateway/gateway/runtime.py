@@ -138,7 +138,8 @@ class Gateway:
                 flush_interval_s=s.store.flush_interval_s,
             ).start()
             self.router = ActiveRouter(s)
-            self.steerer = Steerer(s, lambda: self.engine, clock=self._clock)
+            self.steerer = Steerer(s, lambda: self.engine, clock=self._clock,
+                                   on_costs=lambda costs: setattr(self.router, "model_costs", costs))  # fmt: skip
             self.hash_key = s.prompt_hash_key()
             self.batcher = EmbeddingBatcher(
                 self._embed,

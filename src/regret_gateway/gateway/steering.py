@@ -1,7 +1,8 @@
 """The gateway's side of budget steering: each budgeted team's ladder position, refreshed from the store.
 
 :class:`Steerer` keeps, per team with a budget, the position its requests are routed at
-(:mod:`regret_gateway.budgets`), and the cheapest model (the ladder's last rung). ``maybe_step()``,
+(:mod:`regret_gateway.budgets`), each model's mean cost per answer and the cheapest model (the ladder's last
+rung; the per-request caps' costs where the router has no cost estimates). ``maybe_step()``,
 called on the request path, runs a step in a worker thread at most every ``interval_s`` (the smallest
 of the teams'): the store takes each team's controller step once per interval for every replica
 (:func:`regret_gateway.store.steering.step_team`) and every replica routes at the position it returns.
@@ -28,14 +29,21 @@ def _utcnow() -> datetime:
 class Steerer:
     """Per budgeted team, the ladder position its requests are routed at (None: its tier, unsteered)."""
 
-    def __init__(self, settings: Settings, engine_of: Callable[[], object], clock: Callable[[], datetime] = _utcnow):
+    def __init__(self, settings: Settings, engine_of: Callable[[], object], clock: Callable[[], datetime] = _utcnow,
+                 on_costs: Callable[[dict[str, float]], None] | None = None):  # fmt: skip
         self.settings = settings
         self._engine_of = engine_of  # the gateway's engine, read when a step runs (built at start)
+        self._on_costs = on_costs  # told each step's model costs (the router's caps read them)
         self.clock = clock
         self.teams = sorted(team for team, spec in settings.teams.items() if spec.budget is not None)
         self.interval_s = min((settings.teams[t].budget.interval_s for t in self.teams), default=0.0)  # type: ignore[union-attr]
         self.positions: dict[str, float] = {}
         self.cheapest: str | None = None
+        self.model_costs: dict[str, float] = {}  # mean cost per answer (the store's last week): caps without estimates
+        capped = any(spec.max_cost_per_request_usd is not None for spec in settings.tiers.values())
+        self.active = bool(self.teams) or capped  # anything to step: budgets, or costs for the per-request caps
+        if not self.teams and capped:
+            self.interval_s = 300.0
         self.steps = 0
         self.auto = True  # maybe_step steps on the request path; the demo's budget days step on their own clock
         self.stepped = threading.Event()  # set after each step (tests wait on it)
@@ -61,25 +69,28 @@ class Steerer:
         from sqlalchemy.orm import Session
 
         from regret_gateway.store.records import team_key
-        from regret_gateway.store.steering import cheapest_model, step_team
+        from regret_gateway.store.steering import cheapest_model, model_costs, step_team
 
         engine = self._engine_of()
         now = self.clock()
         positions = {}
         for team in self.teams:
             positions[team] = step_team(engine, self.settings, team, now).position  # type: ignore[arg-type]
+        models = list(self.settings.models)
         with Session(engine) as session:  # type: ignore[arg-type]
-            cheapest = cheapest_model(session, list(self.settings.models), now)
-        self.positions, self.cheapest = positions, cheapest
+            costs = model_costs(session, models, now)
+        self.positions, self.model_costs, self.cheapest = positions, costs, cheapest_model(costs, models)
+        if self._on_costs is not None:
+            self._on_costs(costs)
         self.steps += 1
         self.stepped.set()
         log.debug("regret-gateway: budget positions %s (cheapest model %s)", {team_key(t): p for t, p in positions.items()},
-                  cheapest)  # fmt: skip
+                  self.cheapest)  # fmt: skip
 
     def maybe_step(self) -> None:
         """If ``interval_s`` has passed since the last step began, step in a worker thread (never on the
         event loop); requests route at the current positions meanwhile."""
-        if not self.auto or not self.teams or self._busy.is_set() or time.monotonic() - self._last < self.interval_s:
+        if not self.auto or not self.active or self._busy.is_set() or time.monotonic() - self._last < self.interval_s:
             return
         self._last = time.monotonic()
         self._busy.set()

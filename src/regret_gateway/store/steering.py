@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import Engine, func, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from regret_gateway.budgets import (
@@ -111,12 +111,15 @@ def step_team(engine: Engine, settings: Settings, team: str, now: datetime) -> S
         if row is None:
             session.add(BudgetSteering(team=key, **values))
         else:  # only if nobody stepped since we read: one step per interval across replicas
-            done = session.execute(
-                update(BudgetSteering)
-                .where(BudgetSteering.team == key, BudgetSteering.updated_at == row.updated_at)
-                .values(**values)
-            )
-            if getattr(done, "rowcount", 1) == 0:
+            try:
+                done = session.execute(
+                    update(BudgetSteering)
+                    .where(BudgetSteering.team == key, BudgetSteering.updated_at == row.updated_at)
+                    .values(**values)
+                )
+            except OperationalError:  # SQLite (WAL): another connection wrote since this one read
+                done = None
+            if done is None or getattr(done, "rowcount", 1) == 0:  # another replica stepped: its position holds
                 session.rollback()
                 return read_steering(session, team) or Steering(key, start, position, lam, state, now, mean)
         try:
@@ -127,9 +130,9 @@ def step_team(engine: Engine, settings: Settings, team: str, now: datetime) -> S
     return Steering(key, start, position, lam, state, now, mean)
 
 
-def cheapest_model(session: Session, models: list[str], now: datetime) -> str | None:
-    """The configured model whose answers cost least on average over the last COST_LOOKBACK (any team),
-    or None where none has a recorded cost."""
+def model_costs(session: Session, models: list[str], now: datetime) -> dict[str, float]:
+    """Each configured model's mean cost per answer over the last COST_LOOKBACK (any team); a model without a
+    recorded cost is left out."""
     rows = session.execute(
         select(Decision.chosen_model, func.avg(Outcome.cost_usd))
         .select_from(Decision)
@@ -137,7 +140,11 @@ def cheapest_model(session: Session, models: list[str], now: datetime) -> str | 
         .where(Decision.created_at >= now - COST_LOOKBACK, Outcome.status == "success")
         .group_by(Decision.chosen_model)
     ).all()
-    costs = {m: float(c) for m, c in rows if m in models and c is not None}
+    return {m: float(c) for m, c in rows if m in models and c is not None}
+
+
+def cheapest_model(costs: dict[str, float], models: list[str]) -> str | None:
+    """The model of ``costs`` (:func:`model_costs`) that costs least (the first configured on a tie)."""
     return min(costs, key=lambda m: (costs[m], models.index(m))) if costs else None
 
 

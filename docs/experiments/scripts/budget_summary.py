@@ -1,0 +1,44 @@
+"""Summarise `demo --budget-days` runs: one row per run and day (spend / budget, and each method's quality
+x100 per request), then per dataset the mean over runs of each day's differences against the steered
+router's expected quality.
+
+    python docs/experiments/scripts/budget_summary.py runs/budget-llmrouter-s0 runs/budget-llmrouter-s1 ...
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+METHODS = ("steered", "steered, expected", "fixed-λ", "two-model mix", "hard-cap", "own tier")
+
+
+def main(runs: list[str]) -> None:
+    print("| run | day | requests | spend / budget | " + " | ".join(METHODS) + " | hard-cap answered |")
+    print("|---|---:|---:|---:|" + "---:|" * (len(METHODS) + 1))
+    diffs: dict[tuple[str, int], list[list[float]]] = defaultdict(list)
+    for run in runs:
+        name = Path(run).name
+        for day in json.loads((Path(run) / "budget.json").read_text()):
+            q = day["quality"]
+            cells = " | ".join(f"{q[m]:.2f}" if m in q else "-" for m in METHODS)
+            ratio = day["spend"]["steered"] / day["budget_usd"]
+            print(f"| {name} | {day['day']} | {day['requests']} | {ratio:.3f} | {cells} | {100 * day['answered']['hard-cap']:.0f}% |")
+            dataset = name.rsplit("-s", 1)[0]
+            e = q["steered, expected"]
+            diffs[(dataset, day["day"])].append([ratio, e - q["fixed-λ"], e - q["two-model mix"], q["steered"] - q["hard-cap"]])
+    print("\n| dataset | day | runs | spend / budget (range) | expected - fixed-λ | expected - two-model mix | steered - hard-cap |")
+    print("|---|---:|---:|---|---:|---:|---:|")
+    for (dataset, d), rows in sorted(diffs.items()):
+        a = np.array(rows)
+        print(f"| {dataset} | {d} | {len(a)} | {a[:, 0].min():.3f}-{a[:, 0].max():.3f} | {a[:, 1].mean():+.2f} "
+              f"({', '.join(f'{v:+.2f}' for v in a[:, 1])}) | {a[:, 2].mean():+.2f} ({', '.join(f'{v:+.2f}' for v in a[:, 2])}) "
+              f"| {a[:, 3].mean():+.1f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

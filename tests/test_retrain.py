@@ -64,13 +64,14 @@ def log_to_store(engine, bench, X, *, actions, propensity, feedback=True, prefix
             record_feedback(s, [FeedbackRecord(f"{prefix}{i}", float(bench.quality[i, a])) for i, a in enumerate(actions)])
 
 
-def settings_for(tmp_path, bench) -> Settings:
+def settings_for(tmp_path, bench, teams: dict | None = None) -> Settings:
     return Settings(
         models=bench.model_names,
         tiers=TIERS,
         default_tier="standard",
         artifacts_dir=str(tmp_path / "artifacts"),
         store=StoreSpec(url=f"sqlite:///{tmp_path}/gw.db"),
+        teams=teams or {},
     )
 
 
@@ -99,7 +100,7 @@ def test_folds_hold_out_every_row_once():
 @pytest.mark.timeout(600)
 def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, world):
     bench, X = world
-    settings = settings_for(tmp_path, bench)
+    settings = settings_for(tmp_path, bench, teams={"t": {"tier": "standard", "budget": {"usd": 10.0, "per": "day"}}})
     engine = new_engine(settings)
     P = logging_policy(bench)
     rng = np.random.default_rng(0)
@@ -142,6 +143,12 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
     # every tier serves a candidate confidently better than the fixed choice, or the fixed choice itself
     for row in result.tiers:
         assert row.incumbent.startswith("constant:") and (row.served == row.incumbent or row.gain_ci[0] > 0), row.reason
+    # the budgeted team's forecast: each ladder rung's expected cost per request on its requests, from the cost
+    # estimates; the cheapest-model rung is within 25% of that model's true mean cost on them
+    forecast = artifact.metrics["data"]["budget_forecast"]["t"]
+    assert len(forecast) == len(TIERS) + 1 and forecast[-1] == min(forecast) and forecast[0] == max(forecast)
+    true_cheapest = bench.cost.mean(0).min()
+    assert abs(forecast[-1] / true_cheapest - 1) < 0.25, (forecast, true_cheapest)
     # the "kept" branch: on 300 newer rows, demanding a gain of 50 points over what each tier serves now,
     # no candidate can deliver it; the active version stays and the report says why, tier by tier
     newer = datetime.now(timezone.utc)

@@ -172,3 +172,20 @@ def next_position(
     # free requests (recent == 0): nothing says the team spends too much, so the full step toward quality
     step = -MAX_STEP if recent <= 0 else max(-MAX_STEP, min(MAX_STEP, GAIN * math.log(recent / affordable)))
     return max(0.0, min(top, position + step)), "stepped"
+
+
+def start_position(rung_usd: Sequence[float], budget_usd: float, expected_requests: float) -> float | None:
+    """Where a period starts from a forecast: ``rung_usd`` the expected cost per request on each rung (the
+    tiers by lambda, then the cheapest model; a position between two rungs costs the mix of theirs), the
+    dearest position whose cost per request spends at most ``budget_usd`` over ``expected_requests``
+    (the cheapest end if none does); None without expected requests."""
+    if expected_requests <= 0 or not rung_usd:
+        return None
+    affordable = budget_usd / expected_requests
+    for j, cost in enumerate(rung_usd):
+        if cost <= affordable:
+            if j == 0:
+                return 0.0
+            dearer = rung_usd[j - 1]  # > affordable: the mix of rungs j - 1 and j that costs exactly that
+            return float(j - 1 + (dearer - affordable) / (dearer - cost)) if dearer > cost else float(j)
+    return float(len(rung_usd) - 1)

@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -176,6 +176,32 @@ def logger_labels(tiers: tuple[str, ...], versions: tuple[str | None, ...]) -> n
     return np.array([f"{tier}|{version or 'cold-start'}" for tier, version in zip(tiers, versions)])
 
 
+def budget_forecasts(settings: Settings, ts, policy: ServablePolicy) -> dict[str, list[float]]:
+    """Per budgeted team with logged requests: the expected cost per request of each ladder rung under
+    ``policy`` on the team's requests of the last period's length (all of its requests if none are that
+    recent): what its first period starts from (:func:`regret_gateway.store.steering.step_team`)."""
+    from regret_gateway.budgets import period_bounds
+    from regret_gateway.gateway.steering import rung_costs
+    from regret_gateway.store.records import team_key
+
+    out: dict[str, list[float]] = {}
+    if ts.logged is None:
+        return out
+    teams = np.array(ts.teams, dtype=object)
+    artifact = RouterArtifact("forecast", policy.model_names, {n: s.lam for n, s in settings.tiers_by_lambda()}, {}, policy)
+    now = datetime.now(timezone.utc)
+    for team, spec in settings.teams.items():
+        rows = np.flatnonzero(teams == team_key(team)) if spec.budget is not None else ()
+        if len(rows) == 0 or spec.budget is None:
+            continue
+        start, end = period_bounds(spec.budget.per, now)
+        recent = rows[ts.created_at[rows] >= np.datetime64((now - (end - start)).replace(tzinfo=None), "us")]
+        costs = rung_costs(settings, artifact, ts.logged.X[recent if len(recent) else rows])
+        if costs:
+            out[team] = costs
+    return out
+
+
 PUBLISH_LOCK = ".publish-lock"  # in the artifact folder
 
 
@@ -237,6 +263,7 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     # published even when every tier keeps what it serves: the new version carries this retrain's utility
     # estimates, which exploration reads; with the old ones it would keep exploring where the first
     # retrain's estimates pointed, and the comparisons the gate has to make next would get no new rows
+    data_info["budget_forecast"] = budget_forecasts(settings, ts, policy)
     path = publish(settings, engine, policy, rows, data_info)
     if active is not None and not any(r.changed for r in rows):
         status = "kept"

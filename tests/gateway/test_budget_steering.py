@@ -125,7 +125,7 @@ def test_a_tiers_cost_cap_never_routes_a_model_predicted_above_it_exploration_in
     active = ActiveRouter(Settings(models=MODELS, default_tier="premium", tiers=tiers))
     active._artifact = RouterArtifact("v1", MODELS, {"premium": 0.0, "economy": 1000.0}, {"model": "m"}, policy)
     x, rng = np.ones(4, dtype=np.float32), np.random.default_rng(0)
-    assert np.allclose(active.predicted_costs(active.artifact, x[None, :]), costs[0], rtol=1e-3)  # float32 scores
+    assert np.allclose(active.predicted_costs(active.artifact, x[None, :]), costs, rtol=1e-3)  # float32 scores
     choices = [active.choose(x, "premium", rng) for _ in range(3000)]
     assert {c.model for c in choices} == {"tiny", "small"}
     expected = {"tiny": 0.2 / 3, "small": 1 - 0.2 / 3}  # uniform exploration's share of large moves to small

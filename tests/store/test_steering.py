@@ -141,3 +141,25 @@ def test_two_replicas_stepping_at_once_take_one_step(db_url, monkeypatch):
     finally:
         one.dispose()
         two.dispose()
+
+
+def test_a_teams_first_period_starts_where_the_published_forecast_spends_its_budget(engine):
+    """A team that had traffic before it had a budget: its first step starts at the position whose forecast
+    cost per request spends the budget over as many requests as the previous period held."""
+    s = settings(usd=0.5)
+    spend(engine, 100, 0.01, start=DAY - timedelta(days=1, hours=-1))  # yesterday: 100 requests
+    spend(engine, 5, 0.01, start=DAY - timedelta(days=2))  # the store holds all of yesterday
+    forecast = [0.01, 0.004, 0.001, 0.0002]  # per request on premium, standard, economy, the cheapest model
+    first = step_team(engine, s, "a", DAY + timedelta(minutes=1), forecast)
+    # $0.005 a request affordable: between premium ($0.01) and standard ($0.004), 5/6 of the way
+    assert first.position == pytest.approx(5 / 6) and first.state == "waiting"
+
+
+def test_start_position_interpolates_between_the_rungs_around_the_affordable_cost():
+    from regret_gateway.budgets import start_position
+
+    rungs = [0.01, 0.004, 0.001, 0.0002]
+    assert start_position(rungs, 2.0, 100) == 0.0  # $0.02 a request: the dearest tier
+    assert start_position(rungs, 0.1, 100) == pytest.approx(2.0)  # exactly economy's $0.001
+    assert start_position(rungs, 0.001, 100) == 3.0  # under the cheapest model's cost: the cheapest end
+    assert start_position(rungs, 1.0, 0) is None

@@ -148,15 +148,14 @@ class ActiveRouter:
         return (p, best, scores) if cap is None else self._capped(p, best, scores, artifact, X, cap, spec.lam)
 
     def predicted_costs(self, artifact: RouterArtifact | None, X: np.ndarray) -> np.ndarray:
-        """(T,) each configured model's predicted cost (USD) for the request ``X`` (1, d): the router's cost
+        """(n, T) each configured model's predicted cost (USD) for the requests ``X`` (n, d): the router's cost
         estimates (utility at lambda 0 minus utility at lambda 1), else its mean cost in the store
         (``model_costs``, set by the gateway's steerer); NaN where neither knows."""
         models = self.settings.models
-        out = np.array([self.model_costs.get(m, np.nan) for m in models])
+        out = np.tile([self.model_costs.get(m, np.nan) for m in models], (len(X), 1))
         u0 = None if artifact is None else artifact.utility_estimates(X, 0.0)
-        if u0 is not None:
-            u1 = artifact.utility_estimates(X, 1.0)  # type: ignore[union-attr]
-            out[self._columns(artifact)] = (u0 - u1)[0]  # type: ignore[arg-type, operator]
+        if artifact is not None and u0 is not None:
+            out[:, self._columns(artifact)] = u0 - artifact.utility_estimates(X, 1.0)  # type: ignore[operator]
         return out
 
     def _capped(self, p: np.ndarray, best: int, scores: dict | None, artifact, X: np.ndarray, cap: float, lam: float):
@@ -164,7 +163,7 @@ class ActiveRouter:
         predicted stays); their probability goes to the allowed model the router scores highest (ties, as
         under a constant: the one the utility estimates at ``lam`` rank first). Exact: the request is drawn
         from what is returned."""
-        costs = self.predicted_costs(artifact, X)
+        costs = self.predicted_costs(artifact, X)[0]
         allowed = ~(costs > cap)  # a model whose cost nothing predicts stays allowed
         if not allowed.any():
             allowed = costs == np.nanmin(costs)

@@ -95,6 +95,12 @@ class Gateway:
         self._judge_complete = judge_complete
         self.judge: Judge | None = None  # the sampled LLM judge (gateway/judge.py), built at start when judge.model is set
 
+    def _budget_forecast(self, team: str) -> list[float] | None:
+        """The active router's forecast for a budgeted team (``retrain`` publishes it: ``data.budget_forecast``)."""
+        artifact = self.router.artifact
+        data = (artifact.metrics or {}).get("data") or {} if artifact is not None else {}
+        return (data.get("budget_forecast") or {}).get(team)
+
     def now(self) -> datetime:
         """The gateway's clock (UTC): decisions are stamped with it, budgets' periods and steps read it."""
         return self._clock()
@@ -139,7 +145,8 @@ class Gateway:
             ).start()
             self.router = ActiveRouter(s)
             self.steerer = Steerer(s, lambda: self.engine, clock=self._clock,
-                                   on_costs=lambda costs: setattr(self.router, "model_costs", costs))  # fmt: skip
+                                   on_costs=lambda costs: setattr(self.router, "model_costs", costs),
+                                   forecast_of=self._budget_forecast)  # fmt: skip
             self.hash_key = s.prompt_hash_key()
             self.batcher = EmbeddingBatcher(
                 self._embed,

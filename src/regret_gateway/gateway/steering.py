@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 
+import numpy as np
+
 from regret_gateway.config import Settings
 
 log = logging.getLogger(__name__)
@@ -30,10 +32,12 @@ class Steerer:
     """Per budgeted team, the ladder position its requests are routed at (None: its tier, unsteered)."""
 
     def __init__(self, settings: Settings, engine_of: Callable[[], object], clock: Callable[[], datetime] = _utcnow,
-                 on_costs: Callable[[dict[str, float]], None] | None = None):  # fmt: skip
+                 on_costs: Callable[[dict[str, float]], None] | None = None,
+                 forecast_of: Callable[[str], list[float] | None] | None = None):  # fmt: skip
         self.settings = settings
         self._engine_of = engine_of  # the gateway's engine, read when a step runs (built at start)
         self._on_costs = on_costs  # told each step's model costs (the router's caps read them)
+        self._forecast_of = forecast_of or (lambda team: None)  # the active router's rung costs for a team
         self.clock = clock
         self.teams = sorted(team for team, spec in settings.teams.items() if spec.budget is not None)
         self.interval_s = min((settings.teams[t].budget.interval_s for t in self.teams), default=0.0)  # type: ignore[union-attr]
@@ -75,7 +79,7 @@ class Steerer:
         now = self.clock()
         positions = {}
         for team in self.teams:
-            positions[team] = step_team(engine, self.settings, team, now).position  # type: ignore[arg-type]
+            positions[team] = step_team(engine, self.settings, team, now, self._forecast_of(team)).position  # type: ignore[arg-type]
         models = list(self.settings.models)
         with Session(engine) as session:  # type: ignore[arg-type]
             costs = model_costs(session, models, now)
@@ -105,3 +109,30 @@ class Steerer:
                 self._busy.clear()
 
         threading.Thread(target=run, name="regret-gateway-budgets", daemon=True).start()
+
+
+FORECAST_ROWS = 500  # logged requests of a team the forecast is computed on (a seeded sample)
+
+
+def rung_costs(settings: Settings, artifact, X: np.ndarray, seed: int = 0) -> list[float]:
+    """The expected cost per request (USD) of each ladder rung (the tiers by lambda with their exploration,
+    then the cheapest model) on the requests ``X`` (n, d), under ``artifact``: each request's routing
+    distribution times the artifact's cost estimates for it (a position between two rungs costs the mix).
+    Empty where the artifact has no cost estimates. What ``retrain`` publishes as a budgeted team's forecast."""
+    from regret_gateway.gateway.decisions import ActiveRouter
+
+    if len(X) > FORECAST_ROWS:
+        X = X[np.random.default_rng(seed).choice(len(X), FORECAST_ROWS, replace=False)]
+    router = ActiveRouter(settings)
+    router._artifact = artifact
+    costs = router.predicted_costs(artifact, X)
+    if len(X) == 0 or not np.isfinite(costs).all():
+        return []
+    cheapest = settings.models[int(np.argmin(costs.mean(0)))]
+    tiers = [name for name, _ in settings.tiers_by_lambda()]
+    out = []
+    for j in range(len(tiers) + 1):
+        p = np.stack([router.distribution(X[i : i + 1], tiers[min(j, len(tiers) - 1)], position=float(j), cheapest=cheapest)[0]
+                      for i in range(len(X))])  # fmt: skip
+        out.append(float((p * costs).sum(1).mean()))
+    return out

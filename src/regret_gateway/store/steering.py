@@ -6,6 +6,7 @@ budget route)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -21,6 +22,7 @@ from regret_gateway.budgets import (
     next_position,
     period_bounds,
     requests_left,
+    start_position,
 )
 from regret_gateway.config import Settings
 from regret_gateway.store.queries import team_spend
@@ -71,9 +73,21 @@ def _expected_requests(session: Session, key: str, now: datetime, start: datetim
     return requests_left(now, start, end, so_far, previous)
 
 
-def step_team(engine: Engine, settings: Settings, team: str, now: datetime) -> Steering:
+def _previous_period_requests(session: Session, key: str, start: datetime, end: datetime) -> int | None:
+    """The team's requests in the whole previous period, or None where the store does not hold all of it."""
+    span = end - start
+    first = session.scalar(select(func.min(Decision.created_at)).where(Decision.team == key))
+    if first is None or _utc(first) > start - span:
+        return None
+    return team_spend(session, key, start - span, start)[1]
+
+
+def step_team(engine: Engine, settings: Settings, team: str, now: datetime, forecast: Sequence[float] | None = None) -> Steering:
     """Take ``team``'s controller step at ``now`` if its last one is ``budget.interval_s`` old (or from an
-    earlier period), else read where it stands; returns the position every replica now routes at."""
+    earlier period), else read where it stands; returns the position every replica now routes at.
+    ``forecast``: the published router's expected cost per request on each rung for this team
+    (:func:`regret_gateway.gateway.steering.rung_costs`); a team's first period starts where it spends the
+    budget over as many requests as the previous period held (where the store holds that period)."""
     spec = settings.teams[team]
     budget, key = spec.budget, team_key(team)
     assert budget is not None and key is not None, f"team {team!r} has no budget"
@@ -91,8 +105,11 @@ def step_team(engine: Engine, settings: Settings, team: str, now: datetime) -> S
             return current  # stepped lately (by this replica or another)
         spent, so_far = team_spend(session, key, start, now)
         if current is None or current.period_start != start:  # a new period: at the last one's mean position
-            position = mean = float(names.index(spec.tier)) if current is None else current.period_mean
-            since = start
+            position = float(names.index(spec.tier)) if current is None else current.period_mean
+            if current is None and forecast:  # the first: where the forecast spends the budget, if it can tell
+                forecast_start = start_position(forecast, budget.usd, _previous_period_requests(session, key, start, end) or 0)
+                position = position if forecast_start is None else forecast_start
+            mean, since = position, start
         else:  # the requests since the last step were routed at its position
             position, since = current.position, current.updated_at
         window_usd, window_n = team_spend(session, key, max(since, start), now)

@@ -13,9 +13,10 @@ controller steps every STEP_S simulated seconds. Then, on the same requests, in 
 * ``two-model mix``: the best fixed random mix of two models that spends no more than ``steered``;
 * ``own tier``: the team's tier unsteered (what it would have spent without a budget).
 
-Quality is the day's total over every request (a refused one counts 0); the budget is set before the day
-from the data: the cheapest model's mean cost per request plus ``budget_level`` of the way to the best
-model's, times the day's expected requests."""
+Quality is the day's total over every request (a refused one counts 0). The days run on a second gateway
+(the rounds' store and router, a config that adds the budgeted team); its daily budget is set before the
+first day from that router's ladder: the cheapest rung's expected cost per request on the traffic plus
+``budget_level`` of the way to the dearest tier's, times the day's expected requests."""
 
 from __future__ import annotations
 
@@ -53,13 +54,51 @@ def diurnal_rates(per_day: int) -> np.ndarray:
     return rate
 
 
-def daily_budget(world, per_day: int, level: float) -> float:
-    """The day's budget: the cheapest model's mean cost per traffic prompt plus ``level`` of the way to the
-    best single model's (at lambda 0), times the day's expected requests (surge included)."""
-    cost = world.bench.cost[world.traffic_ix].mean(0)
-    best = world.best_single[min(world.best_single)]
-    per_request = cost[world.cheapest] + level * (cost[best] - cost[world.cheapest])
-    return float(per_request * diurnal_rates(per_day).sum())
+def rung_costs_on(world, gateway, rows: np.ndarray, cheapest: str | None) -> np.ndarray:
+    """(rungs,) the true expected cost per request of each ladder rung (the tiers by lambda, then
+    ``cheapest``) on the world's prompts ``rows``, under ``gateway``'s active router."""
+    n_rungs = len(gateway.settings.tiers) + 1
+    out = np.zeros(n_rungs)
+    for j in range(n_rungs):
+        p = np.stack([gateway.router.distribution(world.X[i][None, :], BUDGET_TIER, position=float(j), cheapest=cheapest)[0]
+                      for i in rows])  # fmt: skip
+        out[j] = float((p * world.bench.cost[rows]).sum(1).mean())
+    return out
+
+
+def daily_budget(world, gateway, per_day: int, level: float, rng: np.random.Generator) -> float:
+    """The day's budget, set from the router the rounds trained: what the cheapest rung of its ladder would
+    cost per request on the traffic, plus ``level`` of the way to its dearest tier's, times the day's
+    expected requests (surge included). A budget the ladder can reach, so that steering is what is tested."""
+    from sqlalchemy.orm import Session
+
+    from regret_gateway.store.steering import cheapest_model, model_costs
+
+    models = list(gateway.settings.models)
+    with Session(gateway.engine) as session:
+        cheapest = cheapest_model(model_costs(session, models, datetime.now(timezone.utc)), models)
+    rungs = rung_costs_on(world, gateway, rng.choice(world.traffic_ix, size=500), cheapest)
+    return float((rungs[-1] + level * (rungs[0] - rungs[-1])) * diurnal_rates(per_day).sum())
+
+
+def budget_gateway(cfg, world, gateway, config: Path, clock: SimClock, rng: np.random.Generator):
+    """A second gateway on the rounds' store and router whose config adds BUDGET_TEAM with its daily budget
+    (:func:`daily_budget`): the deployment the days run against."""
+    import yaml
+
+    from regret_gateway.config import load_settings
+    from regret_gateway.gateway.runtime import Gateway
+
+    usd = daily_budget(world, gateway, cfg.budget_requests, cfg.budget_level, rng)
+    raw = yaml.safe_load(config.read_text())
+    raw["regret_gateway"]["teams"][BUDGET_TEAM] = {
+        "tier": BUDGET_TIER,
+        "budget": {"usd": usd, "per": "day", "interval_s": STEP_S},
+    }
+    path = config.with_name("config-budget.yaml")
+    path.write_text(yaml.safe_dump(raw))
+    seed = int(rng.integers(2**31))
+    return Gateway(load_settings(path), encode=world.encode, seed=seed, clock=clock).start()
 
 
 @dataclass
@@ -150,10 +189,13 @@ async def _send_day(gateway, replay, world, clock: SimClock, day: BudgetDay, sta
     return chosen
 
 
-def run_budget_days(cfg, world, replay, clock: SimClock, rng: np.random.Generator, echo=print) -> list[BudgetDay]:
-    """The budget days (module doc) through ``replay`` (the demo's ReplayTeams, whose gateway is started with
-    BUDGET_TEAM's budget in its settings)."""
-    gateway = replay.gateway
+def run_budget_days(cfg, world, rounds_gateway, config: Path, clock: SimClock, rng: np.random.Generator,
+                    echo=print) -> list[BudgetDay]:  # fmt: skip
+    """The budget days (module doc), after the rounds that ``rounds_gateway`` served under ``config``."""
+    from regret_gateway.bench.demo.traffic import ReplayTeams
+
+    gateway = budget_gateway(cfg, world, rounds_gateway, config, clock, rng)
+    replay = ReplayTeams(gateway, world)
     gateway.steerer.auto = False  # the days step the controller on their own clock
     budget = gateway.settings.teams[BUDGET_TEAM].budget.usd
     first = (datetime.now(timezone.utc) + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -169,6 +211,7 @@ def run_budget_days(cfg, world, replay, clock: SimClock, rng: np.random.Generato
         _hindsight(day, world, gateway, rows, chosen)
         days.append(day)
         echo(budget_table([day]))
+    gateway.close()
     return days
 
 

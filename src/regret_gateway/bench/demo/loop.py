@@ -153,7 +153,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
         wait_for_judge(gateway)
         gateway.writer.drain(timeout=120)
         if cfg.budget_days:
-            budget_days = run_budget_days(cfg, world, replay, clock, rng, echo)
+            budget_days = run_budget_days(cfg, world, gateway, work / "config.yaml", clock, rng, echo)
     doc = {
         "config": {k: str(v) for k, v in cfg.__dict__.items()},
         "models": list(world.models),

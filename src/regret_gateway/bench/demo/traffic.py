@@ -12,16 +12,6 @@ import numpy as np
 from regret_gateway.bench.demo.world import JUDGE_MODEL, DemoConfig, World
 
 
-def budgeted_team(world: World, cfg: DemoConfig) -> dict:
-    """The budget days' team (budget_days.py), where the run has any."""
-    if not cfg.budget_days:
-        return {}
-    from regret_gateway.bench.demo.budget_days import BUDGET_TEAM, BUDGET_TIER, STEP_S, daily_budget
-
-    usd = daily_budget(world, cfg.budget_requests, cfg.budget_level)
-    return {BUDGET_TEAM: {"tier": BUDGET_TIER, "budget": {"usd": usd, "per": "day", "interval_s": STEP_S}}}
-
-
 def gateway_section(world: World, cfg: DemoConfig, work: Path, keys: dict[str, str]) -> dict:
     from regret_gateway.embedding import default_cache_dir
 
@@ -39,7 +29,7 @@ def gateway_section(world: World, cfg: DemoConfig, work: Path, keys: dict[str, s
             }
             for _, tier, lam in cfg.tiers
         },
-        "teams": {team: {"tier": tier} for team, tier, _ in cfg.tiers} | budgeted_team(world, cfg),
+        "teams": {team: {"tier": tier} for team, tier, _ in cfg.tiers},
         "api_keys": {key: team for team, key in keys.items()},
         "embedder": {
             "model": cfg.embedder,

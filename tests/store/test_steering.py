@@ -68,30 +68,35 @@ def test_an_overspending_team_is_stepped_toward_the_cheap_end_once_per_interval(
     assert status.to_dict()["route"] == status.route and "λ now" in status.line()
 
 
-def test_two_replicas_sharing_a_store_route_one_team_at_one_position(db_url):
-    """Two gateways (two engines) ask for the team's step 30 s apart: one step is taken, and both
-    route at its position; the next interval's step is again one, whoever asks first."""
+@pytest.fixture
+def replicas(db_url):
+    """Two engines on one migrated database: two gateway replicas sharing a store."""
     from regret_gateway.store.migrate import upgrade
 
     upgrade(db_url)
     one, two = make_engine(db_url), make_engine(db_url)
-    try:
-        s = settings(usd=1.0)
-        step_team(one, s, "a", DAY)
-        spend(one, 40, 0.01, start=DAY + timedelta(minutes=1))
-        a = step_team(one, s, "a", DAY + timedelta(minutes=2))
-        spend(two, 60, 0.01, start=DAY + timedelta(minutes=2), tag="y")  # 30 more by the time the second asks
-        b = step_team(two, s, "a", DAY + timedelta(minutes=2, seconds=30))
-        assert a == b and a.state == "stepped"
-        spend(two, 40, 0.01, start=DAY + timedelta(minutes=3), tag="x")
-        c = step_team(two, s, "a", DAY + timedelta(minutes=4))
-        d = step_team(one, s, "a", DAY + timedelta(minutes=4, seconds=1))
-        assert c == d and c.position > a.position and c.updated_at == DAY + timedelta(minutes=4)
-        with Session(one) as session:
-            assert session.scalar(select(func.count()).select_from(BudgetSteering)) == 1
-    finally:
-        one.dispose()
-        two.dispose()
+    step_team(one, settings(usd=1.0), "a", DAY)  # the team's row, at its tier
+    yield one, two
+    one.dispose()
+    two.dispose()
+
+
+def test_two_replicas_sharing_a_store_route_one_team_at_one_position(replicas):
+    """Two gateways (two engines) ask for the team's step 30 s apart: one step is taken, and both
+    route at its position; the next interval's step is again one, whoever asks first."""
+    one, two = replicas
+    s = settings(usd=1.0)
+    spend(one, 40, 0.01, start=DAY + timedelta(minutes=1))
+    a = step_team(one, s, "a", DAY + timedelta(minutes=2))
+    spend(two, 60, 0.01, start=DAY + timedelta(minutes=2), tag="y")  # 30 more by the time the second asks
+    b = step_team(two, s, "a", DAY + timedelta(minutes=2, seconds=30))
+    assert a == b and a.state == "stepped"
+    spend(two, 40, 0.01, start=DAY + timedelta(minutes=3), tag="x")
+    c = step_team(two, s, "a", DAY + timedelta(minutes=4))
+    d = step_team(one, s, "a", DAY + timedelta(minutes=4, seconds=1))
+    assert c == d and c.position > a.position and c.updated_at == DAY + timedelta(minutes=4)
+    with Session(one) as session:
+        assert session.scalar(select(func.count()).select_from(BudgetSteering)) == 1
 
 
 def test_a_spent_budget_routes_to_the_cheapest_model_and_the_next_period_starts_at_the_mean_position(engine):
@@ -113,34 +118,27 @@ def test_a_spent_budget_routes_to_the_cheapest_model_and_the_next_period_starts_
     assert tomorrow.period_start == DAY + timedelta(days=1) and tomorrow.position == pytest.approx(1.5)
 
 
-def test_two_replicas_stepping_at_once_take_one_step(db_url, monkeypatch):
+def test_two_replicas_stepping_at_once_take_one_step(replicas, monkeypatch):
     """Replica one reads the team's row, and before it writes, replica two steps: one's write finds the row
     changed, takes no second step and returns two's position."""
     from regret_gateway.store import steering
-    from regret_gateway.store.migrate import upgrade
 
-    upgrade(db_url)
-    one, two = make_engine(db_url), make_engine(db_url)
-    try:
-        s = settings(usd=1.0)
-        step_team(one, s, "a", DAY)
-        spend(one, 40, 0.01, start=DAY + timedelta(minutes=1))
-        real, inside, calls = steering._expected_requests, [], []
+    one, two = replicas
+    s = settings(usd=1.0)
+    spend(one, 40, 0.01, start=DAY + timedelta(minutes=1))
+    real, inside, calls = steering._expected_requests, [], []
 
-        def meanwhile(session, *args):  # runs inside one's step, after it read the row
-            calls.append(1)
-            if len(calls) == 1:  # two's own step calls this too: it reads the store as usual
-                inside.append(step_team(two, s, "a", DAY + timedelta(minutes=2, seconds=1)))
-            return real(session, *args)
+    def meanwhile(session, *args):  # runs inside one's step, after it read the row
+        calls.append(1)
+        if len(calls) == 1:  # two's own step calls this too: it reads the store as usual
+            inside.append(step_team(two, s, "a", DAY + timedelta(minutes=2, seconds=1)))
+        return real(session, *args)
 
-        monkeypatch.setattr(steering, "_expected_requests", meanwhile)
-        mine = step_team(one, s, "a", DAY + timedelta(minutes=2))
-        assert inside and inside[0].state == "stepped" and mine == inside[0]
-        with Session(two) as session:
-            assert steering.read_steering(session, "a") == inside[0]
-    finally:
-        one.dispose()
-        two.dispose()
+    monkeypatch.setattr(steering, "_expected_requests", meanwhile)
+    mine = step_team(one, s, "a", DAY + timedelta(minutes=2))
+    assert inside and inside[0].state == "stepped" and mine == inside[0]
+    with Session(two) as session:
+        assert steering.read_steering(session, "a") == inside[0]
 
 
 def test_a_teams_first_period_starts_where_the_published_forecast_spends_its_budget(engine):

@@ -116,22 +116,25 @@ class BudgetStatus:
         )
 
 
+def split_position(position: float, top: int) -> tuple[int, float]:
+    """(j, s): a ladder position is rung j with probability 1 - s and rung j + 1 with s (j <= ``top``, the
+    last rung; s = 0 there)."""
+    j = min(int(math.floor(position)), top)
+    return j, 0.0 if j == top else float(position - j)
+
+
 def ladder_lambda(position: float, lams: Sequence[float]) -> float:
     """The lambda a ladder position stands for: tier lambdas ``lams`` (ascending) interpolated linearly;
     on the last segment (toward the cheapest model) the highest tier's."""
-    j = min(int(math.floor(position)), len(lams) - 1)
-    if j >= len(lams) - 1:
-        return float(lams[-1])
-    s = position - j
-    return float((1 - s) * lams[j] + s * lams[j + 1])
+    j, s = split_position(position, len(lams) - 1)
+    return float(lams[-1]) if j == len(lams) - 1 else float((1 - s) * lams[j] + s * lams[j + 1])
 
 
 def describe_position(position: float, lams: Sequence[float], names: Sequence[str]) -> str:
     """Where a ladder position routes, in words: ``tier standard``, ``70% standard / 30% economy``,
     ``60% economy / 40% the cheapest model``."""
     rungs = [*names, "the cheapest model"]
-    j = min(int(math.floor(position)), len(rungs) - 1)
-    s = position - j
+    j, s = split_position(position, len(rungs) - 1)
     if s < 0.005 or j == len(rungs) - 1:
         return f"tier {rungs[j]}" if j < len(names) else "the cheapest model"
     return f"{100 * (1 - s):.0f}% {rungs[j]} / {100 * s:.0f}% {rungs[j + 1]}"

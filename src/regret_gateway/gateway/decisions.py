@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from regret_gateway.artifacts import ArtifactError, RouterArtifact, active_version_id, load_artifact
+from regret_gateway.budgets import split_position
 from regret_gateway.config import Settings
 
 log = logging.getLogger(__name__)
@@ -222,6 +223,7 @@ class ActiveRouter:
         artifact = self._artifact
         X = x[None, :]
         if position is None and artifact is None and settings.tiers[tier].max_cost_per_request_usd is None:
+            # the cold start as _uncapped gives it, drawn as before distributions existed (a seed's replay unchanged)
             if settings.cold_start == "fallback":
                 return Choice(fallback_model(settings, tier), 1.0, "cold_start", None)
             t = int(rng.integers(len(models)))
@@ -242,18 +244,26 @@ class ActiveRouter:
         artifact = artifact or self._artifact
         if position is None:
             return self._distribution(artifact, X, tier)
-        rungs = [name for name, _ in self.settings.tiers_by_lambda()]
-        j = min(int(np.floor(position)), len(rungs))
-        s = float(position - j)
-        p, best, scores = self._rung(artifact, X, rungs, j, tier, cheapest)
-        if s > 1e-9 and j < len(rungs):
-            p_next, best_next, _ = self._rung(artifact, X, rungs, j + 1, tier, cheapest)
+        j, s = split_position(position, len(self.settings.tiers))
+        p, best, scores = self._rung(artifact, X, j, tier, cheapest)
+        if s > 1e-9:
+            p_next, best_next, _ = self._rung(artifact, X, j + 1, tier, cheapest)
             p = (1.0 - s) * p + s * p_next
             best = best if 1.0 - s >= s else best_next
         return p, best, scores
 
-    def _rung(self, artifact, X, rungs: list[str], j: int, tier: str, cheapest: str | None):
-        if j < len(rungs):
-            return self._distribution(artifact, X, rungs[j])
+    def rung_distributions(self, X: np.ndarray, tier: str, cheapest: str | None,
+                           artifact: RouterArtifact | None = None) -> np.ndarray:  # fmt: skip
+        """(rungs, n, T): each request of ``X`` (n, d)'s routing distribution on each ladder rung (the tiers by
+        lambda, then ``cheapest``); a position between two rungs routes by the mix of theirs."""
+        artifact = artifact or self._artifact
+        return np.array([[self._rung(artifact, X[i : i + 1], j, tier, cheapest)[0] for i in range(len(X))]
+                         for j in range(len(self.settings.tiers) + 1)])  # fmt: skip
+
+    def _rung(self, artifact, X, j: int, tier: str, cheapest: str | None):
+        """Rung j of the ladder: the j-th tier by lambda, or past the last, ``cheapest`` (default: the fallback)."""
+        tiers = self.settings.tiers_by_lambda()
+        if j < len(tiers):
+            return self._distribution(artifact, X, tiers[j][0])
         best = self.settings.models.index(cheapest or fallback_model(self.settings, tier))
         return np.eye(len(self.settings.models))[best], best, None

@@ -98,7 +98,9 @@ class Gateway:
     def _budget_forecast(self, team: str) -> list[float] | None:
         """The active router's forecast for a budgeted team (``retrain`` publishes it: ``data.budget_forecast``)."""
         artifact = self.router.artifact
-        data = (artifact.metrics or {}).get("data") or {} if artifact is not None else {}
+        if artifact is None:
+            return None
+        data = (artifact.metrics or {}).get("data") or {}
         return (data.get("budget_forecast") or {}).get(team)
 
     def now(self) -> datetime:

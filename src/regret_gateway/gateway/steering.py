@@ -39,6 +39,7 @@ class Steerer:
         self._on_costs = on_costs  # told each step's model costs (the router's caps read them)
         self._forecast_of = forecast_of or (lambda team: None)  # the active router's rung costs for a team
         self.clock = clock
+        self._lams = [spec.lam for _, spec in settings.tiers_by_lambda()]  # the ladder's tier rungs
         self.teams = sorted(team for team, spec in settings.teams.items() if spec.budget is not None)
         self.interval_s = min((settings.teams[t].budget.interval_s for t in self.teams), default=0.0)  # type: ignore[union-attr]
         self.positions: dict[str, float] = {}
@@ -66,7 +67,7 @@ class Steerer:
         """The lambda a position stands for (logged with the decision)."""
         from regret_gateway.budgets import ladder_lambda
 
-        return ladder_lambda(position, [spec.lam for _, spec in self.settings.tiers_by_lambda()])
+        return ladder_lambda(position, self._lams)
 
     def step(self) -> None:
         """One step for every budgeted team (the store decides whether it is due), then the positions."""
@@ -129,10 +130,5 @@ def rung_costs(settings: Settings, artifact, X: np.ndarray, seed: int = 0) -> li
     if len(X) == 0 or not np.isfinite(costs).all():
         return []
     cheapest = settings.models[int(np.argmin(costs.mean(0)))]
-    tiers = [name for name, _ in settings.tiers_by_lambda()]
-    out = []
-    for j in range(len(tiers) + 1):
-        p = np.stack([router.distribution(X[i : i + 1], tiers[min(j, len(tiers) - 1)], position=float(j), cheapest=cheapest)[0]
-                      for i in range(len(X))])  # fmt: skip
-        out.append(float((p * costs).sum(1).mean()))
-    return out
+    rungs = router.rung_distributions(X, settings.default_tier, cheapest)
+    return [float(v) for v in (rungs * costs).sum(2).mean(1)]

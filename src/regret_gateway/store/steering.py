@@ -64,22 +64,18 @@ def ladder(settings: Settings) -> tuple[list[str], list[float]]:
     return [name for name, _ in tiers], [spec.lam for _, spec in tiers]
 
 
-def _expected_requests(session: Session, key: str, now: datetime, start: datetime, end: datetime, so_far: int) -> float:
-    span = end - start
+def _requests_held(session: Session, key: str, since: datetime, until: datetime) -> int | None:
+    """The team's requests in [since, until), or None where the store holds none of its traffic from before
+    ``since`` (so that it cannot tell how many there were)."""
     first = session.scalar(select(func.min(Decision.created_at)).where(Decision.team == key))
-    previous = None
-    if first is not None and _utc(first) <= now - span:  # the store holds the same span of the previous period
-        previous = team_spend(session, key, now - span, end - span)[1]
-    return requests_left(now, start, end, so_far, previous)
-
-
-def _previous_period_requests(session: Session, key: str, start: datetime, end: datetime) -> int | None:
-    """The team's requests in the whole previous period, or None where the store does not hold all of it."""
-    span = end - start
-    first = session.scalar(select(func.min(Decision.created_at)).where(Decision.team == key))
-    if first is None or _utc(first) > start - span:
+    if first is None or _utc(first) > since:
         return None
-    return team_spend(session, key, start - span, start)[1]
+    return team_spend(session, key, since, until)[1]
+
+
+def _expected_requests(session: Session, key: str, now: datetime, start: datetime, end: datetime, so_far: int) -> float:
+    span = end - start  # the same span of the previous period, where the store holds it
+    return requests_left(now, start, end, so_far, _requests_held(session, key, now - span, end - span))
 
 
 def step_team(engine: Engine, settings: Settings, team: str, now: datetime, forecast: Sequence[float] | None = None) -> Steering:
@@ -107,7 +103,9 @@ def step_team(engine: Engine, settings: Settings, team: str, now: datetime, fore
         if current is None or current.period_start != start:  # a new period: at the last one's mean position
             position = float(names.index(spec.tier)) if current is None else current.period_mean
             if current is None and forecast:  # the first: where the forecast spends the budget, if it can tell
-                forecast_start = start_position(forecast, budget.usd, _previous_period_requests(session, key, start, end) or 0)
+                forecast_start = start_position(
+                    forecast, budget.usd, _requests_held(session, key, start - (end - start), start) or 0
+                )
                 position = position if forecast_start is None else forecast_start
             mean, since = position, start
         else:  # the requests since the last step were routed at its position

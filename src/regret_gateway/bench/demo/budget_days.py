@@ -57,13 +57,8 @@ def diurnal_rates(per_day: int) -> np.ndarray:
 def rung_costs_on(world, gateway, rows: np.ndarray, cheapest: str | None) -> np.ndarray:
     """(rungs,) the true expected cost per request of each ladder rung (the tiers by lambda, then
     ``cheapest``) on the world's prompts ``rows``, under ``gateway``'s active router."""
-    n_rungs = len(gateway.settings.tiers) + 1
-    out = np.zeros(n_rungs)
-    for j in range(n_rungs):
-        p = np.stack([gateway.router.distribution(world.X[i][None, :], BUDGET_TIER, position=float(j), cheapest=cheapest)[0]
-                      for i in rows])  # fmt: skip
-        out[j] = float((p * world.bench.cost[rows]).sum(1).mean())
-    return out
+    rungs = gateway.router.rung_distributions(world.X[rows], BUDGET_TIER, cheapest)
+    return (rungs * world.bench.cost[rows]).sum(2).mean(1)
 
 
 def daily_budget(world, gateway, per_day: int, level: float, rng: np.random.Generator) -> float:
@@ -124,12 +119,8 @@ def _hindsight(day: BudgetDay, world, gateway, rows: np.ndarray, chosen: np.ndar
     idx = np.arange(n)
     s_spend, s_quality = float(C[idx, chosen].sum()), float(Q[idx, chosen].sum())
     day.spend["steered"], day.quality["steered"], day.answered["steered"] = s_spend, 100 * s_quality / n, 1.0
-    router, cheapest = gateway.router, gateway.steerer.cheapest
-    n_rungs = len(gateway.settings.tiers) + 1
-    rung = np.zeros((n_rungs, n, len(world.models)))
-    for j in range(n_rungs):  # each request's routing distribution on each rung (tiers by lambda, then the cheapest)
-        for k, i in enumerate(rows):
-            rung[j, k] = router.distribution(world.X[i][None, :], BUDGET_TIER, position=float(j), cheapest=cheapest)[0]
+    rung = gateway.router.rung_distributions(world.X[rows], BUDGET_TIER, gateway.steerer.cheapest)  # (rungs, n, T)
+    n_rungs = len(rung)
     rung_cost, rung_quality = (rung * C).sum((1, 2)), (rung * Q).sum((1, 2))
     u = np.asarray(day.request_positions)
     j_u = np.minimum(u.astype(int), n_rungs - 2)

@@ -32,7 +32,7 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
     "store": [
         ("__init__", "schema", "engine", "locks"),
         ("records", "migrate"),
-        ("writes", "queries"),
+        ("writes", "queries", "retention"),
         ("writer", "training_set", "feedback_import", "steering"),
     ],  # fmt: skip
     "policy": [("__init__", "base"), ("methods", "cluster", "learner"), ("rm_interval", "regions"), ("registry", "candidates")],

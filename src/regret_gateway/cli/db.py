@@ -1,4 +1,5 @@
-"""`regret-gateway db`: migrations, the store's status, export of the training set."""
+"""`regret-gateway db`: migrations, the store's status and size, pruning past the retention period, export of the
+training set."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from regret_gateway.cli.base import CONFIG_OPTION, URL_OPTION, _fail, _store_url, _utc, db_app
+from regret_gateway.cli.base import CONFIG_OPTION, URL_OPTION, _duration, _fail, _store_url, _utc, db_app
 
 
 @db_app.command("upgrade")
@@ -33,31 +34,88 @@ def db_upgrade(
 
 @db_app.command("status")
 def db_status(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_OPTION) -> None:
-    """Show the store's migration revision and row counts. Exit code 1 if migrations are pending."""
-    from sqlalchemy import func, inspect, select
+    """Show the store's migration revision, and each table's rows and bytes on disk (indexes included).
+    Exit code 1 if migrations are pending."""
     from sqlalchemy.exc import SQLAlchemyError
-    from sqlalchemy.orm import Session
 
     from regret_gateway.store.engine import make_engine
     from regret_gateway.store.migrate import status
-    from regret_gateway.store.schema import Base
+    from regret_gateway.store.retention import table_sizes
 
     target = _store_url(config, url)
     try:
         st = status(target)
         typer.echo(f"database: {st['url']}\nrevision: {st['current'] or '(empty)'} (head {st['head']})")
         engine = make_engine(target)
-        present = set(inspect(engine).get_table_names())
-        with Session(engine) as session:
-            for name, table in Base.metadata.tables.items():
-                if name in present:
-                    typer.echo(f"{name}: {session.scalar(select(func.count()).select_from(table))} rows")
+        for size in table_sizes(engine):
+            on_disk = "" if size.bytes is None else f", {_mib(size.bytes)} on disk"
+            typer.echo(f"{size.name}: {size.rows} rows{on_disk}")
         engine.dispose()
     except SQLAlchemyError as exc:
         _fail(exc)
     if not st["up_to_date"]:
         typer.secho(f"pending migrations: {', '.join(st['pending'])} -- run `regret-gateway db upgrade`", fg=typer.colors.YELLOW)
         raise typer.Exit(1)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+@db_app.command("prune")
+def db_prune(
+    config: Optional[Path] = CONFIG_OPTION,
+    url: Optional[str] = URL_OPTION,
+    older_than: Optional[str] = typer.Option(
+        None, "--older-than", help="Delete decisions older than this (e.g. 90d, 12h). Default: store.retention_days (90 days)."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Count what would be deleted; delete nothing."),
+    batch_size: int = typer.Option(5_000, "--batch-size", min=1, help="Decisions deleted per transaction."),
+) -> None:
+    """Delete the decisions older than the retention period, with their outcomes and scores, a batch per
+    transaction (the gateway's writers keep writing between batches). A published router keeps working:
+    its artifact holds what it needs; retrain learns from what its window still finds."""
+    from datetime import timedelta, timezone
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from regret_gateway.config import load_settings
+    from regret_gateway.store.engine import make_engine
+    from regret_gateway.store.retention import prune, table_sizes
+
+    try:
+        settings = load_settings(config, store_url=url)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    age_s = _duration(older_than, "--older-than")
+    if age_s is None:
+        if settings.store.retention_days is None:
+            _fail(ValueError("store.retention_days is null (keep everything): pass --older-than to prune"))
+        age_s = 86400.0 * settings.store.retention_days  # type: ignore[operator]
+    cutoff = datetime.now(timezone.utc) - timedelta(seconds=age_s)
+    engine = make_engine(settings.store.url)
+    try:
+        before = {s.name: s for s in table_sizes(engine)}
+        with typer.progressbar(length=1, label="counting") as bar:
+            counted = prune(engine, cutoff, dry_run=True)
+            bar.update(1)
+        if dry_run or counted.decisions == 0:
+            typer.echo(f"{counted.decisions} decisions before {cutoff:%Y-%m-%d %H:%M} UTC ({counted.outcomes} outcomes, "
+                       f"{counted.feedback} scores){' would be deleted (dry run)' if dry_run else ': nothing to delete'}")  # fmt: skip
+            return
+        with typer.progressbar(length=counted.decisions, label="deleting decisions") as bar:
+            done = prune(engine, cutoff, batch_size=batch_size, on_batch=bar.update)
+        after = {s.name: s for s in table_sizes(engine)}
+    except SQLAlchemyError as exc:
+        _fail(exc)
+    finally:
+        engine.dispose()
+    typer.echo(f"deleted {done.decisions} decisions before {cutoff:%Y-%m-%d %H:%M} UTC ({done.outcomes} outcomes, "
+               f"{done.feedback} scores) in {done.batches} batches")  # fmt: skip
+    for name in ("decisions", "outcomes", "feedback"):
+        b, a = before[name], after[name]
+        sizes = "" if b.bytes is None or a.bytes is None else f", {_mib(b.bytes)} -> {_mib(a.bytes)} on disk"
+        typer.echo(f"{name}: {b.rows} -> {a.rows} rows{sizes}")
 
 
 @db_app.command("export")

@@ -1,6 +1,7 @@
 """The CLI's wiring: `bench offline` on a tiny RouterBench-layout file (two methods, one trial), `db`, errors."""
 
 import json
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -141,8 +142,8 @@ def test_pooled_bench_rows_weigh_every_request_and_every_second():
     from regret_gateway.bench.gateway import Load, pool
 
     row = pool([Load(np.array([10.0, 20.0, 30.0]), 1.0, [], 0.3), Load(np.array([40.0]), 3.0, [], 0.1)])
-    assert row["requests"] == 4 and row["p50_ms"] == 25.0 and row["rps"] == 1.0  # 4 requests in 4 seconds
-    assert row["cpu_ms"] == pytest.approx(100.0)  # 0.4 CPU seconds over 4 requests
+    assert row.requests == 4 and row.p50_ms == 25.0 and row.rps == 1.0  # 4 requests in 4 seconds
+    assert row.cpu_ms == pytest.approx(100.0)  # 0.4 CPU seconds over 4 requests
 
 
 def test_at_concurrency_one_the_hook_and_the_plain_targets_take_turns_every_few_requests(monkeypatch):
@@ -215,6 +216,7 @@ def test_db_upgrade_status_export(tmp_path):
                     propensity=0.5,
                     team="x",
                     outcome=OutcomeRecord(f"r{i}", cost_usd=0.001),
+                    created_at=datetime.now(timezone.utc) - timedelta(days=100 if i == 3 else 1),
                 )
                 for i in range(4)
             ],
@@ -222,13 +224,26 @@ def test_db_upgrade_status_export(tmp_path):
         record_feedback(s, [FeedbackRecord("r0", 1.0), FeedbackRecord("r1", 0.0), FeedbackRecord("r2", 0.5)])
     engine.dispose()
     status = runner.invoke(app, ["db", "status", "--url", url])
-    assert status.exit_code == 0 and "decisions: 4 rows" in status.output and "feedback: 3 rows" in status.output
+    assert status.exit_code == 0 and "decisions: 4 rows, " in status.output and "feedback: 3 rows, " in status.output
+    assert "MiB on disk" in status.output, status.output
     out = tmp_path / "train.csv"
     export = runner.invoke(app, ["db", "export", str(out), "--url", url])
     assert export.exit_code == 0 and "wrote 3 rows" in export.output and "no_feedback=1" in export.output
     assert len(out.read_text().splitlines()) == 4
     bad = runner.invoke(app, ["db", "export", str(tmp_path / "x.txt"), "--url", url])
     assert bad.exit_code == 2 and "unsupported file type: x.txt (supported: .csv, .csv.gz, .parquet)" in bad.output
+    # retention: the default 90 days; r3 is 100 days old
+    dry = runner.invoke(app, ["db", "prune", "--url", url, "--dry-run"])
+    assert dry.exit_code == 0 and "1 decisions before" in dry.output and "would be deleted (dry run)" in dry.output, dry.output
+    pruned = runner.invoke(app, ["db", "prune", "--url", url])
+    assert pruned.exit_code == 0 and "deleted 1 decisions" in pruned.output and "decisions: 4 -> 3 rows" in pruned.output, (
+        pruned.output
+    )
+    again = runner.invoke(app, ["db", "prune", "--url", url, "--older-than", "12h"])
+    assert again.exit_code == 0 and "deleted 3 decisions" in again.output and "decisions: 3 -> 0 rows" in again.output, (
+        again.output
+    )
+    assert runner.invoke(app, ["db", "prune", "--url", url, "--older-than", "soon"]).exit_code == 2
 
 
 def test_feedback_import_all_or_nothing(tmp_path):
@@ -273,8 +288,8 @@ def test_feedback_import_all_or_nothing(tmp_path):
     refused_bad = runner.invoke(app, ["feedback", "import", str(bad), "--url", url])
     assert refused_bad.exit_code == 2 and "line 2" in refused_bad.output and "`score` must be in [0, 1]" in refused_bad.output
     with Session(engine) as s:
-        assert get_decision(s, "r2")["feedback"] is None  # nothing changed
-        assert get_decision(s, "r0")["feedback"]["source"] == "judge" and get_decision(s, "r1")["feedback"]["source"] == "import"
+        assert get_decision(s, "r2").feedback is None  # nothing changed
+        assert get_decision(s, "r0").feedback.source == "judge" and get_decision(s, "r1").feedback.source == "import"
     partial = runner.invoke(app, ["feedback", "import", str(with_unknown), "--url", url, "--skip-unknown"])
     assert partial.exit_code == 0 and "imported 1 scores" in partial.output and "skipped 1 unknown" in partial.output
     engine.dispose()
@@ -374,7 +389,7 @@ def test_retrain_reports_an_unreachable_store_in_one_line_with_its_own_exit_code
 
 
 def test_retrain_every_keeps_going_when_the_store_is_down(tmp_path, monkeypatch):
-    import regret_gateway.cli.training as cli
+    import regret_gateway.retrain as scheduler
 
     monkeypatch.chdir(tmp_path)
     naps = []
@@ -384,7 +399,7 @@ def test_retrain_every_keeps_going_when_the_store_is_down(tmp_path, monkeypatch)
         if len(naps) == 2:
             raise KeyboardInterrupt  # end the loop after two failed runs
 
-    monkeypatch.setattr(cli.time, "sleep", nap)
+    monkeypatch.setattr(scheduler.time, "sleep", nap)
     result = runner.invoke(app, ["retrain", "--url", DOWN, "--every", "90s"])
     assert naps == [90.0, 90.0] and result.output.count("store unreachable") == 2, result.output
 
@@ -511,6 +526,7 @@ CONFIG_COMMANDS = [
     ["retrain"],
     ["db", "status"],
     ["db", "upgrade"],
+    ["db", "prune"],
     ["import-logs", "logs.csv"],
     ["feedback", "import", "scores.csv"],
 ]

@@ -14,10 +14,11 @@ from regret_gateway.causal.stats import folds_of
 from regret_gateway.config import Settings, StoreSpec, TierSpec
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.world import write_world
-from regret_gateway.retrain import RetrainOptions, logger_labels, retrain
+from regret_gateway.retrain import RetrainOptions, retrain
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
+from regret_gateway.store.training_set import logger_labels
 from regret_gateway.store.writes import record_decisions, record_feedback
 
 TIERS = {"premium": TierSpec(lam=0.0), "standard": TierSpec(lam=200.0), "economy": TierSpec(lam=1000.0)}
@@ -80,10 +81,11 @@ def new_engine(settings):
     return make_engine(settings.store.url)
 
 
-def test_each_tier_under_each_router_version_is_its_own_logger():
-    labels = logger_labels(("premium", "premium", "economy", "premium", "economy"), (None, "v1", "v1", "v2", None))
-    assert len(set(labels)) == 5 and labels[0] == "premium|cold-start"
-    assert list(logger_labels(("a", "a"), ("v1", "v1"))) == ["a|v1", "a|v1"]
+def test_each_tier_under_each_router_version_is_its_own_logger_and_imported_rows_one():
+    tiers, versions = ("premium", "premium", "economy", "premium", "economy", "premium"), (None, "v1", "v1", "v2", None, None)
+    labels = logger_labels(tiers, versions, ("policy",) * 5 + ("imported",))
+    assert len(set(labels)) == 6 and labels[0] == "premium|cold-start" and labels[-1] == "imported"
+    assert list(logger_labels(("a", "a"), ("v1", "v1"), ("policy", "exploration"))) == ["a|v1", "a|v1"]
 
 
 def test_folds_hold_out_every_row_once():

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -170,12 +171,6 @@ def _active(settings: Settings, active_id: str | None, data_info: dict) -> Route
         return None
 
 
-def logger_labels(tiers: tuple[str, ...], versions: tuple[str | None, ...]) -> np.ndarray:
-    """(n,) the logging policy of each row: its tier under the router version that chose it (cold start:
-    no version). Rows of one label were drawn from one randomised policy."""
-    return np.array([f"{tier}|{version or 'cold-start'}" for tier, version in zip(tiers, versions)])
-
-
 def budget_forecasts(settings: Settings, ts, policy: ServablePolicy) -> dict[str, list[float]]:
     """Per budgeted team with logged requests: the expected cost per request of each ladder rung under
     ``policy`` on the team's requests of the last period's length (all of its requests if none are that
@@ -256,7 +251,7 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     t2 = time.perf_counter()
     active = _active(settings, active_id, data_info)
     rows, policy = evaluate(
-        fits, tiers, active, logger_labels(ts.tiers, ts.router_versions), margin=opts.margin, force=opts.force,
+        fits, tiers, active, np.array(ts.loggers), margin=opts.margin, force=opts.force,
         n_boot=opts.n_boot, seed=opts.seed, regions=opts.regions,
     )  # fmt: skip
     timings["evaluate"] = time.perf_counter() - t2
@@ -280,6 +275,39 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     )
     _write_report(result, opts.out or path)
     return result
+
+
+def retrain_every(
+    settings: Settings,
+    engine: Engine,
+    options: Callable[[], RetrainOptions],
+    period_s: float | None,
+    *,
+    on_result: Callable[[RetrainResult], None],
+    on_unreachable: Callable[[Exception], None],
+) -> RetrainResult | None:
+    """``regret-gateway retrain [--every]``'s scheduler: migrate the store (idempotent) and retrain with
+    ``options()`` (called each run: a sliding window moves), then, with a period, again every ``period_s``
+    seconds forever. A store that cannot be reached is reported to ``on_unreachable`` and, with a period,
+    tried again next period; without one the run ends there (None). Returns the one run's result."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from regret_gateway.store.migrate import upgrade
+
+    while True:
+        try:
+            upgrade(settings.store.url)  # idempotent; a new store gets its tables
+            result = retrain(settings, engine, options())
+        except SQLAlchemyError as exc:
+            on_unreachable(exc)
+            if period_s is None:
+                return None
+            time.sleep(period_s)  # keep going: the next run may find the store back
+            continue
+        on_result(result)
+        if period_s is None:
+            return result
+        time.sleep(period_s)
 
 
 def report_table(result: RetrainResult) -> str:

@@ -40,8 +40,8 @@ def test_a_routed_decision_awaits_its_outcome_until_the_success_event(tmp_path):
 
         with Session(gateway.engine) as session:
             stored = get_decision(session, meta["request_id"])
-        assert stored is not None and stored["chosen_model"] == meta["model"]
-        assert stored["outcome"] is not None and stored["outcome"]["status"] == "success"  # the outcome was logged
-        assert stored["outcome"]["cost_usd"] == 1e-4
+        assert stored is not None and stored.chosen_model == meta["model"]
+        assert stored.outcome is not None and stored.outcome.status == "success"  # the outcome was logged
+        assert stored.outcome.cost_usd == 1e-4
     finally:
         gateway.close()

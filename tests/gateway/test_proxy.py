@@ -630,7 +630,7 @@ def test_a_burst_with_the_database_cut_and_a_nul_prompt_loses_no_decision(app_cl
         assert [code for code, _ in answers] == [200] * 120
         assert gateway.writer.drain(timeout=60)
         stats = gateway.writer.stats()
-        assert stats["dropped"] == 0 and stats["refused"] == 0, stats
+        assert stats.dropped == 0 and stats.refused == 0, stats
         from regret_gateway.store.schema import Decision
 
         with Session(gateway.engine) as s:
@@ -741,7 +741,7 @@ def test_the_judge_scores_each_sampled_request_of_opted_in_teams_once(app_client
                 r = chat(client, team, f"{CODE_PROMPT} ({team} {i})")
                 assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"].startswith("answer from ")
                 ids[team].append(r.headers["x-regret-request-id"])
-        wait_for(lambda: gateway.writer.drain(0.1) and len(judge_rows(gateway)) >= 4 and gateway.stats()["judge_considered"] >= 8)
+        wait_for(lambda: gateway.writer.drain(0.1) and len(judge_rows(gateway)) >= 4 and gateway.stats().judge.considered >= 8)
         time.sleep(0.3)  # a second score would arrive now
         assert gateway.writer.drain(5)
         rows = judge_rows(gateway)
@@ -750,7 +750,7 @@ def test_the_judge_scores_each_sampled_request_of_opted_in_teams_once(app_client
         audit = decision(client, "research", ids["research"][0])
         assert audit["feedback_by_source"]["judge"]["score"] == 0.75 and audit["feedback"]["source"] == "judge"
         stats = gateway.stats()
-        assert stats["judge_sampled"] == 4 and stats["judge_scored"] == 4 and stats["judge_spend_usd"] > 0
+        assert stats.judge.sampled == 4 and stats.judge.scored == 4 and stats.judge.spend_usd > 0
         # the counters over HTTP: the proxy admin only
         assert client.get("/regret/stats", headers={"Authorization": f"Bearer {KEYS['research']}"}).status_code == 403
         admin = client.get("/regret/stats", headers={"Authorization": "Bearer sk-master-test-0123456789abcdef"})
@@ -770,9 +770,9 @@ def test_a_failing_judge_leaves_chat_unchanged_and_is_counted(app_client, tmp_pa
             assert r.status_code == 200  # the chat answer, not the judge's (the last upstream call may be the judge's)
             assert r.json()["choices"][0]["message"]["content"] in {f"answer from {m}" for m in MODELS}
         # an erroring judge is retried by LiteLLM's router until the judge's timeout: failed or timed out
-        counters = ("judge_failed", "judge_timeouts") if mode == "error" else ("judge_unparsable",)
-        wait_for(lambda: sum(gateway.stats()[c] for c in counters) >= 3)
-        assert sum(gateway.stats()[c] for c in counters) == 3 and gateway.stats()["judge_scored"] == 0
+        counters = ("failed", "timeouts") if mode == "error" else ("unparsable",)
+        wait_for(lambda: sum(getattr(gateway.stats().judge, c) for c in counters) >= 3)
+        assert sum(getattr(gateway.stats().judge, c) for c in counters) == 3 and gateway.stats().judge.scored == 0
         assert gateway.writer.drain(5) and judge_rows(gateway) == []
     finally:
         JUDGE.update(status=200, reply='{"score": 0.75, "reason": "fine"}')
@@ -804,13 +804,13 @@ def test_a_hanging_judge_never_delays_chat(app_client, tmp_path, encoder):
     try:
         for i in range(12):
             assert chat(client, "support", f"{CODE_PROMPT} [{i}]").status_code == 200
-        wait_for(lambda: gateway.stats()["judge_considered"] >= 12)
+        wait_for(lambda: gateway.stats().judge.considered >= 12)
         stats, spec = gateway.stats(), gateway.settings.judge
         # the chats are all answered and no judge call has ended: they did not wait for it
-        assert stats["judge_scored"] == stats["judge_timeouts"] == stats["judge_failed"] == 0, stats
+        assert stats.judge.scored == stats.judge.timeouts == stats.judge.failed == 0, stats
         # `concurrency` calls hang, `queue_size` wait behind them, the rest are dropped
-        assert stats["judge_sampled"] == 12 and stats["judge_queue_depth"] == spec.queue_size, stats
-        assert stats["judge_dropped"] == 12 - spec.concurrency - spec.queue_size, stats
+        assert stats.judge.sampled == 12 and stats.judge.queue_depth == spec.queue_size, stats
+        assert stats.judge.dropped == 12 - spec.concurrency - spec.queue_size, stats
     finally:
         if hung:
             hung["loop"].call_soon_threadsafe(hung["release"].set)
@@ -911,7 +911,7 @@ def test_a_retried_upstream_error_logs_the_answer_the_client_got(proxy):
         assert bad.status_code >= 500
         failed = [r for r in stored_outcomes(gateway) if r[1] == "failure"]
         assert len(failed) == 1 and failed[0][2] == 0.0 and "hiccup" in failed[0][3]
-        assert gateway.stats()["retried"] == 1
+        assert gateway.stats().retried == 1
     finally:
         FAILING.clear()
 

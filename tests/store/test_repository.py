@@ -52,8 +52,8 @@ def test_round_trip_and_idempotence(engine):
     with Session(engine) as s:
         assert counts(s) == (3, 3, 0)
         audit = get_decision(s, "r0")
-    assert audit["chosen_model"] == "small" and audit["propensity"] == 0.5 and audit["scores"] == {"small": 0.7, "large": 0.2}
-    assert audit["outcome"]["cost_usd"] == pytest.approx(1e-4) and audit["feedback"] is None
+    assert audit.chosen_model == "small" and audit.propensity == 0.5 and audit.scores == {"small": 0.7, "large": 0.2}
+    assert audit.outcome.cost_usd == pytest.approx(1e-4) and audit.feedback is None
     with Session(engine) as s:
         row = s.get(Decision, "r1")
         assert np.array_equal(np.frombuffer(row.embedding, dtype="<f4"), np.full(4, 1, dtype=np.float32))
@@ -71,10 +71,10 @@ def test_rescoring_keeps_one_current_score_per_source(engine):
     with Session(engine) as s:
         assert counts(s)[2] == 2
         audit = get_decision(s, "r0")
-    assert audit["feedback"]["source"] == "user" and audit["feedback"]["score"] == 0.3  # the user's ranks first
-    assert audit["feedback"]["revision"] == 2
-    judge = audit["feedback_by_source"]["judge"]
-    assert judge["score"] == 1.0 and judge["revision"] == 1 and judge["cost_usd"] is None  # the batch's last wins
+    assert audit.feedback.source == "user" and audit.feedback.score == 0.3  # the user's ranks first
+    assert audit.feedback.revision == 2
+    judge = audit.feedback_by_source["judge"]
+    assert judge.score == 1.0 and judge.revision == 1 and judge.cost_usd is None  # the batch's last wins
 
 
 def test_training_set_takes_each_request_s_best_ranked_source(engine):
@@ -158,7 +158,7 @@ def test_refused_batches_change_nothing(engine):
         record_decisions(s, [decision(6), decision(7, dim=8)])
     with Session(engine) as s:
         assert counts(s) == before
-        assert get_decision(s, "r1")["feedback"] is None and get_decision(s, "r0")["feedback"]["score"] == 0.5
+        assert get_decision(s, "r1").feedback is None and get_decision(s, "r0").feedback.score == 0.5
 
 
 def test_training_set_joins_filters_and_counts(engine):
@@ -204,6 +204,7 @@ def test_training_set_joins_filters_and_counts(engine):
         assert list(lg.action) == [1, 0, 1, 0, 1, 0, 1, 0] and list(lg.quality) == [1, 0, 0, 1, 0, 0, 1, 0]
         np.testing.assert_allclose(lg.cost, [1e-4 * (i + 1) for i in range(8)])
         assert np.all(lg.propensity == 0.5) and np.all(lg.lam == 100.0)
+        assert ts.loggers == ("standard|cold-start",) * 4 + ("standard|v1",) * 4  # rows r0-r7: v1 from r4
         assert np.array_equal(lg.X[:, 0], np.arange(8, dtype=np.float32))
         assert ts.router_versions == (None,) * 4 + ("v1",) * 4  # which policy logged each row (None: cold start)
         # team filter, time window and a fixed model list

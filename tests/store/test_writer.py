@@ -81,9 +81,9 @@ def test_20k_decisions_survive_an_outage(engine, flaky, tmp_path):
     writer.close()
 
     assert rows(engine) == (n, n, n)  # every decision and outcome, none twice
-    assert stats["new_rows"] == n and stats["dropped"] == 0
-    assert stats["outages"] >= 1 and stats["spilled"] > 0 and stats["replayed"] >= stats["spilled"]
-    assert stats["max_queue_depth"] <= 1000
+    assert stats.new_rows == n and stats.dropped == 0
+    assert stats.outages >= 1 and stats.spilled > 0 and stats.replayed >= stats.spilled
+    assert stats.max_queue_depth <= 1000
     assert peak < 0.25 * footprint, f"peak {peak / 1e6:.1f} MB vs {footprint / 1e6:.1f} MB for all records"
     assert not list((tmp_path / "spill").iterdir())
 
@@ -94,7 +94,7 @@ def test_spill_left_by_a_stopped_writer_is_replayed_by_the_next(engine, flaky, t
     for record in synthetic_records(600, 8):
         first.submit(record)
     first.close(timeout=30)  # the database is still down: everything ends up in the spill folder
-    assert first.stats()["spilled"] + first.stats()["written"] >= 600
+    assert first.stats().spilled + first.stats().written >= 600
     assert rows(engine)[0] < 600
     flaky.up()
     second = fast_writer(flaky.engine, tmp_path / "spill").start()
@@ -129,7 +129,7 @@ def test_judge_scores_behind_their_decisions_survive_an_outage(engine, flaky, tm
         scores = s.execute(select(Feedback.source, func.count(), func.sum(Feedback.cost_usd)).group_by(Feedback.source)).all()
     assert rows(engine) == (300, 300, 300)
     assert [(src, n) for src, n, _ in scores] == [("judge", 300)] and scores[0][2] == pytest.approx(0.03)
-    assert stats["spilled"] > 0 and stats["refused"] == 1 and stats["dropped"] == 0
+    assert stats.spilled > 0 and stats.refused == 1 and stats.dropped == 0
     assert "no-such-request" in (tmp_path / "spill" / "refused.jsonl").read_text()
 
 
@@ -137,7 +137,7 @@ def test_full_queue_overflows_to_disk_and_is_replayed(engine, tmp_path):
     writer = fast_writer(engine, tmp_path / "spill", queue_size=10)
     for record in synthetic_records(300, 8):  # not started yet: the queue holds 10, the rest overflows
         writer.submit(record)
-    assert writer.stats()["spilled"] == 290
+    assert writer.stats().spilled == 290
     writer.start()
     assert writer.drain(timeout=60), writer.stats()
     writer.close()
@@ -165,7 +165,7 @@ def test_a_record_the_store_refuses_is_kept_aside_and_the_rest_written(engine, t
     assert writer.drain(timeout=30), writer.stats()
     stats = writer.stats()
     writer.close()
-    assert rows(engine)[0] == 5 and stats["refused"] == 1 and stats["spilled"] == 0
+    assert rows(engine)[0] == 5 and stats.refused == 1 and stats.spilled == 0
     assert "wrong-size" in (tmp_path / "spill" / "refused.jsonl").read_text()
 
 
@@ -211,7 +211,7 @@ def test_a_record_the_store_refuses_is_set_aside_and_its_batch_mates_are_written
     writer.close()
     assert rows(engine) == (11, 11, 11)
     stats = writer.stats()
-    assert stats["refused"] == 1 and stats["dropped"] == 0
+    assert stats.refused == 1 and stats.dropped == 0
     assert "bad-00000004" in (tmp_path / "spill" / "refused.jsonl").read_text()
 
 

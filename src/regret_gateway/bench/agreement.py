@@ -12,9 +12,46 @@ The encoders' times on the same texts are printed side by side.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class LambdaAgreement:
+    """One lambda: each encoder's test utility (x100) and how many choices differ from torch on CPU's."""
+
+    lam: float
+    utility: dict[str, float]
+    n_disagree: dict[str, int]
+
+
+@dataclass(frozen=True)
+class BackendAgreement:
+    """``bench backends``'s result: embeddings and routing choices of each encoder against torch on CPU."""
+
+    prompts: int
+    test_prompts: int
+    encoders: list[str]
+    cosine_min: dict[str, float]
+    cosine_mean: dict[str, float]
+    seconds: dict[str, float]  # each encoder's time on the same texts
+    rows: list[LambdaAgreement]
+
+    def table(self) -> str:
+        sec, others = self.seconds, [name for name in self.encoders if name != "torch"]
+        lines = [f"{self.prompts} prompts ({self.test_prompts} routed); reference: torch on CPU"]
+        for name in others:
+            lines.append(f"cosine torch vs {name}: min {self.cosine_min[name]:.6f}, mean {self.cosine_mean[name]:.7f}; "
+                         f"embedding time torch {sec['torch']:.1f} s, {name} {sec[name]:.1f} s ({sec['torch'] / sec[name]:.2f}x)")  # fmt: skip
+        lines.append("| λ | " + " | ".join(f"choices that differ, {n}" for n in others) + " | "
+                     + " | ".join(f"utility {n}" for n in self.encoders) + " |")  # fmt: skip
+        lines.append("|---:|" + "---:|" * (len(others) + len(self.encoders)))
+        for r in self.rows:
+            differ = " | ".join(f"{r.n_disagree[n]} ({100 * r.n_disagree[n] / self.test_prompts:.2f}%)" for n in others)
+            lines.append(f"| {r.lam:g} | {differ} | " + " | ".join(f"{u:.2f}" for u in r.utility.values()) + " |")
+        return "\n".join(lines)
 
 
 def backend_agreement(
@@ -24,7 +61,7 @@ def backend_agreement(
     limit: int | None = None,
     seed: int = 0,
     onnx_cache: Path | None = None,
-) -> dict:
+) -> BackendAgreement:
     import torch
 
     from regret_gateway.data import FullFeedback
@@ -64,24 +101,24 @@ def backend_agreement(
     router = make_router("full-info-regression", random_state=seed).fit(
         TrainingData.from_full(full(train), full(val)), list(lambdas)
     )
-    rows = []
+    rows: list[LambdaAgreement] = []
     n = np.arange(len(test))
     for lam in lambdas:
         picks = {name: router.predict(X[name][test], [lam])[0] for name in X}
         U = bench.quality[test] - lam * bench.cost[test]
         rows.append(
-            {
-                "lambda": lam,
-                "utility": {name: float(100 * U[n, p].mean()) for name, p in picks.items()},
-                "n_disagree": {name: int(np.sum(picks["torch"] != picks[name])) for name in others},
-            }
+            LambdaAgreement(
+                lam,
+                utility={name: float(100 * U[n, p].mean()) for name, p in picks.items()},
+                n_disagree={name: int(np.sum(picks["torch"] != picks[name])) for name in others},
+            )
         )
-    return {
-        "prompts": len(texts),
-        "test_prompts": len(test),
-        "encoders": list(X),
-        "cosine_min": {name: float(c.min()) for name, c in cosine.items()},
-        "cosine_mean": {name: float(c.mean()) for name, c in cosine.items()},
-        "seconds": seconds,
-        "rows": rows,
-    }
+    return BackendAgreement(
+        prompts=len(texts),
+        test_prompts=len(test),
+        encoders=list(X),
+        cosine_min={name: float(c.min()) for name, c in cosine.items()},
+        cosine_mean={name: float(c.mean()) for name, c in cosine.items()},
+        seconds=seconds,
+        rows=rows,
+    )

@@ -22,12 +22,16 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import yaml
 
+from regret_gateway.bench.gateway_result import GatewayBench, HookCost, LoadRow, Pooled
 from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config
+
+if TYPE_CHECKING:
+    from regret_gateway.gateway.runtime import GatewayStats
 
 MODELS = ("model-a", "model-b", "model-c")
 BACKENDS = ("torch", "onnx", "onnx-plain")  # what --backends may name (:func:`variants`)
@@ -142,14 +146,13 @@ def _joined(loads: list[Load]) -> Load:
                 [m for x in loads for m in x.served], sum(x.cpu_s for x in loads))  # fmt: skip
 
 
-def pool(runs: list[Load]) -> dict:
+def pool(runs: list[Load]) -> Pooled:
     """One row from repeated loads of the same target: p50/p99 over every latency, throughput as all
     requests over all the seconds they took, CPU milliseconds per request over all of them."""
     lat = np.concatenate([r.latencies_ms for r in runs])
     seconds = sum(r.seconds for r in runs)
-    return {"requests": int(lat.size), "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
-            "rps": lat.size / seconds if seconds > 0 else float("nan"),
-            "cpu_ms": 1000.0 * sum(r.cpu_s for r in runs) / max(lat.size, 1)}  # fmt: skip
+    return Pooled(int(lat.size), float(np.percentile(lat, 50)), float(np.percentile(lat, 99)),
+                  lat.size / seconds if seconds > 0 else float("nan"), 1000.0 * sum(r.cpu_s for r in runs) / max(lat.size, 1))  # fmt: skip
 
 
 def _long_prompts(n: int, seed: int) -> list[str]:
@@ -193,7 +196,7 @@ def run_gateway_bench(
     threads: tuple[int, ...] = (),
     layers: tuple[int, ...] = (),
     budget: float | None = None,
-) -> dict:
+) -> GatewayBench:
     """Rows of {prompts, target, backend, concurrency, p50_ms, p99_ms, rps, ...}: plain LiteLLM and the hook
     with each embedding backend (one gateway per backend, all loaded at start, swapped into the same proxy
     cell by cell), for short and ~200-token prompts, plus each hook's counters. ONNX runs on CPU; torch on
@@ -222,8 +225,8 @@ def run_gateway_bench(
         app,
         gateways,
     ):
-        rows: list[dict] = []
-        hooks: dict[str, dict] = {}
+        rows: list[LoadRow] = []
+        hooks: dict[str, GatewayStats] = {}
         used: dict[str, str | None] = {}
 
         def cell(backend: str, length: str, c: int) -> None:
@@ -252,22 +255,23 @@ def run_gateway_bench(
                     for target, run in zip((hook, matched, single), got):
                         runs[target].append(run)
             pooled = {target: pool(r) for target, r in runs.items()}
-            for target in (single, matched, hook):
-                row = {"prompts": length, "target": target, "backend": str(used[backend]) if target == hook else "-",
-                       "concurrency": c, **pooled[target]}  # fmt: skip
-                if target == hook:
-                    row["pair_ratios"] = [p.seconds / h.seconds for p, h in zip(runs[matched], runs[hook])]  # same requests each
-                    row["ratio"] = row["rps"] / pooled[matched]["rps"]
-                    row["added_p50_ms"] = row["p50_ms"] - pooled[matched]["p50_ms"]
-                    row["added_cpu_ms"] = row["cpu_ms"] - pooled[matched]["cpu_ms"]
-                    row["ratio_one_model"] = row["rps"] / pooled[single]["rps"]
-                    row["added_p99_ms"] = row["p99_ms"] - pooled[matched]["p99_ms"]
-                    row["fallbacks"] = fell_back
-                    row["shed"] = shed
-                    row["shortened"] = shortened  # embedded from their first overload_max_length tokens
-                    row["timeouts"] = fell_back - shed  # waited out the budget (or the embedder failed)
-                    row["routed_share"] = 1.0 - fell_back / row["requests"]
-                rows.append(row)
+            for target in (single, matched):
+                rows.append(LoadRow(length, target, "-", c, pooled[target]))
+            mine, plain = pooled[hook], pooled[matched]
+            cost = HookCost(
+                pair_ratios=[p.seconds / h.seconds for p, h in zip(runs[matched], runs[hook])],  # same requests each
+                ratio=mine.rps / plain.rps,
+                ratio_one_model=mine.rps / pooled[single].rps,
+                added_p50_ms=mine.p50_ms - plain.p50_ms,
+                added_p99_ms=mine.p99_ms - plain.p99_ms,
+                added_cpu_ms=mine.cpu_ms - plain.cpu_ms,
+                fallbacks=fell_back,
+                shed=shed,
+                shortened=shortened,
+                timeouts=fell_back - shed,
+                routed_share=1.0 - fell_back / mine.requests,
+            )
+            rows.append(LoadRow(length, hook, str(used[backend]), c, mine, cost))
 
         asyncio.run(_load(proxy_port, MODELS[0], _prompts(warmup, 99), 4))
         for backend, gateway in gateways.items():
@@ -282,7 +286,7 @@ def run_gateway_bench(
         for backend, gateway in gateways.items():
             gateway.writer.drain(timeout=30)
             hooks[backend] = gateway.stats()
-    return {"rows": rows, "hooks": hooks, "device": resolved, "backends": used}
+    return GatewayBench(rows, hooks, str(resolved), used)
 
 
 @contextmanager

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,34 @@ from regret_gateway.store.writes import record_decisions, record_feedback
 MODELS = ("small", "code", "math", "large")
 COST = np.array([1e-4, 4e-4, 4e-4, 2e-3])
 TIERS = {"premium": TierSpec(lam=0.0), "standard": TierSpec(lam=200.0), "economy": TierSpec(lam=1000.0)}
+
+
+@dataclass(frozen=True)
+class RetrainTiming:
+    """One retrain of ``rows`` logged rows: cross-fitted (five fits) or one fit, its status and step times."""
+
+    rows: int
+    cross_fit: bool
+    status: str
+    fill_s: float  # writing the synthetic logs (not part of retrain)
+    read_s: float
+    fit_s: float
+    evaluate_s: float
+    total_s: float
+
+
+def retrain_table(results: list[RetrainTiming]) -> str:
+    """Markdown: each retrain's times, per 10,000 rows, against the first and against one fit of its size."""
+    one_fit = {r.rows: r.total_s for r in results if not r.cross_fit}
+    lines = ["| rows | evaluation | total s | read s | fit s | evaluate s | s per 10k rows | time ratio vs first | vs one fit |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for r in results:
+        lines.append(
+            f"| {r.rows} | {'cross-fitted' if r.cross_fit else 'one fit'} | {r.total_s:.1f} | {r.read_s:.1f} | "
+            f"{r.fit_s:.1f} | {r.evaluate_s:.1f} | {1e4 * r.total_s / r.rows:.2f} | "
+            f"{r.total_s / results[0].total_s:.2f} | {r.total_s / one_fit[r.rows]:.2f} |"
+        )
+    return "\n".join(lines)
 
 
 def _fill(engine, n: int, dim: int, seed: int, chunk: int = 5000) -> None:
@@ -63,12 +92,12 @@ def _fill(engine, n: int, dim: int, seed: int, chunk: int = 5000) -> None:
             record_feedback(s, [FeedbackRecord(ids[i], float(quality[i])) for i in range(m)])
 
 
-def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print) -> list[dict]:
+def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print) -> list[RetrainTiming]:
     """For each size: one store of ``n`` logged rows, retrained twice from scratch -- cross-fitted (the
     default, five fits) and with ``cross_fit=False`` (one fit) -- so the two times are measured side by side."""
     from regret_gateway.retrain import RetrainOptions, retrain
 
-    rows = []
+    rows: list[RetrainTiming] = []
     for n in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             url = f"sqlite:///{tmp}/bench.db"
@@ -88,12 +117,11 @@ def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print)
                 )
                 options = RetrainOptions(n_boot=200, cross_fit=cross_fit, out=folder / "reports")
                 result = retrain(settings, engine, options)
-                row = {"rows": n, "cross_fit": cross_fit, "status": result.status, "fill_s": fill,
-                       **{f"{k}_s": v for k, v in result.seconds.items()}}  # fmt: skip
+                sec = result.seconds
+                row = RetrainTiming(n, cross_fit, result.status, fill, sec.get("read", 0.0), sec.get("fit", 0.0),
+                                    sec.get("evaluate", 0.0), sec.get("total", float("nan")))  # fmt: skip
                 rows.append(row)
-                echo(
-                    f"{n} rows, {folder.name}: {result.status}, retrain {row.get('total_s', float('nan')):.1f}s "
-                    f"(read {row.get('read_s', 0):.1f}, fit {row.get('fit_s', 0):.1f}, evaluate {row.get('evaluate_s', 0):.1f})"
-                )
+                echo(f"{n} rows, {folder.name}: {row.status}, retrain {row.total_s:.1f}s "
+                     f"(read {row.read_s:.1f}, fit {row.fit_s:.1f}, evaluate {row.evaluate_s:.1f})")  # fmt: skip
             engine.dispose()
     return rows

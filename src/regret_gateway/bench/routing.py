@@ -12,9 +12,36 @@ from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """One timed step: per-call p50 and p99 in microseconds; routes per second for a forward pass."""
+
+    step: str
+    p50_us: float
+    p99_us: float
+    routes_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class RoutingBench:
+    """``bench routing``'s result: each step's timing, one thread, one run."""
+
+    dim: int
+    rows: list[StepTiming]
+
+    def table(self) -> str:
+        lines = [f"what retrain publishes: 3-tier RM-Interval (200x200 per tier) + R&C estimator, {self.dim}-d embeddings",
+                 "| step | p50 µs | p99 µs | routes/s |", "|---|---:|---:|---:|"]  # fmt: skip
+        for r in self.rows:
+            rate = "-" if r.routes_per_s is None else f"{r.routes_per_s:,.0f}"
+            lines.append(f"| {r.step} | {r.p50_us:.0f} | {r.p99_us:.0f} | {rate} |")
+        return "\n".join(lines)
 
 
 def _per_call_us(fn, n: int) -> tuple[float, float]:
@@ -29,7 +56,7 @@ def _per_call_us(fn, n: int) -> tuple[float, float]:
     return float(np.percentile(times, 50) * 1e6), float(np.percentile(times, 99) * 1e6)
 
 
-def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -> dict:
+def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -> RoutingBench:
     from regret_gateway.bench.gateway import MODELS, _publish_random_router
     from regret_gateway.config import Settings
     from regret_gateway.gateway.decisions import ActiveRouter
@@ -41,7 +68,7 @@ def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -
     rng = np.random.default_rng(0)
     X = rng.normal(size=(batch, dim)).astype(np.float32)
     X /= np.linalg.norm(X, axis=1, keepdims=True)
-    rows: list[dict] = []
+    rows: list[StepTiming] = []
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(scratch)
         tiers = {"premium": 0.0, "standard": 200.0, "economy": 1000.0}
@@ -63,12 +90,12 @@ def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -
                 raise RuntimeError("the benchmark router did not load")
             k = iter(range(10**9))
             p50, p99 = _per_call_us(lambda r=router, k=k: r.choose(X[next(k) % batch], "standard", rng), calls)
-            rows.append({"step": f"choose, one request ({rule})", "p50_us": p50, "p99_us": p99})
+            rows.append(StepTiming(f"choose, one request ({rule})", p50, p99))
         artifact = router.artifact
         assert artifact is not None
         for n in (1, 32, batch):
             p50, p99 = _per_call_us(lambda n=n: artifact.logits(X[:n], 200.0), max(20, calls // max(1, n // 32)))
-            rows.append({"step": f"policy forward, batch {n}", "p50_us": p50, "p99_us": p99, "routes_per_s": n / (p50 / 1e6)})
+            rows.append(StepTiming(f"policy forward, batch {n}", p50, p99, n / (p50 / 1e6)))
         # the same tier network run by torch, as the gateway did before routing moved to numpy
         import torch
 
@@ -79,7 +106,7 @@ def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -
         x1 = torch.as_tensor(X[:1])
         with torch.no_grad():
             p50, p99 = _per_call_us(lambda: tier_net(x1), calls)
-        rows.append({"step": "the same forward in torch, batch 1", "p50_us": p50, "p99_us": p99, "routes_per_s": 1 / (p50 / 1e6)})
+        rows.append(StepTiming("the same forward in torch, batch 1", p50, p99, 1 / (p50 / 1e6)))
         if torch.cuda.is_available():
             rows += _cuda_rows(tier_net, dim, calls)
         url = f"sqlite:///{tmp}/bench.db"
@@ -108,13 +135,13 @@ def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -
             )
 
         p50, p99 = _per_call_us(log_one, calls)
-        rows.append({"step": "log a decision (record + queue)", "p50_us": p50, "p99_us": p99})
+        rows.append(StepTiming("log a decision (record + queue)", p50, p99))
         writer.close()
         engine.dispose()
-    return {"rows": rows, "dim": dim}
+    return RoutingBench(dim, rows)
 
 
-def _cuda_rows(tier_net, dim: int, calls: int) -> list[dict]:
+def _cuda_rows(tier_net, dim: int, calls: int) -> list[StepTiming]:
     """The tier network's forward pass on the GPU, each call timed to the end of its kernels (the result
     copied back to the host): batch 1, and batches of 1,024 and 25,000 (the paper's timing: 25,000 prompts
     on one A100)."""
@@ -131,7 +158,6 @@ def _cuda_rows(tier_net, dim: int, calls: int) -> list[dict]:
                 net(x).argmax(dim=-1).cpu()
 
         p50, p99 = _per_call_us(forward, max(20, calls // max(1, n // 1024)))
-        rows.append({"step": f"the same forward in torch on CUDA, batch {n:,}", "p50_us": p50, "p99_us": p99,
-                     "routes_per_s": n / (p50 / 1e6)})  # fmt: skip
+        rows.append(StepTiming(f"the same forward in torch on CUDA, batch {n:,}", p50, p99, n / (p50 / 1e6)))
     tier_net.to("cpu")
     return rows

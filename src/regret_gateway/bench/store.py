@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 from sqlalchemy import Engine, func, select, text
@@ -16,7 +17,7 @@ from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.records import DecisionRecord, OutcomeRecord
 from regret_gateway.store.schema import Decision
-from regret_gateway.store.writer import BatchedWriter
+from regret_gateway.store.writer import BatchedWriter, WriterStats
 
 
 def synthetic_records(n: int, dim: int, seed: int = 0, prefix: str = "req") -> Iterator[DecisionRecord]:
@@ -67,12 +68,40 @@ def scratch_database(url: str) -> Iterator[str]:
         admin.dispose()
 
 
+@dataclass(frozen=True)
+class WriteThroughput:
+    """One database's sustained write rate through the batched writer."""
+
+    backend: str  # sqlite / postgresql
+    rows: int
+    dim: int
+    seconds: float  # from the first submit until every row is committed
+    submit_us_per_row: float  # what a caller waits to hand a row over
+    writer: WriterStats
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.seconds
+
+
+def throughput_table(results: list[WriteThroughput]) -> str:
+    """Markdown: each database's rate, side by side, as a ratio to the first."""
+    lines = ["| backend | rows | seconds | rows/s | submit µs/row | spilled | replayed | ratio to first |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for r in results:
+        lines.append(f"| {r.backend} | {r.rows} | {r.seconds:.2f} | {r.rows_per_s:,.0f} | {r.submit_us_per_row:.1f} | "
+                     f"{r.writer.spilled} | {r.writer.replayed} | {r.rows_per_s / results[0].rows_per_s:.2f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def _count(engine: Engine) -> int:
     with Session(engine) as s:
         return int(s.scalar(select(func.count()).select_from(Decision)) or 0)
 
 
-def write_throughput(url: str, *, rows: int = 20_000, dim: int = 384, batch_size: int = 500, queue_size: int = 10_000) -> dict:
+def write_throughput(
+    url: str, *, rows: int = 20_000, dim: int = 384, batch_size: int = 500, queue_size: int = 10_000
+) -> WriteThroughput:
     """Submit ``rows`` decisions (with outcomes) to a :class:`BatchedWriter` as fast as possible and
     time until all are committed. Returns rows/s and the writer's counters."""
     with scratch_database(url) as target, tempfile.TemporaryDirectory() as spill:
@@ -90,12 +119,4 @@ def write_throughput(url: str, *, rows: int = 20_000, dim: int = 384, batch_size
         engine.dispose()
     if stored != rows:
         raise RuntimeError(f"{stored} rows stored, expected {rows}")
-    return {
-        "backend": target.split(":")[0].split("+")[0],
-        "rows": rows,
-        "dim": dim,
-        "seconds": elapsed,
-        "rows_per_s": rows / elapsed,
-        "submit_us_per_row": 1e6 * submitted / rows,
-        **writer.stats(),
-    }
+    return WriteThroughput(target.split(":")[0].split("+")[0], rows, dim, elapsed, 1e6 * submitted / rows, writer.stats())

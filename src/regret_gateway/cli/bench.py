@@ -26,7 +26,7 @@ def bench_store(
     """Sustained write throughput (rows/s) of the batched writer, databases side by side in one run."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from regret_gateway.bench.store import write_throughput
+    from regret_gateway.bench.store import throughput_table, write_throughput
 
     results = []
     for u in url:
@@ -36,13 +36,7 @@ def bench_store(
             typer.secho(f"skipped {u}: {type(exc).__name__}: {str(exc).splitlines()[0]}", fg=typer.colors.YELLOW, err=True)
     if not results:
         _fail(RuntimeError("no database could be benchmarked"))
-    typer.echo("| backend | rows | seconds | rows/s | submit µs/row | spilled | replayed | ratio to first |")
-    typer.echo("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        typer.echo(
-            f"| {r['backend']} | {r['rows']} | {r['seconds']:.2f} | {r['rows_per_s']:,.0f} | {r['submit_us_per_row']:.1f} | "
-            f"{r['spilled']} | {r['replayed']} | {r['rows_per_s'] / results[0]['rows_per_s']:.2f} |"
-        )
+    typer.echo(throughput_table(results))
 
 
 @bench_app.command("gateway")
@@ -102,30 +96,10 @@ def bench_gateway(
         max_length=max_length, repeats=repeats, threads=counts, layers=depths, budget=budget,
     )  # fmt: skip
     typer.echo(
-        f"embedding device: {result['device']}; backends: {result['backends']}; max_length: {max_length}; "
+        f"embedding device: {result.device}; backends: {result.backends}; max_length: {max_length}; "
         f"{repeats} alternating repeats per cell, pooled"
     )
-    typer.echo("| prompts | target | backend | concurrency | requests | p50 ms | p99 ms | req/s | added p50 ms | added p99 ms | "
-               "throughput ratio | of single repeats | ratio to one model | routed | read short | shed | timed out | CPU ms/req | "
-               "added CPU ms |")  # fmt: skip
-    typer.echo("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-    for r in result["rows"]:
-        if "ratio" in r:
-            pairs = ", ".join(f"{x:.2f}" for x in r["pair_ratios"])
-            added = (f"{r['added_p50_ms']:+.1f} | {r['added_p99_ms']:+.1f} | {r['ratio']:.2f} | {pairs} | "
-                     f"{r['ratio_one_model']:.2f} | {r['routed_share']:.0%} | {r['shortened']} | {r['shed']} | {r['timeouts']}")  # fmt: skip
-            cpu = f"{r['cpu_ms']:.1f} | {r['added_cpu_ms']:+.1f}"
-        else:
-            added, cpu = "- | - | - | - | - | - | - | - | -", f"{r['cpu_ms']:.1f} | -"
-        typer.echo(
-            f"| {r['prompts']} | {r['target']} | {r['backend']} | {r['concurrency']} | {r['requests']} | "
-            f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['rps']:.1f} | {added} | {cpu} |"
-        )
-    for backend, hook in result["hooks"].items():
-        typer.echo(
-            f"hook ({backend}): routed={hook['routed']} fallback={hook['fallback']} shed={hook['shed']} exploration={hook['exploration']} "
-            f"embedding batches={hook.get('embedding_batches')} written={hook.get('writer_written')}"
-        )
+    typer.echo(result.table())
 
 
 @bench_app.command("backends")
@@ -145,21 +119,7 @@ def bench_backends(
         result = backend_agreement(data, lambdas=tuple(_floats(lambdas, "--lambdas")), limit=limit, seed=seed)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         _fail(exc)
-    sec, others = result["seconds"], [name for name in result["encoders"] if name != "torch"]
-    typer.echo(f"{result['prompts']} prompts ({result['test_prompts']} routed); reference: torch on CPU")
-    for name in others:
-        typer.echo(
-            f"cosine torch vs {name}: min {result['cosine_min'][name]:.6f}, mean {result['cosine_mean'][name]:.7f}; "
-            f"embedding time torch {sec['torch']:.1f} s, {name} {sec[name]:.1f} s ({sec['torch'] / sec[name]:.2f}x)"
-        )
-    typer.echo(
-        "| λ | " + " | ".join(f"choices that differ, {n}" for n in others) + " | "
-        + " | ".join(f"utility {n}" for n in result["encoders"]) + " |"
-    )  # fmt: skip
-    typer.echo("|---:|" + "---:|" * (len(others) + len(result["encoders"])))
-    for r in result["rows"]:
-        differ = " | ".join(f"{r['n_disagree'][n]} ({100 * r['n_disagree'][n] / result['test_prompts']:.2f}%)" for n in others)
-        typer.echo(f"| {r['lambda']:g} | {differ} | " + " | ".join(f"{u:.2f}" for u in r["utility"].values()) + " |")
+    typer.echo(result.table())
 
 
 @bench_app.command("routing")
@@ -172,13 +132,7 @@ def bench_routing(
     on one CPU thread of this machine."""
     from regret_gateway.bench.routing import run_routing_bench
 
-    result = run_routing_bench(calls=calls, dim=dim)
-    typer.echo(f"what retrain publishes: 3-tier RM-Interval (200x200 per tier) + R&C estimator, {result['dim']}-d embeddings")
-    typer.echo("| step | p50 µs | p99 µs | routes/s |")
-    typer.echo("|---|---:|---:|---:|")
-    for r in result["rows"]:
-        rate = f"{r['routes_per_s']:,.0f}" if "routes_per_s" in r else "-"
-        typer.echo(f"| {r['step']} | {r['p50_us']:.0f} | {r['p99_us']:.0f} | {rate} |")
+    typer.echo(run_routing_bench(calls=calls, dim=dim).table())
 
 
 @bench_app.command("retrain")
@@ -188,19 +142,7 @@ def bench_retrain(
 ) -> None:
     """Retrain time (read, fit, evaluate, publish) for growing numbers of logged rows, 3 tiers, one run:
     each size cross-fitted (the default, five fits) and with one fit (--no-cross-fit), side by side."""
-    from regret_gateway.bench.retrain_timing import time_retrain
+    from regret_gateway.bench.retrain_timing import retrain_table, time_retrain
 
     sizes = [int(v) for v in _floats(rows, "--rows")]
-    results = time_retrain(sizes, dim=dim, echo=typer.echo)
-    base = results[0]
-    one_fit = {r["rows"]: r["total_s"] for r in results if not r["cross_fit"]}
-    typer.echo(
-        "| rows | evaluation | total s | read s | fit s | evaluate s | s per 10k rows | time ratio vs first | vs one fit |"
-    )
-    typer.echo("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        typer.echo(
-            f"| {r['rows']} | {'cross-fitted' if r['cross_fit'] else 'one fit'} | {r['total_s']:.1f} | {r['read_s']:.1f} | "
-            f"{r['fit_s']:.1f} | {r['evaluate_s']:.1f} | {1e4 * r['total_s'] / r['rows']:.2f} | "
-            f"{r['total_s'] / base['total_s']:.2f} | {r['total_s'] / one_fit[r['rows']]:.2f} |"
-        )
+    typer.echo(retrain_table(time_retrain(sizes, dim=dim, echo=typer.echo)))

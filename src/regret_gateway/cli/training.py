@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
@@ -132,12 +131,9 @@ def retrain_cmd(
     """
     from datetime import timedelta
 
-    from sqlalchemy.exc import SQLAlchemyError
-
     from regret_gateway.config import load_settings
-    from regret_gateway.retrain import RetrainOptions, report_table, retrain
+    from regret_gateway.retrain import RetrainOptions, report_table, retrain_every
     from regret_gateway.store.engine import make_engine
-    from regret_gateway.store.migrate import upgrade
 
     try:
         settings = load_settings(config, store_url=url)
@@ -153,34 +149,17 @@ def retrain_cmd(
 
         torch.set_num_threads(threads)
     engine = make_engine(settings.store.url)
-    codes = {"published": 0, "kept": 1, "refused": 2}
-    while True:
+
+    def options() -> RetrainOptions:
         start = _utc(since) if span is None else datetime.now(timezone.utc) - timedelta(seconds=span)
-        try:
-            upgrade(settings.store.url)  # idempotent; a new store gets its tables
-            result = retrain(
-                settings,
-                engine,
-                RetrainOptions(
-                    since=start,
-                    team=team,
-                    feedback=sources,
-                    margin=margin,
-                    force=force,
-                    folds=folds,
-                    regions=regions,
-                    cross_fit=cross_fit,
-                    out=out,
-                ),
-            )
-        except SQLAlchemyError as exc:  # the store is unreachable: one line, not a traceback
-            typer.secho(f"{datetime.now():%Y-%m-%d %H:%M:%S} store unreachable ({engine.url.render_as_string(hide_password=True)}): "
-                        f"{type(exc).__name__}: {str(exc).splitlines()[0]}", fg=typer.colors.RED, err=True)  # fmt: skip
-            if period is None:
-                engine.dispose()
-                raise typer.Exit(STORE_UNREACHABLE) from None
-            time.sleep(period)  # --every keeps going: the next run may find the store back
-            continue
+        return RetrainOptions(since=start, team=team, feedback=sources, margin=margin, force=force, folds=folds,
+                              regions=regions, cross_fit=cross_fit, out=out)  # fmt: skip
+
+    def unreachable(exc: Exception) -> None:  # one line, not a traceback
+        typer.secho(f"{datetime.now():%Y-%m-%d %H:%M:%S} store unreachable ({engine.url.render_as_string(hide_password=True)}): "
+                    f"{type(exc).__name__}: {str(exc).splitlines()[0]}", fg=typer.colors.RED, err=True)  # fmt: skip
+
+    def show(result) -> None:
         color = {"published": typer.colors.GREEN, "kept": typer.colors.YELLOW, "refused": typer.colors.RED}[result.status]
         typer.secho(f"{datetime.now():%Y-%m-%d %H:%M:%S} {result.status}: {result.reason}", fg=color)
         if result.tiers:
@@ -191,10 +170,12 @@ def retrain_cmd(
             for src, usd in sorted((result.data.get("feedback_spend_usd") or {}).items()):
                 typer.echo(f"scores from {src} in the window cost ${usd:.4f}")
         typer.echo(f"report: {', '.join(result.report_paths.values())}")
-        if period is None:
-            engine.dispose()
-            raise typer.Exit(codes[result.status])
-        time.sleep(period)
+
+    try:
+        result = retrain_every(settings, engine, options, period, on_result=show, on_unreachable=unreachable)
+    finally:
+        engine.dispose()
+    raise typer.Exit(STORE_UNREACHABLE if result is None else {"published": 0, "kept": 1, "refused": 2}[result.status])
 
 
 @app.command("import-logs")

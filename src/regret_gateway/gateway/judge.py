@@ -17,6 +17,7 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -88,6 +89,21 @@ async def litellm_complete(model: str, messages: list[dict], timeout_s: float) -
         except Exception:  # noqa: BLE001 - an unpriced model: the spend is unknown, the score still counts
             cost = 0.0
     return str(response.choices[0].message.content or ""), float(cost or 0.0)
+
+
+@dataclass(frozen=True)
+class JudgeStats:
+    """The judge's counters since the gateway started (``GET /regret/stats`` shows them as ``judge_*``)."""
+
+    considered: int  # answers offered to the sampler
+    sampled: int
+    scored: int
+    failed: int
+    timeouts: int
+    unparsable: int
+    dropped: int  # sampled but not judged: the queue was full
+    queue_depth: int  # now
+    spend_usd: float  # what the judge's calls cost
 
 
 class Judge:
@@ -190,8 +206,6 @@ class Judge:
             return False
         return True
 
-    def stats(self) -> dict:
-        out: dict[str, float] = {f"judge_{k}": v for k, v in self.counters.items()}
-        out["judge_queue_depth"] = self._queue.qsize() if self._queue is not None else 0
-        out["judge_spend_usd"] = self.spend_usd
-        return out
+    def stats(self) -> JudgeStats:
+        return JudgeStats(**self.counters, queue_depth=self._queue.qsize() if self._queue is not None else 0,
+                          spend_usd=self.spend_usd)  # fmt: skip

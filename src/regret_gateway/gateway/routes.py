@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import asdict, dataclass
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from litellm.proxy._types import LitellmUserRoles, UserAPIKeyAuth
@@ -24,7 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from regret_gateway.gateway.runtime import Gateway
-from regret_gateway.store.queries import JUDGE_SOURCE, decision_team, get_decision
+from regret_gateway.store.queries import JUDGE_SOURCE, DecisionView, FeedbackView, decision_team, get_decision
 from regret_gateway.store.records import FeedbackRecord, StoreInputError, team_key, valid_request_id
 from regret_gateway.store.writes import record_feedback
 
@@ -80,13 +81,21 @@ async def _authorize(gw: Gateway, request_id: str, auth: UserAPIKeyAuth) -> None
         raise HTTPException(status_code=403, detail="this request was made by another team")
 
 
-def _post_feedback(gw: Gateway, body: FeedbackIn) -> dict:
+@dataclass(frozen=True)
+class FeedbackOut(FeedbackView):
+    """``POST /regret/feedback``'s response: the score as stored, with its request."""
+
+    request_id: str
+
+
+def _post_feedback(gw: Gateway, body: FeedbackIn) -> FeedbackOut:
     with Session(gw.engine) as session, session.begin():
         record_feedback(session, [FeedbackRecord(body.request_id, body.score, source=body.source)])
-    return {"request_id": body.request_id, **_decision(gw, body.request_id)["feedback_by_source"][body.source]}
+    stored = _decision(gw, body.request_id).feedback_by_source[body.source]
+    return FeedbackOut(**asdict(stored), request_id=body.request_id)
 
 
-def _decision(gw: Gateway, request_id: str) -> dict:
+def _decision(gw: Gateway, request_id: str) -> DecisionView:
     with Session(gw.engine) as session:
         found = get_decision(session, request_id)
     if found is None:  # authorised a moment ago: only a concurrent delete gets here
@@ -101,7 +110,7 @@ def _store_unavailable(exc: Exception) -> HTTPException:
 @router.post("/feedback")
 async def post_feedback(
     body: FeedbackIn, auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)
-) -> dict:
+) -> FeedbackOut:
     try:
         await _authorize(gw, body.request_id, auth)
         return await gw.run_store(_post_feedback, gw, body)
@@ -114,7 +123,7 @@ async def post_feedback(
 @router.get("/decisions/{request_id}")
 async def read_decision(
     request_id: str, auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)
-) -> dict:
+) -> DecisionView:
     try:
         await _authorize(gw, request_id, auth)
         return await gw.run_store(_decision, gw, request_id)
@@ -158,4 +167,4 @@ async def read_stats(auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gate
     failed, timeouts, unparsable, dropped, queue depth, spend). In memory, since the worker started."""
     if auth.user_role != LitellmUserRoles.PROXY_ADMIN:
         raise HTTPException(status_code=403, detail="the gateway's counters are for the proxy admin's key")
-    return gw.stats()
+    return gw.stats().to_dict()

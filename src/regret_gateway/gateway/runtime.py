@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
@@ -24,9 +25,15 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from regret_gateway.config import Settings
+from regret_gateway.gateway.batcher import EmbeddingBatcher
+from regret_gateway.gateway.decisions import ActiveRouter
+from regret_gateway.gateway.steering import Steerer
+from regret_gateway.store.engine import make_engine
+from regret_gateway.store.migrate import upgrade
+from regret_gateway.store.writer import BatchedWriter, WriterStats
 
 if TYPE_CHECKING:
-    from regret_gateway.gateway.judge import Judge
+    from regret_gateway.gateway.judge import Judge, JudgeStats
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -92,8 +99,35 @@ class Gateway:
         # the embedder share: a slow or hung database fills this pool, not theirs.
         self.store_pool = ThreadPoolExecutor(max_workers=STORE_WORKERS, thread_name_prefix="regret-gateway-store")
         self._last_reload = 0.0
-        self._judge_complete = judge_complete
-        self.judge: Judge | None = None  # the sampled LLM judge (gateway/judge.py), built at start when judge.model is set
+        if len(settings.models) < 2:
+            raise ValueError("regret_gateway.models must list at least 2 LiteLLM model groups to route between")
+        self._own_engine = engine is None  # migrated at start
+        if self.engine is None:
+            self.engine = make_engine(settings.store.url, statement_timeout_ms=int(1000 * settings.store_timeout_s))
+        self.writer = BatchedWriter(
+            self.engine,
+            spill_dir or settings.store.spill_dir,
+            queue_size=settings.store.queue_size,
+            batch_size=settings.store.batch_size,
+            flush_interval_s=settings.store.flush_interval_s,
+        )
+        self.router = ActiveRouter(settings)
+        self.steerer = Steerer(settings, lambda: self.engine, clock=self._clock,
+                               on_costs=lambda costs: setattr(self.router, "model_costs", costs),
+                               forecast_of=self._budget_forecast)  # fmt: skip
+        self.hash_key = settings.prompt_hash_key()
+        self.batcher = EmbeddingBatcher(
+            self._embed,
+            cache_size=settings.embedder.cache_size,
+            max_tokens=settings.embedder.max_length,
+            encode_busy=partial(self._embed, busy=True),
+        )
+        self.judge: Judge | None = None  # the sampled LLM judge (gateway/judge.py), when judge.model is set
+        if settings.judge.model is not None:
+            from regret_gateway.gateway.judge import Judge
+
+            judge_rng = np.random.default_rng(self.rng.integers(2**63))
+            self.judge = Judge(settings, self.writer.submit, complete=judge_complete, rng=judge_rng)
 
     def _budget_forecast(self, team: str) -> list[float] | None:
         """The active router's forecast for a budgeted team (``retrain`` publishes it: ``data.budget_forecast``)."""
@@ -112,7 +146,8 @@ class Gateway:
         return self._started
 
     def start(self) -> "Gateway":
-        """Open the store, start the writer, load the router and the embedder. Safe to call again.
+        """Migrate the store, start the writer, load the router and the embedder: every field is built by the
+        constructor, this starts what runs (threads, files, the database). Safe to call again.
 
         Never fails for what can heal: a database unreachable at start is logged (the writer spills and
         replays when it is back; migrations run at the next start or by ``db upgrade``), and an embedder
@@ -121,46 +156,13 @@ class Gateway:
         with self._lock:
             if self._started:
                 return self
-            from regret_gateway.gateway.batcher import EmbeddingBatcher
-            from regret_gateway.gateway.decisions import ActiveRouter
-            from regret_gateway.gateway.steering import Steerer
-            from regret_gateway.store.engine import make_engine
-            from regret_gateway.store.migrate import upgrade
-            from regret_gateway.store.writer import BatchedWriter
-
-            s = self.settings
-            if len(s.models) < 2:
-                raise ValueError("regret_gateway.models must list at least 2 LiteLLM model groups to route between")
-            if self.engine is None:
+            if self._own_engine:
                 try:
-                    upgrade(s.store.url)  # idempotent, under a database lock: workers starting together migrate once
+                    upgrade(self.settings.store.url)  # idempotent, under a database lock: workers starting together migrate once
                 except Exception as exc:  # noqa: BLE001 - the store may come back; requests must not wait for it
                     log.error("regret-gateway: the store is unreachable at start (%s); decisions are spilled and "
                               "replayed when it is back", str(exc).splitlines()[0])  # fmt: skip
-                self.engine = make_engine(s.store.url, statement_timeout_ms=int(1000 * s.store_timeout_s))
-            self.writer = BatchedWriter(
-                self.engine,
-                self._spill_dir or s.store.spill_dir,
-                queue_size=s.store.queue_size,
-                batch_size=s.store.batch_size,
-                flush_interval_s=s.store.flush_interval_s,
-            ).start()
-            self.router = ActiveRouter(s)
-            self.steerer = Steerer(s, lambda: self.engine, clock=self._clock,
-                                   on_costs=lambda costs: setattr(self.router, "model_costs", costs),
-                                   forecast_of=self._budget_forecast)  # fmt: skip
-            self.hash_key = s.prompt_hash_key()
-            self.batcher = EmbeddingBatcher(
-                self._embed,
-                cache_size=s.embedder.cache_size,
-                max_tokens=s.embedder.max_length,
-                encode_busy=partial(self._embed, busy=True),
-            )
-            if s.judge.model is not None:
-                from regret_gateway.gateway.judge import Judge
-
-                judge_rng = np.random.default_rng(self.rng.integers(2**63))
-                self.judge = Judge(s, self.writer.submit, complete=self._judge_complete, rng=judge_rng)
+            self.writer.start()
             self._started = True
         self._load_embedder()
         self.router.refresh()
@@ -279,16 +281,49 @@ class Gateway:
             self.writer.close(timeout=timeout)
             self.batcher.close()
 
-    def stats(self) -> dict:
-        out: dict = dict(self.counters)
-        if self._started:
-            out.update({f"writer_{k}": v for k, v in self.writer.stats().items()})
-            out["router_version"] = getattr(self.router.artifact, "version", None)
-            out["router_reloads"] = self.router.reloads
-            out["embedding_batches"] = self.batcher.batches
-            out["embedding_cache_hits"] = self.batcher.cache_hits  # bench gateway and the demo report it
-            out["embedding_shortened"] = self.batcher.shortened  # read from their first overload_max_length tokens
-            out["embedding_backend"] = self.embedding_backend
-            if self.judge is not None:
-                out.update(self.judge.stats())
+    def stats(self) -> GatewayStats:
+        """This worker's counters since it started."""
+        return GatewayStats(
+            **self.counters,
+            router_version=getattr(self.router.artifact, "version", None),
+            router_reloads=self.router.reloads,
+            embedding_backend=self.embedding_backend,
+            embedding_batches=self.batcher.batches,
+            embedding_cache_hits=self.batcher.cache_hits,
+            embedding_shortened=self.batcher.shortened,
+            writer=self.writer.stats(),
+            judge=self.judge.stats() if self.judge is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class GatewayStats:
+    """A worker's counters since it started: how requests were routed (``COUNTERS``), the router, the
+    embedder, the store writer and the LLM judge. ``GET /regret/stats`` answers :meth:`to_dict`."""
+
+    routed: int  # requests for the virtual model that got a model (fallbacks included)
+    fallback: int  # of them, sent to the tier's fallback (embedder or router unavailable, shed, timed out)
+    shed: int  # sent to the fallback at once: the encoder was busy
+    timed_out: int  # waited out the route timeout, then fell back
+    exploration: int  # of the routed, an exploration draw
+    cold_start: int  # of the routed, before any router was published
+    passthrough: int  # named a model directly (not routed)
+    forbidden: int  # refused with 403 (a tier or model the team may not use)
+    unlogged: int  # answered but no decision logged
+    retried: int  # answered after LiteLLM retried the upstream call
+    router_version: str | None
+    router_reloads: int
+    embedding_backend: str | None  # torch / onnx / onnx-int8, once loaded
+    embedding_batches: int
+    embedding_cache_hits: int
+    embedding_shortened: int  # read from their first overload_max_length tokens
+    writer: WriterStats
+    judge: JudgeStats | None  # None: no judge configured
+
+    def to_dict(self) -> dict:
+        """Flat JSON: the counters, then ``writer_*`` and ``judge_*`` for the writer's and judge's."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("writer", "judge")}
+        out.update({f"writer_{k}": v for k, v in asdict(self.writer).items()})
+        if self.judge is not None:
+            out.update({f"judge_{k}": v for k, v in asdict(self.judge).items()})
         return out

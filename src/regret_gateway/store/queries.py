@@ -28,14 +28,62 @@ def source_rank(sources: Sequence[str] | None) -> Callable[[str], int | None]:
     return lambda src: 0 if src == "user" else 2 if src == JUDGE_SOURCE else 1
 
 
-def _feedback_view(f: Feedback) -> dict:
-    return {"score": f.score, "source": f.source, "revision": f.revision, "updated_at": f.updated_at.isoformat(),
-            "cost_usd": f.cost_usd}  # fmt: skip
+@dataclass(frozen=True)
+class FeedbackView:
+    """One source's quality score of a request, as the audit route shows it."""
+
+    score: float
+    source: str
+    revision: int  # 1 + the number of re-scorings
+    updated_at: str  # ISO 8601
+    cost_usd: float | None  # what producing the score cost (the judge's call)
+
+    @classmethod
+    def of(cls, f: Feedback) -> "FeedbackView":
+        return cls(f.score, f.source, f.revision, f.updated_at.isoformat(), f.cost_usd)
 
 
-def get_decision(session: Session, request_id: str) -> dict | None:
-    """The audit view of one request: its decision, outcome and feedback (None if unknown): ``feedback``
-    is the score retrain takes by default (:func:`source_rank`), ``feedback_by_source`` every source's."""
+@dataclass(frozen=True)
+class OutcomeView:
+    """What the upstream call of a request cost and how it ended."""
+
+    cost_usd: float
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    latency_ms: float | None
+    status: str
+    error: str | None
+    retries: int | None  # failed upstream attempts before the one the client got
+
+    @classmethod
+    def of(cls, o: Outcome) -> "OutcomeView":
+        return cls(o.cost_usd, o.prompt_tokens, o.completion_tokens, o.latency_ms, o.status, o.error, o.retries)
+
+
+@dataclass(frozen=True)
+class DecisionView:
+    """The audit view of one request (``GET /regret/decisions/{id}``'s response): its decision, outcome and
+    scores. ``feedback`` is the score retrain takes by default (:func:`source_rank`), ``feedback_by_source``
+    every source's, best-ranked first."""
+
+    request_id: str
+    created_at: str  # ISO 8601
+    team: str | None
+    tier: str
+    lam: float
+    router_version: str | None
+    chosen_model: str
+    propensity: float | None
+    mode: str
+    scores: dict | None  # the router's per-model scores
+    embedding_model: str
+    outcome: OutcomeView | None
+    feedback: FeedbackView | None
+    feedback_by_source: dict[str, FeedbackView]
+
+
+def get_decision(session: Session, request_id: str) -> DecisionView | None:
+    """The audit view of one request (None if unknown)."""
     if not valid_request_id(request_id):
         return None
     row = session.execute(
@@ -50,32 +98,23 @@ def get_decision(session: Session, request_id: str) -> dict | None:
     scores = sorted(
         session.scalars(select(Feedback).where(Feedback.request_id == request_id)), key=lambda f: (rank(f.source), f.source)
     )
-    return {
-        "request_id": d.request_id,
-        "created_at": d.created_at.isoformat(),
-        "team": d.team,
-        "tier": d.tier,
-        "lam": d.lam,
-        "router_version": d.router_version,
-        "chosen_model": d.chosen_model,
-        "propensity": d.propensity,
-        "mode": d.mode,
-        "scores": d.scores,
-        "embedding_model": d.embedding_model,
-        "outcome": None
-        if o is None
-        else {
-            "cost_usd": o.cost_usd,
-            "prompt_tokens": o.prompt_tokens,
-            "completion_tokens": o.completion_tokens,
-            "latency_ms": o.latency_ms,
-            "status": o.status,
-            "error": o.error,
-            "retries": o.retries,
-        },
-        "feedback": _feedback_view(scores[0]) if scores else None,
-        "feedback_by_source": {f.source: _feedback_view(f) for f in scores},
-    }
+    by_source = {f.source: FeedbackView.of(f) for f in scores}
+    return DecisionView(
+        request_id=d.request_id,
+        created_at=d.created_at.isoformat(),
+        team=d.team,
+        tier=d.tier,
+        lam=d.lam,
+        router_version=d.router_version,
+        chosen_model=d.chosen_model,
+        propensity=d.propensity,
+        mode=d.mode,
+        scores=d.scores,
+        embedding_model=d.embedding_model,
+        outcome=None if o is None else OutcomeView.of(o),
+        feedback=next(iter(by_source.values()), None),
+        feedback_by_source=by_source,
+    )
 
 
 def decision_team(session: Session, request_id: str) -> tuple[bool, str | None]:

@@ -32,6 +32,7 @@ class TrainingSet:
     embedding_model: str | None
     skipped: dict[str, int] = field(default_factory=dict)
     sources: tuple[str, ...] = ()  # (n,) where each row's quality score came from
+    loggers: tuple[str, ...] = ()  # (n,) the policy that logged each row (:func:`logger_labels`)
     spend_by_source: dict[str, float] = field(default_factory=dict)  # what the window's scores cost (the judge's calls)
 
     @property
@@ -152,7 +153,16 @@ def training_set(
         skipped=skipped,
         sources=tuple(best[r.request_id][1] for r in kept),
         spend_by_source=spend,
+        loggers=logger_labels(tuple(r.tier for r in kept), tuple(r.router_version for r in kept), tuple(r.mode for r in kept)),
     )
+
+
+def logger_labels(tiers: Sequence[str], versions: Sequence[str | None], modes: Sequence[str]) -> tuple[str, ...]:
+    """(n,) the logging policy of each row, decided once as the store is read: its tier under the router
+    version that chose it (cold start: no version); every imported row one historical policy. Rows of one
+    label were drawn from one randomised policy."""
+    return tuple("imported" if mode == "imported" else f"{tier}|{version or 'cold-start'}"
+                 for tier, version, mode in zip(tiers, versions, modes))  # fmt: skip
 
 
 def export_training_set(ts: TrainingSet, path: str | Path) -> Path:

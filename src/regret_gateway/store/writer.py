@@ -24,6 +24,7 @@ import os
 import queue
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import Engine
@@ -43,6 +44,26 @@ log = logging.getLogger(__name__)
 REFUSED = (IntegrityError, DataError, StoreInputError, ValueError)
 
 _STOP = object()
+
+
+@dataclass(frozen=True)
+class WriterStats:
+    """The writer's counters since it started (``GET /regret/stats`` shows them as ``writer_*``)."""
+
+    queued: int  # records accepted into the queue
+    written: int  # records written (new or already stored)
+    new_rows: int
+    duplicates: int  # records the store already held (a replay after a commit in doubt)
+    spilled: int  # records spilled to disk during an outage
+    replayed: int  # spilled records written back
+    retries: int
+    outages: int
+    dropped: int  # records lost (spill disk unwritable)
+    refused: int  # records the store refused as invalid (kept in a refused file)
+    max_queue_depth: int
+    queue_depth: int  # now
+    pending_spill_files: int  # now
+    database_down: bool  # now
 
 
 class BatchedWriter:
@@ -121,13 +142,11 @@ class BatchedWriter:
             if depth > self._stats["max_queue_depth"]:
                 self._stats["max_queue_depth"] = depth
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> WriterStats:
         with self._stats_lock:
-            out = dict(self._stats)
-        out["queue_depth"] = self._queue.qsize()
-        out["pending_spill_files"] = len(self._spill_files())
-        out["database_down"] = int(self._down_since is not None)
-        return out
+            counts = dict(self._stats)
+        return WriterStats(**counts, queue_depth=self._queue.qsize(), pending_spill_files=len(self._spill_files()),
+                           database_down=self._down_since is not None)  # fmt: skip
 
     def drain(self, timeout: float = 30.0) -> bool:
         """Wait until the queue is empty, nothing is in flight and every spill file has been replayed.

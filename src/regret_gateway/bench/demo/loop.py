@@ -160,7 +160,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
         "rounds": [s.__dict__ for s in table],
         "seconds": time.perf_counter() - t_start,
         "work_dir": str(work),
-        "hook": gateway.stats(),
+        "hook": gateway.stats().to_dict(),
     }
     gateway.close()
     (out / "closed_loop.json").write_text(json.dumps(doc, indent=2, default=float))

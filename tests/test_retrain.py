@@ -14,6 +14,7 @@ from regret_gateway.causal.stats import folds_of
 from regret_gateway.config import Settings, StoreSpec, TierSpec
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.world import write_world
+from regret_gateway.ladder import Ladder
 from regret_gateway.retrain import RetrainOptions, retrain
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
@@ -145,12 +146,18 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
     # every tier serves a candidate confidently better than the fixed choice, or the fixed choice itself
     for row in result.tiers:
         assert row.incumbent.startswith("constant:") and (row.served == row.incumbent or row.gain_ci[0] > 0), row.reason
-    # the budgeted team's forecast: each ladder rung's expected cost per request on its requests, from the cost
-    # estimates; the cheapest-model rung is within 25% of that model's true mean cost on them
-    forecast = artifact.metrics["data"]["budget_forecast"]["t"]
-    assert len(forecast) == len(TIERS) + 1 and forecast[-1] == min(forecast) and forecast[0] == max(forecast)
-    true_cheapest = bench.cost.mean(0).min()
-    assert abs(forecast[-1] / true_cheapest - 1) < 0.25, (forecast, true_cheapest)
+    # the budgeted team's ladder: the frontier of cost and quality the logs estimate for every model and tier,
+    # from the best to the cheapest; each model rung's estimate near that model's truth on the team's requests
+    ladders = artifact.metrics["data"]["budget_ladder"]
+    assert set(ladders) == {"*", "t"}  # everyone's, and the team's own (its 3,000 requests)
+    rungs = Ladder.from_json(ladders["t"]).rungs
+    assert len(rungs) >= 2 and rungs[-1].kind == "model" and rungs[-1].name == bench.model_names[int(bench.cost.mean(0).argmin())]
+    assert all(a.usd > b.usd and a.quality > b.quality and a.lam <= b.lam for a, b in zip(rungs, rungs[1:])), rungs
+    for r in rungs:
+        if r.kind == "model":
+            m = bench.model_names.index(r.name)
+            assert abs(r.usd / bench.cost[:, m].mean() - 1) < 0.25 and abs(r.quality - bench.quality[:, m].mean()) < 0.05, r
+    assert rungs[0].quality >= bench.quality.mean(0).max() - 0.05  # the top rung is the best the logs know
     # the "kept" branch: on 300 newer rows, demanding a gain of 50 points over what each tier serves now,
     # no candidate can deliver it; the active version stays and the report says why, tier by tier
     newer = datetime.now(timezone.utc)

@@ -6,23 +6,23 @@ calendar periods: a day from 00:00, a week from Monday 00:00, a month from its f
 is what its requests' outcomes cost (the store's ``outcomes.cost_usd``, so every replica sharing the store
 sees the same spend); the LLM judge's calls are the platform's, not the team's, and are not counted.
 
-Steering. A budgeted team is routed on a **ladder**: the configured tiers ordered by lambda (rung j serves
-tier j's policy at its lambda, exploration included), then one last rung, the cheapest model. Its
-**position** u in [0, n] (n tiers) says where: at u = j + s the request goes to rung j with probability
-1 - s and to rung j + 1 with probability s, so spend moves smoothly with u, and the logged propensity
-(the mixture's) stays exact. Every ``interval_s`` the controller (:func:`next_position`) compares what the
+Steering. A budgeted team is routed on a **ladder** (:mod:`regret_gateway.ladder`): rungs from the dearest
+to the cheapest -- the frontier of cost and quality retrain publishes for the team, else the configured
+tiers by lambda and then the cheapest model. Its **position** u in [0, top] says where: at u = j + s the
+request goes to rung j with probability 1 - s and to rung j + 1 with probability s, so spend moves
+smoothly with u, and the logged propensity (the mixture's) stays exact. Every ``interval_s`` the controller (:func:`next_position`) compares what the
 team's recent requests cost each with what it may spend per request for the rest of the period (the money
 left over the requests it expects: the same span of the previous period, or the period's rate so far) and
 moves u by GAIN rungs per e-fold of that ratio, at most MAX_STEP rungs a step: an integral controller on
 the log cost (dual ascent on the price of a dollar). A spent budget sends the team to the cheapest model;
 a new period starts at the previous period's mean position over its requests (the fixed position that
-would have spent about as much), at the team's own tier in its first period.
+would have spent about as much); the first where the ladder's forecast spends the budget, else at the
+team's tier's lambda.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -62,7 +62,7 @@ class BudgetStatus:
     recent_usd: float  # in the rate window: the last RATE_WINDOW, or the period so far if shorter
     requests: int  # the team's requests with an outcome since ``start``
     lam: float  # the lambda the team's requests are routed at now (``route`` says how)
-    route: str = ""  # where the ladder position sends the team's requests (:func:`describe_position`)
+    route: str = ""  # where the ladder position sends the team's requests (:meth:`regret_gateway.ladder.Ladder.describe`)
     state: str | None = None  # the controller's last step (store/steering.py): None before the first
     ladder_end: str | None = None  # "dearest" or "cheapest" where the position is at an end of the ladder
 
@@ -116,30 +116,6 @@ class BudgetStatus:
         )
 
 
-def split_position(position: float, top: int) -> tuple[int, float]:
-    """(j, s): a ladder position is rung j with probability 1 - s and rung j + 1 with s (j <= ``top``, the
-    last rung; s = 0 there)."""
-    j = min(int(math.floor(position)), top)
-    return j, 0.0 if j == top else float(position - j)
-
-
-def ladder_lambda(position: float, lams: Sequence[float]) -> float:
-    """The lambda a ladder position stands for: tier lambdas ``lams`` (ascending) interpolated linearly;
-    on the last segment (toward the cheapest model) the highest tier's."""
-    j, s = split_position(position, len(lams) - 1)
-    return float(lams[-1]) if j == len(lams) - 1 else float((1 - s) * lams[j] + s * lams[j + 1])
-
-
-def describe_position(position: float, lams: Sequence[float], names: Sequence[str]) -> str:
-    """Where a ladder position routes, in words: ``tier standard``, ``70% standard / 30% economy``,
-    ``60% economy / 40% the cheapest model``."""
-    rungs = [*names, "the cheapest model"]
-    j, s = split_position(position, len(rungs) - 1)
-    if s < 0.005 or j == len(rungs) - 1:
-        return f"tier {rungs[j]}" if j < len(names) else "the cheapest model"
-    return f"{100 * (1 - s):.0f}% {rungs[j]} / {100 * s:.0f}% {rungs[j + 1]}"
-
-
 def requests_left(now: datetime, start: datetime, end: datetime, so_far: int, previous_span: int | None) -> float:
     """How many more requests the team is expected to send before ``end``: as many as in the same span of
     the previous period (``previous_span``, None where the store holds no earlier period), else the
@@ -175,20 +151,3 @@ def next_position(
     # free requests (recent == 0): nothing says the team spends too much, so the full step toward quality
     step = -MAX_STEP if recent <= 0 else max(-MAX_STEP, min(MAX_STEP, GAIN * math.log(recent / affordable)))
     return max(0.0, min(top, position + step)), "stepped"
-
-
-def start_position(rung_usd: Sequence[float], budget_usd: float, expected_requests: float) -> float | None:
-    """Where a period starts from a forecast: ``rung_usd`` the expected cost per request on each rung (the
-    tiers by lambda, then the cheapest model; a position between two rungs costs the mix of theirs), the
-    dearest position whose cost per request spends at most ``budget_usd`` over ``expected_requests``
-    (the cheapest end if none does); None without expected requests."""
-    if expected_requests <= 0 or not rung_usd:
-        return None
-    affordable = budget_usd / expected_requests
-    for j, cost in enumerate(rung_usd):
-        if cost <= affordable:
-            if j == 0:
-                return 0.0
-            dearer = rung_usd[j - 1]  # > affordable: the mix of rungs j - 1 and j that costs exactly that
-            return float(j - 1 + (dearer - affordable) / (dearer - cost)) if dearer > cost else float(j)
-    return float(len(rung_usd) - 1)

@@ -56,7 +56,7 @@ from regret_gateway.artifacts import ArtifactError, RouterArtifact, activate, ac
 from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.config import Settings
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.policy.candidates import FOLDS, N_BOOT, TierEvaluation, evaluate, out_of_fold_fits
+from regret_gateway.policy.candidates import FOLDS, N_BOOT, TierEvaluation, evaluate, held_out, out_of_fold_fits
 from regret_gateway.servable import ServablePolicy
 
 
@@ -171,29 +171,40 @@ def _active(settings: Settings, active_id: str | None, data_info: dict) -> Route
         return None
 
 
-def budget_forecasts(settings: Settings, ts, policy: ServablePolicy) -> dict[str, list[float]]:
-    """Per budgeted team with logged requests: the expected cost per request of each ladder rung under
-    ``policy`` on the team's requests of the last period's length (all of its requests if none are that
-    recent): what its first period starts from (:func:`regret_gateway.store.steering.step_team`)."""
+MIN_TEAM_ROWS = 1_000  # a budgeted team's frontier is valued on its own requests from this many; else on everyone's
+
+
+def budget_ladders(settings: Settings, ts, policy: ServablePolicy, fits, held) -> dict[str, list[dict]]:
+    """The frontier ladders budgeted teams are steered on (:func:`regret_gateway.gateway.steering.frontier`),
+    valued with the held-out rows' doubly robust scores under ``policy``: ``"*"`` on every held-out request
+    (a team without enough requests of its own, or added after this retrain), and each budgeted team with
+    MIN_TEAM_ROWS held-out requests on those of the last period's length (all of its requests if fewer are
+    that recent). Each rung carries its forecast cost per request: where a team's first period starts."""
     from regret_gateway.budgets import period_bounds
-    from regret_gateway.gateway.steering import rung_costs
+    from regret_gateway.gateway.steering import frontier
     from regret_gateway.store.records import team_key
 
-    out: dict[str, list[float]] = {}
-    if ts.logged is None:
-        return out
-    teams = np.array(ts.teams, dtype=object)
+    order = fits.order
+    quality = np.concatenate([h.scores.quality for h in held])  # rows in ``order``
+    cost = np.concatenate([h.scores.cost for h in held])
+    X, names = ts.logged.X[order], ts.logged.model_names
     artifact = RouterArtifact("forecast", policy.model_names, {n: s.lam for n, s in settings.tiers_by_lambda()}, {}, policy)
+    out: dict[str, list[dict]] = {}
+    everyone = frontier(settings, artifact, X, names, quality, cost)
+    if everyone is not None:
+        out["*"] = everyone.to_json()
+    teams, created = np.array(ts.teams, dtype=object)[order], ts.created_at[order]
     now = datetime.now(timezone.utc)
     for team, spec in settings.teams.items():
         rows = np.flatnonzero(teams == team_key(team)) if spec.budget is not None else ()
-        if len(rows) == 0 or spec.budget is None:
+        if len(rows) < MIN_TEAM_ROWS or spec.budget is None:
             continue
         start, end = period_bounds(spec.budget.per, now)
-        recent = rows[ts.created_at[rows] >= np.datetime64((now - (end - start)).replace(tzinfo=None), "us")]
-        costs = rung_costs(settings, artifact, ts.logged.X[recent if len(recent) else rows])
-        if costs:
-            out[team] = costs
+        recent = rows[created[rows] >= np.datetime64((now - (end - start)).replace(tzinfo=None), "us")]
+        rows = recent if len(recent) >= MIN_TEAM_ROWS else rows
+        ladder = frontier(settings, artifact, X[rows], names, quality[rows], cost[rows])
+        if ladder is not None:
+            out[team] = ladder.to_json()
     return out
 
 
@@ -244,6 +255,7 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     tiers = settings.tiers_by_lambda()
     t1 = time.perf_counter()
     fits = out_of_fold_fits(logged, [spec.lam for _, spec in tiers], folds=opts.folds, every=opts.cross_fit, seed=opts.seed)
+    held = held_out(fits)
     data_info["evaluation"] = (
         f"cross-fitted, {opts.folds} folds: every row held out once" if opts.cross_fit else f"1/{opts.folds} of the rows held out"
     )
@@ -252,13 +264,13 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     active = _active(settings, active_id, data_info)
     rows, policy = evaluate(
         fits, tiers, active, np.array(ts.loggers), margin=opts.margin, force=opts.force,
-        n_boot=opts.n_boot, seed=opts.seed, regions=opts.regions,
+        n_boot=opts.n_boot, seed=opts.seed, regions=opts.regions, held=held,
     )  # fmt: skip
     timings["evaluate"] = time.perf_counter() - t2
     # published even when every tier keeps what it serves: the new version carries this retrain's utility
     # estimates, which exploration reads; with the old ones it would keep exploring where the first
     # retrain's estimates pointed, and the comparisons the gate has to make next would get no new rows
-    data_info["budget_forecast"] = budget_forecasts(settings, ts, policy)
+    data_info["budget_ladder"] = budget_ladders(settings, ts, policy, fits, held)
     path = publish(settings, engine, policy, rows, data_info)
     if active is not None and not any(r.changed for r in rows):
         status = "kept"

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from regret_gateway.artifacts import RouterArtifact
 from regret_gateway.config import Settings
 from regret_gateway.gateway.decisions import ActiveRouter, exploration_distribution
+from regret_gateway.ladder import Ladder, Rung
 from regret_gateway.servable import Candidate, ConstantPolicy, PerTierPolicy
 
 MODELS = ("tiny", "small", "large")
@@ -45,6 +46,27 @@ def test_between_two_rungs_a_request_goes_to_either_with_the_mixtures_exact_prop
         assert c.propensity == pytest.approx(expected[MODELS.index(c.model)])
     shares = np.bincount([MODELS.index(c.model) for c in choices], minlength=3) / len(choices)
     assert np.allclose(shares, expected, atol=0.02)
+
+
+@pytest.mark.parametrize("position", [0.0, 0.4, 1.0, 1.75, 2.0])
+def test_on_a_frontier_ladder_a_model_rung_mixes_with_a_tier_at_the_exact_propensity(position):
+    """A published ladder: rung 0 the premium tier (with its exploration), rung 1 the model `small` alone,
+    rung 2 `tiny`; a position between two rungs routes by the mix of theirs."""
+    active = ActiveRouter(Settings(models=MODELS, default_tier="economy", tiers=TIERS))
+    active._artifact = constant_tiers()
+    ladder = Ladder((Rung("tier", "premium", 0.0), Rung("model", "small", 20.0), Rung("model", "tiny", 80.0)))
+    rung = [exploration_distribution(2, 3, 0.1, rule="uniform"), np.eye(3)[1], np.eye(3)[0]]
+    j = min(int(position), 2)
+    s = position - j
+    expected = (1 - s) * rung[j] + (s * rung[j + 1] if s > 0 else 0)
+    rng = np.random.default_rng(1)
+    choices = [active.choose(np.zeros(4, dtype=np.float32), "economy", rng, position=position, ladder=ladder)
+               for _ in range(6000)]  # fmt: skip
+    for c in choices[:100]:
+        assert c.propensity == pytest.approx(expected[MODELS.index(c.model)])
+    shares = np.bincount([MODELS.index(c.model) for c in choices], minlength=3) / len(choices)
+    assert np.allclose(shares, expected, atol=0.02)
+    assert ladder.lam(position) == pytest.approx(np.interp(position, [0, 1, 2], [0.0, 20.0, 80.0]))
 
 
 def test_the_hook_steps_a_spent_team_to_the_cheapest_model_and_logs_its_lambda(tmp_path):

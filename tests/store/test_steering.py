@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from regret_gateway.config import Settings
+from regret_gateway.ladder import Ladder, Rung, tier_ladder
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.records import DecisionRecord, OutcomeRecord
 from regret_gateway.store.schema import BudgetSteering
@@ -148,16 +149,27 @@ def test_a_teams_first_period_starts_where_the_published_forecast_spends_its_bud
     spend(engine, 100, 0.01, start=DAY - timedelta(days=1, hours=-1))  # yesterday: 100 requests
     spend(engine, 5, 0.01, start=DAY - timedelta(days=2))  # the store holds all of yesterday
     forecast = [0.01, 0.004, 0.001, 0.0002]  # per request on premium, standard, economy, the cheapest model
-    first = step_team(engine, s, "a", DAY + timedelta(minutes=1), forecast)
+    first = step_team(engine, s, "a", DAY + timedelta(minutes=1), tier_ladder(s, forecast))
     # $0.005 a request affordable: between premium ($0.01) and standard ($0.004), 5/6 of the way
     assert first.position == pytest.approx(5 / 6) and first.state == "waiting"
 
 
 def test_start_position_interpolates_between_the_rungs_around_the_affordable_cost():
-    from regret_gateway.budgets import start_position
+    ladder = tier_ladder(settings(usd=1.0), [0.01, 0.004, 0.001, 0.0002])
+    assert ladder.start(2.0, 100) == 0.0  # $0.02 a request: the dearest tier
+    assert ladder.start(0.1, 100) == pytest.approx(2.0)  # exactly economy's $0.001
+    assert ladder.start(0.001, 100) == 3.0  # under the cheapest model's cost: the cheapest end
+    assert ladder.start(1.0, 0) is None and tier_ladder(settings(usd=1.0)).start(1.0, 100) is None  # no forecast
 
-    rungs = [0.01, 0.004, 0.001, 0.0002]
-    assert start_position(rungs, 2.0, 100) == 0.0  # $0.02 a request: the dearest tier
-    assert start_position(rungs, 0.1, 100) == pytest.approx(2.0)  # exactly economy's $0.001
-    assert start_position(rungs, 0.001, 100) == 3.0  # under the cheapest model's cost: the cheapest end
-    assert start_position(rungs, 1.0, 0) is None
+
+def test_a_published_frontier_ladder_is_stepped_on_and_a_shorter_one_caps_the_position(engine):
+    """The team steps on the ladder it is given: its top bounds the position (spent: the last rung), its
+    rungs' lambdas are what the position stands for, and the status describes its rungs."""
+    s = settings(usd=0.01)
+    frontier = Ladder((Rung("model", "large", 0.0, 0.01, 0.9), Rung("model", "small", 50.0, 0.001, 0.5)))
+    spend(engine, 30, 0.01, start=DAY)  # the whole budget already
+    spent = step_team(engine, s, "a", DAY + timedelta(hours=1), frontier)
+    assert spent.state == "spent" and spent.position == 1.0 and spent.lam == 50.0  # the top of a 2-rung ladder
+    with Session(engine) as session:
+        status = budget_status(session, s, "a", DAY + timedelta(hours=1), frontier)
+    assert status.route == "model small" and status.unmeetable.startswith("spent")

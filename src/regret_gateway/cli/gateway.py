@@ -70,6 +70,7 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
     with a budget, its spend in the budget's period so far and where it is headed."""
     from regret_gateway.artifacts import ArtifactError, active_version_id, load_artifact
     from regret_gateway.config import load_settings
+    from regret_gateway.gateway.steering import published_ladder
     from regret_gateway.store.engine import make_engine
     from regret_gateway.store.queries import traffic_summary
     from regret_gateway.store.steering import budget_status
@@ -79,7 +80,7 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
     version = active_version_id(settings.artifacts_dir)
-    since = None
+    since, art = None, None
     if version is None:
         typer.echo("active router: none (cold start: uniform exploration)")
     else:
@@ -100,7 +101,7 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
             summary = traffic_summary(session, since=since)
             now = datetime.now(timezone.utc)
             budgets = [
-                budget_status(session, settings, team, now).line()
+                budget_status(session, settings, team, now, published_ladder(art, team)).line()
                 for team, spec in sorted(settings.teams.items())
                 if spec.budget is not None
             ]

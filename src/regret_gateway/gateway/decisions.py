@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from regret_gateway.artifacts import ArtifactError, RouterArtifact, active_version_id, load_artifact
-from regret_gateway.budgets import split_position
 from regret_gateway.config import Settings
+from regret_gateway.ladder import CHEAPEST, Ladder, Rung, tier_ladder
 
 log = logging.getLogger(__name__)
 
@@ -213,11 +213,12 @@ class ActiveRouter:
         return p, best, scores
 
     def choose(self, x: np.ndarray, tier: str, rng: np.random.Generator, *, position: float | None = None,
-               cheapest: str | None = None) -> Choice:  # fmt: skip
-        """Route one request of ``tier``. With a budget's ladder ``position`` (:mod:`regret_gateway.budgets`),
-        the request goes to rung j = floor(position) with probability 1 - s and rung j + 1 with s (s the
-        fraction): rung j is the j-th tier by lambda, with its exploration; the rung after the last tier is
-        ``cheapest`` (default: the tier's fallback). The propensity is the mixture's, exact."""
+               ladder: Ladder | None = None, cheapest: str | None = None) -> Choice:  # fmt: skip
+        """Route one request of ``tier``. With a budget's ladder ``position`` (:mod:`regret_gateway.ladder`;
+        ``ladder`` default: the tiers by lambda, then the cheapest model), the request goes to rung j =
+        floor(position) with probability 1 - s and rung j + 1 with s (s the fraction): a tier's policy with
+        its exploration, one model, or ``cheapest`` (default: the tier's fallback). The propensity is the
+        mixture's, exact."""
         settings = self.settings
         models = settings.models
         artifact = self._artifact
@@ -228,7 +229,7 @@ class ActiveRouter:
                 return Choice(fallback_model(settings, tier), 1.0, "cold_start", None)
             t = int(rng.integers(len(models)))
             return Choice(models[t], 1.0 / len(models), "cold_start", None)
-        p, best, scores = self.distribution(X, tier, position=position, cheapest=cheapest, artifact=artifact)
+        p, best, scores = self.distribution(X, tier, position=position, ladder=ladder, cheapest=cheapest, artifact=artifact)
         t = int(np.searchsorted(np.cumsum(p), rng.random(), side="right"))
         t = t if t < len(models) and p[t] > 0 else best  # rounding at the top of the cumulative sum
         mode = "policy" if t == best else "exploration"
@@ -236,34 +237,40 @@ class ActiveRouter:
             mode = "cold_start"
         return Choice(models[t], float(p[t]), mode, getattr(artifact, "version", None), scores)
 
-    def distribution(self, X: np.ndarray, tier: str, *, position: float | None = None, cheapest: str | None = None,
-                     artifact: RouterArtifact | None = None) -> tuple[np.ndarray, int, dict | None]:  # fmt: skip
+    def distribution(self, X: np.ndarray, tier: str, *, position: float | None = None, ladder: Ladder | None = None,
+                     cheapest: str | None = None, artifact: RouterArtifact | None = None) -> tuple[np.ndarray, int, dict | None]:  # fmt: skip
         """(p over ``settings.models``, the most likely choice's index, the scores) for one request ``X`` (1, d)
         of ``tier`` (at a ladder ``position`` where given: :meth:`choose`), under ``artifact`` (default: the
         active one)."""
         artifact = artifact or self._artifact
         if position is None:
             return self._distribution(artifact, X, tier)
-        j, s = split_position(position, len(self.settings.tiers))
-        p, best, scores = self._rung(artifact, X, j, tier, cheapest)
+        ladder = ladder or tier_ladder(self.settings)
+        j, s = ladder.split(position)
+        p, best, scores = self._rung(artifact, X, ladder.rungs[j], tier, cheapest)
         if s > 1e-9:
-            p_next, best_next, _ = self._rung(artifact, X, j + 1, tier, cheapest)
+            p_next, best_next, _ = self._rung(artifact, X, ladder.rungs[j + 1], tier, cheapest)
             p = (1.0 - s) * p + s * p_next
             best = best if 1.0 - s >= s else best_next
         return p, best, scores
 
-    def rung_distributions(self, X: np.ndarray, tier: str, cheapest: str | None,
+    def rung_distributions(self, X: np.ndarray, tier: str, ladder: Ladder, cheapest: str | None,
                            artifact: RouterArtifact | None = None) -> np.ndarray:  # fmt: skip
-        """(rungs, n, T): each request of ``X`` (n, d)'s routing distribution on each ladder rung (the tiers by
-        lambda, then ``cheapest``); a position between two rungs routes by the mix of theirs."""
+        """(rungs, n, T): each request of ``X`` (n, d)'s routing distribution on each rung of ``ladder``; a
+        position between two rungs routes by the mix of theirs."""
         artifact = artifact or self._artifact
-        return np.array([[self._rung(artifact, X[i : i + 1], j, tier, cheapest)[0] for i in range(len(X))]
-                         for j in range(len(self.settings.tiers) + 1)])  # fmt: skip
+        return np.array([[self._rung(artifact, X[i : i + 1], rung, tier, cheapest)[0] for i in range(len(X))]
+                         for rung in ladder.rungs])  # fmt: skip
 
-    def _rung(self, artifact, X, j: int, tier: str, cheapest: str | None):
-        """Rung j of the ladder: the j-th tier by lambda, or past the last, ``cheapest`` (default: the fallback)."""
-        tiers = self.settings.tiers_by_lambda()
-        if j < len(tiers):
-            return self._distribution(artifact, X, tiers[j][0])
-        best = self.settings.models.index(cheapest or fallback_model(self.settings, tier))
-        return np.eye(len(self.settings.models))[best], best, None
+    def _rung(self, artifact, X, rung: Rung, tier: str, cheapest: str | None):
+        """One rung: a tier's policy, one model, or ``cheapest`` (default: the tier's fallback). A rung naming
+        a tier or model the settings no longer hold routes as the tier ``tier``."""
+        models = self.settings.models
+        if rung.kind == "tier" and rung.name in self.settings.tiers:
+            return self._distribution(artifact, X, rung.name)
+        if rung.kind == "model" and rung.name in models:
+            return np.eye(len(models))[models.index(rung.name)], models.index(rung.name), None
+        if rung.kind == CHEAPEST:
+            best = models.index(cheapest or fallback_model(self.settings, tier))
+            return np.eye(len(models))[best], best, None
+        return self._distribution(artifact, X, tier)

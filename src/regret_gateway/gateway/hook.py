@@ -168,14 +168,15 @@ class RegretRouterHook(CustomLogger):
             short = s.embedder.overload_max_length  # under overload the router reads less before it sheds
             x = gw.features(await gw.batcher.embed(seen, timeout=budget, budget=budget, short_tokens=short), context)
             position = gw.steerer.position(team, tier)  # a budgeted team's place on the ladder (budgets.py)
-            choice = gw.router.choose(x, tier, gw.rng, position=position, cheapest=gw.steerer.cheapest)
+            choice = gw.router.choose(x, tier, gw.rng, position=position, ladder=gw.steerer.ladder(team),
+                                      cheapest=gw.steerer.cheapest)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - fail open, always
             if isinstance(exc, (Overloaded, TimeoutError)):  # load: no log line per request (/regret/stats counts)
                 gw.counters["shed" if isinstance(exc, Overloaded) else "timed_out"] += 1
             else:
                 log.warning("regret-gateway: routing failed (%s: %s); tier %s falls back", type(exc).__name__, exc, tier)
             choice = Choice(fallback_model(s, tier), 1.0, "fallback", getattr(gw.router.artifact, "version", None))
-        lam = s.tiers[tier].lam if position is None or choice.mode == "fallback" else gw.steerer.lam(position)
+        lam = s.tiers[tier].lam if position is None or choice.mode == "fallback" else gw.steerer.lam(team, position)
         record = self._record(gw, request_id, tier, team, choice, x, text, lam)
         if record is None:  # the store would refuse this decision (e.g. a bad router version): fall back, log that
             choice = Choice(fallback_model(s, tier), 1.0, "fallback", None)

@@ -137,7 +137,7 @@ def _budget(gw: Gateway, team: str) -> dict:
     from regret_gateway.store.steering import budget_status
 
     with Session(gw.engine) as session:
-        return budget_status(session, gw.settings, team, datetime.now(timezone.utc)).to_dict()
+        return budget_status(session, gw.settings, team, datetime.now(timezone.utc), gw.steerer.ladder(team)).to_dict()
 
 
 @router.get("/budget")

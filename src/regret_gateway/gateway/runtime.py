@@ -27,7 +27,8 @@ import numpy as np
 from regret_gateway.config import Settings
 from regret_gateway.gateway.batcher import EmbeddingBatcher
 from regret_gateway.gateway.decisions import ActiveRouter
-from regret_gateway.gateway.steering import Steerer
+from regret_gateway.gateway.steering import Steerer, published_ladder
+from regret_gateway.ladder import Ladder
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.writer import BatchedWriter, WriterStats
@@ -114,7 +115,7 @@ class Gateway:
         self.router = ActiveRouter(settings)
         self.steerer = Steerer(settings, lambda: self.engine, clock=self._clock,
                                on_costs=lambda costs: setattr(self.router, "model_costs", costs),
-                               forecast_of=self._budget_forecast)  # fmt: skip
+                               ladder_of=self._budget_ladder)  # fmt: skip
         self.hash_key = settings.prompt_hash_key()
         self.batcher = EmbeddingBatcher(
             self._embed,
@@ -129,13 +130,10 @@ class Gateway:
             judge_rng = np.random.default_rng(self.rng.integers(2**63))
             self.judge = Judge(settings, self.writer.submit, complete=judge_complete, rng=judge_rng)
 
-    def _budget_forecast(self, team: str) -> list[float] | None:
-        """The active router's forecast for a budgeted team (``retrain`` publishes it: ``data.budget_forecast``)."""
-        artifact = self.router.artifact
-        if artifact is None:
-            return None
-        data = (artifact.metrics or {}).get("data") or {}
-        return (data.get("budget_forecast") or {}).get(team)
+    def _budget_ladder(self, team: str) -> Ladder | None:
+        """The active router's ladder for a budgeted team (``retrain`` publishes them: ``data.budget_ladder``;
+        a team it did not value gets everyone's, ``"*"``); None before any."""
+        return published_ladder(self.router.artifact, team)
 
     def now(self) -> datetime:
         """The gateway's clock (UTC): decisions are stamped with it, budgets' periods and steps read it."""

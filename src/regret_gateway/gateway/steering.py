@@ -1,8 +1,10 @@
 """The gateway's side of budget steering: each budgeted team's ladder position, refreshed from the store.
 
 :class:`Steerer` keeps, per team with a budget, the position its requests are routed at
-(:mod:`regret_gateway.budgets`), each model's mean cost per answer and the cheapest model (the ladder's last
-rung; the per-request caps' costs where the router has no cost estimates). ``maybe_step()``,
+(:mod:`regret_gateway.budgets`) and the ladder it was stepped on (the active router's published frontier for
+the team, else the tiers': :mod:`regret_gateway.ladder`), each model's mean cost per answer and the
+cheapest model (the tier ladder's last rung; the per-request caps' costs where the router has no cost
+estimates). ``maybe_step()``,
 called on the request path, runs a step in a worker thread at most every ``interval_s`` (the smallest
 of the teams'): the store takes each team's controller step once per interval for every replica
 (:func:`regret_gateway.store.steering.step_team`) and every replica routes at the position it returns.
@@ -20,6 +22,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from regret_gateway.config import Settings
+from regret_gateway.ladder import Ladder, Rung, frontier_ladder, tier_ladder
 
 log = logging.getLogger(__name__)
 
@@ -33,16 +36,17 @@ class Steerer:
 
     def __init__(self, settings: Settings, engine_of: Callable[[], object], clock: Callable[[], datetime] = _utcnow,
                  on_costs: Callable[[dict[str, float]], None] | None = None,
-                 forecast_of: Callable[[str], list[float] | None] | None = None):  # fmt: skip
+                 ladder_of: Callable[[str], Ladder | None] | None = None):  # fmt: skip
         self.settings = settings
         self._engine_of = engine_of  # the gateway's engine, read when a step runs (built at start)
         self._on_costs = on_costs  # told each step's model costs (the router's caps read them)
-        self._forecast_of = forecast_of or (lambda team: None)  # the active router's rung costs for a team
+        self._ladder_of = ladder_of or (lambda team: None)  # the active router's published ladder for a team
         self.clock = clock
-        self._lams = [spec.lam for _, spec in settings.tiers_by_lambda()]  # the ladder's tier rungs
+        self._tier_ladder = tier_ladder(settings)
         self.teams = sorted(team for team, spec in settings.teams.items() if spec.budget is not None)
         self.interval_s = min((settings.teams[t].budget.interval_s for t in self.teams), default=0.0)  # type: ignore[union-attr]
         self.positions: dict[str, float] = {}
+        self.ladders: dict[str, Ladder] = {}  # the ladder each team's position was stepped on
         self.cheapest: str | None = None
         self.model_costs: dict[str, float] = {}  # mean cost per answer (the store's last week): caps without estimates
         capped = any(spec.max_cost_per_request_usd is not None for spec in settings.tiers.values())
@@ -63,11 +67,13 @@ class Steerer:
             return None
         return self.positions[team]
 
-    def lam(self, position: float) -> float:
-        """The lambda a position stands for (logged with the decision)."""
-        from regret_gateway.budgets import ladder_lambda
+    def ladder(self, team: str | None) -> Ladder:
+        """The ladder ``team``'s position was stepped on (the tiers' before its first step)."""
+        return self.ladders.get(team, self._tier_ladder) if team is not None else self._tier_ladder
 
-        return ladder_lambda(position, self._lams)
+    def lam(self, team: str | None, position: float) -> float:
+        """The lambda a position stands for on the team's ladder (logged with the decision)."""
+        return self.ladder(team).lam(position)
 
     def step(self) -> None:
         """One step for every budgeted team (the store decides whether it is due), then the positions."""
@@ -78,13 +84,14 @@ class Steerer:
 
         engine = self._engine_of()
         now = self.clock()
-        positions = {}
+        positions, ladders = {}, {}
         for team in self.teams:
-            positions[team] = step_team(engine, self.settings, team, now, self._forecast_of(team)).position  # type: ignore[arg-type]
+            ladders[team] = self._ladder_of(team) or self._tier_ladder
+            positions[team] = step_team(engine, self.settings, team, now, ladders[team]).position  # type: ignore[arg-type]
         models = list(self.settings.models)
         with Session(engine) as session:  # type: ignore[arg-type]
             costs = model_costs(session, models, now)
-        self.positions, self.model_costs, self.cheapest = positions, costs, cheapest_model(costs, models)
+        self.positions, self.ladders, self.model_costs, self.cheapest = positions, ladders, costs, cheapest_model(costs, models)
         if self._on_costs is not None:
             self._on_costs(costs)
         self.steps += 1
@@ -112,23 +119,50 @@ class Steerer:
         threading.Thread(target=run, name="regret-gateway-budgets", daemon=True).start()
 
 
-FORECAST_ROWS = 500  # logged requests of a team the forecast is computed on (a seeded sample)
+def published_ladder(artifact, team: str) -> Ladder | None:
+    """The ladder ``artifact`` publishes for ``team`` (``data.budget_ladder``: the team's own, else everyone's,
+    ``"*"``); None where it publishes none (or none readable)."""
+    data = ((getattr(artifact, "metrics", None) or {}).get("data") or {}).get("budget_ladder") or {}
+    rungs = data.get(team) or data.get("*")
+    try:
+        return Ladder.from_json(rungs) if rungs else None
+    except (TypeError, ValueError):
+        return None
 
 
-def rung_costs(settings: Settings, artifact, X: np.ndarray, seed: int = 0) -> list[float]:
-    """The expected cost per request (USD) of each ladder rung (the tiers by lambda with their exploration,
-    then the cheapest model) on the requests ``X`` (n, d), under ``artifact``: each request's routing
-    distribution times the artifact's cost estimates for it (a position between two rungs costs the mix).
-    Empty where the artifact has no cost estimates. What ``retrain`` publishes as a budgeted team's forecast."""
+FORECAST_ROWS = 500  # logged requests a tier's routing distribution is computed on (a seeded sample)
+
+
+def frontier(settings: Settings, artifact, X: np.ndarray, model_names, quality: np.ndarray, cost: np.ndarray,
+             seed: int = 0) -> Ladder | None:  # fmt: skip
+    """The frontier ladder (:func:`regret_gateway.ladder.frontier_ladder`) of the requests ``X`` (n, d) with
+    their doubly robust scores ``quality`` and ``cost`` (n, T, columns ``model_names``): the candidates are
+    every configured model (its mean scores) and every tier's policy under ``artifact`` as the gateway
+    routes it, exploration included (its routing distribution on a seeded sample of FORECAST_ROWS of the
+    requests, times their scores; a model without scores, never logged, is left out of it). None without
+    requests. What ``retrain`` publishes per budgeted team."""
     from regret_gateway.gateway.decisions import ActiveRouter
 
+    models = list(settings.models)
+    if len(X) == 0:
+        return None
+    known = [m for m in model_names if m in models]
+    Q = np.zeros((len(X), len(models)))
+    C = np.zeros((len(X), len(models)))
+    for m in known:
+        Q[:, models.index(m)], C[:, models.index(m)] = quality[:, list(model_names).index(m)], cost[:, list(model_names).index(m)]
+    candidates = [Rung("model", m, 0.0, float(C[:, models.index(m)].mean()), float(Q[:, models.index(m)].mean())) for m in known]
+    sample = np.arange(len(X))
     if len(X) > FORECAST_ROWS:
-        X = X[np.random.default_rng(seed).choice(len(X), FORECAST_ROWS, replace=False)]
+        sample = np.sort(np.random.default_rng(seed).choice(len(X), FORECAST_ROWS, replace=False))
     router = ActiveRouter(settings)
-    router._artifact = artifact
-    costs = router.predicted_costs(artifact, X)
-    if len(X) == 0 or not np.isfinite(costs).all():
-        return []
-    cheapest = settings.models[int(np.argmin(costs.mean(0)))]
-    rungs = router.rung_distributions(X, settings.default_tier, cheapest)
-    return [float(v) for v in (rungs * costs).sum(2).mean(1)]
+    tiers = Ladder(tuple(Rung("tier", name, spec.lam) for name, spec in settings.tiers_by_lambda()))
+    P = router.rung_distributions(X[sample], settings.default_tier, tiers, None, artifact=artifact)  # (tiers, n, T)
+    cols = [models.index(m) for m in known]
+    for rung, p in zip(tiers.rungs, P):
+        p = np.zeros_like(p) + p * np.isin(np.arange(len(models)), cols)  # a model without scores (no logs): left out
+        p /= np.maximum(p.sum(1, keepdims=True), 1e-12)
+        candidates.append(
+            Rung("tier", rung.name, rung.lam, float((p * C[sample]).sum(1).mean()), float((p * Q[sample]).sum(1).mean()))
+        )
+    return frontier_ladder(candidates)

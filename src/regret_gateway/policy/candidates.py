@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from regret_gateway.artifacts import RouterArtifact
+from regret_gateway.causal.estimators import HeldOut
 from regret_gateway.causal.stats import folds_of, prompt_groups
 from regret_gateway.data import LoggedFeedback
 from regret_gateway.ope import LoggedData, PolicyValue, select
@@ -151,6 +152,12 @@ def out_of_fold_fits(
     return OutOfFoldFits(logged, parts, learners, groups)
 
 
+def held_out(fits: OutOfFoldFits) -> list[HeldOut]:
+    """Each fold's rows scored by the fit that did not see them (in ``fits.order``): propensities, outcome
+    predictions and doubly robust scores."""
+    return [learner.nuisance_.held_out(fits.logged.subset(f)) for learner, f in zip(fits.learners, fits.folds)]
+
+
 def learned_candidates(
     learner, model_names: tuple[str, ...], lams: list[float], centroids: dict[int, np.ndarray] | None = None
 ) -> tuple[dict[str, ServablePolicy], int]:
@@ -194,6 +201,7 @@ def evaluate(
     n_boot: int = N_BOOT,
     seed: int = 0,
     regions: bool = True,
+    held: list[HeldOut] | None = None,
 ) -> tuple[list[TierEvaluation], PerTierPolicy]:
     """Per tier: every candidate's DR/SNIPS value on the held-out folds' rows (every row when cross-fitted)
     and the choice of what to serve (:func:`regret_gateway.ope.select`). A learned candidate's choice on
@@ -210,7 +218,7 @@ def evaluate(
     serves)."""
     order, names = fits.order, fits.logged.model_names
     hold, parts = fits.logged.subset(order), [fits.logged.subset(f) for f in fits.folds]
-    held = [learner.nuisance_.held_out(part) for learner, part in zip(fits.learners, parts)]  # each fold by its own fit
+    held = held or held_out(fits)
     oof = held[0].scores.concat(*(h.scores for h in held[1:]))
     q_hat, c_hat = np.concatenate([h.quality_hat for h in held]), np.concatenate([h.cost_hat for h in held])
     p_hold = np.concatenate([h.propensity for h in held])  # logged, or estimated for imported rows (floored there)

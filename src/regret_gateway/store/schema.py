@@ -109,6 +109,6 @@ class BudgetSteering(Base):
     period_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     position: Mapped[float] = mapped_column(Float)
     period_mean: Mapped[float] = mapped_column(Float)  # the position averaged over the period's requests so far
-    lam: Mapped[float] = mapped_column(Float)  # the lambda the position stands for (budgets.ladder_lambda)
+    lam: Mapped[float] = mapped_column(Float)  # the lambda the position stands for (ladder.Ladder.lam)
     state: Mapped[str] = mapped_column(String(16))  # started | stepped | waiting | spent
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -6,7 +6,6 @@ budget route)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -14,17 +13,9 @@ from sqlalchemy import Engine, func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from regret_gateway.budgets import (
-    RATE_WINDOW,
-    BudgetStatus,
-    describe_position,
-    ladder_lambda,
-    next_position,
-    period_bounds,
-    requests_left,
-    start_position,
-)
+from regret_gateway.budgets import RATE_WINDOW, BudgetStatus, next_position, period_bounds, requests_left
 from regret_gateway.config import Settings
+from regret_gateway.ladder import Ladder, tier_ladder
 from regret_gateway.store.queries import team_spend
 from regret_gateway.store.records import team_key
 from regret_gateway.store.schema import BudgetSteering, Decision, Outcome
@@ -58,12 +49,6 @@ def read_steering(session: Session, team: str) -> Steering | None:
     return None if row is None else Steering.of(row)
 
 
-def ladder(settings: Settings) -> tuple[list[str], list[float]]:
-    """The ladder's tier rungs: tier names and lambdas, ascending (the cheapest model is the rung after)."""
-    tiers = settings.tiers_by_lambda()
-    return [name for name, _ in tiers], [spec.lam for _, spec in tiers]
-
-
 def _requests_held(session: Session, key: str, since: datetime, until: datetime) -> int | None:
     """The team's requests in [since, until), or None where the store holds none of its traffic from before
     ``since`` (so that it cannot tell how many there were)."""
@@ -78,17 +63,18 @@ def _expected_requests(session: Session, key: str, now: datetime, start: datetim
     return requests_left(now, start, end, so_far, _requests_held(session, key, now - span, end - span))
 
 
-def step_team(engine: Engine, settings: Settings, team: str, now: datetime, forecast: Sequence[float] | None = None) -> Steering:
+def step_team(engine: Engine, settings: Settings, team: str, now: datetime, ladder: Ladder | None = None) -> Steering:
     """Take ``team``'s controller step at ``now`` if its last one is ``budget.interval_s`` old (or from an
     earlier period), else read where it stands; returns the position every replica now routes at.
-    ``forecast``: the published router's expected cost per request on each rung for this team
-    (:func:`regret_gateway.gateway.steering.rung_costs`); a team's first period starts where it spends the
-    budget over as many requests as the previous period held (where the store holds that period)."""
+    ``ladder``: the team's (default: :func:`~regret_gateway.ladder.tier_ladder`); where its rungs carry
+    forecast costs (the published router's, for this team), a team's first period starts where they spend
+    the budget over as many requests as the previous period held (where the store holds that period), else
+    at its tier's lambda."""
     spec = settings.teams[team]
     budget, key = spec.budget, team_key(team)
     assert budget is not None and key is not None, f"team {team!r} has no budget"
-    names, lams = ladder(settings)
-    top = float(len(names))
+    ladder = ladder or tier_ladder(settings)
+    top = float(ladder.top)
     start, end = period_bounds(budget.per, now)
     with Session(engine) as session:
         row = session.get(BudgetSteering, key)
@@ -101,15 +87,13 @@ def step_team(engine: Engine, settings: Settings, team: str, now: datetime, fore
             return current  # stepped lately (by this replica or another)
         spent, so_far = team_spend(session, key, start, now)
         if current is None or current.period_start != start:  # a new period: at the last one's mean position
-            position = float(names.index(spec.tier)) if current is None else current.period_mean
-            if current is None and forecast:  # the first: where the forecast spends the budget, if it can tell
-                forecast_start = start_position(
-                    forecast, budget.usd, _requests_held(session, key, start - (end - start), start) or 0
-                )
+            position = ladder.at_lam(settings.tiers[spec.tier].lam) if current is None else min(current.period_mean, top)
+            if current is None:  # the first: where the forecast spends the budget, if it can tell
+                forecast_start = ladder.start(budget.usd, _requests_held(session, key, start - (end - start), start) or 0)
                 position = position if forecast_start is None else forecast_start
             mean, since = position, start
         else:  # the requests since the last step were routed at its position
-            position, since = current.position, current.updated_at
+            position, since = min(current.position, top), current.updated_at  # a new ladder may be shorter
         window_usd, window_n = team_spend(session, key, max(since, start), now)
         if current is not None and current.period_start == start:
             earlier = max(so_far - window_n, 0)
@@ -120,7 +104,7 @@ def step_team(engine: Engine, settings: Settings, team: str, now: datetime, fore
         )  # fmt: skip
         if current is not None and current.period_start == start and state == "waiting":
             return current  # the window keeps growing until it holds enough requests
-        lam = ladder_lambda(position, lams)
+        lam = ladder.lam(position)
         values = {"period_start": start, "position": position, "lam": lam, "state": state, "updated_at": now,
                   "period_mean": mean}  # fmt: skip
         if row is None:
@@ -163,20 +147,21 @@ def cheapest_model(costs: dict[str, float], models: list[str]) -> str | None:
     return min(costs, key=lambda m: (costs[m], models.index(m))) if costs else None
 
 
-def budget_status(session: Session, settings: Settings, team: str, now: datetime) -> BudgetStatus:
+def budget_status(session: Session, settings: Settings, team: str, now: datetime, ladder: Ladder | None = None) -> BudgetStatus:
     """Where ``team``'s budget (in ``settings``: it must have one) stands at ``now``: its spend, and the
-    lambda and route its requests are steered to (its tier's until the first step of the period)."""
+    lambda and route its requests are steered to on ``ladder`` (default: the tiers'; its tier's until the
+    first step of the period)."""
     spec = settings.teams[team]
     budget, key = spec.budget, team_key(team)
     assert budget is not None and key is not None, f"team {team!r} has no budget"
     start, end = period_bounds(budget.per, now)
     spent, requests = team_spend(session, key, start, now)
     recent, _ = team_spend(session, key, max(start, now - RATE_WINDOW), now)
-    names, lams = ladder(settings)
+    ladder = ladder or tier_ladder(settings)
     steering = read_steering(session, team)
     if steering is None or steering.period_start != start:
         return BudgetStatus(team, budget, start, end, now, spent, recent, requests, settings.tiers[spec.tier].lam,
                             f"tier {spec.tier}")  # fmt: skip
-    ladder_end = "dearest" if steering.position <= 0 else "cheapest" if steering.position >= len(names) else None
+    ladder_end = "dearest" if steering.position <= 0 else "cheapest" if steering.position >= ladder.top else None
     return BudgetStatus(team, budget, start, end, now, spent, recent, requests, steering.lam,
-                        describe_position(steering.position, lams, names), steering.state, ladder_end)  # fmt: skip
+                        ladder.describe(steering.position), steering.state, ladder_end)  # fmt: skip

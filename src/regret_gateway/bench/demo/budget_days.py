@@ -6,8 +6,8 @@ controller steps every STEP_S simulated seconds. Then, on the same requests, in 
 * ``steered``: what the team got (the gateway's choices, exploration included); ``steered, expected``:
   the same positions, each request valued over its routing distribution instead of its one draw (the
   paired comparison with the references below, which are expectations too);
-* ``fixed-λ``: the ladder at one fixed position (a fixed lambda, the cheapest model beyond the top
-  tier), the best one that spends no more than ``steered``;
+* ``fixed-λ``: the team's ladder (:mod:`regret_gateway.ladder`) at one fixed position (a fixed lambda),
+  the best one that spends no more than ``steered``;
 * ``hard-cap``: LiteLLM-style: the best single model (highest quality) until the budget is spent, then
   every request refused (429: no answer, no quality);
 * ``two-model mix``: the best fixed random mix of two models that spends no more than ``steered``;
@@ -15,7 +15,7 @@ controller steps every STEP_S simulated seconds. Then, on the same requests, in 
 
 Quality is the day's total over every request (a refused one counts 0). The days run on a second gateway
 (the rounds' store and router, a config that adds the budgeted team); its daily budget is set before the
-first day from that router's ladder: the cheapest rung's expected cost per request on the traffic plus
+first day from that router's tiers: the cheapest model's expected cost per request on the traffic plus
 ``budget_level`` of the way to the dearest tier's, times the day's expected requests."""
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
+
+from regret_gateway.ladder import Ladder, Rung, tier_ladder
 
 BUDGET_TEAM = "budgeted"
 BUDGET_TIER = "standard"
@@ -54,17 +56,18 @@ def diurnal_rates(per_day: int) -> np.ndarray:
     return rate
 
 
-def rung_costs_on(world, gateway, rows: np.ndarray, cheapest: str | None) -> np.ndarray:
-    """(rungs,) the true expected cost per request of each ladder rung (the tiers by lambda, then
-    ``cheapest``) on the world's prompts ``rows``, under ``gateway``'s active router."""
-    rungs = gateway.router.rung_distributions(world.X[rows], BUDGET_TIER, cheapest)
+def rung_costs_on(world, gateway, rows: np.ndarray, ladder: Ladder, cheapest: str | None) -> np.ndarray:
+    """(rungs,) the true expected cost per request of each rung of ``ladder`` on the world's prompts ``rows``,
+    under ``gateway``'s active router."""
+    rungs = gateway.router.rung_distributions(world.X[rows], BUDGET_TIER, ladder, cheapest)
     return (rungs * world.bench.cost[rows]).sum(2).mean(1)
 
 
 def daily_budget(world, gateway, per_day: int, level: float, rng: np.random.Generator) -> float:
-    """The day's budget, set from the router the rounds trained: what the cheapest rung of its ladder would
-    cost per request on the traffic, plus ``level`` of the way to its dearest tier's, times the day's
-    expected requests (surge included). A budget the ladder can reach, so that steering is what is tested."""
+    """The day's budget, set from the router the rounds trained: what the cheapest rung of the tiers' ladder
+    (the cheapest model) would cost per request on the traffic, plus ``level`` of the way to its dearest
+    tier's, times the day's expected requests (surge included). A budget the ladder can reach, so that
+    steering is what is tested (and the same whichever ladder the team is steered on)."""
     from sqlalchemy.orm import Session
 
     from regret_gateway.store.steering import cheapest_model, model_costs
@@ -72,7 +75,7 @@ def daily_budget(world, gateway, per_day: int, level: float, rng: np.random.Gene
     models = list(gateway.settings.models)
     with Session(gateway.engine) as session:
         cheapest = cheapest_model(model_costs(session, models, datetime.now(timezone.utc)), models)
-    rungs = rung_costs_on(world, gateway, rng.choice(world.traffic_ix, size=500), cheapest)
+    rungs = rung_costs_on(world, gateway, rng.choice(world.traffic_ix, size=500), tier_ladder(gateway.settings), cheapest)
     return float((rungs[-1] + level * (rungs[0] - rungs[-1])) * diurnal_rates(per_day).sum())
 
 
@@ -119,17 +122,19 @@ def _hindsight(day: BudgetDay, world, gateway, rows: np.ndarray, chosen: np.ndar
     idx = np.arange(n)
     s_spend, s_quality = float(C[idx, chosen].sum()), float(Q[idx, chosen].sum())
     day.spend["steered"], day.quality["steered"], day.answered["steered"] = s_spend, 100 * s_quality / n, 1.0
-    rung = gateway.router.rung_distributions(world.X[rows], BUDGET_TIER, gateway.steerer.cheapest)  # (rungs, n, T)
-    n_rungs = len(rung)
+    ladder = gateway.steerer.ladder(BUDGET_TEAM)
+    rung = gateway.router.rung_distributions(world.X[rows], BUDGET_TIER, ladder, gateway.steerer.cheapest)  # (rungs, n, T)
+    rung = np.concatenate([rung, rung[-1:]])  # a copy of the last rung: a position at the top mixes it with itself
+    n_rungs = len(rung) - 1
     rung_cost, rung_quality = (rung * C).sum((1, 2)), (rung * Q).sum((1, 2))
     u = np.asarray(day.request_positions)
-    j_u = np.minimum(u.astype(int), n_rungs - 2)
+    j_u = np.minimum(u.astype(int), n_rungs - 1)
     p_u = (1 - (u - j_u))[:, None] * rung[j_u, idx] + (u - j_u)[:, None] * rung[j_u + 1, idx]
     day.spend["steered, expected"], day.quality["steered, expected"] = float((p_u * C).sum()), 100 * float((p_u * Q).sum()) / n
     day.answered["steered, expected"] = 1.0
     best_u, best_q = None, -np.inf
     for u in np.linspace(0.0, n_rungs - 1, 100 * (n_rungs - 1) + 1):
-        j = min(int(u), n_rungs - 2)
+        j = min(int(u), n_rungs - 1)
         s = u - j
         spend, quality = (1 - s) * rung_cost[j] + s * rung_cost[j + 1], (1 - s) * rung_quality[j] + s * rung_quality[j + 1]
         if spend <= s_spend * (1 + 1e-9) and quality > best_q:
@@ -137,8 +142,12 @@ def _hindsight(day: BudgetDay, world, gateway, rows: np.ndarray, chosen: np.ndar
     if best_u is not None:
         day.spend["fixed-λ"], day.quality["fixed-λ"], day.answered["fixed-λ"] = best_spend, 100 * best_q / n, 1.0
         day.fixed_position = float(best_u)
-    own = [name for name, _ in gateway.settings.tiers_by_lambda()].index(BUDGET_TIER)
-    day.spend["own tier"], day.quality["own tier"], day.answered["own tier"] = rung_cost[own], 100 * rung_quality[own] / n, 1.0
+    own = gateway.router.rung_distributions(world.X[rows], BUDGET_TIER, Ladder((Rung("tier", BUDGET_TIER, 0.0),)), None)[0]
+    day.spend["own tier"], day.quality["own tier"], day.answered["own tier"] = (
+        float((own * C).sum()),
+        100 * float((own * Q).sum()) / n,
+        1.0,
+    )
     total_c, total_q = C.sum(0), Q.sum(0)  # per model over the day
     mix_q, mix_spend = -np.inf, 0.0
     for a in range(len(world.models)):
@@ -170,7 +179,7 @@ async def _send_day(gateway, replay, world, clock: SimClock, day: BudgetDay, sta
             pos = gateway.steerer.positions[BUDGET_TEAM]
             day.hours.append(minute / 60)
             day.position.append(pos)
-            day.lam.append(gateway.steerer.lam(pos))
+            day.lam.append(gateway.steerer.lam(BUDGET_TEAM, pos))
             k = len(chosen)
             day.spent.append(float(world.bench.cost[rows[:k], chosen].sum()) if k else 0.0)
         for j in range(count):

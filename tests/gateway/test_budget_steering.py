@@ -30,42 +30,38 @@ def constant_tiers() -> RouterArtifact:
     return RouterArtifact("v1", MODELS, {"premium": 0.0, "economy": 1000.0}, {"model": "m"}, policy)
 
 
-@pytest.mark.parametrize("position, cheapest", [(0.3, None), (1.5, "tiny"), (2.0, "tiny"), (0.0, None)])
-def test_between_two_rungs_a_request_goes_to_either_with_the_mixtures_exact_propensity(position, cheapest):
+def routes_by_the_mixture(rung: list[np.ndarray], position: float, **ladder) -> None:
+    """At ``position`` a request goes to rung j (of ``rung``'s distributions) or j + 1 in proportion, each
+    drawn at the mixture's exact propensity."""
     active = ActiveRouter(Settings(models=MODELS, default_tier="economy", tiers=TIERS))
     active._artifact = constant_tiers()
-    rung = [exploration_distribution(2, 3, 0.1, rule="uniform"), exploration_distribution(1, 3, 0.1, rule="uniform"),
-            np.eye(3)[0]]  # fmt: skip
-    j = min(int(position), 2)
+    j = min(int(position), len(rung) - 1)
     s = position - j
     expected = (1 - s) * rung[j] + (s * rung[j + 1] if s > 0 else 0)
     rng = np.random.default_rng(0)
-    choices = [active.choose(np.zeros(4, dtype=np.float32), "economy", rng, position=position, cheapest=cheapest)
-               for _ in range(6000)]  # fmt: skip
+    choices = [active.choose(np.zeros(4, dtype=np.float32), "economy", rng, position=position, **ladder) for _ in range(6000)]
     for c in choices[:100]:
         assert c.propensity == pytest.approx(expected[MODELS.index(c.model)])
     shares = np.bincount([MODELS.index(c.model) for c in choices], minlength=3) / len(choices)
     assert np.allclose(shares, expected, atol=0.02)
+
+
+@pytest.mark.parametrize("position, cheapest", [(0.3, None), (1.5, "tiny"), (2.0, "tiny"), (0.0, None)])
+def test_between_two_rungs_a_request_goes_to_either_with_the_mixtures_exact_propensity(position, cheapest):
+    """The tiers' ladder: premium (with its exploration), economy, then the cheapest model."""
+    rung = [exploration_distribution(2, 3, 0.1, rule="uniform"), exploration_distribution(1, 3, 0.1, rule="uniform"),
+            np.eye(3)[0]]  # fmt: skip
+    routes_by_the_mixture(rung, position, cheapest=cheapest)
 
 
 @pytest.mark.parametrize("position", [0.0, 0.4, 1.0, 1.75, 2.0])
 def test_on_a_frontier_ladder_a_model_rung_mixes_with_a_tier_at_the_exact_propensity(position):
     """A published ladder: rung 0 the premium tier (with its exploration), rung 1 the model `small` alone,
-    rung 2 `tiny`; a position between two rungs routes by the mix of theirs."""
-    active = ActiveRouter(Settings(models=MODELS, default_tier="economy", tiers=TIERS))
-    active._artifact = constant_tiers()
+    rung 2 `tiny`."""
     ladder = Ladder((Rung("tier", "premium", 0.0), Rung("model", "small", 20.0), Rung("model", "tiny", 80.0)))
-    rung = [exploration_distribution(2, 3, 0.1, rule="uniform"), np.eye(3)[1], np.eye(3)[0]]
-    j = min(int(position), 2)
-    s = position - j
-    expected = (1 - s) * rung[j] + (s * rung[j + 1] if s > 0 else 0)
-    rng = np.random.default_rng(1)
-    choices = [active.choose(np.zeros(4, dtype=np.float32), "economy", rng, position=position, ladder=ladder)
-               for _ in range(6000)]  # fmt: skip
-    for c in choices[:100]:
-        assert c.propensity == pytest.approx(expected[MODELS.index(c.model)])
-    shares = np.bincount([MODELS.index(c.model) for c in choices], minlength=3) / len(choices)
-    assert np.allclose(shares, expected, atol=0.02)
+    routes_by_the_mixture(
+        [exploration_distribution(2, 3, 0.1, rule="uniform"), np.eye(3)[1], np.eye(3)[0]], position, ladder=ladder
+    )
     assert ladder.lam(position) == pytest.approx(np.interp(position, [0, 1, 2], [0.0, 20.0, 80.0]))
 
 

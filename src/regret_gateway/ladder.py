@@ -8,11 +8,11 @@ to rung j with probability 1 - s and to rung j + 1 with s, so spend moves smooth
 Two ladders:
 
 * :func:`tier_ladder`, the default: the configured tiers by lambda, then the cheapest model.
-* :func:`frontier_ladder`, what retrain publishes for a budgeted team (``data.budget_ladder``): from the
-  candidates' estimated cost and quality per request on the team's traffic (each tier's policy and each
-  model, valued with the logs' doubly robust scores), the vertices of their upper concave hull from the
-  best to the cheapest -- so a mix of two neighbouring rungs is the best quality the logs know of at its
-  cost, not a mix of two tiers that may both serve the same model.
+* :func:`frontier_ladder`, what retrain publishes for a budgeted team (``data.budget_ladder``,
+  :mod:`regret_gateway.policy.frontier`): from the candidates' estimated cost and quality per request on
+  the team's traffic (each tier's policy and each model, valued off-policy on the logs), the vertices of
+  their upper concave hull from the best to the cheapest -- so a mix of two neighbouring rungs is the best
+  quality the logs know of at its cost, not a mix of two tiers that may both serve the same model.
 
 A rung's lambda is the price of a dollar at which the ladder reaches it: a tier's own; on the frontier,
 the slope of the hull's segment above it (the lambda at which it and the dearer rung are worth the same).

@@ -45,7 +45,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -56,8 +56,10 @@ from regret_gateway.artifacts import ArtifactError, RouterArtifact, activate, ac
 from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.config import Settings
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.policy.candidates import FOLDS, N_BOOT, TierEvaluation, evaluate, held_out, out_of_fold_fits
+from regret_gateway.policy.candidates import FOLDS, N_BOOT, TierEvaluation, evaluate, held_out, held_out_data, out_of_fold_fits
+from regret_gateway.policy.frontier import budget_ladders
 from regret_gateway.servable import ServablePolicy
+from regret_gateway.store.records import team_key
 
 
 class RetrainRefused(ValueError):
@@ -171,43 +173,6 @@ def _active(settings: Settings, active_id: str | None, data_info: dict) -> Route
         return None
 
 
-MIN_TEAM_ROWS = 1_000  # a budgeted team's frontier is valued on its own requests from this many; else on everyone's
-
-
-def budget_ladders(settings: Settings, ts, policy: ServablePolicy, fits, held) -> dict[str, list[dict]]:
-    """The frontier ladders budgeted teams are steered on (:func:`regret_gateway.gateway.steering.frontier`),
-    valued with the held-out rows' doubly robust scores under ``policy``: ``"*"`` on every held-out request
-    (a team without enough requests of its own, or added after this retrain), and each budgeted team with
-    MIN_TEAM_ROWS held-out requests on those of the last period's length (all of its requests if fewer are
-    that recent). Each rung carries its forecast cost per request: where a team's first period starts."""
-    from regret_gateway.budgets import period_bounds
-    from regret_gateway.gateway.steering import frontier
-    from regret_gateway.store.records import team_key
-
-    order = fits.order
-    quality = np.concatenate([h.scores.quality for h in held])  # rows in ``order``
-    cost = np.concatenate([h.scores.cost for h in held])
-    X, names = ts.logged.X[order], ts.logged.model_names
-    artifact = RouterArtifact("forecast", policy.model_names, {n: s.lam for n, s in settings.tiers_by_lambda()}, {}, policy)
-    out: dict[str, list[dict]] = {}
-    everyone = frontier(settings, artifact, X, names, quality, cost)
-    if everyone is not None:
-        out["*"] = everyone.to_json()
-    teams, created = np.array(ts.teams, dtype=object)[order], ts.created_at[order]
-    now = datetime.now(timezone.utc)
-    for team, spec in settings.teams.items():
-        rows = np.flatnonzero(teams == team_key(team)) if spec.budget is not None else ()
-        if len(rows) < MIN_TEAM_ROWS or spec.budget is None:
-            continue
-        start, end = period_bounds(spec.budget.per, now)
-        recent = rows[created[rows] >= np.datetime64((now - (end - start)).replace(tzinfo=None), "us")]
-        rows = recent if len(recent) >= MIN_TEAM_ROWS else rows
-        ladder = frontier(settings, artifact, X[rows], names, quality[rows], cost[rows])
-        if ladder is not None:
-            out[team] = ladder.to_json()
-    return out
-
-
 PUBLISH_LOCK = ".publish-lock"  # in the artifact folder
 
 
@@ -270,7 +235,10 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     # published even when every tier keeps what it serves: the new version carries this retrain's utility
     # estimates, which exploration reads; with the old ones it would keep exploring where the first
     # retrain's estimates pointed, and the comparisons the gate has to make next would get no new rows
-    data_info["budget_ladder"] = budget_ladders(settings, ts, policy, fits, held)
+    hold, data = held_out_data(fits, held, np.array(ts.loggers))
+    teams = np.array(ts.teams, dtype=object)[fits.order]
+    budgeted = {t: np.flatnonzero(teams == team_key(t)) for t, spec in settings.teams.items() if spec.budget is not None}
+    data_info["budget_ladder"] = budget_ladders(settings, policy, hold.X, data, budgeted, ts.created_at[fits.order])
     path = publish(settings, engine, policy, rows, data_info)
     if active is not None and not any(r.changed for r in rows):
         status = "kept"

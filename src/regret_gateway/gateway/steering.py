@@ -19,10 +19,8 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 
-import numpy as np
-
 from regret_gateway.config import Settings
-from regret_gateway.ladder import Ladder, Rung, frontier_ladder, tier_ladder
+from regret_gateway.ladder import Ladder, tier_ladder
 
 log = logging.getLogger(__name__)
 
@@ -128,41 +126,3 @@ def published_ladder(artifact, team: str) -> Ladder | None:
         return Ladder.from_json(rungs) if rungs else None
     except (TypeError, ValueError):
         return None
-
-
-FORECAST_ROWS = 500  # logged requests a tier's routing distribution is computed on (a seeded sample)
-
-
-def frontier(settings: Settings, artifact, X: np.ndarray, model_names, quality: np.ndarray, cost: np.ndarray,
-             seed: int = 0) -> Ladder | None:  # fmt: skip
-    """The frontier ladder (:func:`regret_gateway.ladder.frontier_ladder`) of the requests ``X`` (n, d) with
-    their doubly robust scores ``quality`` and ``cost`` (n, T, columns ``model_names``): the candidates are
-    every configured model (its mean scores) and every tier's policy under ``artifact`` as the gateway
-    routes it, exploration included (its routing distribution on a seeded sample of FORECAST_ROWS of the
-    requests, times their scores; a model without scores, never logged, is left out of it). None without
-    requests. What ``retrain`` publishes per budgeted team."""
-    from regret_gateway.gateway.decisions import ActiveRouter
-
-    models = list(settings.models)
-    if len(X) == 0:
-        return None
-    known = [m for m in model_names if m in models]
-    Q = np.zeros((len(X), len(models)))
-    C = np.zeros((len(X), len(models)))
-    for m in known:
-        Q[:, models.index(m)], C[:, models.index(m)] = quality[:, list(model_names).index(m)], cost[:, list(model_names).index(m)]
-    candidates = [Rung("model", m, 0.0, float(C[:, models.index(m)].mean()), float(Q[:, models.index(m)].mean())) for m in known]
-    sample = np.arange(len(X))
-    if len(X) > FORECAST_ROWS:
-        sample = np.sort(np.random.default_rng(seed).choice(len(X), FORECAST_ROWS, replace=False))
-    router = ActiveRouter(settings)
-    tiers = Ladder(tuple(Rung("tier", name, spec.lam) for name, spec in settings.tiers_by_lambda()))
-    P = router.rung_distributions(X[sample], settings.default_tier, tiers, None, artifact=artifact)  # (tiers, n, T)
-    cols = [models.index(m) for m in known]
-    for rung, p in zip(tiers.rungs, P):
-        p = np.zeros_like(p) + p * np.isin(np.arange(len(models)), cols)  # a model without scores (no logs): left out
-        p /= np.maximum(p.sum(1, keepdims=True), 1e-12)
-        candidates.append(
-            Rung("tier", rung.name, rung.lam, float((p * C[sample]).sum(1).mean()), float((p * Q[sample]).sum(1).mean()))
-        )
-    return frontier_ladder(candidates)

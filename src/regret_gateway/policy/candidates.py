@@ -158,6 +158,19 @@ def held_out(fits: OutOfFoldFits) -> list[HeldOut]:
     return [learner.nuisance_.held_out(fits.logged.subset(f)) for learner, f in zip(fits.learners, fits.folds)]
 
 
+def held_out_data(fits: OutOfFoldFits, held: list[HeldOut], loggers: np.ndarray | None) -> tuple[LoggedFeedback, LoggedData]:
+    """The held-out rows (in ``fits.order``) and their off-policy evaluation data: logged (or, for imported
+    rows, estimated) propensities, each fold's outcome predictions by its own fit, each row's logger and
+    prompt (0..G-1 over the held-out rows)."""
+    order = fits.order
+    hold = fits.logged.subset(order)
+    q_hat, c_hat = np.concatenate([h.quality_hat for h in held]), np.concatenate([h.cost_hat for h in held])
+    p_hold = np.concatenate([h.propensity for h in held])  # logged, or estimated for imported rows (floored there)
+    strata = None if loggers is None else np.asarray(loggers)[order]
+    groups = np.unique(fits.groups[order], return_inverse=True)[1].reshape(-1)
+    return hold, LoggedData(hold.action, hold.quality, hold.cost, p_hold, q_hat, c_hat, strata=strata, groups=groups)
+
+
 def learned_candidates(
     learner, model_names: tuple[str, ...], lams: list[float], centroids: dict[int, np.ndarray] | None = None
 ) -> tuple[dict[str, ServablePolicy], int]:
@@ -217,17 +230,15 @@ def evaluate(
     -- with its R&C outcome networks as the utility estimator (exploration reads it, whatever a tier
     serves)."""
     order, names = fits.order, fits.logged.model_names
-    hold, parts = fits.logged.subset(order), [fits.logged.subset(f) for f in fits.folds]
+    parts = [fits.logged.subset(f) for f in fits.folds]
     held = held or held_out(fits)
+    hold, data = held_out_data(fits, held, loggers)
     oof = held[0].scores.concat(*(h.scores for h in held[1:]))
-    q_hat, c_hat = np.concatenate([h.quality_hat for h in held]), np.concatenate([h.cost_hat for h in held])
-    p_hold = np.concatenate([h.propensity for h in held])  # logged, or estimated for imported rows (floored there)
     scores = oof
     if len(parts) == 1:  # one fold held out: the fixed choice reads the fit's own rows too (in-sample scores)
         scores = scores.concat(fits.learners[0].data_.scores, fits.learners[0].data_.val_scores)
-    strata = None if loggers is None else np.asarray(loggers)[order]
-    groups = np.unique(fits.groups[order], return_inverse=True)[1].reshape(-1)  # 0..G-1 over the held-out rows
-    data = LoggedData(hold.action, hold.quality, hold.cost, p_hold, q_hat, c_hat, strata=strata, groups=groups)
+    groups = data.groups
+    assert groups is not None
     space = fit_regions(hold.X, groups, seed=seed, max_regions=MAX_REGIONS if regions else 1)
     fold_rows = np.split(np.arange(len(order)), np.cumsum([len(f) for f in fits.folds])[:-1])  # each fold's rows in ``hold``
     lams = [spec.lam for _, spec in tiers]

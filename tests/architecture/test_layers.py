@@ -35,7 +35,12 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
         ("writes", "queries", "retention"),
         ("writer", "training_set", "feedback_import", "steering"),
     ],  # fmt: skip
-    "policy": [("__init__", "base"), ("methods", "cluster", "learner"), ("rm_interval", "regions"), ("registry", "candidates", "frontier")],
+    "policy": [
+        ("__init__", "base"),
+        ("methods", "cluster", "learner"),
+        ("rm_interval", "regions"),
+        ("registry", "candidates", "frontier"),
+    ],
     "evaluation": [("__init__", "loaders", "simulation", "world"), ("offline",), ("report",)],
     "gateway": [
         ("__init__", "tiers", "decisions", "batcher", "judge", "preflight", "steering"),

@@ -72,12 +72,14 @@ class TierSpec(_Strict):
 class BudgetSpec(_Strict):
     """A team's spend budget: ``usd`` dollars of upstream calls per UTC ``per`` (a day; a week from Monday;
     a calendar month), spent as counted by the store's outcomes. The gateway steers the team's requests
-    along the tiers' ladder (:mod:`regret_gateway.budgets`) so that its spend lands on the budget, one
-    controller step every ``interval_s`` seconds."""
+    along a ladder (:mod:`regret_gateway.ladder`) so that its spend lands on the budget, one controller step
+    every ``interval_s`` seconds: the tiers by lambda, then the cheapest model (``ladder: tiers``), or the
+    frontier of cost and quality the active router publishes for the team (``frontier``)."""
 
     usd: float = Field(gt=0.0, allow_inf_nan=False)
     per: Literal["day", "week", "month"] = "month"
     interval_s: float = Field(default=60.0, gt=0.0, allow_inf_nan=False)
+    ladder: Literal["tiers", "frontier"] = "tiers"
 
 
 class TeamSpec(_Strict):

@@ -159,3 +159,26 @@ def test_a_tiers_cost_cap_never_routes_a_model_predicted_above_it_exploration_in
     cold = ActiveRouter(Settings(models=MODELS, default_tier="premium", tiers=tiers))  # no router yet: the store's means
     cold.model_costs = {"tiny": 0.001, "small": 0.005, "large": 0.02}
     assert {c.model for c in (cold.choose(x, "premium", rng) for _ in range(300))} == {"tiny", "small"}
+
+
+def test_a_team_is_steered_on_the_published_frontier_only_where_its_budget_says_so(tmp_path):
+    """`budget.ladder: frontier` steps the team on the ladder the active router publishes for it; the default
+    (`tiers`) on the tiers' ladder, whatever is published."""
+    from regret_gateway.gateway.steering import Steerer
+    from regret_gateway.ladder import tier_ladder
+    from regret_gateway.store.engine import make_engine
+    from regret_gateway.store.migrate import upgrade
+
+    url = f"sqlite:///{tmp_path}/gw.db"
+    upgrade(url)
+    budget = {"usd": 1.0, "per": "day"}
+    settings = Settings(models=MODELS, default_tier="economy", tiers=TIERS,
+                        teams={"f": {"tier": "economy", "budget": {**budget, "ladder": "frontier"}},
+                               "t": {"tier": "economy", "budget": budget}})  # fmt: skip
+    published = Ladder((Rung("model", "large", 0.0, 0.01, 0.9), Rung("model", "tiny", 40.0, 0.001, 0.5)))
+    engine = make_engine(url)
+    steerer = Steerer(settings, lambda: engine, ladder_of=lambda team: published)
+    steerer.step()
+    assert steerer.ladder("f") == published and steerer.ladder("t") == tier_ladder(settings)
+    assert steerer.positions["f"] == published.at_lam(1000.0) == 1.0  # economy's lambda: past the frontier's last rung
+    engine.dispose()

@@ -103,6 +103,11 @@ def demo(
         max=1.0,
         help="Its daily budget: this share of the way from what the cheapest model would spend on the day to what the best would.",
     ),
+    budget_ladder: str = typer.Option(
+        "tiers",
+        "--budget-ladder",
+        help="What the budgeted team is steered along: tiers (the default) or frontier (budget.ladder).",
+    ),
 ) -> None:
     """The closed loop on embedded defaults: a mock upstream serving a full-feedback world, the LiteLLM proxy
     with the hook, three teams on three tiers sending traffic through the OpenAI SDK, feedback after every
@@ -125,6 +130,8 @@ def demo(
         _fail(FileNotFoundError(f"--data: no such file: {data}"))
     if budget_days and not replay:
         raise typer.BadParameter("--budget-days needs --replay (the days run on a simulated clock)")
+    if budget_ladder not in ("tiers", "frontier"):
+        raise typer.BadParameter(f"--budget-ladder is tiers or frontier, got {budget_ladder!r}")
     tier_lams = _floats(lambdas, "--lambdas")
     if len(tier_lams) != 3 or min(tier_lams) < 0:
         raise typer.BadParameter(f"--lambdas takes three numbers >= 0 (premium, standard, economy), got {lambdas!r}")
@@ -154,6 +161,7 @@ def demo(
             budget_days=budget_days,
             budget_requests=budget_requests,
             budget_level=budget_level,
+            budget_ladder=budget_ladder,
         ),
         echo=typer.echo,
     )

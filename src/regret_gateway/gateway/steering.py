@@ -1,8 +1,8 @@
 """The gateway's side of budget steering: each budgeted team's ladder position, refreshed from the store.
 
 :class:`Steerer` keeps, per team with a budget, the position its requests are routed at
-(:mod:`regret_gateway.budgets`) and the ladder it was stepped on (the active router's published frontier for
-the team, else the tiers': :mod:`regret_gateway.ladder`), each model's mean cost per answer and the
+(:mod:`regret_gateway.budgets`) and the ladder it was stepped on (:mod:`regret_gateway.ladder`: the tiers',
+or, for a team whose budget says ``ladder: frontier``, the active router's published frontier for it), each model's mean cost per answer and the
 cheapest model (the tier ladder's last rung; the per-request caps' costs where the router has no cost
 estimates). ``maybe_step()``,
 called on the request path, runs a step in a worker thread at most every ``interval_s`` (the smallest
@@ -84,7 +84,8 @@ class Steerer:
         now = self.clock()
         positions, ladders = {}, {}
         for team in self.teams:
-            ladders[team] = self._ladder_of(team) or self._tier_ladder
+            frontier = self.settings.teams[team].budget.ladder == "frontier"  # type: ignore[union-attr]
+            ladders[team] = (self._ladder_of(team) if frontier else None) or self._tier_ladder
             positions[team] = step_team(engine, self.settings, team, now, ladders[team]).position  # type: ignore[arg-type]
         models = list(self.settings.models)
         with Session(engine) as session:  # type: ignore[arg-type]

@@ -91,7 +91,7 @@ def budget_gateway(cfg, world, gateway, config: Path, clock: SimClock, rng: np.r
     raw = yaml.safe_load(config.read_text())
     raw["regret_gateway"]["teams"][BUDGET_TEAM] = {
         "tier": BUDGET_TIER,
-        "budget": {"usd": usd, "per": "day", "interval_s": STEP_S},
+        "budget": {"usd": usd, "per": "day", "interval_s": STEP_S, "ladder": cfg.budget_ladder},
     }
     path = config.with_name("config-budget.yaml")
     path.write_text(yaml.safe_dump(raw))

@@ -55,6 +55,7 @@ class DemoConfig:
     budget_days: int = 0  # replay only: days of a budgeted team's traffic after the rounds (budget_days.py)
     budget_requests: int = 4000  # that team's requests on a day without the surge
     budget_level: float = 0.5  # its daily budget: this share of the way from the cheapest model's spend to the best's
+    budget_ladder: str = "tiers"  # what it is steered along (budget.ladder: tiers | frontier)
 
     @property
     def tiers(self) -> tuple[tuple[str, str, float], ...]:

@@ -149,8 +149,13 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
     # the budgeted team's ladder: the frontier of cost and quality the logs estimate for every model and tier,
     # from the best to the cheapest; each model rung's estimate near that model's truth on the team's requests
     ladders = artifact.metrics["data"]["budget_ladder"]
-    assert set(ladders) == {"*", "t"}  # everyone's, and the team's own (its 3,000 requests)
-    rungs = Ladder.from_json(ladders["t"]).rungs
+    assert set(ladders["frontier"]) == set(ladders["tiers"]) == {"*", "t"}  # everyone's, and the team's own (3,000 requests)
+    # the tiers' ladder (the default) with its forecast: each tier's cost per request, then the cheapest model's,
+    # near its true mean cost on the team's requests -- where a team's first period starts
+    tiers = Ladder.from_json(ladders["tiers"]["t"]).rungs
+    assert [r.kind for r in tiers] == ["tier"] * len(TIERS) + ["cheapest"] and tiers[-1].usd == min(r.usd for r in tiers)
+    assert abs(tiers[-1].usd / bench.cost.mean(0).min() - 1) < 0.25, tiers
+    rungs = Ladder.from_json(ladders["frontier"]["t"]).rungs
     assert len(rungs) >= 2 and rungs[-1].kind == "model" and rungs[-1].name == bench.model_names[int(bench.cost.mean(0).argmin())]
     assert all(a.usd > b.usd and a.quality > b.quality and a.lam <= b.lam for a, b in zip(rungs, rungs[1:])), rungs
     for r in rungs:

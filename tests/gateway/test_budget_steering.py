@@ -177,7 +177,7 @@ def test_a_team_is_steered_on_the_published_frontier_only_where_its_budget_says_
                                "t": {"tier": "economy", "budget": budget}})  # fmt: skip
     published = Ladder((Rung("model", "large", 0.0, 0.01, 0.9), Rung("model", "tiny", 40.0, 0.001, 0.5)))
     engine = make_engine(url)
-    steerer = Steerer(settings, lambda: engine, ladder_of=lambda team: published)
+    steerer = Steerer(settings, lambda: engine, ladder_of=lambda team, kind: published if kind == "frontier" else None)
     steerer.step()
     assert steerer.ladder("f") == published and steerer.ladder("t") == tier_ladder(settings)
     assert steerer.positions["f"] == published.at_lam(1000.0) == 1.0  # economy's lambda: past the frontier's last rung

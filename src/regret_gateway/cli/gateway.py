@@ -101,9 +101,7 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
             summary = traffic_summary(session, since=since)
             now = datetime.now(timezone.utc)
             budgets = [
-                budget_status(
-                    session, settings, team, now, published_ladder(art, team) if spec.budget.ladder == "frontier" else None
-                ).line()
+                budget_status(session, settings, team, now, published_ladder(art, team, spec.budget.ladder)).line()
                 for team, spec in sorted(settings.teams.items())
                 if spec.budget is not None
             ]

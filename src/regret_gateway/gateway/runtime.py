@@ -130,10 +130,10 @@ class Gateway:
             judge_rng = np.random.default_rng(self.rng.integers(2**63))
             self.judge = Judge(settings, self.writer.submit, complete=judge_complete, rng=judge_rng)
 
-    def _budget_ladder(self, team: str) -> Ladder | None:
-        """The active router's ladder for a budgeted team (``retrain`` publishes them: ``data.budget_ladder``;
-        a team it did not value gets everyone's, ``"*"``); None before any."""
-        return published_ladder(self.router.artifact, team)
+    def _budget_ladder(self, team: str, kind: str) -> Ladder | None:
+        """The active router's ``kind`` ladder for a budgeted team (``retrain`` publishes them:
+        ``data.budget_ladder``; a team it did not value gets everyone's, ``"*"``); None before any."""
+        return published_ladder(self.router.artifact, team, kind)
 
     def now(self) -> datetime:
         """The gateway's clock (UTC): decisions are stamped with it, budgets' periods and steps read it."""

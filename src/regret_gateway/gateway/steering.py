@@ -34,11 +34,11 @@ class Steerer:
 
     def __init__(self, settings: Settings, engine_of: Callable[[], object], clock: Callable[[], datetime] = _utcnow,
                  on_costs: Callable[[dict[str, float]], None] | None = None,
-                 ladder_of: Callable[[str], Ladder | None] | None = None):  # fmt: skip
+                 ladder_of: Callable[[str, str], Ladder | None] | None = None):  # fmt: skip
         self.settings = settings
         self._engine_of = engine_of  # the gateway's engine, read when a step runs (built at start)
         self._on_costs = on_costs  # told each step's model costs (the router's caps read them)
-        self._ladder_of = ladder_of or (lambda team: None)  # the active router's published ladder for a team
+        self._ladder_of = ladder_of or (lambda team, kind: None)  # the active router's published ladder of a kind for a team
         self.clock = clock
         self._tier_ladder = tier_ladder(settings)
         self.teams = sorted(team for team, spec in settings.teams.items() if spec.budget is not None)
@@ -84,8 +84,8 @@ class Steerer:
         now = self.clock()
         positions, ladders = {}, {}
         for team in self.teams:
-            frontier = self.settings.teams[team].budget.ladder == "frontier"  # type: ignore[union-attr]
-            ladders[team] = (self._ladder_of(team) if frontier else None) or self._tier_ladder
+            kind = self.settings.teams[team].budget.ladder  # type: ignore[union-attr]
+            ladders[team] = self._ladder_of(team, kind) or self._tier_ladder  # the tiers' with forecast costs, where published
             positions[team] = step_team(engine, self.settings, team, now, ladders[team]).position  # type: ignore[arg-type]
         models = list(self.settings.models)
         with Session(engine) as session:  # type: ignore[arg-type]
@@ -118,11 +118,13 @@ class Steerer:
         threading.Thread(target=run, name="regret-gateway-budgets", daemon=True).start()
 
 
-def published_ladder(artifact, team: str) -> Ladder | None:
-    """The ladder ``artifact`` publishes for ``team`` (``data.budget_ladder``: the team's own, else everyone's,
-    ``"*"``); None where it publishes none (or none readable)."""
+def published_ladder(artifact, team: str, kind: str) -> Ladder | None:
+    """The ``kind`` ladder (``frontier`` or ``tiers``, the latter with forecast costs) ``artifact`` publishes
+    for ``team`` (``data.budget_ladder``: the team's own, else everyone's, ``"*"``); None where it publishes
+    none (or none readable)."""
     data = ((getattr(artifact, "metrics", None) or {}).get("data") or {}).get("budget_ladder") or {}
-    rungs = data.get(team) or data.get("*")
+    published = data.get(kind)
+    rungs = (published.get(team) or published.get("*")) if isinstance(published, dict) else None
     try:
         return Ladder.from_json(rungs) if rungs else None
     except (TypeError, ValueError):

@@ -1,4 +1,5 @@
-"""The frontier ladders retrain publishes for budgeted teams (:mod:`regret_gateway.ladder`).
+"""The ladders retrain publishes for budgeted teams (:mod:`regret_gateway.ladder`): the frontier, and the
+tiers' ladder with its forecast costs.
 
 Every model and every tier's published policy is a candidate rung; each is valued on the held-out rows by
 the gate's own estimator (:class:`regret_gateway.ope.LoggedData`: doubly robust, each logger's correction
@@ -15,7 +16,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from regret_gateway.config import Settings
-from regret_gateway.ladder import Ladder, Rung, frontier_ladder
+from regret_gateway.ladder import CHEAPEST, Ladder, Rung, frontier_ladder
 from regret_gateway.ope import DR, LoggedData
 from regret_gateway.servable import ServablePolicy
 
@@ -30,34 +31,43 @@ def _rows(data: LoggedData, rows: np.ndarray) -> LoggedData:
                       groups=None if data.groups is None else data.groups[rows])  # fmt: skip
 
 
-def frontier(settings: Settings, policy: ServablePolicy, X: np.ndarray, data: LoggedData) -> Ladder:
-    """The frontier ladder of the held-out requests ``X`` (n, d) with their evaluation ``data`` (columns:
-    ``policy.model_names``): every model of ``policy`` and every tier's policy, valued as the module says."""
+def ladders(settings: Settings, policy: ServablePolicy, X: np.ndarray, data: LoggedData) -> dict[str, Ladder]:
+    """The two ladders of the held-out requests ``X`` (n, d) with their evaluation ``data`` (columns:
+    ``policy.model_names``), every rung with its estimated cost and quality per request: ``"frontier"``, the
+    upper hull of every model of ``policy`` and every tier's policy (valued as the module says), and
+    ``"tiers"``, the tiers by lambda and then the cheapest model (the default ladder, with its forecast)."""
     names = list(policy.model_names)
-    candidates = []
 
     def point(kind: str, name: str, lam: float, actions: np.ndarray) -> Rung:
         _, quality, cost = data.outcomes(actions, 0.0)
         return Rung(kind, name, lam, float(DR.estimate(cost)), float(DR.estimate(quality)))
 
-    for t, name in enumerate(names):
-        if name in settings.models:
-            candidates.append(point("model", name, 0.0, np.full(len(X), t)))
-    for name, spec in settings.tiers_by_lambda():
-        candidates.append(point("tier", name, spec.lam, policy.choose(X, spec.lam)))
-    return frontier_ladder(candidates)
+    models = [point("model", name, 0.0, np.full(len(X), t)) for t, name in enumerate(names) if name in settings.models]
+    tiers = [point("tier", name, spec.lam, policy.choose(X, spec.lam)) for name, spec in settings.tiers_by_lambda()]
+    cheapest = min(models, key=lambda r: r.usd)  # type: ignore[arg-type, return-value]
+    return {
+        "frontier": frontier_ladder(models + tiers),
+        "tiers": Ladder((*tiers, Rung(CHEAPEST, "", tiers[-1].lam, cheapest.usd, cheapest.quality))),
+    }
 
 
 def budget_ladders(settings: Settings, policy: ServablePolicy, X: np.ndarray, data: LoggedData,
-                   team_rows: dict[str, np.ndarray], created_at: np.ndarray) -> dict[str, list[dict]]:  # fmt: skip
-    """What retrain publishes as ``data.budget_ladder``: ``"*"``, the frontier of every held-out request
-    ``X`` (for a team without enough requests of its own, or one added after this retrain), and per
-    budgeted team with MIN_TEAM_ROWS held-out requests (``team_rows``: each budgeted team's rows), the
-    frontier of those of its budget period's length (all of its requests if fewer are that recent). Each
-    rung carries its forecast cost per request: where a team's first period starts."""
+                   team_rows: dict[str, np.ndarray], created_at: np.ndarray) -> dict[str, dict[str, list[dict]]]:  # fmt: skip
+    """What retrain publishes as ``data.budget_ladder``: per kind (``"frontier"``, ``"tiers"``:
+    :func:`ladders`) ``"*"``, the ladder of every held-out request ``X`` (for a team without enough requests
+    of its own, or one added after this retrain), and per budgeted team with MIN_TEAM_ROWS held-out
+    requests (``team_rows``: each budgeted team's rows), the ladder of those of its budget period's length
+    (all of its requests if fewer are that recent). Each rung carries its forecast cost per request: where
+    a team's first period starts."""
     from regret_gateway.budgets import period_bounds
 
-    out = {"*": frontier(settings, policy, X, data).to_json()}
+    out: dict[str, dict[str, list[dict]]] = {"frontier": {}, "tiers": {}}
+
+    def add(key: str, found: dict[str, Ladder]) -> None:
+        for kind, ladder in found.items():
+            out[kind][key] = ladder.to_json()
+
+    add("*", ladders(settings, policy, X, data))
     now = datetime.now(timezone.utc)
     for team, rows in team_rows.items():
         budget = settings.teams[team].budget
@@ -66,5 +76,5 @@ def budget_ladders(settings: Settings, policy: ServablePolicy, X: np.ndarray, da
         start, end = period_bounds(budget.per, now)
         recent = rows[created_at[rows] >= np.datetime64((now - (end - start)).replace(tzinfo=None), "us")]
         rows = recent if len(recent) >= MIN_TEAM_ROWS else rows
-        out[team] = frontier(settings, policy, X[rows], _rows(data, rows)).to_json()
+        add(team, ladders(settings, policy, X[rows], _rows(data, rows)))
     return out

@@ -56,7 +56,7 @@ from regret_gateway.artifacts import ArtifactError, RouterArtifact, activate, ac
 from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.config import Settings
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.policy.candidates import FOLDS, N_BOOT, TierEvaluation, evaluate, held_out, held_out_data, out_of_fold_fits
+from regret_gateway.policy.candidates import FOLDS, N_BOOT, TierEvaluation, evaluate, held_out_rows, out_of_fold_fits
 from regret_gateway.policy.frontier import budget_ladders
 from regret_gateway.servable import ServablePolicy
 from regret_gateway.store.records import team_key
@@ -220,7 +220,7 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     tiers = settings.tiers_by_lambda()
     t1 = time.perf_counter()
     fits = out_of_fold_fits(logged, [spec.lam for _, spec in tiers], folds=opts.folds, every=opts.cross_fit, seed=opts.seed)
-    held = held_out(fits)
+    held = held_out_rows(fits, np.array(ts.loggers))
     data_info["evaluation"] = (
         f"cross-fitted, {opts.folds} folds: every row held out once" if opts.cross_fit else f"1/{opts.folds} of the rows held out"
     )
@@ -232,13 +232,12 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
         n_boot=opts.n_boot, seed=opts.seed, regions=opts.regions, held=held,
     )  # fmt: skip
     timings["evaluate"] = time.perf_counter() - t2
+    teams = np.array(ts.teams, dtype=object)[fits.order]
+    budgeted = {t: np.flatnonzero(teams == team_key(t)) for t, spec in settings.teams.items() if spec.budget is not None}
+    data_info["budget_ladder"] = budget_ladders(settings, policy, held.logs.X, held.data, budgeted, ts.created_at[fits.order])
     # published even when every tier keeps what it serves: the new version carries this retrain's utility
     # estimates, which exploration reads; with the old ones it would keep exploring where the first
     # retrain's estimates pointed, and the comparisons the gate has to make next would get no new rows
-    hold, data = held_out_data(fits, held, np.array(ts.loggers))
-    teams = np.array(ts.teams, dtype=object)[fits.order]
-    budgeted = {t: np.flatnonzero(teams == team_key(t)) for t, spec in settings.teams.items() if spec.budget is not None}
-    data_info["budget_ladder"] = budget_ladders(settings, policy, hold.X, data, budgeted, ts.created_at[fits.order])
     path = publish(settings, engine, policy, rows, data_info)
     if active is not None and not any(r.changed for r in rows):
         status = "kept"

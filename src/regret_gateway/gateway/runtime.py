@@ -92,7 +92,6 @@ class Gateway:
         self._next_embedder_try = 0.0
         self.embedder_error: str | None = None
         self.engine = engine
-        self._spill_dir = spill_dir
         self._lock = threading.Lock()
         self._started = False
         self._reloading = threading.Event()

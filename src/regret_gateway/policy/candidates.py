@@ -152,23 +152,29 @@ def out_of_fold_fits(
     return OutOfFoldFits(logged, parts, learners, groups)
 
 
-def held_out(fits: OutOfFoldFits) -> list[HeldOut]:
-    """Each fold's rows scored by the fit that did not see them (in ``fits.order``): propensities, outcome
-    predictions and doubly robust scores."""
-    return [learner.nuisance_.held_out(fits.logged.subset(f)) for learner, f in zip(fits.learners, fits.folds)]
+@dataclass(frozen=True)
+class HeldOutRows:
+    """The held-out rows of :func:`out_of_fold_fits` (in ``fits.order``): each fold scored by the fit that did
+    not see it (``held``), the rows themselves (``logs``) and their off-policy evaluation data (``data``:
+    logged, or for imported rows estimated, propensities, each fold's outcome predictions by its own fit,
+    each row's logger and prompt, 0..G-1 over the held-out rows)."""
+
+    held: list[HeldOut]
+    logs: LoggedFeedback
+    data: LoggedData
 
 
-def held_out_data(fits: OutOfFoldFits, held: list[HeldOut], loggers: np.ndarray | None) -> tuple[LoggedFeedback, LoggedData]:
-    """The held-out rows (in ``fits.order``) and their off-policy evaluation data: logged (or, for imported
-    rows, estimated) propensities, each fold's outcome predictions by its own fit, each row's logger and
-    prompt (0..G-1 over the held-out rows)."""
+def held_out_rows(fits: OutOfFoldFits, loggers: np.ndarray | None) -> HeldOutRows:
+    """The held-out rows of ``fits`` with ``loggers`` (n,) naming each row's logging policy (or None)."""
+    held = [learner.nuisance_.held_out(fits.logged.subset(f)) for learner, f in zip(fits.learners, fits.folds)]
     order = fits.order
     hold = fits.logged.subset(order)
     q_hat, c_hat = np.concatenate([h.quality_hat for h in held]), np.concatenate([h.cost_hat for h in held])
     p_hold = np.concatenate([h.propensity for h in held])  # logged, or estimated for imported rows (floored there)
     strata = None if loggers is None else np.asarray(loggers)[order]
     groups = np.unique(fits.groups[order], return_inverse=True)[1].reshape(-1)
-    return hold, LoggedData(hold.action, hold.quality, hold.cost, p_hold, q_hat, c_hat, strata=strata, groups=groups)
+    data = LoggedData(hold.action, hold.quality, hold.cost, p_hold, q_hat, c_hat, strata=strata, groups=groups)
+    return HeldOutRows(held, hold, data)
 
 
 def learned_candidates(
@@ -214,7 +220,7 @@ def evaluate(
     n_boot: int = N_BOOT,
     seed: int = 0,
     regions: bool = True,
-    held: list[HeldOut] | None = None,
+    held: HeldOutRows | None = None,
 ) -> tuple[list[TierEvaluation], PerTierPolicy]:
     """Per tier: every candidate's DR/SNIPS value on the held-out folds' rows (every row when cross-fitted)
     and the choice of what to serve (:func:`regret_gateway.ope.select`). A learned candidate's choice on
@@ -228,12 +234,13 @@ def evaluate(
     (:mod:`regret_gateway.ope`); the bootstrap resamples prompts (rows with one embedding). Returns the
     evaluations and the per-tier policy they describe -- the learned candidates of the first fold's fit
     -- with its R&C outcome networks as the utility estimator (exploration reads it, whatever a tier
-    serves)."""
+    serves). ``held``: the held-out rows where the caller has them already (:func:`held_out_rows` with the
+    same ``loggers``)."""
     order, names = fits.order, fits.logged.model_names
     parts = [fits.logged.subset(f) for f in fits.folds]
-    held = held or held_out(fits)
-    hold, data = held_out_data(fits, held, loggers)
-    oof = held[0].scores.concat(*(h.scores for h in held[1:]))
+    rows_out = held or held_out_rows(fits, loggers)
+    hold, data = rows_out.logs, rows_out.data
+    oof = rows_out.held[0].scores.concat(*(h.scores for h in rows_out.held[1:]))
     scores = oof
     if len(parts) == 1:  # one fold held out: the fixed choice reads the fit's own rows too (in-sample scores)
         scores = scores.concat(fits.learners[0].data_.scores, fits.learners[0].data_.val_scores)

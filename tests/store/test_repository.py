@@ -59,6 +59,57 @@ def test_round_trip_and_idempotence(engine):
         assert np.array_equal(np.frombuffer(row.embedding, dtype="<f4"), np.full(4, 1, dtype=np.float32))
 
 
+def test_every_field_is_stored_exactly(engine):
+    """What the store holds is what was written, field by field (PostgreSQL takes batches by binary COPY):
+    text with tabs, newlines, backslashes and non-ASCII, NULLs, microsecond timestamps, full-precision
+    floats, JSON scores, the embedding's bytes."""
+    when = datetime(2026, 11, 2, 3, 4, 5, 678901, tzinfo=timezone.utc)
+    rid = "r-\u00e9\\x"
+    record = DecisionRecord(
+        request_id=rid,
+        tier="gold",
+        lam=0.1 + 0.2,
+        embedding_model="mini",
+        embedding=np.array([1.5, -2.25e-7, 3.4e38, 0.0], dtype=np.float32),
+        chosen_model="gpt-4o\tmini",
+        propensity=1 / 3,
+        team=None,
+        router_version="v\\1",
+        prompt_hash="h" * 64,
+        prompt_text="line 1\nline\t2 \\N \u65e5\u672c\r",
+        scores={"a": 0.25, "b\n": -1e-300},
+        created_at=when,
+        outcome=OutcomeRecord(
+            request_id=rid,
+            cost_usd=1.2345678901234e-5,
+            prompt_tokens=2**31 - 1,
+            completion_tokens=None,
+            latency_ms=None,
+            status="failure",
+            error="upstream said \\N\tno",
+            retries=3,
+        ),  # fmt: skip
+    )
+    with Session(engine) as s, s.begin():
+        assert record_decisions(s, [record]) == 1
+    with Session(engine) as s:
+        d, o = s.get(Decision, rid), s.get(Outcome, rid)
+        assert (d.tier, d.lam, d.chosen_model, d.propensity, d.team, d.router_version, d.mode) == (
+            "gold",
+            0.1 + 0.2,
+            "gpt-4o\tmini",
+            1 / 3,
+            None,
+            "v\\1",
+            "policy",
+        )
+        assert d.prompt_text == "line 1\nline\t2 \\N \u65e5\u672c\r" and d.scores == {"a": 0.25, "b\n": -1e-300}
+        assert d.created_at.astimezone(timezone.utc) == when and d.embedding_dim == 4
+        assert d.embedding == record.embedding.astype("<f4").tobytes()
+        assert (o.cost_usd, o.prompt_tokens, o.completion_tokens, o.latency_ms, o.status, o.error, o.retries) == (
+            1.2345678901234e-5, 2**31 - 1, None, None, "failure", "upstream said \\N\tno", 3)  # fmt: skip
+
+
 def test_rescoring_keeps_one_current_score_per_source(engine):
     """A re-score replaces that source's score; the judge's score sits beside the user's, never over it."""
     with Session(engine) as s, s.begin():

@@ -133,6 +133,33 @@ def test_judge_scores_behind_their_decisions_survive_an_outage(engine, flaky, tm
     assert "no-such-request" in (tmp_path / "spill" / "refused.jsonl").read_text()
 
 
+def test_a_request_is_written_once_its_outcome_alone(engine, tmp_path):
+    """The gateway submits a decision at routing time and again with its outcome: the writer sends the
+    decision (and its 1.5 KB embedding) once, then the outcome alone, and reads nothing back to do so."""
+    import dataclasses
+
+    from sqlalchemy import event
+
+    writer = fast_writer(engine, tmp_path / "spill").start()
+    records = list(synthetic_records(40, 8))
+    for r in records:
+        writer.submit(dataclasses.replace(r, outcome=None))
+    assert writer.drain(timeout=30), writer.stats()
+    statements: list[str] = []
+
+    def seen(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", seen)
+    for r in records:
+        writer.submit(r)
+    assert writer.drain(timeout=30), writer.stats()
+    writer.close()
+    event.remove(engine, "before_cursor_execute", seen)
+    assert rows(engine) == (40, 40, 40)
+    assert statements and not [s for s in statements if "decisions" in s.lower()], statements
+
+
 def test_full_queue_overflows_to_disk_and_is_replayed(engine, tmp_path):
     writer = fast_writer(engine, tmp_path / "spill", queue_size=10)
     for record in synthetic_records(300, 8):  # not started yet: the queue holds 10, the rest overflows

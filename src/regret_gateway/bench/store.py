@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import queue
 import tempfile
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 from sqlalchemy import Engine, func, select, text
@@ -70,14 +72,16 @@ def scratch_database(url: str) -> Iterator[str]:
 
 @dataclass(frozen=True)
 class WriteThroughput:
-    """One database's sustained write rate through the batched writer."""
+    """One database's write rate through the batched writer: ``writers`` processes (replicas) at once."""
 
     backend: str  # sqlite / postgresql
-    rows: int
+    writers: int
+    rows: int  # all writers together
     dim: int
+    offered: float | None  # records/s each writer was offered (open loop); None: as fast as its queue takes them
     seconds: float  # from the first submit until every row is committed
-    submit_us_per_row: float  # what a caller waits to hand a row over
-    writer: WriterStats
+    writer: WriterStats  # summed over the writers
+    cpu_busy: float | None  # the machine's CPU busy share while they wrote (None: not measured)
 
     @property
     def rows_per_s(self) -> float:
@@ -85,12 +89,15 @@ class WriteThroughput:
 
 
 def throughput_table(results: list[WriteThroughput]) -> str:
-    """Markdown: each database's rate, side by side, as a ratio to the first."""
-    lines = ["| backend | rows | seconds | rows/s | submit µs/row | spilled | replayed | ratio to first |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    """Markdown: each run's rate, side by side, as a ratio to the first."""
+    lines = ["| backend | writers | offered rows/s per writer | rows | seconds | rows/s | spilled | replayed | max queue | CPU busy | ratio to first |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for r in results:
-        lines.append(f"| {r.backend} | {r.rows} | {r.seconds:.2f} | {r.rows_per_s:,.0f} | {r.submit_us_per_row:.1f} | "
-                     f"{r.writer.spilled} | {r.writer.replayed} | {r.rows_per_s / results[0].rows_per_s:.2f} |")  # fmt: skip
+        offered = "as fast as taken" if r.offered is None else f"{r.offered:,.0f}"
+        lines.append(f"| {r.backend} | {r.writers} | {offered} | {r.rows} | {r.seconds:.2f} | {r.rows_per_s:,.0f} | "
+                     f"{r.writer.spilled} | {r.writer.replayed} | {r.writer.max_queue_depth} | "
+                     f"{'-' if r.cpu_busy is None else f'{r.cpu_busy:.0%}'} | "
+                     f"{r.rows_per_s / results[0].rows_per_s:.2f} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -99,24 +106,93 @@ def _count(engine: Engine) -> int:
         return int(s.scalar(select(func.count()).select_from(Decision)) or 0)
 
 
-def write_throughput(
-    url: str, *, rows: int = 20_000, dim: int = 384, batch_size: int = 500, queue_size: int = 10_000
-) -> WriteThroughput:
-    """Submit ``rows`` decisions (with outcomes) to a :class:`BatchedWriter` as fast as possible and
-    time until all are committed. Returns rows/s and the writer's counters."""
-    with scratch_database(url) as target, tempfile.TemporaryDirectory() as spill:
-        engine = make_engine(target)
+def _offer(writer: BatchedWriter, records: list[DecisionRecord], rate: float | None, queue_size: int) -> None:
+    """Hand the records over. Open loop (``rate``): at that many per second, whatever the writer does -- what
+    it cannot take overflows to the spill file, as in the gateway. Closed loop (None): as fast as the writer
+    takes them, waiting while its queue is full (a measure of capacity, with no spilling)."""
+    started = time.monotonic()
+    for i, record in enumerate(records):
+        if rate is not None:
+            if i % 50 == 0 and (ahead := started + i / rate - time.monotonic()) > 0:
+                time.sleep(ahead)
+        elif writer.queue_depth() >= queue_size:
+            while writer.queue_depth() > queue_size // 2:
+                time.sleep(0.001)
+        writer.submit(record)
+
+
+def _one_writer(url: str, rows: int, dim: int, seed: int, batch_size: int, queue_size: int, rate: float | None,
+                barrier, results) -> None:  # fmt: skip
+    """One writer process: make its records, wait for the others, write; put (monotonic start, end, its
+    counters) on ``results``. The records are made before the clock starts: what is timed is the writer,
+    not the generator."""
+    records = list(synthetic_records(rows, dim, seed=seed, prefix=f"w{seed}"))
+    engine = make_engine(url)
+    with tempfile.TemporaryDirectory() as spill:
         writer = BatchedWriter(engine, spill, queue_size=queue_size, batch_size=batch_size, flush_interval_s=0.05).start()
-        started = time.perf_counter()
-        for record in synthetic_records(rows, dim):
-            writer.submit(record)
-        submitted = time.perf_counter() - started
+        barrier.wait()
+        started = time.monotonic()
+        _offer(writer, records, rate, queue_size)
         if not writer.drain(timeout=600):
             raise RuntimeError(f"writer did not finish within 600 s: {writer.stats()}")
-        elapsed = time.perf_counter() - started
+        ended = time.monotonic()
         writer.close()
+    engine.dispose()
+    results.put((started, ended, writer.stats()))
+
+
+def _cpu_ticks() -> tuple[int, int] | None:
+    """The machine's (busy, total) CPU ticks so far (Linux); None elsewhere."""
+    try:
+        with open("/proc/stat") as fh:
+            ticks = [int(v) for v in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)  # idle and iowait are not busy
+
+
+def _summed(stats: list[WriterStats]) -> WriterStats:
+    total = {f.name: sum(getattr(s, f.name) for s in stats) for f in fields(WriterStats)}
+    total["max_queue_depth"] = max(s.max_queue_depth for s in stats)
+    total["database_down"] = any(s.database_down for s in stats)
+    return WriterStats(**total)
+
+
+def write_throughput(url: str, *, rows: int = 20_000, dim: int = 384, batch_size: int = 500, queue_size: int = 10_000,
+                     writers: int = 1, rate: float | None = None) -> WriteThroughput:  # fmt: skip
+    """``writers`` processes (replicas), each with its own :class:`BatchedWriter` on one scratch database and
+    each writing ``rows`` decisions with outcomes, started together; timed from the first submit until every
+    row is committed, with the machine's CPU busy share over that time (the database server included when
+    it runs here)."""
+    ctx = multiprocessing.get_context("spawn")
+    with scratch_database(url) as target:
+        barrier, results = ctx.Barrier(writers + 1), ctx.Queue()
+        procs = [ctx.Process(target=_one_writer, args=(target, rows, dim, w, batch_size, queue_size, rate, barrier, results))
+                 for w in range(writers)]  # fmt: skip
+        for p in procs:
+            p.start()
+        runs: list[tuple[float, float, WriterStats]] = []
+        try:
+            barrier.wait(timeout=600)
+            before = _cpu_ticks()
+            while len(runs) < writers:
+                try:
+                    runs.append(results.get(timeout=1.0))
+                except queue.Empty:
+                    if failed := [p.exitcode for p in procs if p.exitcode not in (None, 0)]:
+                        raise RuntimeError(f"a writer process failed (exit codes {failed})") from None
+            after = _cpu_ticks()
+        finally:
+            for p in procs:
+                if len(runs) < writers:
+                    p.kill()
+                p.join()
+        engine = make_engine(target)
         stored = _count(engine)
         engine.dispose()
-    if stored != rows:
-        raise RuntimeError(f"{stored} rows stored, expected {rows}")
-    return WriteThroughput(target.split(":")[0].split("+")[0], rows, dim, elapsed, 1e6 * submitted / rows, writer.stats())
+    if stored != rows * writers:
+        raise RuntimeError(f"{stored} rows stored, expected {rows * writers}")
+    busy = None if before is None or after is None else (after[0] - before[0]) / max(1, after[1] - before[1])
+    seconds = max(end for _, end, _ in runs) - min(start for start, _, _ in runs)
+    backend = target.split(":")[0].split("+")[0]
+    return WriteThroughput(backend, writers, rows * writers, dim, rate, seconds, _summed([s for _, _, s in runs]), busy)

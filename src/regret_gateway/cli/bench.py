@@ -19,21 +19,46 @@ def bench_store(
         "--url",
         help="Database URL(s) to compare; 'sqlite' = a temporary file. PostgreSQL runs in a scratch schema that is dropped.",
     ),
-    rows: int = typer.Option(20_000, "--rows", min=1, help="Decisions (with outcomes) to write per database."),
+    rows: int = typer.Option(20_000, "--rows", min=1, help="Decisions (with outcomes) each writer writes."),
     dim: int = typer.Option(384, "--dim", min=1, help="Embedding size (MiniLM: 384)."),
     batch_size: int = typer.Option(500, "--batch-size", min=1, help="Writer batch size."),
+    queue_size: int = typer.Option(10_000, "--queue-size", min=1, help="Writer queue (the gateway's store.queue_size)."),
+    writers: str = typer.Option(
+        "1,4", "--writers", help="Comma-separated writer counts: that many processes (replicas) write at once, each its own rows."
+    ),
+    offered: str = typer.Option(
+        "max",
+        "--offered",
+        help="Comma-separated offered loads, records/s per writer: 'max' hands records over as fast as the queue takes "
+        "them (capacity; nothing overflows); a number offers that rate whatever the writer does, so what it cannot "
+        "keep up with overflows to the spill file, as in the gateway.",
+    ),
 ) -> None:
-    """Sustained write throughput (rows/s) of the batched writer, databases side by side in one run."""
+    """Write throughput (rows/s) of the batched writer: databases, writer processes and offered loads side by
+    side in one run."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from regret_gateway.bench.store import throughput_table, write_throughput
 
+    counts = _counts(writers, "--writers")
+    try:
+        loads = [None if v.strip() == "max" else float(v) for v in offered.split(",") if v.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--offered must be 'max' or numbers, got {offered!r}") from None
+    if not counts or not loads or any(v is not None and v <= 0 for v in loads):
+        raise typer.BadParameter("--writers and --offered need at least one value; offered rates must be > 0")
     results = []
     for u in url:
-        try:
-            results.append(write_throughput(u, rows=rows, dim=dim, batch_size=batch_size))
-        except SQLAlchemyError as exc:
-            typer.secho(f"skipped {u}: {type(exc).__name__}: {str(exc).splitlines()[0]}", fg=typer.colors.YELLOW, err=True)
+        for load in loads:
+            for n in counts:
+                try:
+                    results.append(write_throughput(u, rows=rows, dim=dim, batch_size=batch_size, queue_size=queue_size,
+                                                    writers=n, rate=load))  # fmt: skip
+                except SQLAlchemyError as exc:
+                    typer.secho(
+                        f"skipped {u}: {type(exc).__name__}: {str(exc).splitlines()[0]}", fg=typer.colors.YELLOW, err=True
+                    )
+                    break
     if not results:
         _fail(RuntimeError("no database could be benchmarked"))
     typer.echo(throughput_table(results))

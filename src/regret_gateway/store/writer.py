@@ -32,7 +32,7 @@ from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, StoreInputError, UnknownRequestError, record_from_json
-from regret_gateway.store.writes import record_decisions, record_feedback
+from regret_gateway.store.writes import record_decisions, record_feedback, record_outcomes
 
 Record = DecisionRecord | FeedbackRecord
 
@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 REFUSED = (IntegrityError, DataError, StoreInputError, ValueError)
 
 _STOP = object()
+_KNOWN = 100_000  # ids of the decisions this writer committed last, whose outcome is then written alone
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,7 @@ class BatchedWriter:
                 "max_queue_depth",
             )
         }
+        self._committed: dict[str, None] = {}  # insertion-ordered, at most _KNOWN
         self._down_since: float | None = None
         self._backoff = retry_initial_s
         self._next_probe = 0.0
@@ -141,6 +143,10 @@ class BatchedWriter:
             depth = self._queue.qsize()
             if depth > self._stats["max_queue_depth"]:
                 self._stats["max_queue_depth"] = depth
+
+    def queue_depth(self) -> int:
+        """Records waiting in the queue now."""
+        return self._queue.qsize()
 
     def stats(self) -> WriterStats:
         with self._stats_lock:
@@ -226,12 +232,25 @@ class BatchedWriter:
             batch.append(item)
         return batch, False
 
-    def _write(self, records: list[Record]) -> int:
-        """One transaction: the decisions first, then the scores (a score may be for a decision of the batch)."""
+    def _write(self, records: list[Record], *, alone: bool = False) -> int:
+        """One transaction: the decisions first, then the scores (a score may be for a decision of the batch).
+        A decision this writer committed already is not sent again with its outcome: the outcome goes alone
+        (each request written once, its 1.5 KB embedding included). ``alone``: a record written on its own
+        after a refused batch, sent whole."""
         decisions = [r for r in records if isinstance(r, DecisionRecord)]
         scores = [r for r in records if isinstance(r, FeedbackRecord)]
+        known = [] if alone else [r for r in decisions if r.outcome is not None and r.request_id in self._committed]
+        if known:
+            decisions = [r for r in decisions if r.outcome is None or r.request_id not in self._committed]
         with Session(self.engine) as session, session.begin():
-            return record_decisions(session, decisions) + record_feedback(session, scores)
+            new_rows = record_decisions(session, decisions)
+            record_outcomes(session, [r.outcome for r in known if r.outcome is not None], decisions_known=True)
+            new_rows += record_feedback(session, scores)
+        for r in decisions:
+            self._committed[r.request_id] = None
+        while len(self._committed) > _KNOWN:
+            del self._committed[next(iter(self._committed))]
+        return new_rows
 
     def _mark_up(self) -> None:
         if self._down_since is not None:
@@ -287,7 +306,7 @@ class BatchedWriter:
         replayed in order."""
         for record in batch:
             try:
-                self._count_written(1, self._write([record]), replayed=False)
+                self._count_written(1, self._write([record], alone=True), replayed=False)
             except UnknownRequestError:
                 if live and isinstance(record, FeedbackRecord) and self._spill_files():
                     self._append(self._spill_file, self._spill_lock, [record])

@@ -9,11 +9,14 @@ status) and :mod:`~regret_gateway.store.training_set` (what retrain learns from)
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable, Sequence
 
 from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
+from regret_gateway.store import pg_copy
 from regret_gateway.store.records import (
     DecisionRecord,
     FeedbackRecord,
@@ -25,6 +28,7 @@ from regret_gateway.store.schema import Decision, Feedback, Outcome, RouterVersi
 
 _ID_CHUNK = 1000  # ids per IN (...) list
 _ROW_CHUNK = 1000  # rows per multi-row INSERT (SQLite allows 32,766 bound parameters)
+UNIQUE_VIOLATION = "23505"  # PostgreSQL's SQLSTATE for a duplicate key
 
 
 def _chunks(items: Sequence, size: int) -> Iterable[Sequence]:
@@ -85,14 +89,60 @@ def record_decisions(session: Session, records: Sequence[DecisionRecord]) -> int
 
 def _insert_new(session: Session, table, records: Sequence) -> int:
     """Insert the records whose request id ``table`` does not hold yet (the first record of an id wins);
-    returns how many. ON CONFLICT DO NOTHING covers a concurrent writer."""
+    returns how many. ON CONFLICT DO NOTHING covers a concurrent writer. PostgreSQL takes the rows by COPY
+    (:func:`_copy_new`)."""
     first = {r.request_id: r for r in reversed(records)}
+    if session.get_bind().dialect.name == "postgresql":
+        return _copy_new(session, table, [first[rid] for rid in reversed(first)])
     present = _existing(session, table.request_id, list(first))
     new = [r for rid, r in first.items() if rid not in present]
     insert = _insert(session)
     for chunk in _chunks(new, _ROW_CHUNK):
         session.execute(insert(table).on_conflict_do_nothing(index_elements=["request_id"]), [r.row() for r in chunk])
     return len(new)
+
+
+def _copy(session: Session, table: str, columns: str, data: bytes) -> None:
+    """COPY ``data`` (binary format) into ``table``; a refusal raises as SQLAlchemy would (IntegrityError...)."""
+    connection = session.connection()
+    statement = f"COPY {table} ({columns}) FROM STDIN WITH (FORMAT binary)"
+    cursor = connection.connection.cursor()
+    try:
+        cursor.copy_expert(statement, io.BytesIO(data))
+    except connection.dialect.loaded_dbapi.Error as exc:
+        raise DBAPIError.instance(
+            statement, None, exc, connection.dialect.loaded_dbapi.Error, dialect=connection.dialect
+        ) from exc
+    finally:
+        cursor.close()
+
+
+def _copy_new(session: Session, table, records: Sequence) -> int:
+    """PostgreSQL: the batch goes in by COPY, one round trip, no per-row statement and no lookup of which ids
+    exist. Straight into the table under a savepoint; where an id is there already (a replay, another
+    replica) through a temporary staging table of the connection and one INSERT ... SELECT ... ON CONFLICT
+    DO NOTHING, which keeps what the table holds."""
+    if not records:
+        return 0
+    columns = [c.name for c in table.__table__.columns]
+    names, name = ", ".join(columns), table.__tablename__
+    rows = pg_copy.encode(table.__table__, columns, (r.row() for r in records))
+    try:
+        with session.begin_nested():
+            _copy(session, name, names, rows)
+        return len(records)
+    except IntegrityError as exc:
+        if getattr(exc.orig, "pgcode", None) != UNIQUE_VIOLATION:
+            raise
+    stage = f"rg_stage_{name}"
+    connection = session.connection()
+    connection.exec_driver_sql(f"CREATE TEMP TABLE IF NOT EXISTS {stage} (LIKE {name}) ON COMMIT DELETE ROWS")
+    connection.exec_driver_sql(f"DELETE FROM {stage}")  # a second call in one transaction starts empty
+    _copy(session, stage, names, rows)
+    moved = connection.exec_driver_sql(
+        f"INSERT INTO {name} ({names}) SELECT {names} FROM {stage} ON CONFLICT (request_id) DO NOTHING"
+    )
+    return int(moved.rowcount)
 
 
 def unknown_request_ids(session: Session, ids: Sequence[str]) -> list[str]:
@@ -105,11 +155,14 @@ def _require_known(session: Session, ids: Sequence[str]) -> None:
         raise UnknownRequestError(unknown)
 
 
-def record_outcomes(session: Session, records: Sequence[OutcomeRecord]) -> int:
-    """Insert outcomes of known decisions; the first outcome of a request is kept. Returns new rows."""
+def record_outcomes(session: Session, records: Sequence[OutcomeRecord], *, decisions_known: bool = False) -> int:
+    """Insert outcomes of known decisions; the first outcome of a request is kept. Returns new rows.
+    ``decisions_known``: the caller committed these decisions itself (the gateway's writer), so the lookup
+    is skipped; a decision gone since (pruned) fails the batch on the foreign key instead."""
     if not records:
         return 0
-    _require_known(session, [r.request_id for r in records])
+    if not decisions_known:
+        _require_known(session, [r.request_id for r in records])
     return _insert_new(session, Outcome, records)
 
 

@@ -60,6 +60,7 @@ from regret_gateway.policy.candidates import FOLDS, N_BOOT, TierEvaluation, eval
 from regret_gateway.policy.frontier import budget_ladders
 from regret_gateway.servable import ServablePolicy
 from regret_gateway.store.records import team_key
+from regret_gateway.store.training_set import MAX_ROWS
 
 
 class RetrainRefused(ValueError):
@@ -77,6 +78,7 @@ class RetrainOptions:
     regions: bool = True  # the safe default departs from the constant where the logs prove it (policy/regions.py)
     folds: int = FOLDS  # the rows split into this many folds; what a fit on the others learned is evaluated on a fold
     cross_fit: bool = True  # every fold held out once (``folds`` fits, every row evaluated); False: the first (one fit)
+    max_rows: int | None = MAX_ROWS  # a larger window is sampled down to this many rows (store.training_set.sample_rows)
     min_rows: int = 200
     min_rows_per_model: int = 20
     min_ess_per_model: float = 10.0
@@ -158,6 +160,7 @@ def _read(settings: Settings, engine: Engine, opts: RetrainOptions):
             team=opts.team,
             embedding_model=settings.embedder.embedding_id,
             feedback=opts.feedback,
+            max_rows=opts.max_rows,
         )
 
 
@@ -209,7 +212,7 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
         if len(settings.models) < 2:
             raise RetrainRefused("`models` must list at least 2 models")
         data_info = {**check_data(ts.logged, ts.skipped, opts), "rows_by_source": ts.rows_by_source(),
-                     "feedback_spend_usd": ts.spend_by_source}  # fmt: skip
+                     "feedback_spend_usd": ts.spend_by_source, "sampled_from": ts.sampled_from}  # fmt: skip
     except RetrainRefused as exc:
         result = RetrainResult("refused", str(exc), active_before=active_id,
                                data={"left_out": ts.skipped, "rows": ts.n_rows, "rows_by_source": ts.rows_by_source(),

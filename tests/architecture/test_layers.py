@@ -30,7 +30,7 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
     "causal": [("__init__", "stats", "outcome", "propensity"), ("estimators",)],
     "servable": [("arrays", "base"), ("kinds",), ("__init__",)],
     "store": [
-        ("__init__", "schema", "engine", "locks"),
+        ("__init__", "schema", "engine", "locks", "pg_copy"),
         ("records", "migrate"),
         ("writes", "queries", "retention"),
         ("writer", "training_set", "feedback_import", "steering"),

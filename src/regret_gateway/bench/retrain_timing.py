@@ -8,6 +8,7 @@ timed for each size in one run.
 
 from __future__ import annotations
 
+import multiprocessing
 import tempfile
 import time
 from dataclasses import dataclass
@@ -39,17 +40,20 @@ class RetrainTiming:
     fit_s: float
     evaluate_s: float
     total_s: float
+    kept_rows: int  # what the fits learned from (a window past RetrainOptions.max_rows is sampled)
+    peak_rss_mb: float | None  # the retrain process's peak resident memory (None: not measured on this system)
 
 
 def retrain_table(results: list[RetrainTiming]) -> str:
     """Markdown: each retrain's times, per 10,000 rows, against the first and against one fit of its size."""
     one_fit = {r.rows: r.total_s for r in results if not r.cross_fit}
-    lines = ["| rows | evaluation | total s | read s | fit s | evaluate s | s per 10k rows | time ratio vs first | vs one fit |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = ["| rows | rows fitted | evaluation | total s | read s | fit s | evaluate s | peak RSS MB | s per 10k rows | time ratio vs first | vs one fit |",
+             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for r in results:
+        rss = "-" if r.peak_rss_mb is None else f"{r.peak_rss_mb:,.0f}"
         lines.append(
-            f"| {r.rows} | {'cross-fitted' if r.cross_fit else 'one fit'} | {r.total_s:.1f} | {r.read_s:.1f} | "
-            f"{r.fit_s:.1f} | {r.evaluate_s:.1f} | {1e4 * r.total_s / r.rows:.2f} | "
+            f"| {r.rows} | {r.kept_rows} | {'cross-fitted' if r.cross_fit else 'one fit'} | {r.total_s:.1f} | {r.read_s:.1f} | "
+            f"{r.fit_s:.1f} | {r.evaluate_s:.1f} | {rss} | {1e4 * r.total_s / r.rows:.2f} | "
             f"{r.total_s / results[0].total_s:.2f} | {r.total_s / one_fit[r.rows]:.2f} |"
         )
     return "\n".join(lines)
@@ -92,11 +96,30 @@ def _fill(engine, n: int, dim: int, seed: int, chunk: int = 5000) -> None:
             record_feedback(s, [FeedbackRecord(ids[i], float(quality[i])) for i in range(m)])
 
 
+def _retrain_process(settings: Settings, options, results) -> None:
+    """One retrain in a process of its own, so that its peak memory is its own: (result, peak RSS MB)."""
+    from regret_gateway.retrain import retrain
+
+    engine = make_engine(settings.store.url)
+    result = retrain(settings, engine, options)
+    engine.dispose()
+    try:
+        import resource
+
+        peak: float | None = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    except ImportError:  # not on this system
+        peak = None
+    results.put((result.status, result.reason, result.seconds, result.data.get("rows", 0), peak))
+
+
 def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print) -> list[RetrainTiming]:
     """For each size: one store of ``n`` logged rows, retrained twice from scratch -- cross-fitted (the
-    default, five fits) and with ``cross_fit=False`` (one fit) -- so the two times are measured side by side."""
-    from regret_gateway.retrain import RetrainOptions, retrain
+    default, five fits) and with ``cross_fit=False`` (one fit) -- so the two times are measured side by side.
+    Each retrain runs in a fresh process (its peak memory is its own), with retrain's defaults otherwise
+    (a window past ``max_rows`` is sampled)."""
+    from regret_gateway.retrain import RetrainOptions
 
+    ctx = multiprocessing.get_context("spawn")
     rows: list[RetrainTiming] = []
     for n in sizes:
         with tempfile.TemporaryDirectory() as tmp:
@@ -106,6 +129,7 @@ def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print)
             t0 = time.perf_counter()
             _fill(engine, n, dim, seed)
             fill = time.perf_counter() - t0
+            engine.dispose()
             for cross_fit in (True, False):
                 folder = Path(tmp) / ("cross-fitted" if cross_fit else "one-fit")
                 settings = Settings(
@@ -116,12 +140,15 @@ def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print)
                     store=StoreSpec(url=url),
                 )
                 options = RetrainOptions(n_boot=200, cross_fit=cross_fit, out=folder / "reports")
-                result = retrain(settings, engine, options)
-                sec = result.seconds
-                row = RetrainTiming(n, cross_fit, result.status, fill, sec.get("read", 0.0), sec.get("fit", 0.0),
-                                    sec.get("evaluate", 0.0), sec.get("total", float("nan")))  # fmt: skip
+                results = ctx.Queue()
+                child = ctx.Process(target=_retrain_process, args=(settings, options, results))
+                child.start()
+                status, reason, sec, kept, peak = results.get()
+                child.join()
+                row = RetrainTiming(n, cross_fit, status, fill, sec.get("read", 0.0), sec.get("fit", 0.0),
+                                    sec.get("evaluate", 0.0), sec.get("total", float("nan")), kept, peak)  # fmt: skip
                 rows.append(row)
-                echo(f"{n} rows, {folder.name}: {row.status}, retrain {row.total_s:.1f}s "
-                     f"(read {row.read_s:.1f}, fit {row.fit_s:.1f}, evaluate {row.evaluate_s:.1f})")  # fmt: skip
-            engine.dispose()
+                echo(f"{n} rows, {folder.name}: {row.status}, retrain {row.total_s:.1f}s on {kept} rows "
+                     f"(read {row.read_s:.1f}, fit {row.fit_s:.1f}, evaluate {row.evaluate_s:.1f}), peak RSS "
+                     f"{'-' if peak is None else f'{peak:,.0f} MB'}")  # fmt: skip
     return rows

@@ -20,6 +20,7 @@ from regret_gateway.cli.base import (
     app,
     feedback_app,
 )
+from regret_gateway.store.training_set import MAX_ROWS
 
 
 @feedback_app.command("import")
@@ -108,6 +109,13 @@ def retrain_cmd(
         help="Each tier's safe default departs from its constant model in the regions of prompt space whose logs "
         "prove another model better there (default); --no-regions: the constant alone, learned routers all or nothing.",
     ),
+    max_rows: int = typer.Option(
+        MAX_ROWS,
+        "--max-rows",
+        min=0,
+        help="A window with more usable rows is sampled down to this many: every (tier, model) keeps the same share, "
+        "so the logged propensities stay exact (0: keep every row; memory and time grow with the window).",
+    ),
     every: Optional[str] = typer.Option(None, "--every", help="Repeat forever every DURATION (e.g. 6h); without it, run once."),
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: the new version's folder)."),
     threads: Optional[int] = typer.Option(
@@ -153,7 +161,7 @@ def retrain_cmd(
     def options() -> RetrainOptions:
         start = _utc(since) if span is None else datetime.now(timezone.utc) - timedelta(seconds=span)
         return RetrainOptions(since=start, team=team, feedback=sources, margin=margin, force=force, folds=folds,
-                              regions=regions, cross_fit=cross_fit, out=out)  # fmt: skip
+                              regions=regions, cross_fit=cross_fit, out=out, max_rows=max_rows or None)  # fmt: skip
 
     def unreachable(exc: Exception) -> None:  # one line, not a traceback
         typer.secho(f"{datetime.now():%Y-%m-%d %H:%M:%S} store unreachable ({engine.url.render_as_string(hide_password=True)}): "

@@ -3,6 +3,7 @@ with what was left out and why, and its export for offline work."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,6 +35,7 @@ class TrainingSet:
     sources: tuple[str, ...] = ()  # (n,) where each row's quality score came from
     loggers: tuple[str, ...] = ()  # (n,) the policy that logged each row (:func:`logger_labels`)
     spend_by_source: dict[str, float] = field(default_factory=dict)  # what the window's scores cost (the judge's calls)
+    sampled_from: int | None = None  # usable rows before a window larger than max_rows was sampled (None: all kept)
 
     @property
     def n_rows(self) -> int:
@@ -42,6 +44,37 @@ class TrainingSet:
     def rows_by_source(self) -> dict[str, int]:
         names, counts = np.unique(np.array(self.sources, dtype=object), return_counts=True) if self.sources else ((), ())
         return {str(k): int(v) for k, v in zip(names, counts)}
+
+
+READ_CHUNK = 10_000  # rows fetched at a time (a server-side cursor on PostgreSQL)
+# What retrain's fits need at most: the regions' test uses up to 32 regions of 2,400 rows, and the learning
+# curve (docs/experiments/learning-curve.md) was measured up to 56,000 rows. A larger window is sampled.
+MAX_ROWS = 200_000
+
+
+def sample_rows(request_ids: Sequence[str], strata: Sequence[tuple], max_rows: int) -> np.ndarray:
+    """Which rows a window larger than ``max_rows`` keeps: (k,) sorted positions.
+
+    Proportional stratified sampling: every stratum (tier, model) keeps the same share r = max_rows / n of
+    its rows (rounded to whole rows), and within a stratum the rows whose request id hashes lowest, so the
+    choice reads no prompt, outcome or score and repeats from run to run. A row's chance to be kept is r
+    whichever its prompt, model or tier: the logged propensities stay exact (the sampling's factor r is the
+    same for every row and cancels in the estimators' means), and the tiers' and models' shares are kept."""
+    n = len(request_ids)
+    if n <= max_rows:
+        return np.arange(n)
+    rate = max_rows / n
+    key = np.array([int.from_bytes(hashlib.blake2b(r.encode(), digest_size=8).digest(), "little") for r in request_ids],
+                   dtype=np.uint64)  # fmt: skip
+    groups: dict[tuple, list[int]] = {}
+    for i, stratum in enumerate(strata):
+        groups.setdefault(stratum, []).append(i)
+    kept = []
+    for rows in groups.values():
+        members = np.array(rows)
+        take = int(round(rate * len(members)))
+        kept.append(members[np.argsort(key[members], kind="stable")[:take]])
+    return np.sort(np.concatenate(kept))
 
 
 def training_set(
@@ -53,6 +86,7 @@ def training_set(
     team: str | None = None,
     embedding_model: str | None = None,
     feedback: Sequence[str] | None = None,
+    max_rows: int | None = None,
 ) -> TrainingSet:
     """Decisions joined with their outcome and current feedback, as :class:`LoggedFeedback`.
 
@@ -61,7 +95,29 @@ def training_set(
     :func:`source_rank`). Rows are kept when the request succeeded, has a quality score from one of them, was embedded by ``embedding_model``
     (default: the most frequent one in the window), was not a fail-open fallback and chose one of
     ``model_names`` (default: every model seen, sorted). The rest are counted in ``skipped``:
-    ``no_outcome``, ``failed``, ``no_feedback``, ``fallback``, ``other_embedder``, ``unknown_model``."""
+    ``no_outcome``, ``failed``, ``no_feedback``, ``fallback``, ``other_embedder``, ``unknown_model``.
+    Where more rows are usable than ``max_rows``, a stratified sample of them is kept (:func:`sample_rows`;
+    ``sampled_from`` says of how many).
+
+    Memory stays bounded by what is kept: the window is read twice in chunks, first without the embeddings
+    (which rows are usable and kept), then only the kept rows' embeddings, into one float32 array."""
+    window = []
+    if since is not None:
+        window.append(Decision.created_at >= since)
+    if until is not None:
+        window.append(Decision.created_at < until)
+    if team is not None:
+        window.append(Decision.team == team)
+    rank = source_rank(feedback)
+    best: dict[str, tuple[int, str, float]] = {}  # request id -> (rank, source, score) of its best-ranked score
+    spend: dict[str, float] = {}
+    scores = select(Feedback.request_id, Feedback.source, Feedback.score, Feedback.cost_usd).join(Decision).where(*window)
+    for rid, src, score, cost in session.execute(scores.execution_options(yield_per=READ_CHUNK)):
+        if cost:
+            spend[src] = spend.get(src, 0.0) + cost
+        k = rank(src)
+        if k is not None and (rid not in best or (k, src) < best[rid][:2]):
+            best[rid] = (k, src, score)
     q = (
         select(
             Decision.request_id,
@@ -71,7 +127,6 @@ def training_set(
             Decision.lam,
             Decision.embedding_model,
             Decision.embedding_dim,
-            Decision.embedding,
             Decision.chosen_model,
             Decision.propensity,
             Decision.mode,
@@ -80,35 +135,12 @@ def training_set(
             Outcome.status,
         )
         .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
+        .where(*window)
         .order_by(Decision.created_at, Decision.request_id)
     )
-    window = []
-    if since is not None:
-        window.append(Decision.created_at >= since)
-    if until is not None:
-        window.append(Decision.created_at < until)
-    if team is not None:
-        window.append(Decision.team == team)
-    rows = session.execute(q.where(*window)).all()
-    rank = source_rank(feedback)
-    best: dict[str, tuple[int, str, float]] = {}  # request id -> (rank, source, score) of its best-ranked score
-    spend: dict[str, float] = {}
-    for rid, src, score, cost in session.execute(
-        select(Feedback.request_id, Feedback.source, Feedback.score, Feedback.cost_usd).join(Decision).where(*window)
-    ):
-        if cost:
-            spend[src] = spend.get(src, 0.0) + cost
-        k = rank(src)
-        if k is not None and (rid not in best or (k, src) < best[rid][:2]):
-            best[rid] = (k, src, score)
     skipped = {"no_outcome": 0, "failed": 0, "no_feedback": 0, "fallback": 0, "other_embedder": 0, "unknown_model": 0}
-    if embedding_model is None and rows:
-        names, counts = np.unique(
-            [r.embedding_model for r in rows if r.mode != "fallback"] or [r.embedding_model for r in rows], return_counts=True
-        )
-        embedding_model = str(names[np.argmax(counts)])
-    usable = []
-    for r in rows:
+    candidates = []  # successful, scored, routed rows: the embedder is chosen among them
+    for r in session.execute(q.execution_options(yield_per=READ_CHUNK)):
         if r.cost_usd is None:
             skipped["no_outcome"] += 1
         elif r.status != "success":
@@ -117,44 +149,72 @@ def training_set(
             skipped["no_feedback"] += 1
         elif r.mode == "fallback":  # routing failed: not a draw of the logging policy
             skipped["fallback"] += 1
-        elif r.embedding_model != embedding_model:
-            skipped["other_embedder"] += 1
         else:
-            usable.append(r)
-    chosen_names = tuple(model_names) if model_names is not None else tuple(sorted({r.chosen_model for r in usable}))
+            candidates.append(tuple(r))
+    names = [c[5] for c in candidates]
+    if embedding_model is None and names:
+        embedder, counts = np.unique(names, return_counts=True)
+        embedding_model = str(embedder[np.argmax(counts)])
+    usable = [c for c in candidates if c[5] == embedding_model]
+    skipped["other_embedder"] = len(candidates) - len(usable)
+    del candidates, names
+    chosen_names = tuple(model_names) if model_names is not None else tuple(sorted({c[7] for c in usable}))
     index = {m: i for i, m in enumerate(chosen_names)}
-    kept = [r for r in usable if r.chosen_model in index]
+    kept = [c for c in usable if c[7] in index]
     skipped["unknown_model"] = len(usable) - len(kept)
+    del usable
+    sampled_from = None
+    if max_rows is not None and len(kept) > max_rows:
+        sampled_from = len(kept)
+        kept = [kept[i] for i in sample_rows([c[0] for c in kept], [(c[3], c[7]) for c in kept], max_rows)]
+    ids, created, teams, tiers, lams, _, dims, models, propensities, modes, versions, costs, _ = (
+        zip(*kept) if kept else ((),) * 13
+    )
     logged = None
     if kept:
-        dim = kept[0].embedding_dim
-        X = np.frombuffer(b"".join(r.embedding for r in kept), dtype="<f4").reshape(len(kept), dim)
+        X = _embeddings(session, window, {r: i for i, r in enumerate(ids)}, int(dims[0]))
         # a row imported without a propensity carries NaN (LoggedFeedback.imported): retrain estimates its logging
         # policy (XGBoost) and keeps every other row's logged value
-        propensity = np.array([np.nan if r.propensity is None else r.propensity for r in kept])
         logged = LoggedFeedback(
             X=X,
-            action=np.array([index[r.chosen_model] for r in kept]),
-            quality=np.array([best[r.request_id][2] for r in kept]),
-            cost=np.array([r.cost_usd for r in kept]),
+            action=np.array([index[m] for m in models]),
+            quality=np.array([best[r][2] for r in ids]),
+            cost=np.array(costs, dtype=float),
             model_names=chosen_names,
-            propensity=propensity,
-            lam=np.array([r.lam for r in kept]),
+            propensity=np.array([np.nan if p is None else p for p in propensities]),
+            lam=np.array(lams, dtype=float),
         )
     return TrainingSet(
         logged=logged,
-        request_ids=tuple(r.request_id for r in kept),
-        created_at=np.array([r.created_at.replace(tzinfo=None) for r in kept], dtype="datetime64[us]"),
-        teams=tuple(r.team for r in kept),
-        tiers=tuple(r.tier for r in kept),
-        modes=tuple(r.mode for r in kept),
-        router_versions=tuple(r.router_version for r in kept),
+        request_ids=tuple(ids),
+        created_at=np.array([t.replace(tzinfo=None) for t in created], dtype="datetime64[us]"),
+        teams=tuple(teams),
+        tiers=tuple(tiers),
+        modes=tuple(modes),
+        router_versions=tuple(versions),
         embedding_model=embedding_model,
         skipped=skipped,
-        sources=tuple(best[r.request_id][1] for r in kept),
+        sources=tuple(best[r][1] for r in ids),
         spend_by_source=spend,
-        loggers=logger_labels(tuple(r.tier for r in kept), tuple(r.router_version for r in kept), tuple(r.mode for r in kept)),
+        loggers=logger_labels(tiers, versions, modes),
+        sampled_from=sampled_from,
     )
+
+
+def _embeddings(session: Session, window: list, position: dict[str, int], dim: int) -> np.ndarray:
+    """(k, dim) float32: the embeddings of the ``position``-indexed request ids of the window, read in chunks
+    (the other rows' embeddings pass by and are dropped)."""
+    X = np.empty((len(position), dim), dtype=np.float32)
+    found = 0
+    rows = select(Decision.request_id, Decision.embedding).where(*window)
+    for rid, blob in session.execute(rows.execution_options(yield_per=READ_CHUNK)):
+        i = position.get(rid)
+        if i is not None:
+            X[i] = np.frombuffer(blob, dtype="<f4")
+            found += 1
+    if found != len(position):  # pruned between the two reads
+        raise RuntimeError(f"{len(position) - found} of the window's rows went while it was read; read it again")
+    return X
 
 
 def logger_labels(tiers: Sequence[str], versions: Sequence[str | None], modes: Sequence[str]) -> tuple[str, ...]:

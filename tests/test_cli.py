@@ -230,6 +230,9 @@ def test_db_upgrade_status_export(tmp_path):
     export = runner.invoke(app, ["db", "export", str(out), "--url", url])
     assert export.exit_code == 0 and "wrote 3 rows" in export.output and "no_feedback=1" in export.output
     assert len(out.read_text().splitlines()) == 4
+    parts = runner.invoke(app, ["db", "export", str(tmp_path / "parts"), "--url", url, "--slice", "12h"])
+    assert parts.exit_code == 0 and "wrote 3 rows in 1 parts" in parts.output, parts.output
+    assert (tmp_path / "parts" / "manifest.json").exists() and (tmp_path / "parts" / "part-00000.parquet").exists()
     bad = runner.invoke(app, ["db", "export", str(tmp_path / "x.txt"), "--url", url])
     assert bad.exit_code == 2 and "unsupported file type: x.txt (supported: .csv, .csv.gz, .parquet)" in bad.output
     # retention: the default 90 days; r3 is 100 days old

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 FORMATS = {
@@ -88,8 +89,8 @@ def read_frame(path: str | Path) -> "pd.DataFrame":
     return pd.read_parquet(path) if kind == "parquet" else pd.read_pickle(path)
 
 
-def write_columns(path: str | Path, columns: dict[str, list]) -> Path:
-    """Write equal-length columns to ``.parquet`` (needs pyarrow), ``.csv`` or ``.csv.gz``."""
+def write_columns(path: str | Path, columns: "dict[str, list | np.ndarray]") -> Path:
+    """Write equal-length columns (lists or numpy arrays) to ``.parquet`` (needs pyarrow), ``.csv`` or ``.csv.gz``."""
     path = Path(path)
     kind = table_format(path, allowed=("csv", "parquet"))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -104,5 +105,5 @@ def write_columns(path: str | Path, columns: dict[str, list]) -> Path:
     with open_text(path, "wt") as fh:
         writer = csv.writer(fh)
         writer.writerow(list(columns))
-        writer.writerows(zip(*columns.values()))
+        writer.writerows(zip(*(c.tolist() if hasattr(c, "tolist") else c for c in columns.values())))
     return path

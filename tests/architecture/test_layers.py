@@ -34,6 +34,7 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
         ("records", "migrate"),
         ("writes", "queries", "retention"),
         ("writer", "training_set", "feedback_import", "steering"),
+        ("export",),
     ],  # fmt: skip
     "policy": [
         ("__init__", "base"),

@@ -3,6 +3,7 @@ training set."""
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Optional
@@ -120,29 +121,49 @@ def db_prune(
 
 @db_app.command("export")
 def db_export(
-    out: Path = typer.Argument(..., help="Output file: .parquet, .csv or .csv.gz."),
+    out: Path = typer.Argument(
+        ...,
+        help="A .parquet, .csv or .csv.gz file; or a folder (a name without a file type, new or empty): Parquet "
+        "parts, one per --slice, and manifest.json (the hand-off to an engine past one machine).",
+    ),
     config: Optional[Path] = CONFIG_OPTION,
     url: Optional[str] = URL_OPTION,
     team: Optional[str] = typer.Option(None, "--team", help="Only this team's requests."),
     since: Optional[datetime] = typer.Option(None, "--since", help="Only requests at or after this time (UTC)."),
     until: Optional[datetime] = typer.Option(None, "--until", help="Only requests before this time (UTC)."),
+    slice_: str = typer.Option(
+        "1d", "--slice", help="Into a folder: the time each part covers (e.g. 1d, 6h); memory follows one slice."
+    ),
 ) -> None:
     """Export the training set (decisions with outcome and quality score) for offline work."""
     from sqlalchemy.exc import SQLAlchemyError
     from sqlalchemy.orm import Session
 
     from regret_gateway.store.engine import make_engine
+    from regret_gateway.store.export import export_parts, export_window
     from regret_gateway.store.training_set import export_training_set, training_set
 
     target = _store_url(config, url)
+    into_folder = out.is_dir() or not out.suffix  # a name without a file type: a folder of parts
+    slice_s = _duration(slice_, "--slice")
     engine = make_engine(target)
     try:
         with Session(engine) as session:
-            ts = training_set(session, team=team, since=_utc(since), until=_utc(until))
-        path = export_training_set(ts, out)
+            if into_folder:
+                window = export_window(session, slice_s=slice_s or 86_400.0, since=_utc(since), until=_utc(until), team=team)
+                with typer.progressbar(length=window.slices, label="exporting", file=sys.stderr) as bar:
+                    manifest = export_parts(session, out, window, on_slice=bar.update)
+            else:
+                ts = training_set(session, team=team, since=_utc(since), until=_utc(until))
+                path = export_training_set(ts, out)
     except (SQLAlchemyError, ValueError, ImportError) as exc:
         _fail(exc)
     finally:
         engine.dispose()
+    if into_folder:
+        skipped = ", ".join(f"{k}={v}" for k, v in manifest["left_out"].items() if v) or "none"
+        typer.echo(f"wrote {manifest['rows']} rows in {len(manifest['parts'])} parts to {out} "
+                   f"(manifest.json; left out: {skipped})")  # fmt: skip
+        return
     skipped = ", ".join(f"{k}={v}" for k, v in ts.skipped.items() if v) or "none"
     typer.echo(f"wrote {ts.n_rows} rows to {path} (left out: {skipped})")

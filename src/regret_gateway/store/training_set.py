@@ -225,30 +225,30 @@ def logger_labels(tiers: Sequence[str], versions: Sequence[str | None], modes: S
                  for tier, version, mode in zip(tiers, versions, modes))  # fmt: skip
 
 
+EXPORT_COLUMNS = ("request_id", "created_at", "team", "tier", "lam", "mode", "model", "propensity", "quality", "cost_usd")
+
+
 def export_training_set(ts: TrainingSet, path: str | Path) -> Path:
     """Write a training set for offline work: ``.parquet`` (needs pyarrow) or ``.csv``/``.csv.gz``.
-    Columns: request_id, created_at, team, tier, lam, mode, model, propensity (empty when not logged),
-    quality, cost_usd, x0..x{d-1}."""
+    Columns: :data:`EXPORT_COLUMNS` (propensity empty when not logged), then the embedding as x0..x{d-1}."""
     path = Path(path)
     if ts.logged is None:
         raise ValueError("the training set is empty: nothing to export")
     lg = ts.logged
     assert lg.lam is not None  # the store logs every row's lambda
-    columns: dict[str, list] = {
-        "request_id": list(ts.request_ids),
-        "created_at": ts.created_at.astype(str).tolist(),
-        "team": list(ts.teams),
-        "tier": list(ts.tiers),
-        "lam": lg.lam.tolist(),
-        "mode": list(ts.modes),
-        "model": [lg.model_names[a] for a in lg.action],
-        "propensity": [
-            None if imported else float(p)
-            for imported, p in zip(lg.imported, lg.propensity if lg.propensity is not None else np.zeros(lg.n_samples))
-        ],  # fmt: skip
-        "quality": lg.quality.tolist(),
-        "cost_usd": lg.cost.tolist(),
-    }
+    columns: dict[str, list | np.ndarray] = dict(zip(EXPORT_COLUMNS, (
+        list(ts.request_ids),
+        ts.created_at.astype(str).tolist(),
+        list(ts.teams),
+        list(ts.tiers),
+        lg.lam,
+        list(ts.modes),
+        [lg.model_names[a] for a in lg.action],
+        [None if imported else float(p)
+         for imported, p in zip(lg.imported, lg.propensity if lg.propensity is not None else np.zeros(lg.n_samples))],
+        lg.quality,
+        lg.cost,
+    )))  # fmt: skip
     for j in range(lg.X.shape[1]):
-        columns[f"x{j}"] = lg.X[:, j].tolist()
+        columns[f"x{j}"] = lg.X[:, j]
     return write_columns(path, columns)

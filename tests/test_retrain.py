@@ -244,6 +244,20 @@ def test_where_the_prompt_does_not_matter_every_tier_serves_the_fixed_choice(tmp
     engine.dispose()
 
 
+def test_a_window_past_max_rows_is_fitted_on_its_sample_and_the_report_says_so(tmp_path, world):
+    bench, X = world
+    n = 1200
+    rng = np.random.default_rng(5)
+    settings = settings_for(tmp_path, bench)
+    engine = new_engine(settings)
+    n_models = len(bench.model_names)
+    log_to_store(engine, bench, X[:n], actions=rng.integers(0, n_models, n), propensity=np.full(n, 1.0 / n_models))
+    result = retrain(settings, engine, RetrainOptions(n_boot=50, max_rows=600, cross_fit=False))
+    assert result.data["sampled_from"] == n and abs(result.data["rows"] - 600) <= n_models, result.data
+    assert all(v.n == pytest.approx(result.data["rows"] / 5, abs=2) for row in result.tiers for v in row.values.values())
+    engine.dispose()
+
+
 @pytest.mark.parametrize("case", ["one model only", "no feedback", "all propensities 1", "too few rows", "one tiny propensity"])
 def test_degenerate_logs_are_refused_and_the_active_router_stays(tmp_path, world, case):
     bench, X = world

@@ -48,8 +48,9 @@ class TrainingSet:
 
 READ_CHUNK = 10_000  # rows fetched at a time (a server-side cursor on PostgreSQL)
 # What retrain's fits need at most: the regions' test uses up to 32 regions of 2,400 rows, and the learning
-# curve (docs/experiments/learning-curve.md) was measured up to 56,000 rows. A larger window is sampled.
-MAX_ROWS = 200_000
+# curve (docs/experiments/learning-curve.md) was measured up to 56,000 rows. A larger window is sampled; a
+# cross-fitted retrain peaks at about 24 KB per fitted row (100,000 rows: 2.4 GB; docs/experiments/retrain-time.md).
+MAX_ROWS = 100_000
 
 
 def sample_rows(request_ids: Sequence[str], strata: Sequence[tuple], max_rows: int) -> np.ndarray:
@@ -136,8 +137,7 @@ def training_set(
         )
         .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
         .where(*window)
-        .order_by(Decision.created_at, Decision.request_id)
-    )
+    )  # in the table's order (a sequential read; the created_at index order reads the table at random), sorted below
     skipped = {"no_outcome": 0, "failed": 0, "no_feedback": 0, "fallback": 0, "other_embedder": 0, "unknown_model": 0}
     candidates = []  # successful, scored, routed rows: the embedder is chosen among them
     for r in session.execute(q.execution_options(yield_per=READ_CHUNK)):
@@ -167,6 +167,7 @@ def training_set(
     if max_rows is not None and len(kept) > max_rows:
         sampled_from = len(kept)
         kept = [kept[i] for i in sample_rows([c[0] for c in kept], [(c[3], c[7]) for c in kept], max_rows)]
+    kept.sort(key=lambda c: (c[1], c[0]))  # by time, then request id
     ids, created, teams, tiers, lams, _, dims, models, propensities, modes, versions, costs, _ = (
         zip(*kept) if kept else ((),) * 13
     )

@@ -414,28 +414,30 @@ def test_bench_routing_times_each_step():
         assert f"| {step} |" in result.output, result.output
 
 
-def test_bench_retrain_times_cross_fitted_and_one_fit_side_by_side(monkeypatch):
+def test_bench_retrain_times_cross_fitted_and_one_fit_side_by_side():
     """Each size is retrained both ways on the same logged rows, and the table says how many times one
-    fit's time the default (cross-fitted) retrain took. (retrain itself is timed by a stand-in here: the
-    real pipeline is tested in tests/test_retrain.py.)"""
-    import regret_gateway.retrain as retrain_module
+    fit's time the default (cross-fitted) retrain took, the rows fitted and the peak memory. (retrain
+    itself is timed by a stand-in here: the real pipeline is tested in tests/test_retrain.py.)"""
+    from regret_gateway.bench.retrain_timing import retrain_table, time_retrain
+    from regret_gateway.store.engine import make_engine
 
     calls = []
 
-    def timed(settings, engine, opts):
+    def timed(settings, opts):
+        engine = make_engine(settings.store.url)
         with engine.connect() as conn:
             n = conn.exec_driver_sql("SELECT COUNT(*) FROM decisions").scalar()
+        engine.dispose()
         calls.append((settings.store.url, n, opts.cross_fit))
         fit = 5.0 if opts.cross_fit else 1.0
-        return retrain_module.RetrainResult("published", "", seconds={"read": 0.5, "fit": fit, "evaluate": 0.5, "total": fit + 1})
+        return "published", "", {"read": 0.5, "fit": fit, "evaluate": 0.5, "total": fit + 1}, n, 100.0
 
-    monkeypatch.setattr(retrain_module, "retrain", timed)
-    result = runner.invoke(app, ["bench", "retrain", "--rows", "300", "--dim", "8"])
-    assert result.exit_code == 0, result.output
+    table = retrain_table(time_retrain([300], dim=8, echo=lambda _: None, run=timed))
     assert [(n, cf) for _, n, cf in calls] == [(300, True), (300, False)] and calls[0][0] == calls[1][0]
-    rows = [line for line in result.output.splitlines() if line.startswith("| 300 |")]
-    assert [r.split(" | ")[1] for r in rows] == ["cross-fitted", "one fit"], result.output
-    assert [r.split(" | ")[-1].rstrip(" |") for r in rows] == ["3.00", "1.00"], result.output
+    rows = [line for line in table.splitlines() if line.startswith("| 300 |")]
+    assert [r.split(" | ")[2] for r in rows] == ["cross-fitted", "one fit"], table
+    assert [r.split(" | ")[7] for r in rows] == ["100", "100"], table
+    assert [r.split(" | ")[-1].rstrip(" |") for r in rows] == ["3.00", "1.00"], table
 
 
 def test_bench_offline_of_full_information_references_alone_reads_no_logs(tmp_path, monkeypatch):

@@ -120,7 +120,9 @@ def test_judge_scores_behind_their_decisions_survive_an_outage(engine, flaky, tm
     for r in records:
         writer.submit(FeedbackRecord(r.request_id, 0.5, source="judge", cost_usd=1e-4))
     writer.submit(FeedbackRecord("no-such-request", 1.0, source="judge"))
-    time.sleep(0.6)  # past spill_after_s: the outage spills
+    deadline = time.monotonic() + 60
+    while writer.stats().spilled < 501 and time.monotonic() < deadline:  # the outage outlasts spill_after_s:
+        time.sleep(0.01)  # every record submitted during it (200 decisions, 301 scores) is spilled
     flaky.up()
     assert writer.drain(timeout=60), writer.stats()
     stats = writer.stats()
@@ -129,7 +131,7 @@ def test_judge_scores_behind_their_decisions_survive_an_outage(engine, flaky, tm
         scores = s.execute(select(Feedback.source, func.count(), func.sum(Feedback.cost_usd)).group_by(Feedback.source)).all()
     assert rows(engine) == (300, 300, 300)
     assert [(src, n) for src, n, _ in scores] == [("judge", 300)] and scores[0][2] == pytest.approx(0.03)
-    assert stats.spilled > 0 and stats.refused == 1 and stats.dropped == 0
+    assert stats.spilled == 501 and stats.refused == 1 and stats.dropped == 0
     assert "no-such-request" in (tmp_path / "spill" / "refused.jsonl").read_text()
 
 

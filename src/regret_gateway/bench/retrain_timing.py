@@ -11,8 +11,10 @@ from __future__ import annotations
 import multiprocessing
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -97,7 +99,7 @@ def _fill(engine, n: int, dim: int, seed: int, chunk: int = 5000) -> None:
 
 
 def _retrain_process(settings: Settings, options, results) -> None:
-    """One retrain in a process of its own, so that its peak memory is its own: (result, peak RSS MB)."""
+    """One retrain in this process: (status, reason, step seconds, rows fitted, peak RSS MB) on ``results``."""
     from regret_gateway.retrain import retrain
 
     engine = make_engine(settings.store.url)
@@ -112,14 +114,26 @@ def _retrain_process(settings: Settings, options, results) -> None:
     results.put((result.status, result.reason, result.seconds, result.data.get("rows", 0), peak))
 
 
-def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print) -> list[RetrainTiming]:
+def retrain_in_own_process(settings: Settings, options) -> tuple[str, str, dict, int, float | None]:
+    """One retrain in a fresh process, so that its peak memory is its own."""
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    child = ctx.Process(target=_retrain_process, args=(settings, options, results))
+    child.start()
+    out = results.get()
+    child.join()
+    return out
+
+
+def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print,
+                 run: Callable[[Settings, Any], tuple[str, str, dict, int, float | None]] = retrain_in_own_process
+                 ) -> list[RetrainTiming]:  # fmt: skip
     """For each size: one store of ``n`` logged rows, retrained twice from scratch -- cross-fitted (the
     default, five fits) and with ``cross_fit=False`` (one fit) -- so the two times are measured side by side.
-    Each retrain runs in a fresh process (its peak memory is its own), with retrain's defaults otherwise
-    (a window past ``max_rows`` is sampled)."""
+    Each retrain is ``run`` (default: in a fresh process, so its peak memory is its own), with retrain's
+    defaults otherwise (a window past ``max_rows`` is sampled)."""
     from regret_gateway.retrain import RetrainOptions
 
-    ctx = multiprocessing.get_context("spawn")
     rows: list[RetrainTiming] = []
     for n in sizes:
         with tempfile.TemporaryDirectory() as tmp:
@@ -140,11 +154,7 @@ def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print)
                     store=StoreSpec(url=url),
                 )
                 options = RetrainOptions(n_boot=200, cross_fit=cross_fit, out=folder / "reports")
-                results = ctx.Queue()
-                child = ctx.Process(target=_retrain_process, args=(settings, options, results))
-                child.start()
-                status, reason, sec, kept, peak = results.get()
-                child.join()
+                status, reason, sec, kept, peak = run(settings, options)
                 row = RetrainTiming(n, cross_fit, status, fill, sec.get("read", 0.0), sec.get("fit", 0.0),
                                     sec.get("evaluate", 0.0), sec.get("total", float("nan")), kept, peak)  # fmt: skip
                 rows.append(row)

@@ -376,6 +376,9 @@ def test_retrain_feedback_sources_and_status_coverage_spend_agreement(tmp_path):
     assert "feedback from judge: 10 = 100.0%, spend $0.0100" in status.output and "feedback from user: 4 = 40.0%" in status.output
     # r0 and r3: user 1 = judge 1; r1, r2: user 0 vs judge 1
     assert "judge vs user on 4 requests scored by both: same pass/fail (>= 0.5) 50.0%" in status.output
+    # per model judged: a (r0, r2) the user failed r2, the judge passed it; b (r1, r3) the user failed r1
+    assert ("judge's error against user scores, per model judged: *: 4 pairs, false pass 100.0%, false fail 0.0% "
+            "(too few pairs to correct); a: 2 pairs") in status.output, status.output  # fmt: skip
     # the team's budget: its requests' outcomes today (the judge's calls are not the team's spend)
     assert "team support: budget $0.01 per month" in status.output and "spent $0.0010 (10.0%) on 10 requests" in status.output
 

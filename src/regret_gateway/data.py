@@ -143,6 +143,9 @@ class LoggedFeedback:
         propensity: optional (n,) exact p(action | x) of the logging policy, in (0, 1]; NaN where a row was
             imported without one (its logging policy is unknown: estimated, see :attr:`imported`).
         lam: optional (n,) lambda of the caller's tier when the request was routed.
+        target: optional (n,) the quality the estimators take as each row's outcome where it is not
+            ``quality``: an LLM judge's score corrected for its measured error (unbiased for the truth, so it
+            may leave [0, 1]; ``store.judge_errors``). The outcome models still fit ``quality``.
     """
 
     X: np.ndarray
@@ -152,6 +155,7 @@ class LoggedFeedback:
     model_names: tuple[str, ...]
     propensity: np.ndarray | None = None
     lam: np.ndarray | None = None
+    target: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         X = _as_float_array("X", self.X, 2).astype(np.float32)
@@ -191,6 +195,13 @@ class LoggedFeedback:
             _require_finite("lam", lam)
             _require_range("lam", lam, 0.0)
             lam = _freeze(lam)
+        target = None
+        if self.target is not None:
+            target = _as_float_array("target", self.target, 1)
+            _require_rows("target", target, n)
+            _require_finite("target", target)
+            target = _freeze(target)
+        object.__setattr__(self, "target", target)
         object.__setattr__(self, "X", _freeze(X))
         object.__setattr__(self, "action", _freeze(action))
         object.__setattr__(self, "quality", _freeze(quality))
@@ -202,6 +213,11 @@ class LoggedFeedback:
     @property
     def n_samples(self) -> int:
         return self.X.shape[0]
+
+    @property
+    def quality_target(self) -> np.ndarray:
+        """(n,) what the estimators take as each row's observed quality: ``target`` where set, else ``quality``."""
+        return self.quality if self.target is None else self.target
 
     @property
     def imported(self) -> np.ndarray:
@@ -231,7 +247,7 @@ class LoggedFeedback:
     def subset(self, index: np.ndarray) -> "LoggedFeedback":
         """The rows ``index`` (checked once, when these logs were built: a subset is not checked again)."""
         picked = object.__new__(type(self))
-        for name in ("X", "action", "quality", "cost", "propensity", "lam"):
+        for name in ("X", "action", "quality", "cost", "propensity", "lam", "target"):
             value = getattr(self, name)
             object.__setattr__(picked, name, None if value is None else _freeze(value[index]))
         object.__setattr__(picked, "model_names", self.model_names)

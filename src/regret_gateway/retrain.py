@@ -78,6 +78,7 @@ class RetrainOptions:
     regions: bool = True  # the safe default departs from the constant where the logs prove it (policy/regions.py)
     folds: int = FOLDS  # the rows split into this many folds; what a fit on the others learned is evaluated on a fold
     cross_fit: bool = True  # every fold held out once (``folds`` fits, every row evaluated); False: the first (one fit)
+    calibrate_judge: bool = True  # the judge's scores corrected by its error against user scores (store.judge_errors)
     max_rows: int | None = MAX_ROWS  # a larger window is sampled down to this many rows (store.training_set.sample_rows)
     min_rows: int = 200
     min_rows_per_model: int = 20
@@ -148,6 +149,26 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
     return {**info, "propensity": how, "min_propensity": float(p.min()), "ess_per_model": ess}
 
 
+def judge_calibration(ts) -> dict | None:
+    """What the report says of the judge's scores among the rows (None: no row learns from one): its error
+    measured against the users' scores per model, and how many rows each estimate corrected."""
+    from regret_gateway.store.queries import JUDGE_SOURCE
+
+    judged = ts.rows_by_source().get(JUDGE_SOURCE, 0)
+    if not judged:
+        return None
+    errors = {m: e.describe() for m, e in ts.judge_errors.items()}
+    if not ts.judge_corrected:
+        why = (
+            "no request scored by both a user and the judge"
+            if not errors
+            else "too few user-scored requests to estimate its error"
+        )
+        return {"rows": judged, "calibrated": False, "why": f"uncalibrated ({why}): its scores are used as they are",
+                "errors": errors}  # fmt: skip
+    return {"rows": judged, "calibrated": True, "corrected_rows": ts.judge_corrected, "errors": errors}
+
+
 def _read(settings: Settings, engine: Engine, opts: RetrainOptions):
     from regret_gateway.store.training_set import training_set
 
@@ -161,6 +182,7 @@ def _read(settings: Settings, engine: Engine, opts: RetrainOptions):
             embedding_model=settings.embedder.embedding_id,
             feedback=opts.feedback,
             max_rows=opts.max_rows,
+            calibrate_judge=opts.calibrate_judge,
         )
 
 
@@ -212,7 +234,8 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
         if len(settings.models) < 2:
             raise RetrainRefused("`models` must list at least 2 models")
         data_info = {**check_data(ts.logged, ts.skipped, opts), "rows_by_source": ts.rows_by_source(),
-                     "feedback_spend_usd": ts.spend_by_source, "sampled_from": ts.sampled_from}  # fmt: skip
+                     "feedback_spend_usd": ts.spend_by_source, "sampled_from": ts.sampled_from,
+                     "judge": judge_calibration(ts)}  # fmt: skip
     except RetrainRefused as exc:
         result = RetrainResult("refused", str(exc), active_before=active_id,
                                data={"left_out": ts.skipped, "rows": ts.n_rows, "rows_by_source": ts.rows_by_source(),

@@ -33,6 +33,7 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
         ("__init__", "schema", "engine", "locks", "pg_copy"),
         ("records", "migrate"),
         ("writes", "queries", "retention"),
+        ("judge_errors",),
         ("writer", "training_set", "feedback_import", "steering"),
         ("export",),
     ],  # fmt: skip

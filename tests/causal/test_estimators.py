@@ -38,6 +38,28 @@ def test_dr_recovers_policy_value_where_a_biased_outcome_model_misleads_dm():
     assert abs(_value(dm.quality, policy) - truth) > 0.2  # DM inherits the outcome model's bias
 
 
+def test_dr_takes_the_corrected_target_where_the_observed_score_is_a_noisy_judges():
+    """A judge that passes 40% of wrong answers: its scores overrate every policy; the same logs with the
+    scores corrected for that error (``target``) are valued right."""
+    import dataclasses
+
+    world = make_world(n=20000, seed=3)
+    logs = simulate_logs(world, policy="x-only", seed=3)
+    rng = np.random.default_rng(11)  # not the logs' seed: the judge's errors are its own
+    false_pass = 0.4
+    judged = (rng.random(logs.n_samples) < false_pass + (1 - false_pass) * logs.quality).astype(float)
+    noisy = dataclasses.replace(logs, quality=judged, target=None)
+    corrected = dataclasses.replace(logs, quality=judged, target=(judged - false_pass) / (1 - false_pass))
+    policy = np.where(world.X[:, 0] > 0, 1, 0)  # each side to the model that is wrong there more often
+    truth = _value(world.quality, policy)
+    flat = np.full(world.quality.shape, 0.55)
+    cost_hat = np.broadcast_to(world.cost.mean(0), world.cost.shape)
+    terms = DoublyRobust(clip=None).estimate(corrected, logs.propensity, flat, cost_hat).quality[np.arange(len(policy)), policy]
+    assert abs(terms.mean() - truth) < 3 * terms.std() / np.sqrt(len(policy)) + 0.01
+    raw = DoublyRobust(clip=None).estimate(noisy, logs.propensity, flat, cost_hat)
+    assert _value(raw.quality, policy) - truth > 0.1  # the judge's own scores overrate it (by 0.4 x its failures)
+
+
 @pytest.mark.slow
 def test_fitted_nuisance_dr_is_unbiased_on_every_model():
     world = make_world(n=3000, seed=2)

@@ -144,7 +144,7 @@ class ScoreEstimator(ABC):
             if arr is not None and np.shape(arr) != (n, T):
                 raise ValueError(f"`{name}` must have shape ({n}, {T}), got {np.shape(arr)}")
         w = self.weights(logs.action, propensity, T) if propensity is not None else None
-        quality = self._combine(logs.quality, predicted_quality, w)
+        quality = self._combine(logs.quality_target, predicted_quality, w)
         cost = self._combine(logs.cost, predicted_cost, w)
         return CounterfactualScores(quality, cost, self.clip, self.clip_scope)
 

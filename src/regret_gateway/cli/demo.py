@@ -78,6 +78,17 @@ def demo(
         "serves the judge model, answering with the recorded correctness, flipped at --judge-noise).",
     ),
     judge_noise: float = typer.Option(0.1, "--judge-noise", min=0.0, max=1.0, help="How often the mock judge is wrong."),
+    user_share: float = typer.Option(
+        0.0,
+        "--user-share",
+        min=0.0,
+        max=1.0,
+        help="With --judge-sample: teams also send their true score for this seeded share of requests (the ground "
+        "truth retrain measures the judge's error on).",
+    ),  # fmt: skip
+    judge_calibration: bool = typer.Option(
+        True, "--judge-calibration/--no-judge-calibration", help="As retrain --judge-calibration."
+    ),
     threads: Optional[int] = typer.Option(
         None,
         "--threads",
@@ -157,6 +168,8 @@ def demo(
             context=context,
             judge_sample=judge_sample,
             judge_noise=judge_noise,
+            user_share=user_share,
+            calibrate_judge=judge_calibration,
             threads=threads,
             budget_days=budget_days,
             budget_requests=budget_requests,

@@ -109,6 +109,12 @@ def retrain_cmd(
         help="Each tier's safe default departs from its constant model in the regions of prompt space whose logs "
         "prove another model better there (default); --no-regions: the constant alone, learned routers all or nothing.",
     ),
+    judge_calibration: bool = typer.Option(
+        True,
+        "--judge-calibration/--no-judge-calibration",
+        help="Correct the LLM judge's scores by its error measured where users scored the same requests (per "
+        "model judged; the report and `status` show it); --no-judge-calibration takes its scores as they are.",
+    ),
     max_rows: int = typer.Option(
         MAX_ROWS,
         "--max-rows",
@@ -161,7 +167,8 @@ def retrain_cmd(
     def options() -> RetrainOptions:
         start = _utc(since) if span is None else datetime.now(timezone.utc) - timedelta(seconds=span)
         return RetrainOptions(since=start, team=team, feedback=sources, margin=margin, force=force, folds=folds,
-                              regions=regions, cross_fit=cross_fit, out=out, max_rows=max_rows or None)  # fmt: skip
+                              regions=regions, cross_fit=cross_fit, out=out, max_rows=max_rows or None,
+                              calibrate_judge=judge_calibration)  # fmt: skip
 
     def unreachable(exc: Exception) -> None:  # one line, not a traceback
         typer.secho(f"{datetime.now():%Y-%m-%d %H:%M:%S} store unreachable ({engine.url.render_as_string(hide_password=True)}): "
@@ -177,6 +184,12 @@ def retrain_cmd(
             typer.echo(f"rows: {result.data['rows']} (scored by: {by_source or '-'}; left out: {result.data.get('left_out')})")
             for src, usd in sorted((result.data.get("feedback_spend_usd") or {}).items()):
                 typer.echo(f"scores from {src} in the window cost ${usd:.4f}")
+            if result.data.get("sampled_from"):
+                typer.echo(f"sampled: {result.data['rows']} of {result.data['sampled_from']} usable rows (--max-rows)")
+            if judge := result.data.get("judge"):
+                how = (f"corrected by its error against user scores ({', '.join(f'{k}: {v} rows' for k, v in judge['corrected_rows'].items())})"
+                       if judge["calibrated"] else judge["why"])  # fmt: skip
+                typer.echo(f"judge's scores ({judge['rows']} rows): {how}")
         typer.echo(f"report: {', '.join(result.report_paths.values())}")
 
     try:

@@ -17,6 +17,7 @@ from regret_gateway.store.records import (
 from regret_gateway.store.schema import Decision, Feedback, Outcome
 
 JUDGE_SOURCE = "judge"  # the source of the gateway's LLM judge scores (gateway/judge.py)
+USER_SOURCE = "user"  # a client's own score (POST /regret/feedback)
 
 
 def source_rank(sources: Sequence[str] | None) -> Callable[[str], int | None]:
@@ -25,7 +26,7 @@ def source_rank(sources: Sequence[str] | None) -> Callable[[str], int | None]:
     if sources is not None:
         order = {src: i for i, src in enumerate(sources)}
         return order.get
-    return lambda src: 0 if src == "user" else 2 if src == JUDGE_SOURCE else 1
+    return lambda src: 0 if src == USER_SOURCE else 2 if src == JUDGE_SOURCE else 1
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,7 @@ def traffic_summary(session: Session, *, since: datetime | None = None) -> Traff
             select(user.score, judge.score)
             .join(judge, (judge.request_id == user.request_id) & (judge.source == JUDGE_SOURCE))
             .join(Decision, Decision.request_id == user.request_id)
-            .where(user.source == "user", *where)
+            .where(user.source == USER_SOURCE, *where)
         ).all(),
         dtype=float,
     ).reshape(-1, 2)

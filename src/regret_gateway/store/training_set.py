@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from regret_gateway.data import LoggedFeedback
+from regret_gateway.store.judge_errors import JudgeError, corrected_targets, judge_errors
 from regret_gateway.store.queries import source_rank
 from regret_gateway.store.schema import Decision, Feedback, Outcome
 from regret_gateway.tables import write_columns
@@ -36,6 +37,8 @@ class TrainingSet:
     loggers: tuple[str, ...] = ()  # (n,) the policy that logged each row (:func:`logger_labels`)
     spend_by_source: dict[str, float] = field(default_factory=dict)  # what the window's scores cost (the judge's calls)
     sampled_from: int | None = None  # usable rows before a window larger than max_rows was sampled (None: all kept)
+    judge_errors: dict[str, JudgeError] = field(default_factory=dict)  # measured on the window's user-scored requests
+    judge_corrected: dict[str, int] = field(default_factory=dict)  # rows whose judge score each estimate corrected
 
     @property
     def n_rows(self) -> int:
@@ -88,6 +91,7 @@ def training_set(
     embedding_model: str | None = None,
     feedback: Sequence[str] | None = None,
     max_rows: int | None = None,
+    calibrate_judge: bool = True,
 ) -> TrainingSet:
     """Decisions joined with their outcome and current feedback, as :class:`LoggedFeedback`.
 
@@ -98,7 +102,9 @@ def training_set(
     ``model_names`` (default: every model seen, sorted). The rest are counted in ``skipped``:
     ``no_outcome``, ``failed``, ``no_feedback``, ``fallback``, ``other_embedder``, ``unknown_model``.
     Where more rows are usable than ``max_rows``, a stratified sample of them is kept (:func:`sample_rows`;
-    ``sampled_from`` says of how many).
+    ``sampled_from`` says of how many). A row scored by the LLM judge takes, as its ``target``, the judge's
+    score corrected by the judge's error measured on the window's user-scored requests
+    (:mod:`~regret_gateway.store.judge_errors`; ``calibrate_judge=False``: measured, not applied).
 
     Memory stays bounded by what is kept: the window is read twice in chunks, first without the embeddings
     (which rows are usable and kept), then only the kept rows' embeddings, into one float32 array."""
@@ -172,7 +178,12 @@ def training_set(
         zip(*kept) if kept else ((),) * 13
     )
     logged = None
+    errors = judge_errors(session, window)
+    corrected: dict[str, int] = {}
     if kept:
+        sources = [best[r][1] for r in ids]
+        target, corrected = corrected_targets(models, sources, np.array([best[r][2] for r in ids]),
+                                              errors if calibrate_judge else {})  # fmt: skip
         X = _embeddings(session, window, {r: i for i, r in enumerate(ids)}, int(dims[0]))
         # a row imported without a propensity carries NaN (LoggedFeedback.imported): retrain estimates its logging
         # policy (XGBoost) and keeps every other row's logged value
@@ -184,6 +195,7 @@ def training_set(
             model_names=chosen_names,
             propensity=np.array([np.nan if p is None else p for p in propensities]),
             lam=np.array(lams, dtype=float),
+            target=target,
         )
     return TrainingSet(
         logged=logged,
@@ -199,6 +211,8 @@ def training_set(
         spend_by_source=spend,
         loggers=logger_labels(tiers, versions, modes),
         sampled_from=sampled_from,
+        judge_errors=errors,
+        judge_corrected=corrected,
     )
 
 

@@ -118,13 +118,14 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     rng, retrain_seed = np.random.default_rng(traffic_seq), int(retrain_seq.generate_state(1)[0] % 2**31)
     table: list[RoundStats] = []
     with ExitStack() as stack:
-        replay = ReplayTeams(gateway, world) if cfg.replay else None
+        replay = ReplayTeams(gateway, world, user_share=cfg.user_share, seed=cfg.seed) if cfg.replay else None
         if replay is not None:
             ask = replay.ask_many
         else:
             stack.enter_context(LocalServer(mock_upstream(respond), up_port))
             stack.enter_context(LocalServer(build_app(work / "config.yaml", gateway), proxy_port))
-            teams = Teams(f"http://127.0.0.1:{proxy_port}", keys, world, judged=cfg.judge_sample is not None)
+            teams = Teams(f"http://127.0.0.1:{proxy_port}", keys, world, judged=cfg.judge_sample is not None,
+                          user_share=cfg.user_share, seed=cfg.seed)  # fmt: skip
             stack.callback(teams.http.close)
             ask = teams.ask_many
         engine = make_engine(settings.store.url)
@@ -143,7 +144,13 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                 result = retrain(
                     settings,
                     engine,
-                    RetrainOptions(seed=retrain_seed + rnd, out=work / "reports", n_boot=200, cross_fit=cfg.cross_fit),
+                    RetrainOptions(
+                        seed=retrain_seed + rnd,
+                        out=work / "reports",
+                        n_boot=200,
+                        cross_fit=cfg.cross_fit,
+                        calibrate_judge=cfg.calibrate_judge,
+                    ),
                 )
                 echo(f"retrain after round {rnd}: {result.status} ({result.reason}) in {result.seconds.get('total', 0):.0f}s")
                 if cfg.replay:

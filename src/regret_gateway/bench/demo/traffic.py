@@ -59,14 +59,27 @@ def gateway_section(world: World, cfg: DemoConfig, work: Path, keys: dict[str, s
     }
 
 
+class UserScores:
+    """Which requests a user scores as well as the judge: a seeded share, drawn in request order."""
+
+    def __init__(self, share: float, seed: int) -> None:
+        self.share, self.rng = share, np.random.default_rng([seed, 7])
+
+    def scores(self) -> bool:
+        """Whether the next request is scored by its user."""
+        return self.share > 0 and bool(self.rng.random() < self.share)
+
+
 class Teams:
     """The three teams' clients: a request through the OpenAI SDK, its audit, then the recorded correctness as feedback."""
 
-    def __init__(self, base: str, keys: dict[str, str], world: World, *, judged: bool = False) -> None:
+    def __init__(self, base: str, keys: dict[str, str], world: World, *, judged: bool = False, user_share: float = 0.0,
+                 seed: int = 0) -> None:  # fmt: skip
         import httpx
         from openai import OpenAI
 
         self.keys, self.world, self.judged = keys, world, judged
+        self.users = UserScores(user_share, seed)
         self.clients = {team: OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0) for team, key in keys.items()}
         self.http = httpx.Client(base_url=base, timeout=60)
 
@@ -88,8 +101,8 @@ class Teams:
         t = index[audit["chosen_model"]]
         scores = audit.get("scores")  # the router's own choice, before exploration
         greedy = index[max(scores, key=scores.get)] if scores else t
-        if not self.judged:  # judge mode: the gateway's LLM judge scores a sample instead
-            feedback = {"request_id": rid, "score": float(bench.quality[i, t]), "source": "demo"}
+        if not self.judged or self.users.scores():  # judge mode: the judge scores a sample; users a share too
+            feedback = {"request_id": rid, "score": float(bench.quality[i, t]), "source": "user" if self.judged else "demo"}
             self.http.post("/regret/feedback", headers=headers, json=feedback).raise_for_status()
         return t, audit.get("router_version"), greedy
 
@@ -102,10 +115,11 @@ class ReplayTeams:
     ``POST /regret/feedback`` writes). Embeddings come from the world's own (same embedder), so volume costs
     routing and logging only."""
 
-    def __init__(self, gateway, world: World) -> None:
+    def __init__(self, gateway, world: World, *, user_share: float = 0.0, seed: int = 0) -> None:
         from regret_gateway.gateway.hook import RegretRouterHook
 
         self.gateway, self.world, self.hook = gateway, world, RegretRouterHook(gateway)
+        self.users = UserScores(user_share, seed)
         self.index = {m: t for t, m in enumerate(world.models)}
 
     async def _ask(self, team: str, i: int) -> tuple[int, str | None, int, str]:
@@ -144,9 +158,12 @@ class ReplayTeams:
 
         answers = asyncio.run(run())
         self.gateway.writer.drain(timeout=120)
-        if self.gateway.judge is not None:  # judge mode: the judge's scores are the feedback
-            return [(t, v, g) for t, v, g, _ in answers]
         quality = self.world.bench.quality
+        if self.gateway.judge is not None:  # judge mode: the judge's scores are the feedback, and users' on a share
+            with Session(self.gateway.engine) as session, session.begin():
+                record_feedback(session, [FeedbackRecord(rid, float(quality[i, t]), source="user")
+                                          for i, (t, _, _, rid) in zip(rows, answers) if self.users.scores()])  # fmt: skip
+            return [(t, v, g) for t, v, g, _ in answers]
         with Session(self.gateway.engine) as session, session.begin():
             record_feedback(session, [FeedbackRecord(rid, float(quality[i, t]), source="demo")
                                       for i, (t, _, _, rid) in zip(rows, answers)])  # fmt: skip

@@ -1,0 +1,65 @@
+"""The judge's error, measured where users scored the same requests, and its scores corrected before
+retrain learns from them: a judge that favours one model is caught and corrected on the overlap. SQLite
+and PostgreSQL."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sqlalchemy.orm import Session
+
+from regret_gateway.store.judge_errors import POOLED, judge_errors
+from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
+from regret_gateway.store.training_set import training_set
+from regret_gateway.store.writes import record_decisions, record_feedback
+
+PASS_RATE = {"a": 0.3, "b": 0.6, "c": 0.8}  # the truth: how often each model's answer is right
+FALSE_PASS = {"a": 0.5, "b": 0.05, "c": 0.05}  # the judge passes half of model a's wrong answers
+FALSE_FAIL = {"a": 0.1, "b": 0.05, "c": 0.05}
+
+
+def log_judged(engine, n: int, user_share: float, seed: int = 0) -> dict[str, np.ndarray]:
+    """n requests spread over the models, every one scored by the judge, ``user_share`` of them by a user
+    too (the truth). Returns each model's true scores."""
+    rng = np.random.default_rng(seed)
+    models = np.array(list(PASS_RATE))[rng.integers(3, size=n)]
+    truth = np.array([rng.random() < PASS_RATE[m] for m in models], dtype=float)
+    flip = np.array([rng.random() < (FALSE_FAIL[m] if t else FALSE_PASS[m]) for m, t in zip(models, truth)])
+    judged = np.where(flip, 1 - truth, truth)
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [DecisionRecord(request_id=f"j{i}", tier="t", lam=0.0, embedding_model="e",
+                                            embedding=np.full(4, i % 7, dtype=np.float32), chosen_model=str(m),
+                                            propensity=1 / 3, outcome=OutcomeRecord(f"j{i}", cost_usd=1e-4))
+                             for i, m in enumerate(models)])  # fmt: skip
+        record_feedback(s, [FeedbackRecord(f"j{i}", float(judged[i]), source="judge") for i in range(n)])
+        users = np.flatnonzero(rng.random(n) < user_share)
+        record_feedback(s, [FeedbackRecord(f"j{i}", float(truth[i]), source="user") for i in users])
+    return {m: truth[models == m] for m in PASS_RATE}
+
+
+def test_a_judge_that_favours_one_model_is_caught_and_corrected_on_the_overlap(engine):
+    truth = log_judged(engine, 4000, user_share=0.25)
+    with Session(engine) as s:
+        errors = judge_errors(s)
+        ts = training_set(s, feedback=("judge",))  # learn from the judge alone; the users' scores calibrate it
+    assert errors["a"].false_pass == pytest.approx(0.5, abs=0.1) and errors["a"].false_fail == pytest.approx(0.1, abs=0.06)
+    for m in ("b", "c"):
+        assert errors[m].false_pass < 0.15 and errors[m].false_fail < 0.15 and errors[m].usable
+    assert errors[POOLED].pairs == sum(e.pairs for m, e in errors.items() if m != POOLED)
+    lg = ts.logged
+    assert ts.judge_corrected == {"a": len(truth["a"]), "b": len(truth["b"]), "c": len(truth["c"])}
+    for t, m in enumerate(lg.model_names):
+        rows = lg.action == t
+        # what retrain learns a model is worth: the corrected judge scores' mean, the truth's within noise
+        assert lg.quality_target[rows].mean() == pytest.approx(truth[m].mean(), abs=0.06), m
+    a = lg.model_names.index("a")
+    assert lg.quality[lg.action == a].mean() > truth["a"].mean() + 0.25  # the raw judge rates model a far too high
+
+
+def test_without_user_scores_the_judge_is_uncalibrated_and_used_as_it_is(engine):
+    log_judged(engine, 600, user_share=0.0)
+    with Session(engine) as s:
+        ts = training_set(s)
+        assert judge_errors(s) == {}
+    assert ts.judge_corrected == {} and ts.logged.target is None
+    np.testing.assert_array_equal(ts.logged.quality_target, ts.logged.quality)

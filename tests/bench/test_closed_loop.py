@@ -5,6 +5,7 @@ single model. The tests of wiring (proxy, judge, reproducibility) retrain with o
 a fifth of the time); the tests of learning keep the default, cross-fitted retrain."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -240,6 +241,27 @@ def test_the_loop_learns_from_a_noisy_sampled_judge_alone(tmp_path):
     greedy, uniform = (np.mean([r["utility"][k] for r in rounds if r["round"] == 1]) for k in ("gateway-greedy", "uniform"))
     cold = np.mean([r["utility"]["gateway"] for r in rounds if r["round"] == 0])
     assert greedy > uniform + 10 and greedy > cold + 10, "\n".join(lines)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_users_scoring_a_share_calibrate_the_judge(tmp_path):
+    """Judge mode with users scoring a seeded share too: retrain measures the judge's error on the requests
+    both scored (the mock judge flips 20% of its answers) and corrects its scores by it."""
+    import sqlite3
+
+    cfg = DemoConfig(world_size=600, rounds=2, requests=250, out=tmp_path, device="cpu", replay=True, judge_sample=0.4,
+                     judge_noise=0.2, user_share=0.3)  # fmt: skip
+    doc = run_demo(cfg, echo=lambda _: None)
+    with sqlite3.connect(f"{doc['work_dir']}/gateway.db") as db:
+        sources = dict(db.execute("SELECT source, count(*) FROM feedback GROUP BY source").fetchall())
+    assert set(sources) == {"judge", "user"} and 0.2 < sources["user"] / doc["hook"]["routed"] < 0.4
+    (report,) = sorted(Path(doc["work_dir"], "reports").glob("retrain-*.json"))
+    judge = json.loads(report.read_text())["data"]["judge"]
+    assert judge["calibrated"] and sum(judge["corrected_rows"].values()) > 0, judge
+    pooled = judge["errors"]["*"]
+    false_pass, false_fail = (float(pooled.split(f"false {k} ")[1].split("%")[0]) / 100 for k in ("pass", "fail"))
+    assert abs(false_pass - 0.2) < 0.12 and abs(false_fail - 0.2) < 0.12, pooled
 
 
 @pytest.mark.slow

@@ -81,7 +81,10 @@ def test_20k_decisions_survive_an_outage(engine, flaky, tmp_path):
     writer.close()
 
     assert rows(engine) == (n, n, n)  # every decision and outcome, none twice
-    assert stats.new_rows == n and stats.dropped == 0
+    # a batch whose COMMIT the cut connection left in doubt is spilled, replayed and found stored: at most
+    # one batch (250) per outage counts as already held, the rest are new
+    assert stats.written == n and stats.new_rows + stats.duplicates == n and stats.duplicates <= 250 * stats.outages
+    assert stats.dropped == 0
     assert stats.outages >= 1 and stats.spilled > 0 and stats.replayed >= stats.spilled
     assert stats.max_queue_depth <= 1000
     assert peak < 0.25 * footprint, f"peak {peak / 1e6:.1f} MB vs {footprint / 1e6:.1f} MB for all records"

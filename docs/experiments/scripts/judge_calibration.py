@@ -41,7 +41,7 @@ def main(root: str, seeds: str, noises: str) -> None:
             direct = last_round(base / f"direct-s{seed}")
             cal, raw = last_round(base / f"cal-n{noise}-s{seed}"), last_round(base / f"raw-n{noise}-s{seed}")
             for tier in tiers:
-                d, c, r = (100 * x[tier]["gateway"] for x in (direct, cal, raw))
+                d, c, r = (x[tier]["gateway"] for x in (direct, cal, raw))  # utility x100
                 gaps.setdefault((noise, "corrected"), []).append(c - d)
                 gaps.setdefault((noise, "as it is"), []).append(r - d)
                 print(f"| {noise} | {seed} | {tier} | {d:.1f} | {c:.1f} | {r:.1f} | {c - d:+.1f} | {r - d:+.1f} |")

@@ -16,11 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sqlalchemy import select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
-from regret_gateway.store.queries import JUDGE_SOURCE, USER_SOURCE
-from regret_gateway.store.schema import Decision, Feedback
+from regret_gateway.store.queries import JUDGE_SOURCE, judged_by_users
 
 MIN_PAIRS = 20  # pairs the user failed, and as many it passed, before an error rate is estimated
 MIN_SEPARATION = 0.2  # 1 - false_pass - false_fail: below it the judge says too little to be corrected
@@ -69,21 +67,13 @@ def _error(model: str, user: np.ndarray, judge: np.ndarray) -> JudgeError:
 def judge_errors(session: Session, window: Sequence = ()) -> dict[str, JudgeError]:
     """Per model judged (and ``"*"`` pooled), the judge's error on the requests of ``window`` (conditions on
     :class:`Decision`) that a user scored as well; {} where there are none."""
-    user, judge = aliased(Feedback), aliased(Feedback)
-    rows = session.execute(
-        select(Decision.chosen_model, user.score, judge.score)
-        .join(user, (user.request_id == Decision.request_id) & (user.source == USER_SOURCE))
-        .join(judge, (judge.request_id == Decision.request_id) & (judge.source == JUDGE_SOURCE))
-        .where(*window)
-    ).all()
-    if not rows:
+    models, user, judge = judged_by_users(session, window)
+    if not len(models):
         return {}
-    models = np.array([r[0] for r in rows], dtype=object)
-    scores = np.array([(r[1], r[2]) for r in rows], dtype=float)
-    out = {POOLED: _error(POOLED, scores[:, 0], scores[:, 1])}
+    out = {POOLED: _error(POOLED, user, judge)}
     for m in sorted(set(models)):
-        rows_m = models == m
-        out[m] = _error(m, scores[rows_m, 0], scores[rows_m, 1])
+        rows = models == m
+        out[m] = _error(m, user[rows], judge[rows])
     return out
 
 

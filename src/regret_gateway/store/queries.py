@@ -187,11 +187,27 @@ class TrafficSummary:
         return out
 
 
+def judged_by_users(session: Session, window: Sequence = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The requests of ``window`` (conditions on :class:`Decision`) that a user and the judge both scored:
+    (models judged, user scores, judge scores), each (k,)."""
+    from sqlalchemy.orm import aliased
+
+    user, judge = aliased(Feedback), aliased(Feedback)
+    rows = session.execute(
+        select(Decision.chosen_model, user.score, judge.score)
+        .join(user, (user.request_id == Decision.request_id) & (user.source == USER_SOURCE))
+        .join(judge, (judge.request_id == Decision.request_id) & (judge.source == JUDGE_SOURCE))
+        .where(*window)
+    ).all()
+    models = np.array([r[0] for r in rows], dtype=object)
+    scores = np.array([(r[1], r[2]) for r in rows], dtype=float).reshape(-1, 2)
+    return models, scores[:, 0], scores[:, 1]
+
+
 def traffic_summary(session: Session, *, since: datetime | None = None) -> TrafficSummary:
     """Counts for `regret-gateway status`: requests, outcomes, feedback coverage (in all and by source),
     the judge's spend, and how judge and user scores agree where a request has both."""
     from sqlalchemy import func
-    from sqlalchemy.orm import aliased
 
     where = [] if since is None else [Decision.created_at >= since]
     total = session.scalar(select(func.count()).select_from(Decision).where(*where)) or 0
@@ -208,20 +224,10 @@ def traffic_summary(session: Session, *, since: datetime | None = None) -> Traff
             .group_by(Feedback.source)
         )
     }
-    user, judge = aliased(Feedback), aliased(Feedback)
-    pairs = np.array(
-        session.execute(
-            select(user.score, judge.score)
-            .join(judge, (judge.request_id == user.request_id) & (judge.source == JUDGE_SOURCE))
-            .join(Decision, Decision.request_id == user.request_id)
-            .where(user.source == USER_SOURCE, *where)
-        ).all(),
-        dtype=float,
-    ).reshape(-1, 2)
+    _, u, j = judged_by_users(session, where)
     agreement = JudgeAgreement(0)
-    if len(pairs):
-        u, j = pairs[:, 0], pairs[:, 1]
-        agreement = JudgeAgreement(len(pairs), float(np.abs(u - j).mean()), float(((u >= 0.5) == (j >= 0.5)).mean()),
+    if len(u):
+        agreement = JudgeAgreement(len(u), float(np.abs(u - j).mean()), float(((u >= 0.5) == (j >= 0.5)).mean()),
                                    float((j - u).mean()))  # fmt: skip
     return TrafficSummary(total, outcome, scored, by_source, agreement, by_mode, by_tier)
 

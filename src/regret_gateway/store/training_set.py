@@ -180,17 +180,17 @@ def training_set(
     logged = None
     errors = judge_errors(session, window)
     corrected: dict[str, int] = {}
+    sources = tuple(best[r][1] for r in ids)
     if kept:
-        sources = [best[r][1] for r in ids]
-        target, corrected = corrected_targets(models, sources, np.array([best[r][2] for r in ids]),
-                                              errors if calibrate_judge else {})  # fmt: skip
+        quality = np.array([best[r][2] for r in ids])
+        target, corrected = corrected_targets(models, sources, quality, errors if calibrate_judge else {})
         X = _embeddings(session, window, {r: i for i, r in enumerate(ids)}, int(dims[0]))
         # a row imported without a propensity carries NaN (LoggedFeedback.imported): retrain estimates its logging
         # policy (XGBoost) and keeps every other row's logged value
         logged = LoggedFeedback(
             X=X,
             action=np.array([index[m] for m in models]),
-            quality=np.array([best[r][2] for r in ids]),
+            quality=quality,
             cost=np.array(costs, dtype=float),
             model_names=chosen_names,
             propensity=np.array([np.nan if p is None else p for p in propensities]),
@@ -207,7 +207,7 @@ def training_set(
         router_versions=tuple(versions),
         embedding_model=embedding_model,
         skipped=skipped,
-        sources=tuple(best[r][1] for r in ids),
+        sources=sources,
         spend_by_source=spend,
         loggers=logger_labels(tiers, versions, modes),
         sampled_from=sampled_from,

@@ -162,6 +162,8 @@ def judge_calibration(ts) -> dict | None:
         why = (
             "no request scored by both a user and the judge"
             if not errors
+            else "--no-judge-calibration"
+            if any(e.usable for e in ts.judge_errors.values())
             else "too few user-scored requests to estimate its error"
         )
         return {"rows": judged, "calibrated": False, "why": f"uncalibrated ({why}): its scores are used as they are",

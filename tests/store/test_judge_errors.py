@@ -63,3 +63,13 @@ def test_without_user_scores_the_judge_is_uncalibrated_and_used_as_it_is(engine)
         assert judge_errors(s) == {}
     assert ts.judge_corrected == {} and ts.logged.target is None
     np.testing.assert_array_equal(ts.logged.quality_target, ts.logged.quality)
+
+
+def test_the_report_says_why_the_judge_s_scores_were_not_corrected(engine):
+    from regret_gateway.retrain import judge_calibration
+
+    log_judged(engine, 4000, user_share=0.25)
+    with Session(engine) as s:
+        on, off = (judge_calibration(training_set(s, feedback=("judge",), calibrate_judge=c)) for c in (True, False))
+    assert on["calibrated"] and sum(on["corrected_rows"].values()) == on["rows"]
+    assert not off["calibrated"] and "(--no-judge-calibration)" in off["why"], off

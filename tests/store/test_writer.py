@@ -3,6 +3,7 @@ spill files replayed on recovery and after a restart. Runs on SQLite and Postgre
 
 from __future__ import annotations
 
+import threading
 import time
 import tracemalloc
 from types import SimpleNamespace
@@ -114,6 +115,15 @@ def test_judge_scores_behind_their_decisions_survive_an_outage(engine, flaky, tm
 
     records = list(synthetic_records(300, 8))
     writer = fast_writer(flaky.engine, tmp_path / "spill").start()
+    all_spilled = threading.Event()  # every record submitted during the outage (200 decisions, 301 scores)
+    append = writer._append
+
+    def spill(*args, **kwargs):
+        append(*args, **kwargs)
+        if writer.stats().spilled >= 501:
+            all_spilled.set()
+
+    writer._append = spill  # type: ignore[method-assign]
     for r in records[:100]:
         writer.submit(r)
     assert writer.drain(timeout=30)
@@ -123,9 +133,7 @@ def test_judge_scores_behind_their_decisions_survive_an_outage(engine, flaky, tm
     for r in records:
         writer.submit(FeedbackRecord(r.request_id, 0.5, source="judge", cost_usd=1e-4))
     writer.submit(FeedbackRecord("no-such-request", 1.0, source="judge"))
-    deadline = time.monotonic() + 60
-    while writer.stats().spilled < 501 and time.monotonic() < deadline:  # the outage outlasts spill_after_s:
-        time.sleep(0.01)  # every record submitted during it (200 decisions, 301 scores) is spilled
+    assert all_spilled.wait(timeout=60), writer.stats()  # the outage outlasted spill_after_s
     flaky.up()
     assert writer.drain(timeout=60), writer.stats()
     stats = writer.stats()

@@ -364,10 +364,12 @@ def test_retrain_feedback_sources_and_status_coverage_spend_agreement(tmp_path):
                                             outcome=OutcomeRecord(f"r{i}", cost_usd=1e-4)) for i in range(10)])  # fmt: skip
         record_feedback(s, [FeedbackRecord(f"r{i}", 1.0, source="judge", cost_usd=1e-3) for i in range(10)])
         record_feedback(s, [FeedbackRecord(f"r{i}", float(i % 3 == 0), source="user") for i in range(4)])
+        # the judge scored r5..r9 again: it disagreed with itself on r5 (a) and r6 (b)
+        record_feedback(s, [FeedbackRecord(f"r{i}", float(i > 6), source="judge-repeat", cost_usd=1e-3) for i in range(5, 10)])
     engine.dispose()
     default = runner.invoke(app, ["retrain", "--config", str(cfg)])
     assert default.exit_code == 2 and "only 10 usable rows" in default.output and "scored by: judge 6, user 4" in default.output
-    assert "scores from judge in the window cost $0.0100" in default.output
+    assert "scores from judge in the window cost $0.0100" in default.output  # a repeat score never teaches (above)
     user = runner.invoke(app, ["retrain", "--config", str(cfg), "--feedback", "user"])
     assert "only 4 usable rows" in user.output and "scored by: user 4" in user.output and "no_feedback': 6" in user.output
     assert runner.invoke(app, ["retrain", "--config", str(cfg), "--feedback", "user,user"]).exit_code == 2
@@ -379,6 +381,8 @@ def test_retrain_feedback_sources_and_status_coverage_spend_agreement(tmp_path):
     # per model judged: a (r0, r2) the user failed r2, the judge passed it; b (r1, r3) the user failed r1
     assert ("judge's error against user scores, per model judged: *: 4 pairs, false pass 100.0%, false fail 0.0% "
             "(too few pairs to correct); a: 2 pairs") in status.output, status.output  # fmt: skip
+    assert ("judge against itself, per model judged: *: 5 judged twice, same pass/fail 60.0%, implied error 27.6% "
+            "either way (too few to correct); a: 2 judged twice, same pass/fail 50.0%") in status.output, status.output  # fmt: skip
     # the team's budget: its requests' outcomes today (the judge's calls are not the team's spend)
     assert "team support: budget $0.01 per month" in status.output and "spent $0.0010 (10.0%) on 10 requests" in status.output
 

@@ -151,24 +151,28 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
 
 def judge_calibration(ts) -> dict | None:
     """What the report says of the judge's scores among the rows (None: no row learns from one): its error
-    measured against the users' scores per model, and how many rows each estimate corrected."""
+    measured against the users' scores and against itself per model, and how many rows each estimate
+    corrected (keys: the users' estimate of a model or "*", "self-agreement <model>")."""
     from regret_gateway.store.queries import JUDGE_SOURCE
 
     judged = ts.rows_by_source().get(JUDGE_SOURCE, 0)
     if not judged:
         return None
     errors = {m: e.describe() for m, e in ts.judge_errors.items()}
+    agreement = {m: a.describe() for m, a in ts.judge_self_agreement.items()}
     if not ts.judge_corrected:
+        measured = [*ts.judge_errors.values(), *ts.judge_self_agreement.values()]
         why = (
-            "no request scored by both a user and the judge"
-            if not errors
+            "no request scored by both a user and the judge, and none judged twice"
+            if not measured
             else "--no-judge-calibration"
-            if any(e.usable for e in ts.judge_errors.values())
-            else "too few user-scored requests to estimate its error"
+            if any(e.usable for e in measured)
+            else "too few user-scored or twice-judged requests to estimate its error"
         )
         return {"rows": judged, "calibrated": False, "why": f"uncalibrated ({why}): its scores are used as they are",
-                "errors": errors}  # fmt: skip
-    return {"rows": judged, "calibrated": True, "corrected_rows": ts.judge_corrected, "errors": errors}
+                "errors": errors, "self_agreement": agreement}  # fmt: skip
+    return {"rows": judged, "calibrated": True, "corrected_rows": ts.judge_corrected, "errors": errors,
+            "self_agreement": agreement}  # fmt: skip
 
 
 def _read(settings: Settings, engine: Engine, opts: RetrainOptions):

@@ -95,6 +95,17 @@ def test_sampling_follows_opt_in_and_the_tier_s_share():
     assert 240 <= len(got) <= 360 and j.counters["sampled"] == len(got)
 
 
+def test_a_share_of_the_judged_answers_is_judged_again_as_judge_repeat():
+    j, got, _ = run_judge(good, calls=400, repeat=0.25)
+    first = [r for r in got if r.source == "judge"]
+    again = [r for r in got if r.source == "judge-repeat"]
+    assert len(first) == 400 and 60 <= len(again) <= 140 and j.counters["repeated"] == len(again)
+    assert {r.request_id for r in again} <= {r.request_id for r in first}  # a second score of a judged answer
+    assert j.counters["scored"] == 400 and j.spend_usd == pytest.approx(len(got) * 1e-4)  # the repeats are paid for
+    j, got, _ = run_judge(good, calls=50)  # default: nothing judged twice
+    assert {r.source for r in got} == {"judge"} and j.counters["repeated"] == 0
+
+
 async def broken(model, messages, timeout):
     raise RuntimeError("judge upstream is down")
 

@@ -243,6 +243,7 @@ def test_feedback_only_from_the_team_that_asked(proxy):
     assert decision(client, "support", rid)["feedback"]["score"] == 1.0
     # the judge's source is the gateway's own: a client cannot write (or overwrite) a judge score
     assert post("support", {"request_id": rid, "score": 0.0, "source": "judge"}).status_code == 422
+    assert post("support", {"request_id": rid, "score": 0.0, "source": "judge-repeat"}).status_code == 422
     assert "judge" not in decision(client, "support", rid)["feedback_by_source"]
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sqlalchemy.orm import Session
 
-from regret_gateway.store.judge_errors import POOLED, judge_errors
+from regret_gateway.store.judge_errors import POOLED, judge_errors, self_agreement
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
 from regret_gateway.store.training_set import training_set
 from regret_gateway.store.writes import record_decisions, record_feedback
@@ -18,20 +18,29 @@ FALSE_PASS = {"a": 0.5, "b": 0.05, "c": 0.05}  # the judge passes half of model 
 FALSE_FAIL = {"a": 0.1, "b": 0.05, "c": 0.05}
 
 
-def log_judged(engine, n: int, user_share: float, seed: int = 0) -> dict[str, np.ndarray]:
+def _judged(rng, models, truth, false_pass=FALSE_PASS, false_fail=FALSE_FAIL) -> np.ndarray:
+    flip = np.array([rng.random() < (false_fail[m] if t else false_pass[m]) for m, t in zip(models, truth)])
+    return np.where(flip, 1 - truth, truth)
+
+
+def log_judged(engine, n: int, user_share: float, seed: int = 0, repeat_share: float = 0.0, false_pass=FALSE_PASS,
+               false_fail=FALSE_FAIL) -> dict[str, np.ndarray]:  # fmt: skip
     """n requests spread over the models, every one scored by the judge, ``user_share`` of them by a user
-    too (the truth). Returns each model's true scores."""
+    too (the truth), ``repeat_share`` judged a second time (its verdict flipped independently again).
+    Returns each model's true scores."""
     rng = np.random.default_rng(seed)
     models = np.array(list(PASS_RATE))[rng.integers(3, size=n)]
     truth = np.array([rng.random() < PASS_RATE[m] for m in models], dtype=float)
-    flip = np.array([rng.random() < (FALSE_FAIL[m] if t else FALSE_PASS[m]) for m, t in zip(models, truth)])
-    judged = np.where(flip, 1 - truth, truth)
+    judged = _judged(rng, models, truth, false_pass, false_fail)
+    repeated = np.flatnonzero(rng.random(n) < repeat_share)
+    again = _judged(rng, models[repeated], truth[repeated], false_pass, false_fail)
     with Session(engine) as s, s.begin():
         record_decisions(s, [DecisionRecord(request_id=f"j{i}", tier="t", lam=0.0, embedding_model="e",
                                             embedding=np.full(4, i % 7, dtype=np.float32), chosen_model=str(m),
                                             propensity=1 / 3, outcome=OutcomeRecord(f"j{i}", cost_usd=1e-4))
                              for i, m in enumerate(models)])  # fmt: skip
         record_feedback(s, [FeedbackRecord(f"j{i}", float(judged[i]), source="judge") for i in range(n)])
+        record_feedback(s, [FeedbackRecord(f"j{i}", float(a), source="judge-repeat") for i, a in zip(repeated, again)])
         users = np.flatnonzero(rng.random(n) < user_share)
         record_feedback(s, [FeedbackRecord(f"j{i}", float(truth[i]), source="user") for i in users])
     return {m: truth[models == m] for m in PASS_RATE}
@@ -73,3 +82,36 @@ def test_the_report_says_why_the_judge_s_scores_were_not_corrected(engine):
         on, off = (judge_calibration(training_set(s, feedback=("judge",), calibrate_judge=c)) for c in (True, False))
     assert on["calibrated"] and sum(on["corrected_rows"].values()) == on["rows"]
     assert not off["calibrated"] and "(--no-judge-calibration)" in off["why"], off
+
+
+SAME_ERROR = dict.fromkeys(PASS_RATE, 0.15)  # a judge wrong 15% of the time either way, on every model
+
+
+def test_without_users_the_judge_s_self_agreement_measures_and_corrects_its_error(engine):
+    truth = log_judged(engine, 6000, user_share=0.0, repeat_share=0.3, false_pass=SAME_ERROR, false_fail=SAME_ERROR)
+    with Session(engine) as s:
+        assert judge_errors(s) == {}  # no user scored anything
+        agreement = self_agreement(s)
+        ts = training_set(s)
+        raw = training_set(s, calibrate_judge=False)
+    for m in PASS_RATE:  # 2e(1 - e) = 0.255 of ~600 twice-judged answers disagree: e within a few points of 0.15
+        assert agreement[m].flip_rate == pytest.approx(0.15, abs=0.05) and agreement[m].usable, agreement[m].describe()
+    assert agreement[POOLED].flip_rate == pytest.approx(0.15, abs=0.025)
+    assert ts.judge_corrected == {f"self-agreement {m}": len(truth[m]) for m in PASS_RATE}
+    lg = ts.logged
+    assert ts.rows_by_source() == {"judge": 6000}  # a repeat score never teaches: each request learns from its first
+    for t, m in enumerate(lg.model_names):
+        rows = lg.action == t
+        assert lg.quality_target[rows].mean() == pytest.approx(truth[m].mean(), abs=0.05), m
+        # uncorrected, every gap between models shrinks by 1 - 2e = 0.7: model a is rated far too high
+        if m == "a":
+            assert raw.logged.quality_target[rows].mean() > truth[m].mean() + 0.05
+    assert raw.judge_corrected == {} and raw.judge_self_agreement[POOLED].usable
+
+
+def test_users_scores_come_before_self_agreement(engine):
+    log_judged(engine, 4000, user_share=0.25, repeat_share=0.3)
+    with Session(engine) as s:
+        ts = training_set(s, feedback=("judge",))
+    assert set(ts.judge_corrected) == {"a", "b", "c"}  # each by the users' estimate, none by self-agreement
+    assert all(a.usable for a in ts.judge_self_agreement.values())  # though self-agreement could have

@@ -78,6 +78,14 @@ def demo(
         "serves the judge model, answering with the recorded correctness, flipped at --judge-noise).",
     ),
     judge_noise: float = typer.Option(0.1, "--judge-noise", min=0.0, max=1.0, help="How often the mock judge is wrong."),
+    judge_repeat: float = typer.Option(
+        0.0,
+        "--judge-repeat",
+        min=0.0,
+        max=1.0,
+        help="With --judge-sample: the judge scores this share of its answers twice (judge.repeat); retrain "
+        "estimates its error from how often it disagrees with itself where no user scores.",
+    ),
     user_share: float = typer.Option(
         0.0,
         "--user-share",
@@ -168,6 +176,7 @@ def demo(
             context=context,
             judge_sample=judge_sample,
             judge_noise=judge_noise,
+            judge_repeat=judge_repeat,
             user_share=user_share,
             calibrate_judge=judge_calibration,
             threads=threads,

@@ -72,7 +72,7 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
     from regret_gateway.config import load_settings
     from regret_gateway.gateway.steering import published_ladder
     from regret_gateway.store.engine import make_engine
-    from regret_gateway.store.judge_errors import judge_errors
+    from regret_gateway.store.judge_errors import judge_errors, self_agreement
     from regret_gateway.store.queries import traffic_summary
     from regret_gateway.store.schema import Decision
     from regret_gateway.store.steering import budget_status
@@ -101,7 +101,8 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
 
         with Session(engine) as session:
             summary = traffic_summary(session, since=since)
-            errors = judge_errors(session, [] if since is None else [Decision.created_at >= since])
+            window = [] if since is None else [Decision.created_at >= since]
+            errors, agreement = judge_errors(session, window), self_agreement(session, window)
             now = datetime.now(timezone.utc)
             budgets = [
                 budget_status(session, settings, team, now, published_ladder(art, team, spec.budget.ladder)).line()
@@ -116,6 +117,8 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
         typer.echo(line)
     if errors:  # the judge's error where users scored the same requests: what retrain corrects its scores by
         typer.echo("judge's error against user scores, per model judged: " + "; ".join(e.describe() for e in errors.values()))
+    if agreement:  # the judge against itself where it judged an answer twice: what retrain corrects by without users
+        typer.echo("judge against itself, per model judged: " + "; ".join(a.describe() for a in agreement.values()))
     for line in budgets:
         typer.echo(line)
 

@@ -187,7 +187,7 @@ def retrain_cmd(
             if result.data.get("sampled_from"):
                 typer.echo(f"sampled: {result.data['rows']} of {result.data['sampled_from']} usable rows (--max-rows)")
             if judge := result.data.get("judge"):
-                how = (f"corrected by its error against user scores ({', '.join(f'{k}: {v} rows' for k, v in judge['corrected_rows'].items())})"
+                how = (f"corrected by its measured error ({', '.join(f'{k}: {v} rows' for k, v in judge['corrected_rows'].items())})"
                        if judge["calibrated"] else judge["why"])  # fmt: skip
                 typer.echo(f"judge's scores ({judge['rows']} rows): {how}")
         typer.echo(f"report: {', '.join(result.report_paths.values())}")

@@ -6,7 +6,9 @@ drawn request's prompt and answer go into a bounded in-memory queue (never to di
 (``judge.concurrency``) ask the judge model through LiteLLM -- the proxy's own router, so the judge's
 model group, keys and cost tracking are the deployment's -- parse a score in [0, 1] from its JSON answer
 and hand a :class:`~regret_gateway.store.records.FeedbackRecord` with source ``judge`` (and the call's
-cost) to the store's batched writer. Nothing here touches chat traffic: a full queue drops the answer, a
+cost) to the store's batched writer. A drawn share ``judge.repeat`` of the scored answers is judged again,
+recorded with source ``judge-repeat``: the judge's self-agreement (``store/judge_errors.py``), never a
+training score. Nothing here touches chat traffic: a full queue drops the answer, a
 judge that fails, hangs past ``timeout_s`` or answers something unparsable is counted, and that is all.
 """
 
@@ -23,14 +25,14 @@ from typing import Any, cast
 import numpy as np
 
 from regret_gateway.config import Settings
-from regret_gateway.store.queries import JUDGE_SOURCE
+from regret_gateway.store.queries import JUDGE_REPEAT_SOURCE, JUDGE_SOURCE
 from regret_gateway.store.records import FeedbackRecord
 
 log = logging.getLogger(__name__)
 
 # (model, messages, timeout_s) -> (the judge's reply text, the call's cost in USD)
 Complete = Callable[[str, list[dict], float], Awaitable[tuple[str, float]]]
-COUNTERS = ("considered", "sampled", "scored", "failed", "timeouts", "unparsable", "dropped")
+COUNTERS = ("considered", "sampled", "scored", "repeated", "failed", "timeouts", "unparsable", "dropped")
 
 
 def judge_messages(rubric: str, prompt: str, answer: str, max_chars: int) -> list[dict]:
@@ -98,6 +100,7 @@ class JudgeStats:
     considered: int  # answers offered to the sampler
     sampled: int
     scored: int
+    repeated: int  # scored a second time (judge.repeat)
     failed: int
     timeouts: int
     unparsable: int
@@ -175,6 +178,13 @@ class Judge:
 
     async def _score(self, request_id: str, prompt: str, answer: str) -> None:
         messages = judge_messages(self.rubric, prompt, answer, self.spec.max_chars)
+        scored = await self._ask(request_id, messages, JUDGE_SOURCE)
+        if scored and self.spec.repeat > 0 and self.rng.random() < self.spec.repeat:  # no draw at repeat 0
+            if await self._ask(request_id, messages, JUDGE_REPEAT_SOURCE):
+                self.counters["repeated"] += 1
+
+    async def _ask(self, request_id: str, messages: list[dict], source: str) -> bool:
+        """One judge call; its score goes to the writer with ``source``. True if it was scored."""
         assert self.spec.model is not None
         try:
             text, cost = await asyncio.wait_for(
@@ -182,19 +192,21 @@ class Judge:
             )
         except asyncio.TimeoutError:
             self.counters["timeouts"] += 1
-            return
+            return False
         except Exception as exc:  # noqa: BLE001 - the judge's failure is counted, never raised
             self.counters["failed"] += 1
             log.warning("regret-gateway judge: %s for %s (%s)", type(exc).__name__, request_id, str(exc)[:200])
-            return
+            return False
         cost = float(cost) if isinstance(cost, (int, float)) and np.isfinite(cost) and cost >= 0 else 0.0
         self.spend_usd += cost
         score = parse_score(text)
         if score is None:
             self.counters["unparsable"] += 1
-            return
-        self.counters["scored"] += 1
-        self.submit(FeedbackRecord(request_id, score, source=JUDGE_SOURCE, cost_usd=cost))
+            return False
+        if source == JUDGE_SOURCE:
+            self.counters["scored"] += 1
+        self.submit(FeedbackRecord(request_id, score, source=source, cost_usd=cost))
+        return True
 
     async def drain(self, timeout: float = 60.0) -> bool:
         """Wait until every queued answer has been judged (or failed); False past ``timeout``."""

@@ -25,7 +25,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from regret_gateway.gateway.runtime import Gateway
-from regret_gateway.store.queries import JUDGE_SOURCE, DecisionView, FeedbackView, decision_team, get_decision
+from regret_gateway.store.queries import (
+    JUDGE_REPEAT_SOURCE,
+    JUDGE_SOURCE,
+    DecisionView,
+    FeedbackView,
+    decision_team,
+    get_decision,
+)
 from regret_gateway.store.records import FeedbackRecord, StoreInputError, team_key, valid_request_id
 from regret_gateway.store.writes import record_feedback
 
@@ -36,7 +43,10 @@ class FeedbackIn(BaseModel):
     request_id: str = Field(min_length=1, max_length=128, description="The x-regret-request-id response header of the request.")
     score: float = Field(ge=0.0, le=1.0, description="Quality of the answer in [0, 1].")
     source: str = Field(
-        default="user", min_length=1, max_length=32, description="Who scored it; 'judge' is the gateway's own judge's."
+        default="user",
+        min_length=1,
+        max_length=32,
+        description="Who scored it; 'judge' and 'judge-repeat' are the gateway's own judge's.",
     )
 
     @field_validator("source")
@@ -44,8 +54,8 @@ class FeedbackIn(BaseModel):
     def _not_the_judge(cls, v: str) -> str:
         if not v.isprintable():
             raise ValueError("source must be printable text (no NUL or other control characters)")
-        if v == JUDGE_SOURCE:
-            raise ValueError(f"source {JUDGE_SOURCE!r} is reserved for the gateway's LLM judge")
+        if v in (JUDGE_SOURCE, JUDGE_REPEAT_SOURCE):
+            raise ValueError(f"source {v!r} is reserved for the gateway's LLM judge")
         return v
 
 

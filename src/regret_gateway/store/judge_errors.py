@@ -1,4 +1,5 @@
-"""How wrong the LLM judge is, measured where users scored the same requests, and its scores corrected.
+"""How wrong the LLM judge is, measured where users scored the same requests or where it judged an answer
+twice, and its scores corrected.
 
 On the requests a user and the judge both scored, per model judged: ``false_pass`` is the judge's mean
 score where the user failed the answer (score < 0.5), ``false_fail`` one minus its mean score where the
@@ -8,6 +9,14 @@ whatever the judge's two error rates (for binary scores, the flip correction of 
 The corrected scores may leave [0, 1]; the estimators take them as the rows' outcomes
 (``LoggedFeedback.target``). A model with too few pairs of either kind is corrected by the pooled estimate
 over all models; without enough pairs at all, the judge is uncalibrated and its scores are used as they are.
+
+Where no user scores, the judge's *self-agreement* stands in: the answers it judged twice (``judge.repeat``)
+disagree (one pass, one fail) at a rate d, and a judge that flips each verdict independently at rate e,
+either way, disagrees with itself at d = 2e(1 - e), so e = (1 - sqrt(1 - 2d)) / 2 is both its false-pass and
+its false-fail rate. That sees only the judge's inconsistency: a judge wrong the same way every time (one
+that favours a model, or misreads a kind of question) agrees with itself and is not caught; only users'
+scores catch it, and they come first: a model is corrected by the users' estimate (its own, else pooled),
+then by self-agreement (its own, else pooled), else not at all.
 """
 
 from __future__ import annotations
@@ -18,9 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 from sqlalchemy.orm import Session
 
-from regret_gateway.store.queries import JUDGE_SOURCE, judged_by_users
+from regret_gateway.store.queries import JUDGE_SOURCE, judged_by_users, judged_twice
 
 MIN_PAIRS = 20  # pairs the user failed, and as many it passed, before an error rate is estimated
+MIN_REPEATS = 50  # answers judged twice before the judge's self-agreement estimates its error
 MIN_SEPARATION = 0.2  # 1 - false_pass - false_fail: below it the judge says too little to be corrected
 POOLED = "*"
 
@@ -48,13 +58,51 @@ class JudgeError:
     def correct(self, score: np.ndarray) -> np.ndarray:
         """The judge's scores as estimates of the truth (unbiased for a pass/fail truth)."""
         assert self.false_pass is not None and self.false_fail is not None
-        return (np.asarray(score, dtype=float) - self.false_pass) / (1.0 - self.false_pass - self.false_fail)
+        return _corrected(score, self.false_pass, self.false_fail)
 
     def describe(self) -> str:
         if self.false_pass is None or self.false_fail is None:
             return f"{self.model}: {self.pairs} pairs (user failed {self.user_failed}, passed {self.user_passed})"
         return (f"{self.model}: {self.pairs} pairs, false pass {100 * self.false_pass:.1f}%, false fail "
                 f"{100 * self.false_fail:.1f}%{'' if self.usable else ' (too few pairs to correct)'}")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SelfAgreement:
+    """The judge against itself on one model's answers it judged twice (``model`` "*": all pooled): how often
+    its two verdicts disagree, and the flip rate that implies (module doc)."""
+
+    model: str
+    repeats: int  # answers judged twice
+    disagree: float  # share whose two scores fall on either side of 0.5
+
+    @property
+    def flip_rate(self) -> float:
+        """e with 2e(1 - e) = ``disagree``; 0.5 (the judge says nothing) where it disagrees half the time or more."""
+        return 0.5 * (1.0 - float(np.sqrt(max(0.0, 1.0 - 2.0 * self.disagree))))
+
+    @property
+    def false_pass(self) -> float:
+        return self.flip_rate
+
+    @property
+    def false_fail(self) -> float:
+        return self.flip_rate
+
+    @property
+    def usable(self) -> bool:
+        return self.repeats >= MIN_REPEATS and 1 - 2 * self.flip_rate >= MIN_SEPARATION
+
+    def correct(self, score: np.ndarray) -> np.ndarray:
+        return _corrected(score, self.flip_rate, self.flip_rate)
+
+    def describe(self) -> str:
+        return (f"{self.model}: {self.repeats} judged twice, same pass/fail {100 * (1 - self.disagree):.1f}%, "
+                f"implied error {100 * self.flip_rate:.1f}% either way{'' if self.usable else ' (too few to correct)'}")  # fmt: skip
+
+
+def _corrected(score: np.ndarray, false_pass: float, false_fail: float) -> np.ndarray:
+    return (np.asarray(score, dtype=float) - false_pass) / (1.0 - false_pass - false_fail)
 
 
 def _error(model: str, user: np.ndarray, judge: np.ndarray) -> JudgeError:
@@ -77,20 +125,48 @@ def judge_errors(session: Session, window: Sequence = ()) -> dict[str, JudgeErro
     return out
 
 
+def self_agreement(session: Session, window: Sequence = ()) -> dict[str, SelfAgreement]:
+    """Per model judged (and ``"*"`` pooled), the judge against itself on the answers of ``window`` it judged
+    twice; {} where there are none."""
+    models, first, repeat = judged_twice(session, window)
+    if not len(models):
+        return {}
+    differ = (first >= 0.5) != (repeat >= 0.5)
+    out = {POOLED: SelfAgreement(POOLED, len(models), float(differ.mean()))}
+    for m in sorted(set(models)):
+        rows = models == m
+        out[m] = SelfAgreement(m, int(rows.sum()), float(differ[rows].mean()))
+    return out
+
+
+Estimate = JudgeError | SelfAgreement
+
+
+def estimate_for(model: str, *estimates: dict[str, Estimate]) -> tuple[str, Estimate] | None:
+    """The estimate that corrects ``model``'s judge scores, with its basis ("users" or "self-agreement"):
+    the first usable of each dict's own estimate of the model, then its pooled one, in the dicts' order."""
+    for found in estimates:
+        for key in (model, POOLED):
+            if (e := found.get(key)) is not None and e.usable:
+                return ("users" if isinstance(e, JudgeError) else "self-agreement"), e
+    return None
+
+
 def corrected_targets(models: Sequence[str], sources: Sequence[str], scores: np.ndarray,
-                      errors: dict[str, JudgeError]) -> tuple[np.ndarray | None, dict[str, int]]:  # fmt: skip
-    """The rows' outcomes with every judge score corrected by its model's error (else the pooled one), and
-    how many rows each estimate corrected; (None, {}) where nothing was corrected (no usable estimate, or no
-    judge score)."""
+                      *estimates: dict[str, Estimate]) -> tuple[np.ndarray | None, dict[str, int]]:  # fmt: skip
+    """The rows' outcomes with every judge score corrected by :func:`estimate_for` its model (``estimates``
+    in order of preference: the users' errors, then self-agreement), and how many rows each estimate
+    corrected ("self-agreement *" for a pooled self-agreement); (None, {}) where nothing was corrected."""
     target = np.asarray(scores, dtype=float).copy()
     used: dict[str, int] = {}
     judged = np.array([s == JUDGE_SOURCE for s in sources], dtype=bool)
     names = np.array(models, dtype=object)
     for m in sorted(set(names[judged])) if judged.any() else []:
-        error = errors.get(m) if errors.get(m) is not None and errors[m].usable else errors.get(POOLED)
-        if error is None or not error.usable:
+        if (found := estimate_for(m, *estimates)) is None:
             continue
+        basis, error = found
         rows = judged & (names == m)
         target[rows] = error.correct(target[rows])
-        used[error.model] = used.get(error.model, 0) + int(rows.sum())
+        key = error.model if basis == "users" else f"{basis} {error.model}"
+        used[key] = used.get(key, 0) + int(rows.sum())
     return (target, used) if used else (None, {})

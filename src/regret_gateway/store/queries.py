@@ -17,16 +17,18 @@ from regret_gateway.store.records import (
 from regret_gateway.store.schema import Decision, Feedback, Outcome
 
 JUDGE_SOURCE = "judge"  # the source of the gateway's LLM judge scores (gateway/judge.py)
+JUDGE_REPEAT_SOURCE = "judge-repeat"  # the judge's second score of an answer it judged twice: measures, never teaches
 USER_SOURCE = "user"  # a client's own score (POST /regret/feedback)
 
 
 def source_rank(sources: Sequence[str] | None) -> Callable[[str], int | None]:
     """How a request's scores from several sources are ranked: ``sources`` in that order (others
-    ignored), or, with None, every source -- ``user`` first, the judge last, the rest by name between."""
+    ignored), or, with None, every source -- ``user`` first, the judge last, the rest by name between --
+    but the judge's repeat scores, which only measure its self-agreement (None: never a request's score)."""
     if sources is not None:
         order = {src: i for i, src in enumerate(sources)}
         return order.get
-    return lambda src: 0 if src == USER_SOURCE else 2 if src == JUDGE_SOURCE else 1
+    return lambda src: 0 if src == USER_SOURCE else 2 if src == JUDGE_SOURCE else None if src == JUDGE_REPEAT_SOURCE else 1
 
 
 @dataclass(frozen=True)
@@ -163,8 +165,7 @@ class TrafficSummary:
 
     @property
     def judge_spend_usd(self) -> float:
-        judge = self.feedback_by_source.get(JUDGE_SOURCE)
-        return judge.cost_usd if judge else 0.0
+        return sum(s.cost_usd for src, s in self.feedback_by_source.items() if src in (JUDGE_SOURCE, JUDGE_REPEAT_SOURCE))
 
     def lines(self, label: str) -> list[str]:
         """The status report, one line per fact; ``label`` says which requests (e.g. "in total")."""
@@ -187,21 +188,31 @@ class TrafficSummary:
         return out
 
 
-def judged_by_users(session: Session, window: Sequence = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The requests of ``window`` (conditions on :class:`Decision`) that a user and the judge both scored:
-    (models judged, user scores, judge scores), each (k,)."""
+def scored_by_both(session: Session, first: str, second: str, window: Sequence = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The requests of ``window`` (conditions on :class:`Decision`) that sources ``first`` and ``second`` both
+    scored: (models that answered, ``first``'s scores, ``second``'s scores), each (k,)."""
     from sqlalchemy.orm import aliased
 
-    user, judge = aliased(Feedback), aliased(Feedback)
+    a, b = aliased(Feedback), aliased(Feedback)
     rows = session.execute(
-        select(Decision.chosen_model, user.score, judge.score)
-        .join(user, (user.request_id == Decision.request_id) & (user.source == USER_SOURCE))
-        .join(judge, (judge.request_id == Decision.request_id) & (judge.source == JUDGE_SOURCE))
+        select(Decision.chosen_model, a.score, b.score)
+        .join(a, (a.request_id == Decision.request_id) & (a.source == first))
+        .join(b, (b.request_id == Decision.request_id) & (b.source == second))
         .where(*window)
     ).all()
     models = np.array([r[0] for r in rows], dtype=object)
     scores = np.array([(r[1], r[2]) for r in rows], dtype=float).reshape(-1, 2)
     return models, scores[:, 0], scores[:, 1]
+
+
+def judged_by_users(session: Session, window: Sequence = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The requests a user and the judge both scored: (models judged, user scores, judge scores)."""
+    return scored_by_both(session, USER_SOURCE, JUDGE_SOURCE, window)
+
+
+def judged_twice(session: Session, window: Sequence = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The requests the judge scored twice: (models judged, first scores, repeat scores)."""
+    return scored_by_both(session, JUDGE_SOURCE, JUDGE_REPEAT_SOURCE, window)
 
 
 def traffic_summary(session: Session, *, since: datetime | None = None) -> TrafficSummary:

@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.store.judge_errors import JudgeError, corrected_targets, judge_errors
+from regret_gateway.store.judge_errors import JudgeError, SelfAgreement, corrected_targets, judge_errors, self_agreement
 from regret_gateway.store.queries import source_rank
 from regret_gateway.store.schema import Decision, Feedback, Outcome
 from regret_gateway.tables import write_columns
@@ -38,6 +38,7 @@ class TrainingSet:
     spend_by_source: dict[str, float] = field(default_factory=dict)  # what the window's scores cost (the judge's calls)
     sampled_from: int | None = None  # usable rows before a window larger than max_rows was sampled (None: all kept)
     judge_errors: dict[str, JudgeError] = field(default_factory=dict)  # measured on the window's user-scored requests
+    judge_self_agreement: dict[str, SelfAgreement] = field(default_factory=dict)  # on the answers it judged twice
     judge_corrected: dict[str, int] = field(default_factory=dict)  # rows whose judge score each estimate corrected
 
     @property
@@ -103,8 +104,9 @@ def training_set(
     ``no_outcome``, ``failed``, ``no_feedback``, ``fallback``, ``other_embedder``, ``unknown_model``.
     Where more rows are usable than ``max_rows``, a stratified sample of them is kept (:func:`sample_rows`;
     ``sampled_from`` says of how many). A row scored by the LLM judge takes, as its ``target``, the judge's
-    score corrected by the judge's error measured on the window's user-scored requests
-    (:mod:`~regret_gateway.store.judge_errors`; ``calibrate_judge=False``: measured, not applied).
+    score corrected by the judge's error measured on the window's user-scored requests, else by its
+    self-agreement on the answers it judged twice (:mod:`~regret_gateway.store.judge_errors`;
+    ``calibrate_judge=False``: measured, not applied).
 
     Memory stays bounded by what is kept: the window is read twice in chunks, first without the embeddings
     (which rows are usable and kept), then only the kept rows' embeddings, into one float32 array."""
@@ -178,12 +180,12 @@ def training_set(
         zip(*kept) if kept else ((),) * 13
     )
     logged = None
-    errors = judge_errors(session, window)
+    errors, agreement = judge_errors(session, window), self_agreement(session, window)
     corrected: dict[str, int] = {}
     sources = tuple(best[r][1] for r in ids)
     if kept:
         quality = np.array([best[r][2] for r in ids])
-        target, corrected = corrected_targets(models, sources, quality, errors if calibrate_judge else {})
+        target, corrected = corrected_targets(models, sources, quality, *((errors, agreement) if calibrate_judge else ()))
         X = _embeddings(session, window, {r: i for i, r in enumerate(ids)}, int(dims[0]))
         # a row imported without a propensity carries NaN (LoggedFeedback.imported): retrain estimates its logging
         # policy (XGBoost) and keeps every other row's logged value
@@ -212,6 +214,7 @@ def training_set(
         loggers=logger_labels(tiers, versions, modes),
         sampled_from=sampled_from,
         judge_errors=errors,
+        judge_self_agreement=agreement,
         judge_corrected=corrected,
     )
 

@@ -48,6 +48,7 @@ def gateway_section(world: World, cfg: DemoConfig, work: Path, keys: dict[str, s
                     "model": JUDGE_MODEL,
                     "teams": ["*"],
                     "sample": cfg.judge_sample,
+                    "repeat": cfg.judge_repeat,
                     "max_chars": 10**7,
                     "concurrency": 8,
                     "queue_size": 100_000,

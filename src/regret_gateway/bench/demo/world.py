@@ -51,6 +51,7 @@ class DemoConfig:
     context: str | None = None  # embedder.context: the code of this key (e.g. "{tags}": the task) appended to embeddings
     judge_sample: float | None = None  # quality from the gateway's LLM judge on this share of requests (None: teams post it)
     judge_noise: float = 0.1  # the mock judge flips the recorded correctness this often
+    judge_repeat: float = 0.0  # judge.repeat: share of the judged answers judged again (its self-agreement)
     user_share: float = 0.0  # judge mode: teams also post their true score for this seeded share of requests
     calibrate_judge: bool = True  # retrain.RetrainOptions.calibrate_judge
     threads: int | None = None  # torch threads of the retrains' fits (retrain --threads); None: torch's default

@@ -14,7 +14,7 @@ Utility is ``y = a - lambda * c`` (the paper's Y^lambda).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -130,6 +130,60 @@ class FullFeedback:
         )
 
 
+def corrected_score(score, false_pass, false_fail):
+    """A judge score as an estimate of the truth, given the judge's false-pass and false-fail rates: unbiased
+    for a pass/fail truth (``store.judge_errors``). Works elementwise on arrays."""
+    return (np.asarray(score, dtype=float) - false_pass) / (1.0 - false_pass - false_fail)
+
+
+def flip_rate(disagree):
+    """The flip rate e of a judge whose two verdicts on one answer disagree at rate ``disagree`` = 2e(1 - e),
+    each flipped independently; 0.5 (it says nothing) at ``disagree`` >= 0.5. Elementwise."""
+    return 0.5 * (1.0 - np.sqrt(np.maximum(0.0, 1.0 - 2.0 * np.asarray(disagree, dtype=float))))
+
+
+@dataclass(frozen=True)
+class TargetErrors:
+    """How uncertain the rows' corrected quality targets are (``LoggedFeedback.target``): row i of correction
+    ``group[i]`` = g >= 0 (-1: its target is its score as observed) took
+    :func:`corrected_score` (``raw[i]``, ``false_pass[g]``, ``false_fail[g]``). A correction measured against
+    users' scores rests on ``failed[g]`` pairs (its false-pass rate) and ``passed[g]`` (its false-fail rate);
+    one from self-agreement (``repeats[g]`` > 0) on that many answers judged twice, disagreeing at
+    ``disagree[g]``. :meth:`shifts` redraws each estimate as the data it rests on could have come out, so the
+    gate's bootstrap carries the estimate's uncertainty into its intervals (``ope.LoggedData``)."""
+
+    group: np.ndarray  # (n,) int
+    raw: np.ndarray  # (n,) the scores before correction
+    false_pass: np.ndarray  # (G,)
+    false_fail: np.ndarray
+    failed: np.ndarray  # (G,) user-failed pairs (0 for self-agreement)
+    passed: np.ndarray
+    repeats: np.ndarray  # (G,) answers judged twice (0 for users' estimates)
+    disagree: np.ndarray
+
+    MIN_SEPARATION = 0.1  # a redrawn 1 - false pass - false fail is held above this (the correction's divisor)
+
+    def subset(self, index: np.ndarray) -> "TargetErrors":
+        return replace(self, group=self.group[index], raw=self.raw[index])
+
+    def shifts(self, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """(slope, intercept), each (n_boot, G): resample b moves the target of a row of correction g by
+        ``slope[b, g] * raw + intercept[b, g]``: the correction redrawn (binomially, as for pass/fail scores)
+        from the counts it was measured on, minus the correction used."""
+        rng = np.random.default_rng([seed, 0x7A6E])
+        G = len(self.false_pass)
+        fp, ff = np.empty((n_boot, G)), np.empty((n_boot, G))
+        for g in range(G):
+            if self.repeats[g] > 0:
+                fp[:, g] = ff[:, g] = flip_rate(rng.binomial(int(self.repeats[g]), self.disagree[g], n_boot) / self.repeats[g])
+            else:
+                fp[:, g] = rng.binomial(int(self.failed[g]), self.false_pass[g], n_boot) / self.failed[g]
+                ff[:, g] = rng.binomial(int(self.passed[g]), self.false_fail[g], n_boot) / self.passed[g]
+        slope = 1.0 / np.maximum(1.0 - fp - ff, self.MIN_SEPARATION)
+        slope0 = 1.0 / (1.0 - self.false_pass - self.false_fail)
+        return slope - slope0, -fp * slope + self.false_pass * slope0
+
+
 @dataclass(frozen=True)
 class LoggedFeedback:
     """Observational data: for each prompt only the model that answered is observed.
@@ -146,6 +200,7 @@ class LoggedFeedback:
         target: optional (n,) the quality the estimators take as each row's outcome where it is not
             ``quality``: an LLM judge's score corrected for its measured error (unbiased for the truth, so it
             may leave [0, 1]; ``store.judge_errors``). The outcome models still fit ``quality``.
+        target_errors: optional, how uncertain ``target`` is (:class:`TargetErrors`).
     """
 
     X: np.ndarray
@@ -156,6 +211,7 @@ class LoggedFeedback:
     propensity: np.ndarray | None = None
     lam: np.ndarray | None = None
     target: np.ndarray | None = None
+    target_errors: TargetErrors | None = None
 
     def __post_init__(self) -> None:
         X = _as_float_array("X", self.X, 2).astype(np.float32)
@@ -201,6 +257,8 @@ class LoggedFeedback:
             _require_rows("target", target, n)
             _require_finite("target", target)
             target = _freeze(target)
+        if self.target_errors is not None and (target is None or len(self.target_errors.group) != n):
+            raise ValueError("`target_errors` needs a `target` and one correction group per row")
         object.__setattr__(self, "target", target)
         object.__setattr__(self, "X", _freeze(X))
         object.__setattr__(self, "action", _freeze(action))
@@ -251,4 +309,5 @@ class LoggedFeedback:
             value = getattr(self, name)
             object.__setattr__(picked, name, None if value is None else _freeze(value[index]))
         object.__setattr__(picked, "model_names", self.model_names)
+        object.__setattr__(picked, "target_errors", None if self.target_errors is None else self.target_errors.subset(index))
         return picked

@@ -31,7 +31,10 @@ the loggers that chose model a often (weights near 1) instead of averaging in ro
 explored at propensity 0.001 (weights near 1,000). With one logger it is the plain DR above. The estimators share one base
 (Open Bandit Pipeline's layout): a subclass implements :meth:`OffPolicyEstimator._values`, the estimate
 on each of a batch of row resamples; the point estimate is the full sample, the interval the percentile
-bootstrap over the same resamples for every estimator. The formulas are those of
+bootstrap over the same resamples for every estimator. Where the rows' quality is an LLM judge's score
+corrected by its estimated error (:class:`~regret_gateway.data.TargetErrors`), each resample also redraws
+that estimate, so the DR interval carries its uncertainty (the point estimate uses the estimate itself).
+The formulas are those of
 :mod:`regret_gateway.causal.stats`, shared with the nuisance stage. :class:`LoggedData` values a policy
 and the paired gain of one policy over another; :func:`select` chooses what a tier serves.
 """
@@ -43,6 +46,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from regret_gateway.causal.stats import bootstrap_counts, dr_term, effective_sample_size, percentile_interval
+from regret_gateway.data import TargetErrors
+
+Shifts = tuple[np.ndarray, np.ndarray]  # (slope, intercept), each (B, G): TargetErrors.shifts
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,8 @@ class LoggedOutcomes:
     """Per logged row: observed outcome ``y`` (n,), the outcome model's value of the policy's choice
     ``r`` (n,), and the importance weight ``w`` (n,) of that choice; with several loggers, the row's
     logger ``strata`` (n,) in 0..S-1, the policy's choice ``actions`` (n,) and each logger's worst-case
-    inverse propensity ``worst`` (S,) (:func:`worst_case_inverse_propensity`)."""
+    inverse propensity ``worst`` (S,) (:func:`worst_case_inverse_propensity`); where ``y`` holds judge scores
+    corrected by an estimated error, how uncertain that is (``errors``)."""
 
     y: np.ndarray
     r: np.ndarray
@@ -74,23 +81,49 @@ class LoggedOutcomes:
     strata: np.ndarray | None = None
     actions: np.ndarray | None = None
     worst: np.ndarray | None = None
+    errors: TargetErrors | None = None
 
     def terms(self) -> np.ndarray:
         """(n,) the plain DR term of each row."""
         return dr_term(self.r, self.y, self.w)
 
-    def dr(self, counts: np.ndarray) -> np.ndarray:
+    def _moved(self, shifts: Shifts | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(rows, their correction groups, their importance weight times their raw score): the matched rows of a
+        corrected judge score, whose DR correction w (y - r) a redrawn error moves; None where nothing moves."""
+        if shifts is None or self.errors is None:
+            return None
+        rows = np.flatnonzero((self.w > 0) & (self.errors.group >= 0))
+        return rows, self.errors.group[rows], self.w[rows] * self.errors.raw[rows]
+
+    def dr(self, counts: np.ndarray, shifts: Shifts | None = None) -> np.ndarray:
         """(B,) DR estimate on each resample, ``counts`` (B, n) the times each row is in it (a row of ones:
-        the sample itself): plain, or weighted by logger (module doc)."""
+        the sample itself): plain, or weighted by logger (module doc); ``shifts`` (B resamples of the judge's
+        error, :meth:`LoggedData.shifts`) move the corrected judge scores of each resample."""
+        moved = self._moved(shifts)
         if self.strata is None or self.actions is None or self.worst is None or len(self.worst) == 1:
-            return counts @ self.terms() / counts.sum(1)
+            out = counts @ self.terms()
+            if (
+                moved is not None and shifts is not None
+            ):  # resample b moves row i by slope[b, g_i] w_i raw_i + intercept[b, g_i] w_i
+                rows, g, w_raw = moved
+                G = shifts[0].shape[1]
+                by_group = np.zeros((len(self.y), 2 * G))
+                by_group[rows, g], by_group[rows, G + g] = w_raw, self.w[rows]
+                sums = counts @ by_group
+                out = out + (shifts[0] * sums[:, :G]).sum(1) + (shifts[1] * sums[:, G:]).sum(1)
+            return out / counts.sum(1)
         S, T = len(self.worst), int(self.actions.max()) + 1
         cell = self.strata * T + self.actions
-        correction = self.w * (self.y - self.r)
+        base = self.w * (self.y - self.r)
         matched = (self.w > 0).astype(np.float64)
         worst = self.worst
         out = np.empty(len(counts))
         for b, c in enumerate(counts):
+            correction = base
+            if moved is not None and shifts is not None:
+                rows, g, w_raw = moved
+                correction = base.copy()
+                correction[rows] += shifts[0][b, g] * w_raw + shifts[1][b, g] * self.w[rows]
             n_s = np.bincount(self.strata, c, minlength=S)
             mean = np.bincount(cell, c * correction, minlength=S * T).reshape(S, T) / np.maximum(n_s, 1.0)[:, None]
             m = np.bincount(cell, c, minlength=S * T).reshape(S, T)
@@ -118,28 +151,31 @@ class OffPolicyEstimator:
 
     name = "base"
 
-    def _values(self, d: LoggedOutcomes, counts: np.ndarray) -> np.ndarray:
-        """(B,) estimate on each resample; ``counts`` (B, n) is how often each row is in it."""
+    def _values(self, d: LoggedOutcomes, counts: np.ndarray, shifts: Shifts | None = None) -> np.ndarray:
+        """(B,) estimate on each resample; ``counts`` (B, n) is how often each row is in it, ``shifts`` how
+        each resample redraws the judge's error (estimators that model no outcome ignore it)."""
         raise NotImplementedError
 
     def estimate(self, d: LoggedOutcomes) -> float:
         return float(self._values(d, np.ones((1, len(d.y))))[0])
 
-    def interval(self, d: LoggedOutcomes, counts: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
-        return percentile_interval(self._values(d, counts), alpha)
+    def interval(
+        self, d: LoggedOutcomes, counts: np.ndarray, alpha: float = 0.05, shifts: Shifts | None = None
+    ) -> tuple[float, float]:
+        return percentile_interval(self._values(d, counts, shifts), alpha)
 
 
 class DoublyRobustOPE(OffPolicyEstimator):
     name = "dr"
 
-    def _values(self, d, counts):
-        return d.dr(counts)
+    def _values(self, d, counts, shifts=None):
+        return d.dr(counts, shifts)
 
 
 class SelfNormalizedIPS(OffPolicyEstimator):
     name = "snips"
 
-    def _values(self, d, counts):
+    def _values(self, d, counts, shifts=None):
         with np.errstate(invalid="ignore", divide="ignore"):
             return counts @ (d.w * d.y) / (counts @ d.w)
 
@@ -154,7 +190,9 @@ class LoggedData:
     fitted on other rows; optionally each row's logger ``strata`` (n,) (any labels: the gateway's tier and
     router version), which weights each logger's DR correction by what it knows (module doc), and each
     row's prompt ``groups`` (n,) in 0..G-1 (:func:`~regret_gateway.causal.stats.prompt_groups`): the
-    bootstrap then resamples prompts, so a prompt logged many times counts as one draw."""
+    bootstrap then resamples prompts, so a prompt logged many times counts as one draw; and where
+    ``quality`` holds judge scores corrected by an estimated error, how uncertain it is (``target_errors``:
+    every resample redraws it)."""
 
     logged: np.ndarray
     quality: np.ndarray
@@ -164,6 +202,7 @@ class LoggedData:
     cost_hat: np.ndarray
     strata: np.ndarray | None = None
     groups: np.ndarray | None = None
+    target_errors: TargetErrors | None = None
     worst: np.ndarray | None = field(default=None, init=False, repr=False)  # (S,) per logger, from strata
     _boot: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # (n_boot, seed) -> counts
 
@@ -194,15 +233,25 @@ class LoggedData:
             self._boot[key] = bootstrap_counts(len(self.logged), n_boot, seed, self.groups)
         return self._boot[key]
 
+    def shifts(self, n_boot: int, seed: int) -> Shifts | None:
+        """How each of the ``n_boot`` resamples of :meth:`bootstrap` redraws the judge's error (None: no row's
+        quality was corrected), the same for every candidate."""
+        key = ("shifts", n_boot, seed)
+        if self.target_errors is None:
+            return None
+        if key not in self._boot:
+            self._boot[key] = self.target_errors.shifts(n_boot, seed)
+        return self._boot[key]
+
     def outcomes(self, actions: np.ndarray, lam: float) -> tuple[LoggedOutcomes, LoggedOutcomes, LoggedOutcomes]:
         """(utility, quality, cost) per row for the policy that chose ``actions``."""
         actions = np.asarray(actions)
         w = (actions == self.logged) / np.asarray(self.propensity, dtype=np.float64)
         rows = np.arange(len(actions))
         q_hat, c_hat = self.quality_hat[rows, actions], self.cost_hat[rows, actions]
-        s, k = self.strata, self.worst
-        return (LoggedOutcomes(self.quality - lam * self.cost, q_hat - lam * c_hat, w, s, actions, k),
-                LoggedOutcomes(self.quality, q_hat, w, s, actions, k), LoggedOutcomes(self.cost, c_hat, w, s, actions, k))  # fmt: skip
+        s, k, e = self.strata, self.worst, self.target_errors
+        return (LoggedOutcomes(self.quality - lam * self.cost, q_hat - lam * c_hat, w, s, actions, k, e),
+                LoggedOutcomes(self.quality, q_hat, w, s, actions, k, e), LoggedOutcomes(self.cost, c_hat, w, s, actions, k))  # fmt: skip
 
     def value(self, actions: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = 0.05, seed: int = 0) -> PolicyValue:
         """DR and SNIPS value (with bootstrap intervals), DR quality and cost, ESS, match rate."""
@@ -210,7 +259,7 @@ class LoggedData:
         boot = self.bootstrap(n_boot, seed)
         w = utility.w
         return PolicyValue(
-            dr=DR.estimate(utility), dr_ci=DR.interval(utility, boot, alpha),
+            dr=DR.estimate(utility), dr_ci=DR.interval(utility, boot, alpha, self.shifts(n_boot, seed)),
             snips=SNIPS.estimate(utility) if w.sum() > 0 else float("nan"), snips_ci=SNIPS.interval(utility, boot, alpha),
             quality=DR.estimate(quality), cost=DR.estimate(cost), ess=effective_sample_size(w),
             match_rate=float(np.mean(np.asarray(actions) == self.logged)), n=len(actions),
@@ -222,9 +271,10 @@ class LoggedData:
         """DR value of ``actions`` minus that of ``reference`` and its paired bootstrap interval (the same
         resampled rows for both policies, so the noise they share cancels)."""
         a, b = self.outcomes(actions, lam)[0], self.outcomes(reference, lam)[0]
-        boot = self.bootstrap(n_boot, seed)
+        boot, shifts = self.bootstrap(n_boot, seed), self.shifts(n_boot, seed)
         everything = np.ones((1, len(a.y)))
-        return float((a.dr(everything) - b.dr(everything))[0]), percentile_interval(a.dr(boot) - b.dr(boot), alpha)
+        gain = float((a.dr(everything) - b.dr(everything))[0])
+        return gain, percentile_interval(a.dr(boot, shifts) - b.dr(boot, shifts), alpha)
 
 
 @dataclass(frozen=True)

@@ -115,3 +115,28 @@ def test_users_scores_come_before_self_agreement(engine):
         ts = training_set(s, feedback=("judge",))
     assert set(ts.judge_corrected) == {"a", "b", "c"}  # each by the users' estimate, none by self-agreement
     assert all(a.usable for a in ts.judge_self_agreement.values())  # though self-agreement could have
+
+
+def test_the_held_out_rows_carry_the_correction_s_uncertainty_to_the_gate(engine):
+    """retrain's held-out rows (policy.candidates.held_out_rows) hand each row's correction, and what it rests
+    on, to the gate's estimator, in the folds' order."""
+    from types import SimpleNamespace
+
+    from regret_gateway.policy.candidates import OutOfFoldFits, held_out_rows
+
+    log_judged(engine, 600, user_share=0.0, repeat_share=0.5, false_pass=SAME_ERROR, false_fail=SAME_ERROR)
+    with Session(engine) as s:
+        lg = training_set(s).logged
+    errors = lg.target_errors
+    assert errors is not None and (errors.group >= 0).all() and errors.repeats.sum() > 0
+
+    def held_out(logs):
+        return SimpleNamespace(quality_hat=np.full((logs.n_samples, 3), 0.5), cost_hat=np.zeros((logs.n_samples, 3)),
+                               propensity=logs.propensity)  # fmt: skip
+
+    folds = [np.arange(300, 600), np.arange(300)]
+    learner = SimpleNamespace(nuisance_=SimpleNamespace(held_out=held_out))
+    data = held_out_rows(OutOfFoldFits(lg, folds, [learner, learner], np.arange(600)), None).data
+    assert data.target_errors is not None
+    np.testing.assert_array_equal(data.target_errors.raw, lg.quality[np.concatenate(folds)])
+    assert data.shifts(50, 0)[0].shape == (50, len(errors.false_pass))

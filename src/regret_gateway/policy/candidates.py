@@ -173,7 +173,8 @@ def held_out_rows(fits: OutOfFoldFits, loggers: np.ndarray | None) -> HeldOutRow
     p_hold = np.concatenate([h.propensity for h in held])  # logged, or estimated for imported rows (floored there)
     strata = None if loggers is None else np.asarray(loggers)[order]
     groups = np.unique(fits.groups[order], return_inverse=True)[1].reshape(-1)
-    data = LoggedData(hold.action, hold.quality_target, hold.cost, p_hold, q_hat, c_hat, strata=strata, groups=groups)
+    data = LoggedData(hold.action, hold.quality_target, hold.cost, p_hold, q_hat, c_hat, strata=strata, groups=groups,
+                      target_errors=hold.target_errors)  # fmt: skip
     return HeldOutRows(held, hold, data)
 
 

@@ -28,7 +28,8 @@ def _rows(data: LoggedData, rows: np.ndarray) -> LoggedData:
     return LoggedData(data.logged[rows], data.quality[rows], data.cost[rows], np.asarray(data.propensity)[rows],
                       data.quality_hat[rows], data.cost_hat[rows],
                       strata=None if data.strata is None else data.strata[rows],
-                      groups=None if data.groups is None else data.groups[rows])  # fmt: skip
+                      groups=None if data.groups is None else data.groups[rows],
+                      target_errors=None if data.target_errors is None else data.target_errors.subset(rows))  # fmt: skip
 
 
 def ladders(settings: Settings, policy: ServablePolicy, X: np.ndarray, data: LoggedData) -> dict[str, Ladder]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 from sqlalchemy.orm import Session
 
+from regret_gateway.data import TargetErrors, corrected_score, flip_rate
 from regret_gateway.store.queries import JUDGE_SOURCE, judged_by_users, judged_twice
 
 MIN_PAIRS = 20  # pairs the user failed, and as many it passed, before an error rate is estimated
@@ -58,7 +59,7 @@ class JudgeError:
     def correct(self, score: np.ndarray) -> np.ndarray:
         """The judge's scores as estimates of the truth (unbiased for a pass/fail truth)."""
         assert self.false_pass is not None and self.false_fail is not None
-        return _corrected(score, self.false_pass, self.false_fail)
+        return corrected_score(score, self.false_pass, self.false_fail)
 
     def describe(self) -> str:
         if self.false_pass is None or self.false_fail is None:
@@ -78,8 +79,8 @@ class SelfAgreement:
 
     @property
     def flip_rate(self) -> float:
-        """e with 2e(1 - e) = ``disagree``; 0.5 (the judge says nothing) where it disagrees half the time or more."""
-        return 0.5 * (1.0 - float(np.sqrt(max(0.0, 1.0 - 2.0 * self.disagree))))
+        """e with 2e(1 - e) = ``disagree`` (:func:`~regret_gateway.data.flip_rate`)."""
+        return float(flip_rate(self.disagree))
 
     @property
     def false_pass(self) -> float:
@@ -94,15 +95,11 @@ class SelfAgreement:
         return self.repeats >= MIN_REPEATS and 1 - 2 * self.flip_rate >= MIN_SEPARATION
 
     def correct(self, score: np.ndarray) -> np.ndarray:
-        return _corrected(score, self.flip_rate, self.flip_rate)
+        return corrected_score(score, self.flip_rate, self.flip_rate)
 
     def describe(self) -> str:
         return (f"{self.model}: {self.repeats} judged twice, same pass/fail {100 * (1 - self.disagree):.1f}%, "
                 f"implied error {100 * self.flip_rate:.1f}% either way{'' if self.usable else ' (too few to correct)'}")  # fmt: skip
-
-
-def _corrected(score: np.ndarray, false_pass: float, false_fail: float) -> np.ndarray:
-    return (np.asarray(score, dtype=float) - false_pass) / (1.0 - false_pass - false_fail)
 
 
 def _error(model: str, user: np.ndarray, judge: np.ndarray) -> JudgeError:
@@ -152,13 +149,22 @@ def estimate_for(model: str, *estimates: dict[str, Estimate]) -> tuple[str, Esti
     return None
 
 
+def _evidence(e: Estimate) -> tuple[int, int, int, float]:
+    """(user-failed pairs, user-passed pairs, answers judged twice, their disagreement) an estimate rests on."""
+    return (e.user_failed, e.user_passed, 0, 0.0) if isinstance(e, JudgeError) else (0, 0, e.repeats, e.disagree)
+
+
 def corrected_targets(models: Sequence[str], sources: Sequence[str], scores: np.ndarray,
-                      *estimates: dict[str, Estimate]) -> tuple[np.ndarray | None, dict[str, int]]:  # fmt: skip
+                      *estimates: dict[str, Estimate]) -> tuple[np.ndarray | None, dict[str, int], TargetErrors | None]:  # fmt: skip
     """The rows' outcomes with every judge score corrected by :func:`estimate_for` its model (``estimates``
-    in order of preference: the users' errors, then self-agreement), and how many rows each estimate
-    corrected ("self-agreement *" for a pooled self-agreement); (None, {}) where nothing was corrected."""
-    target = np.asarray(scores, dtype=float).copy()
+    in order of preference: the users' errors, then self-agreement), how many rows each estimate corrected
+    ("self-agreement *" for a pooled self-agreement), and how uncertain each correction is (for the gate's
+    intervals); (None, {}, None) where nothing was corrected."""
+    raw = np.asarray(scores, dtype=float)
+    target = raw.copy()
     used: dict[str, int] = {}
+    group = np.full(len(raw), -1)
+    applied: list[Estimate] = []
     judged = np.array([s == JUDGE_SOURCE for s in sources], dtype=bool)
     names = np.array(models, dtype=object)
     for m in sorted(set(names[judged])) if judged.any() else []:
@@ -169,4 +175,13 @@ def corrected_targets(models: Sequence[str], sources: Sequence[str], scores: np.
         target[rows] = error.correct(target[rows])
         key = error.model if basis == "users" else f"{basis} {error.model}"
         used[key] = used.get(key, 0) + int(rows.sum())
-    return (target, used) if used else (None, {})
+        if error not in applied:
+            applied.append(error)
+        group[rows] = applied.index(error)
+    if not used:
+        return None, {}, None
+    failed, passed, repeats, disagree = zip(*(_evidence(e) for e in applied))
+    errors = TargetErrors(group=group, raw=raw, false_pass=np.array([e.false_pass for e in applied], dtype=float),
+                          false_fail=np.array([e.false_fail for e in applied], dtype=float), failed=np.array(failed),
+                          passed=np.array(passed), repeats=np.array(repeats), disagree=np.array(disagree))  # fmt: skip
+    return target, used, errors

@@ -185,7 +185,9 @@ def training_set(
     sources = tuple(best[r][1] for r in ids)
     if kept:
         quality = np.array([best[r][2] for r in ids])
-        target, corrected = corrected_targets(models, sources, quality, *((errors, agreement) if calibrate_judge else ()))
+        target, corrected, target_errors = corrected_targets(
+            models, sources, quality, *((errors, agreement) if calibrate_judge else ())
+        )
         X = _embeddings(session, window, {r: i for i, r in enumerate(ids)}, int(dims[0]))
         # a row imported without a propensity carries NaN (LoggedFeedback.imported): retrain estimates its logging
         # policy (XGBoost) and keeps every other row's logged value
@@ -198,6 +200,7 @@ def training_set(
             propensity=np.array([np.nan if p is None else p for p in propensities]),
             lam=np.array(lams, dtype=float),
             target=target,
+            target_errors=target_errors,
         )
     return TrainingSet(
         logged=logged,

@@ -1,9 +1,11 @@
 """The judge-calibration replays side by side: after the last round, per seed, noise and tier, what the
-teams got with direct scores, with a judge whose scores retrain corrects (users score a share too), and
-with the same judge taken as it is; and the judge's error the last retrain measured against the users'.
+teams got with direct scores and with the judge under each arm; and the judge's error the last retrain
+measured (pooled over models).
 
-    python docs/experiments/scripts/judge_calibration.py RUNS_DIR SEEDS NOISES
-    # RUNS_DIR holds direct-s{seed}, cal-n{noise}-s{seed}, raw-n{noise}-s{seed} (demo --out folders)
+    python docs/experiments/scripts/judge_calibration.py RUNS_DIR SEEDS NOISES [ARMS]
+    # RUNS_DIR holds direct-s{seed} and {arm}-n{noise}-s{seed} (demo --out folders) for every arm;
+    # ARMS default "users,self,raw": corrected by users' scores (--user-share), by the judge's
+    # self-agreement (--judge-repeat), taken as it is
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+LABELS = {"users": "corrected by users", "self": "corrected by self-agreement", "raw": "as it is", "cal": "corrected"}
+
 
 def last_round(folder: Path) -> dict[str, dict[str, float]]:
     doc = json.loads((folder / "closed_loop.json").read_text())
@@ -22,42 +26,52 @@ def last_round(folder: Path) -> dict[str, dict[str, float]]:
 
 
 def measured_error(folder: Path) -> str:
+    """The pooled error the last retrain measured: against users' scores, else against itself."""
     reports = sorted(folder.glob("regret-demo-*/reports/retrain-*.json"))
     if not reports:
         return "-"
     judge = json.loads(reports[-1].read_text())["data"].get("judge") or {}
-    return judge.get("errors", {}).get("*", "-").removeprefix("*: ")
+    for key in ("errors", "self_agreement"):
+        if "*" in (judge.get(key) or {}):
+            return judge[key]["*"].removeprefix("*: ")
+    return "-"
 
 
-def main(root: str, seeds: str, noises: str) -> None:
+def main(root: str, seeds: str, noises: str, arms: str = "users,self,raw") -> None:
     base = Path(root)
     tiers = ("premium", "standard", "economy")
-    print("| noise | seed | tier | direct: teams | judge corrected: teams | judge as it is: teams | corrected - direct | as it is - direct |")
-    print("|---:|---:|---|---:|---:|---:|---:|---:|")
+    kinds = arms.split(",")
+    print("| noise | seed | tier | direct: teams | " + " | ".join(f"{LABELS[k]}: teams" for k in kinds) + " | "
+          + " | ".join(f"{LABELS[k]} - direct" for k in kinds) + " |")  # fmt: skip
+    print("|---:|---:|---|" + "---:|" * (1 + 2 * len(kinds)))
     gaps: dict[tuple[str, str], list[float]] = {}
     errors = []
     for noise in noises.split(","):
         for seed in seeds.split(","):
             direct = last_round(base / f"direct-s{seed}")
-            cal, raw = last_round(base / f"cal-n{noise}-s{seed}"), last_round(base / f"raw-n{noise}-s{seed}")
+            runs = {k: last_round(base / f"{k}-n{noise}-s{seed}") for k in kinds}
             for tier in tiers:
-                d, c, r = (x[tier]["gateway"] for x in (direct, cal, raw))  # utility x100
-                gaps.setdefault((noise, "corrected"), []).append(c - d)
-                gaps.setdefault((noise, "as it is"), []).append(r - d)
-                print(f"| {noise} | {seed} | {tier} | {d:.1f} | {c:.1f} | {r:.1f} | {c - d:+.1f} | {r - d:+.1f} |")
-            errors.append((noise, seed, measured_error(base / f"cal-n{noise}-s{seed}")))
+                d = direct[tier]["gateway"]  # utility x100, what the teams got
+                got = [runs[k][tier]["gateway"] for k in kinds]
+                for k, g in zip(kinds, got):
+                    gaps.setdefault((noise, k), []).append(g - d)
+                print(f"| {noise} | {seed} | {tier} | {d:.1f} | " + " | ".join(f"{g:.1f}" for g in got) + " | "
+                      + " | ".join(f"{g - d:+.1f}" for g in got) + " |")  # fmt: skip
+            for k in kinds:
+                if k != "raw":
+                    errors.append((noise, seed, LABELS[k], measured_error(base / f"{k}-n{noise}-s{seed}")))
     print()
     print("| noise | judge | mean gap to direct (per tier-seed) | worst | tier-seeds within 2 points |")
     print("|---:|---|---:|---:|---:|")
     for (noise, kind), g in gaps.items():
         a = np.array(g)
-        print(f"| {noise} | {kind} | {a.mean():+.2f} | {a.min():+.1f} | {int((a >= -2).sum())}/{len(a)} |")
+        print(f"| {noise} | {LABELS[kind]} | {a.mean():+.2f} | {a.min():+.1f} | {int((a >= -2).sum())}/{len(a)} |")
     print()
-    print("| true flip rate | seed | measured by the last retrain (pooled over models) |")
-    print("|---:|---:|---|")
-    for noise, seed, text in errors:
-        print(f"| {noise} | {seed} | {text} |")
+    print("| true flip rate | seed | arm | measured by the last retrain (pooled over models) |")
+    print("|---:|---:|---|---|")
+    for noise, seed, label, text in errors:
+        print(f"| {noise} | {seed} | {label} | {text} |")
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

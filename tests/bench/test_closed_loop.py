@@ -247,21 +247,26 @@ def test_the_loop_learns_from_a_noisy_sampled_judge_alone(tmp_path):
 @pytest.mark.timeout(900)
 def test_users_scoring_a_share_calibrate_the_judge(tmp_path):
     """Judge mode with users scoring a seeded share too: retrain measures the judge's error on the requests
-    both scored (the mock judge flips 20% of its answers) and corrects its scores by it."""
+    both scored (the mock judge flips 20% of its answers) and corrects its scores by it. The judge also
+    scores half its answers twice: its self-agreement implies the same error, but users' scores come first."""
     import sqlite3
 
     cfg = DemoConfig(world_size=600, rounds=2, requests=250, out=tmp_path, device="cpu", replay=True, judge_sample=0.4,
-                     judge_noise=0.2, user_share=0.3)  # fmt: skip
+                     judge_noise=0.2, user_share=0.3, judge_repeat=0.5)  # fmt: skip
     doc = run_demo(cfg, echo=lambda _: None)
     with sqlite3.connect(f"{doc['work_dir']}/gateway.db") as db:
         sources = dict(db.execute("SELECT source, count(*) FROM feedback GROUP BY source").fetchall())
-    assert set(sources) == {"judge", "user"} and 0.2 < sources["user"] / doc["hook"]["routed"] < 0.4
+    assert set(sources) == {"judge", "judge-repeat", "user"} and 0.2 < sources["user"] / doc["hook"]["routed"] < 0.4
+    assert sources["judge-repeat"] == doc["hook"]["judge_repeated"] and 0.4 < sources["judge-repeat"] / sources["judge"] < 0.6
     (report,) = sorted(Path(doc["work_dir"], "reports").glob("retrain-*.json"))
     judge = json.loads(report.read_text())["data"]["judge"]
     assert judge["calibrated"] and sum(judge["corrected_rows"].values()) > 0, judge
     pooled = judge["errors"]["*"]
     false_pass, false_fail = (float(pooled.split(f"false {k} ")[1].split("%")[0]) / 100 for k in ("pass", "fail"))
     assert abs(false_pass - 0.2) < 0.12 and abs(false_fail - 0.2) < 0.12, pooled
+    assert not any(k.startswith("self-agreement") for k in judge["corrected_rows"]), judge
+    itself = judge["self_agreement"]["*"]
+    assert abs(float(itself.split("implied error ")[1].split("%")[0]) / 100 - 0.2) < 0.1, itself
 
 
 @pytest.mark.slow

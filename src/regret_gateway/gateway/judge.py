@@ -178,8 +178,10 @@ class Judge:
 
     async def _score(self, request_id: str, prompt: str, answer: str) -> None:
         messages = judge_messages(self.rubric, prompt, answer, self.spec.max_chars)
-        scored = await self._ask(request_id, messages, JUDGE_SOURCE)
-        if scored and self.spec.repeat > 0 and self.rng.random() < self.spec.repeat:  # no draw at repeat 0
+        if not await self._ask(request_id, messages, JUDGE_SOURCE):
+            return
+        self.counters["scored"] += 1
+        if self.spec.repeat > 0 and self.rng.random() < self.spec.repeat:  # no draw at repeat 0
             if await self._ask(request_id, messages, JUDGE_REPEAT_SOURCE):
                 self.counters["repeated"] += 1
 
@@ -203,8 +205,6 @@ class Judge:
         if score is None:
             self.counters["unparsable"] += 1
             return False
-        if source == JUDGE_SOURCE:
-            self.counters["scored"] += 1
         self.submit(FeedbackRecord(request_id, score, source=source, cost_usd=cost))
         return True
 

@@ -109,31 +109,31 @@ def _error(model: str, user: np.ndarray, judge: np.ndarray) -> JudgeError:
     return JudgeError(model, int(failed.sum()), int(passed.sum()), fp, ff)
 
 
+def _per_model(models: np.ndarray, first: np.ndarray, second: np.ndarray, measure) -> dict:
+    """``measure(model, first, second)`` pooled over all rows (``"*"``) and on each model's rows; {} for no row."""
+    if not len(models):
+        return {}
+    out = {POOLED: measure(POOLED, first, second)}
+    for m in sorted(set(models)):
+        rows = models == m
+        out[m] = measure(m, first[rows], second[rows])
+    return out
+
+
 def judge_errors(session: Session, window: Sequence = ()) -> dict[str, JudgeError]:
     """Per model judged (and ``"*"`` pooled), the judge's error on the requests of ``window`` (conditions on
     :class:`Decision`) that a user scored as well; {} where there are none."""
-    models, user, judge = judged_by_users(session, window)
-    if not len(models):
-        return {}
-    out = {POOLED: _error(POOLED, user, judge)}
-    for m in sorted(set(models)):
-        rows = models == m
-        out[m] = _error(m, user[rows], judge[rows])
-    return out
+    return _per_model(*judged_by_users(session, window), _error)
+
+
+def _agreement(model: str, first: np.ndarray, repeat: np.ndarray) -> SelfAgreement:
+    return SelfAgreement(model, len(first), float(((first >= 0.5) != (repeat >= 0.5)).mean()))
 
 
 def self_agreement(session: Session, window: Sequence = ()) -> dict[str, SelfAgreement]:
     """Per model judged (and ``"*"`` pooled), the judge against itself on the answers of ``window`` it judged
     twice; {} where there are none."""
-    models, first, repeat = judged_twice(session, window)
-    if not len(models):
-        return {}
-    differ = (first >= 0.5) != (repeat >= 0.5)
-    out = {POOLED: SelfAgreement(POOLED, len(models), float(differ.mean()))}
-    for m in sorted(set(models)):
-        rows = models == m
-        out[m] = SelfAgreement(m, int(rows.sum()), float(differ[rows].mean()))
-    return out
+    return _per_model(*judged_twice(session, window), _agreement)
 
 
 Estimate = JudgeError | SelfAgreement

@@ -65,6 +65,34 @@ def test_a_judge_that_favours_one_model_is_caught_and_corrected_on_the_overlap(e
     assert lg.quality[lg.action == a].mean() > truth["a"].mean() + 0.25  # the raw judge rates model a far too high
 
 
+def test_graded_scores_are_calibrated_on_every_grade_not_cut_at_one_half(engine):
+    """Graded truth (a share of the answer right), a judge that reports it or, 15% of the time, its opposite
+    (1 - u), users sending the graded truth on a quarter of the requests: the calibration line over every
+    grade measures the judge's error and its corrected scores average to each model's truth. Cutting the
+    users' grades at 0.5 reads a partly right answer as a failure the judge often passed (false pass ~0.3
+    here, either way) and corrects model a to half its truth and model c above 1."""
+    rng = np.random.default_rng(3)
+    n, flip = 9000, 0.15
+    models = np.array(list(PASS_RATE))[rng.integers(3, size=n)]
+    truth = np.array([rng.beta(2 * PASS_RATE[m], 2 * (1 - PASS_RATE[m])) for m in models])
+    judged = np.where(rng.random(n) < flip, 1 - truth, truth)
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [DecisionRecord(request_id=f"g{i}", tier="t", lam=0.0, embedding_model="e",
+                                            embedding=np.full(4, i % 7, dtype=np.float32), chosen_model=str(m),
+                                            propensity=1 / 3, outcome=OutcomeRecord(f"g{i}", cost_usd=1e-4))
+                             for i, m in enumerate(models)])  # fmt: skip
+        record_feedback(s, [FeedbackRecord(f"g{i}", float(judged[i]), source="judge") for i in range(n)])
+        record_feedback(s, [FeedbackRecord(f"g{i}", float(truth[i]), source="user") for i in np.flatnonzero(rng.random(n) < 0.25)])
+    with Session(engine) as s:
+        errors = judge_errors(s)
+        lg = training_set(s, feedback=("judge",)).logged
+    for m in (*PASS_RATE, POOLED):
+        assert errors[m].false_pass == pytest.approx(flip, abs=0.06), m
+        assert errors[m].false_fail == pytest.approx(flip, abs=0.06), m
+    for t, m in enumerate(lg.model_names):
+        assert lg.quality_target[lg.action == t].mean() == pytest.approx(truth[models == m].mean(), abs=0.04), m
+
+
 def test_without_user_scores_the_judge_is_uncalibrated_and_used_as_it_is(engine):
     log_judged(engine, 600, user_share=0.0)
     with Session(engine) as s:

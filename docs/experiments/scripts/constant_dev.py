@@ -13,6 +13,7 @@ DR correction of a rarely logged model's cost is noisy), `dm` (both from the out
 """
 
 import json
+import os
 import sys
 
 import numpy as np
@@ -35,12 +36,20 @@ lams = [float(x) for x in sys.argv[4].split(",")]
 limit = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] != "-" else None
 for trial, split, fits in dev_trials(data_path, trials, draws, lams, limit):
     hold = fits.logged.subset(fits.order)
+    true_cost = split.full_train.cost.mean(0)  # diagnostic only: each model's true mean cost on the train prompts
+    true_quality = split.full_train.quality.mean(0)
     held = [learner.nuisance_.held_out(fits.logged.subset(f)) for learner, f in zip(fits.learners, fits.folds)]
     q_dr = np.concatenate([h.scores.quality for h in held])
     c_dr = np.concatenate([h.scores.cost for h in held])
     q_dm = np.concatenate([h.quality_hat for h in held])
     c_dm = np.concatenate([h.cost_hat for h in held])
     groups = prompt_groups(hold.X)
+    if os.environ.get("CONSTANT_DEV_DUMP"):  # the trial's out-of-fold scores, to try rules without refitting
+        np.savez(f"{os.environ['CONSTANT_DEV_DUMP']}-t{trial}.npz", q_dr=q_dr, c_dr=c_dr, q_dm=q_dm, c_dm=c_dm,
+                 action=hold.action, propensity=np.concatenate([h.propensity for h in held]), groups=groups,
+                 quality=hold.quality_target, cost=hold.cost, test_quality=split.full_test.quality,
+                 test_cost=split.full_test.cost, train_quality=split.full_train.quality, train_cost=split.full_train.cost,
+                 lams=np.array(lams))  # fmt: skip
     test = split.full_test
     single = reference_actions("single-best", split.full_train, test, lams)
     for j, lam in enumerate(lams):
@@ -50,6 +59,8 @@ for trial, split, fits in dev_trials(data_path, trials, draws, lams, limit):
             "dr-quality-dm-cost": (q_dr - lam * c_dm).mean(0),
             "dm": (q_dm - lam * c_dm).mean(0),
             "dr-lcb": dr.mean(0) - clustered_se(dr, groups),
+            "dr-quality-true-cost": q_dr.mean(0) - lam * true_cost,
+            "true-quality-dr-cost": true_quality - lam * c_dr.mean(0),
         }
         true = 100 * (test.quality - lam * test.cost).mean(0)  # (T,) each model's true dev utility
         for rule, value in rules.items():

@@ -1,11 +1,16 @@
 """How wrong the LLM judge is, measured where users scored the same requests or where it judged an answer
 twice, and its scores corrected.
 
-On the requests a user and the judge both scored, per model judged: ``false_pass`` is the judge's mean
-score where the user failed the answer (score < 0.5), ``false_fail`` one minus its mean score where the
-user passed it. A judge score s of that model's answer then stands for the truth through
-``(s - false_pass) / (1 - false_pass - false_fail)``: for a pass/fail truth its expectation is the truth's,
-whatever the judge's two error rates (for binary scores, the flip correction of the judge's confusion).
+On the requests a user and the judge both scored, per model judged, the judge's calibration line: the
+least-squares fit of its score on the user's, E[s | user score u] = false_pass + (1 - false_pass -
+false_fail) u. ``false_pass`` is the judge's expected score for an answer the user scored 0, ``false_fail``
+one minus its expected score for one scored 1; with pass/fail user scores they are its mean score where the
+user failed the answer and one minus its mean where the user passed it (its two error rates), and with
+graded user scores the line uses every grade instead of cutting them at 0.5. A judge score s of that
+model's answer then stands for the truth through ``(s - false_pass) / (1 - false_pass - false_fail)``: its
+expectation is the truth's wherever the judge's expected score is linear in the truth (a pass/fail truth,
+whatever the judge's two error rates: the flip correction of its confusion; or a graded truth the judge
+reports, or reports as 1 - u, at rates that do not depend on u).
 The corrected scores may leave [0, 1]; the estimators take them as the rows' outcomes
 (``LoggedFeedback.target``). A model with too few pairs of either kind is corrected by the pooled estimate
 over all models; without enough pairs at all, the judge is uncalibrated and its scores are used as they are.
@@ -43,8 +48,8 @@ class JudgeError:
     model: str
     user_failed: int  # pairs the user failed (score < 0.5)
     user_passed: int
-    false_pass: float | None  # the judge's mean score where the user failed
-    false_fail: float | None  # 1 - the judge's mean score where the user passed
+    false_pass: float | None  # the judge's expected score where the user scored 0 (pass/fail: its mean there)
+    false_fail: float | None  # 1 - its expected score where the user scored 1
 
     @property
     def pairs(self) -> int:
@@ -103,10 +108,14 @@ class SelfAgreement:
 
 
 def _error(model: str, user: np.ndarray, judge: np.ndarray) -> JudgeError:
-    failed, passed = user < 0.5, user >= 0.5
-    fp = float(judge[failed].mean()) if failed.any() else None
-    ff = float(1.0 - judge[passed].mean()) if passed.any() else None
-    return JudgeError(model, int(failed.sum()), int(passed.sum()), fp, ff)
+    """The judge's calibration line on these pairs (module doc); no rates where the users gave one grade."""
+    failed = user < 0.5
+    spread = float(np.var(user))
+    if spread <= 0.0:
+        return JudgeError(model, int(failed.sum()), int((~failed).sum()), None, None)
+    slope = float(np.mean((user - user.mean()) * (judge - judge.mean()))) / spread
+    intercept = float(judge.mean()) - slope * float(user.mean())
+    return JudgeError(model, int(failed.sum()), int((~failed).sum()), intercept, 1.0 - intercept - slope)
 
 
 def _per_model(models: np.ndarray, first: np.ndarray, second: np.ndarray, measure) -> dict:

@@ -82,7 +82,9 @@ def test_graded_scores_are_calibrated_on_every_grade_not_cut_at_one_half(engine)
                                             propensity=1 / 3, outcome=OutcomeRecord(f"g{i}", cost_usd=1e-4))
                              for i, m in enumerate(models)])  # fmt: skip
         record_feedback(s, [FeedbackRecord(f"g{i}", float(judged[i]), source="judge") for i in range(n)])
-        record_feedback(s, [FeedbackRecord(f"g{i}", float(truth[i]), source="user") for i in np.flatnonzero(rng.random(n) < 0.25)])
+        record_feedback(
+            s, [FeedbackRecord(f"g{i}", float(truth[i]), source="user") for i in np.flatnonzero(rng.random(n) < 0.25)]
+        )
     with Session(engine) as s:
         errors = judge_errors(s)
         lg = training_set(s, feedback=("judge",)).logged

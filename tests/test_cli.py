@@ -478,6 +478,7 @@ def test_bench_offline_of_full_information_references_alone_reads_no_logs(tmp_pa
     [
         ({"models": ["a", "ghost"]}, "regret_gateway.models: ['ghost'] not a model_name of model_list"),
         ({"judge": {"model": "ghost"}}, "regret_gateway.judge.model: 'ghost' is not a model_name"),
+        ({"judge": {"model": ["a", "ghost"]}}, "regret_gateway.judge.model: 'ghost' is not a model_name"),  # a panel
         (
             {"store": {"url": "mongodb://127.0.0.1/x"}},
             "regret_gateway.store.url: 'mongodb://127.0.0.1/x': the store is SQLite or PostgreSQL",

@@ -194,9 +194,11 @@ class StoreSpec(_Strict):
 class JudgeSpec(_Strict):
     """The sampled LLM judge (``gateway/judge.py``): scores a share of routed answers with a model of the
     proxy's ``model_list`` and records each as feedback with source ``judge``. Off unless ``model`` is set
-    and a team opts in: the judge sends the prompt and the answer to that model."""
+    and a team opts in: the judge sends the prompt and the answer to that model. A list of models is a
+    panel: each scores the answer and the mean of their scores is recorded."""
 
-    model: str | None = None  # a model group of the proxy's model_list; None: no judge
+    # a model group of the proxy's model_list, or a list of them (a panel); None: no judge
+    model: str | tuple[str, ...] | None = None
     sample: float | dict[str, float] = 0.1  # share of a tier's routed requests scored (the cost knob)
     # share of the judged answers judged a second time (source judge-repeat): the judge's self-agreement,
     # which estimates its error where no user scores (store/judge_errors.py); a judge sampled at
@@ -217,6 +219,18 @@ class JudgeSpec(_Strict):
             if not (isinstance(share, (int, float)) and 0.0 <= share <= 1.0):
                 raise ValueError(f"judge.sample: a share must be in [0, 1], got {share!r}")
         return v
+
+    @field_validator("model")
+    @classmethod
+    def _panel(cls, v: str | tuple[str, ...] | None) -> str | tuple[str, ...] | None:
+        if isinstance(v, tuple) and (not v or len(set(v)) != len(v)):
+            raise ValueError(f"judge.model: a panel lists one or more distinct model groups, got {list(v)!r}")
+        return v
+
+    @property
+    def panel(self) -> tuple[str, ...]:
+        """The judge's model groups (one, or a panel's; none when off)."""
+        return () if self.model is None else (self.model,) if isinstance(self.model, str) else self.model
 
     @model_validator(mode="after")
     def _one_rubric(self) -> "JudgeSpec":

@@ -133,3 +133,24 @@ def test_the_queue_stays_bounded_under_a_burst():
     assert j.counters["sampled"] == 500 and j.counters["dropped"] >= 500 - 10 - 2
     assert j.counters["timeouts"] + j.counters["dropped"] == 500 and got == []
     assert spent < 0.5
+
+
+async def panel(model, messages, timeout):
+    """Two panel judges that read the same answer differently; a third that is down."""
+    if model == "judge-down":
+        raise RuntimeError("this judge is down")
+    return {"judge-a": '{"score": 1}', "judge-b": '{"score": 0.5}'}[model], {"judge-a": 1e-4, "judge-b": 3e-4}[model]
+
+
+def test_a_panel_records_the_mean_of_its_members_scores_only_when_every_member_scored():
+    j, got, _ = run_judge(panel, calls=10, model=["judge-a", "judge-b"], repeat=1.0)
+    assert [r.score for r in got] == [0.75] * 20 and {r.source for r in got} == {"judge", "judge-repeat"}
+    assert got[0].cost_usd == pytest.approx(4e-4) and j.spend_usd == pytest.approx(20 * 4e-4)  # every member is paid
+    j, got, _ = run_judge(panel, calls=10, model=["judge-a", "judge-down"])
+    assert got == [] and j.counters["failed"] == 10 and j.spend_usd == pytest.approx(10 * 1e-4)
+    with pytest.raises(ValueError, match="distinct"):
+        settings(model=["judge-a", "judge-a"])
+    with pytest.raises(ValueError, match="distinct"):
+        settings(model=[])
+    assert settings(model=["judge-a", "judge-b"]).judge.panel == ("judge-a", "judge-b")
+    assert settings().judge.panel == ("judge-model",)

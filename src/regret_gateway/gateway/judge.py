@@ -6,7 +6,9 @@ drawn request's prompt and answer go into a bounded in-memory queue (never to di
 (``judge.concurrency``) ask the judge model through LiteLLM -- the proxy's own router, so the judge's
 model group, keys and cost tracking are the deployment's -- parse a score in [0, 1] from its JSON answer
 and hand a :class:`~regret_gateway.store.records.FeedbackRecord` with source ``judge`` (and the call's
-cost) to the store's batched writer. A drawn share ``judge.repeat`` of the scored answers is judged again,
+cost) to the store's batched writer. A panel (``judge.model`` a list) asks every member at once and
+records the mean of their scores, at the sum of their costs, only when every member gave one (a score
+averaged over whichever members answered would mix calibrations from row to row). A drawn share ``judge.repeat`` of the scored answers is judged again,
 recorded with source ``judge-repeat``: the judge's self-agreement (``store/judge_errors.py``), never a
 training score. Nothing here touches chat traffic: a full queue drops the answer, a
 judge that fails, hangs past ``timeout_s`` or answers something unparsable is counted, and that is all.
@@ -128,7 +130,8 @@ class Judge:
         rng: np.random.Generator | None = None,
     ) -> None:
         self.spec = settings.judge
-        if self.spec.model is None:
+        self.panel = self.spec.panel
+        if not self.panel:
             raise ValueError("judge.model is not set")
         self.rubric = self.spec.rubric_text()
         self.submit = submit
@@ -186,27 +189,33 @@ class Judge:
                 self.counters["repeated"] += 1
 
     async def _ask(self, request_id: str, messages: list[dict], source: str) -> bool:
-        """One judge call; its score goes to the writer with ``source``. True if it was scored."""
-        assert self.spec.model is not None
+        """One judgement (every panel member's call at once); the score goes to the writer with ``source``.
+        True if it was scored."""
+        replies = await asyncio.gather(*(self._call(request_id, model, messages) for model in self.panel))
+        if any(r is None for r in replies):
+            return False
+        scores, costs = zip(*cast(list[tuple[float, float]], replies))
+        self.submit(FeedbackRecord(request_id, float(np.mean(scores)), source=source, cost_usd=float(sum(costs))))
+        return True
+
+    async def _call(self, request_id: str, model: str, messages: list[dict]) -> tuple[float, float] | None:
+        """One judge model's (score, cost); None, counted, where it failed, timed out or is unparsable."""
         try:
-            text, cost = await asyncio.wait_for(
-                self.complete(self.spec.model, messages, self.spec.timeout_s), self.spec.timeout_s
-            )
+            text, cost = await asyncio.wait_for(self.complete(model, messages, self.spec.timeout_s), self.spec.timeout_s)
         except asyncio.TimeoutError:
             self.counters["timeouts"] += 1
-            return False
+            return None
         except Exception as exc:  # noqa: BLE001 - the judge's failure is counted, never raised
             self.counters["failed"] += 1
-            log.warning("regret-gateway judge: %s for %s (%s)", type(exc).__name__, request_id, str(exc)[:200])
-            return False
+            log.warning("regret-gateway judge: %s from %s for %s (%s)", type(exc).__name__, model, request_id, str(exc)[:200])
+            return None
         cost = float(cost) if isinstance(cost, (int, float)) and np.isfinite(cost) and cost >= 0 else 0.0
         self.spend_usd += cost
         score = parse_score(text)
         if score is None:
             self.counters["unparsable"] += 1
-            return False
-        self.submit(FeedbackRecord(request_id, score, source=source, cost_usd=cost))
-        return True
+            return None
+        return score, cost
 
     async def drain(self, timeout: float = 60.0) -> bool:
         """Wait until every queued answer has been judged (or failed); False past ``timeout``."""

@@ -87,8 +87,9 @@ def _check_models(settings: Settings, model_list: object) -> None:
         raise DeploymentError(
             f"regret_gateway.models: {missing} not a model_name of model_list (it has {sorted(map(str, names))})"
         )
-    if settings.judge.model is not None and settings.judge.model not in names:
-        raise DeploymentError(f"regret_gateway.judge.model: {settings.judge.model!r} is not a model_name of model_list")
+    for judge in settings.judge.panel:
+        if judge not in names:
+            raise DeploymentError(f"regret_gateway.judge.model: {judge!r} is not a model_name of model_list")
 
 
 def check_store_url(url: str) -> None:

@@ -161,6 +161,68 @@ def test_a_tiers_cost_cap_never_routes_a_model_predicted_above_it_exploration_in
     assert {c.model for c in (cold.choose(x, "premium", rng) for _ in range(300))} == {"tiny", "small"}
 
 
+def test_a_cost_cap_reads_the_prompts_size_where_the_store_has_fitted_a_models_cost_line():
+    """The router's estimates (from the embedding, blind to a prompt's length) predict $0.002 for `large`
+    whatever the prompt. Its cost line in the store (input $10 per million tokens) makes a 200-token prompt
+    $0.004, under premium's $0.01 cap, and a 5,000-token one $0.052, over it: only the long prompt is kept
+    off `large`, exploration included, at exact propensities."""
+    from regret_gateway.servable import ClusterPolicy
+    from regret_gateway.store.steering import CostLine
+
+    estimator = ClusterPolicy(MODELS, np.ones((1, 4)), np.array([[0.3, 0.6, 0.9]]), np.array([[0.0001, 0.001, 0.002]]))
+    policy = PerTierPolicy([0.0, 1000.0], [ConstantPolicy(MODELS, "large"), ConstantPolicy(MODELS, "small")],
+                           [Candidate("constant", "large"), Candidate("constant", "small")], estimator)  # fmt: skip
+    tiers = {"premium": {"lam": 0.0, "epsilon": 0.2, "exploration": "uniform", "max_cost_per_request_usd": 0.01},
+             "economy": {"lam": 1000.0, "epsilon": 0.2, "exploration": "uniform"}}  # fmt: skip
+    active = ActiveRouter(Settings(models=MODELS, default_tier="premium", tiers=tiers))
+    active._artifact = RouterArtifact("v1", MODELS, {"premium": 0.0, "economy": 1000.0}, {"model": "m"}, policy)
+    active.costs_seen({}, {"large": CostLine(0.002, 1e-5, 500), "tiny": CostLine(1e-4, 0.0, 500)})
+    x, rng = np.ones(4, dtype=np.float32), np.random.default_rng(0)
+    short = [active.choose(x, "premium", rng, prompt_tokens=200) for _ in range(300)]
+    assert {c.model for c in short} == set(MODELS) and {c.model for c in short if c.mode == "policy"} == {"large"}
+    long = [active.choose(x, "premium", rng, prompt_tokens=5000) for _ in range(300)]
+    assert "large" not in {c.model for c in long}
+    expected = {"tiny": 0.2 / 3, "small": 1 - 0.2 / 3}
+    assert all(c.propensity == pytest.approx(expected[c.model]) for c in long)
+    assert "large" in {c.model for c in (active.choose(x, "premium", rng) for _ in range(300))}  # no size: the estimates
+
+
+def test_the_hook_counts_a_capped_requests_prompt_tokens_and_the_router_keeps_a_long_one_off_a_dear_model(tmp_path):
+    """Through the hook: a tier with a cost cap; the steerer's step fits `large`'s cost line from the store's
+    answers ($10 per million prompt tokens); then a short prompt may go to `large`, a long one never does."""
+    from regret_gateway.gateway.hook import RegretRouterHook
+    from regret_gateway.gateway.runtime import Gateway
+    from regret_gateway.store.records import DecisionRecord, OutcomeRecord
+    from regret_gateway.store.writes import record_decisions
+
+    tiers = {"premium": {"lam": 0.0, "epsilon": 0.0, "max_cost_per_request_usd": 0.01}}
+    settings = Settings(models=MODELS, default_tier="premium", tiers=tiers, artifacts_dir=str(tmp_path / "artifacts"),
+                        embedder={"model": "m"}, cold_start="uniform",
+                        store={"url": f"sqlite:///{tmp_path}/gw.db", "spill_dir": str(tmp_path / "spill")})  # fmt: skip
+    gateway = Gateway(settings, encode=lambda texts: np.ones((len(texts), 4), dtype=np.float32), seed=0).start()
+    hook = RegretRouterHook(gateway)
+    answered = [DecisionRecord(request_id=f"p{n}", tier="premium", lam=0.0, embedding_model="m",
+                               embedding=np.zeros(4, dtype=np.float32), chosen_model="large", propensity=1 / 3,
+                               prompt_hash="h", outcome=OutcomeRecord(f"p{n}", cost_usd=0.002 + 1e-5 * n, prompt_tokens=n))
+                for n in range(100, 4000, 100)]  # fmt: skip
+    with Session(gateway.engine) as s, s.begin():
+        record_decisions(s, answered)
+
+    async def route(text: str) -> str:
+        key = SimpleNamespace(team_id=None, team_metadata=None, user_role=None)
+        data = await hook.async_pre_call_hook(key, None, {"model": "regret-router", "messages": [{"role": "user", "content": text}]},
+                                              "completion")  # fmt: skip
+        return data["metadata"]["regret_gateway"]["model"]
+
+    try:
+        asyncio.run(route("the first request starts the steerer's step"))
+        assert gateway.steerer.stepped.wait(timeout=30) and "large" in gateway.router.cost_lines
+        assert "large" in {asyncio.run(route("a short question")) for _ in range(60)}  # the cold start draws every model
+        assert "large" not in {asyncio.run(route("word " * 3000)) for _ in range(60)}  # ~3,000 tokens: $0.032 predicted
+    finally:
+        gateway.close()
+
+
 def test_a_team_is_steered_on_the_published_frontier_only_where_its_budget_says_so(tmp_path):
     """`budget.ladder: frontier` steps the team on the ladder the active router publishes for it; the default
     (`tiers`) on the tiers' ladder, whatever is published."""

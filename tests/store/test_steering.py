@@ -16,7 +16,7 @@ from regret_gateway.ladder import Ladder, Rung, tier_ladder
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.records import DecisionRecord, OutcomeRecord
 from regret_gateway.store.schema import BudgetSteering
-from regret_gateway.store.steering import budget_status, cheapest_model, model_costs, step_team
+from regret_gateway.store.steering import budget_status, cheapest_model, cost_lines, model_costs, step_team
 from regret_gateway.store.writes import record_decisions
 
 DAY = datetime(2026, 11, 27, tzinfo=timezone.utc)
@@ -173,3 +173,39 @@ def test_a_published_frontier_ladder_is_stepped_on_and_a_shorter_one_caps_the_po
     with Session(engine) as session:
         status = budget_status(session, s, "a", DAY + timedelta(hours=1), frontier)
     assert status.route == "model small" and status.unmeetable.startswith("spent")
+
+
+def test_each_models_cost_is_fitted_as_a_line_in_the_prompts_tokens(engine):
+    """`large` bills $10 per million prompt tokens plus ~$0.002 of output; `tiny` a flat ~$0.0001 whatever the
+    prompt (the line's slope would fit below 0: the mean is kept); `small` has too few answers with a token
+    count. Answers without a token count, failed ones and those older than the lookback are not read."""
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(50, 20_000, size=300)
+    rows, when = [], DAY - timedelta(hours=1)
+    for i, n in enumerate(tokens):
+        for model, cost, status, created in (
+            ("large", 1e-5 * n + 0.002 + rng.normal(0, 2e-4), "success", when),
+            ("tiny", 1e-4 + rng.normal(0, 1e-6), "success", when),
+            ("large", 5.0, "failure", when),  # a failed answer: not a price
+            ("large", 7.0, "success", DAY - timedelta(days=30)),  # past the lookback
+        ):
+            rid = f"{model}-{status}-{created:%d}-{i}"
+            rows.append(DecisionRecord(request_id=rid, tier="standard", lam=100.0, embedding_model="m",
+                                       embedding=np.zeros(2, dtype=np.float32), chosen_model=model, propensity=1.0,
+                                       prompt_hash="h", created_at=created,
+                                       outcome=OutcomeRecord(rid, cost_usd=max(cost, 0.0), status=status, prompt_tokens=int(n))))  # fmt: skip
+    rows += [DecisionRecord(request_id=f"small-{i}", tier="standard", lam=100.0, embedding_model="m",
+                            embedding=np.zeros(2, dtype=np.float32), chosen_model="small", propensity=1.0, prompt_hash="h",
+                            created_at=when, outcome=OutcomeRecord(f"small-{i}", cost_usd=0.001, prompt_tokens=100 + i))
+             for i in range(10)]  # fmt: skip
+    rows += [DecisionRecord(request_id=f"untokened-{i}", tier="standard", lam=100.0, embedding_model="m",
+                            embedding=np.zeros(2, dtype=np.float32), chosen_model="small", propensity=1.0, prompt_hash="h",
+                            created_at=when, outcome=OutcomeRecord(f"untokened-{i}", cost_usd=0.001)) for i in range(50)]  # fmt: skip
+    with Session(engine) as session, session.begin():
+        record_decisions(session, rows)
+    with Session(engine) as session:
+        lines = cost_lines(session, ["tiny", "small", "large"], DAY)
+    assert set(lines) == {"tiny", "large"}
+    assert lines["large"].per_token == pytest.approx(1e-5, rel=0.02) and lines["large"].fixed == pytest.approx(0.002, abs=2e-4)
+    assert lines["large"].rows == 300 and lines["large"].cost(100_000) == pytest.approx(1.002, rel=0.02)
+    assert lines["tiny"].per_token >= 0 and lines["tiny"].cost(100_000) == pytest.approx(1e-4, rel=0.05)

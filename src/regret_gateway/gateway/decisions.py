@@ -29,12 +29,16 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from regret_gateway.artifacts import ArtifactError, RouterArtifact, active_version_id, load_artifact
 from regret_gateway.config import Settings
 from regret_gateway.ladder import CHEAPEST, Ladder, Rung, tier_ladder
+
+if TYPE_CHECKING:
+    from regret_gateway.store.steering import CostLine
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +106,12 @@ class ActiveRouter:
         self.reloads = 0
         self._column_map: tuple[RouterArtifact, np.ndarray] | None = None
         self.model_costs: dict[str, float] = {}  # mean cost per answer in the store (the gateway's steerer sets it)
+        self.cost_lines: dict[str, CostLine] = {}  # cost per answer as a line in the prompt's tokens (the same)
+        self.capped = any(spec.max_cost_per_request_usd is not None for spec in settings.tiers.values())
+
+    def costs_seen(self, costs: dict[str, float], lines: dict[str, CostLine]) -> None:
+        """What the store says each model costs (the steerer's step): the caps' predictions read it."""
+        self.model_costs, self.cost_lines = costs, lines
 
     @property
     def artifact(self) -> RouterArtifact | None:
@@ -139,32 +149,43 @@ class ActiveRouter:
             self._column_map = cached
         return cached[1]
 
-    def _distribution(self, artifact: RouterArtifact | None, X: np.ndarray, tier: str) -> tuple[np.ndarray, int, dict | None]:
+    def _distribution(self, artifact: RouterArtifact | None, X: np.ndarray, tier: str,
+                      prompt_tokens: float | None = None) -> tuple[np.ndarray, int, dict | None]:  # fmt: skip
         """(p over ``settings.models``, the router's choice, its scores) of ``tier``'s policy with exploration,
         at the tier's lambda; before any router, the cold start (uniform, or the fallback model); under the
-        tier's ``max_cost_per_request_usd`` (:meth:`_capped`)."""
+        tier's ``max_cost_per_request_usd`` (:meth:`_capped`, for a request of ``prompt_tokens``)."""
         p, best, scores = self._uncapped(artifact, X, tier)
         spec = self.settings.tiers[tier]
         cap = spec.max_cost_per_request_usd
-        return (p, best, scores) if cap is None else self._capped(p, best, scores, artifact, X, cap, spec.lam)
+        if cap is None:
+            return p, best, scores
+        return self._capped(p, best, scores, artifact, X, cap, spec.lam, prompt_tokens)
 
-    def predicted_costs(self, artifact: RouterArtifact | None, X: np.ndarray) -> np.ndarray:
-        """(n, T) each configured model's predicted cost (USD) for the requests ``X`` (n, d): the router's cost
-        estimates (utility at lambda 0 minus utility at lambda 1), else its mean cost in the store
-        (``model_costs``, set by the gateway's steerer); NaN where neither knows."""
+    def predicted_costs(self, artifact: RouterArtifact | None, X: np.ndarray, prompt_tokens: float | None = None) -> np.ndarray:
+        """(n, T) each configured model's predicted cost (USD) for the requests ``X`` (n, d): with the request's
+        ``prompt_tokens``, the model's cost line in the store where it has one (``cost_lines``: what its
+        answers cost for their prompts' sizes, so a long prompt is predicted dear); else the router's cost
+        estimates (utility at lambda 0 minus utility at lambda 1, from the embedding, which reads a prompt's
+        first tokens only), else its mean cost in the store (``model_costs``); NaN where none knows. The
+        store's figures are set by the gateway's steerer."""
         models = self.settings.models
         out = np.tile([self.model_costs.get(m, np.nan) for m in models], (len(X), 1))
         u0 = None if artifact is None else artifact.utility_estimates(X, 0.0)
         if artifact is not None and u0 is not None:
             out[:, self._columns(artifact)] = u0 - artifact.utility_estimates(X, 1.0)  # type: ignore[operator]
+        if prompt_tokens is not None:
+            for t, m in enumerate(models):
+                if (line := self.cost_lines.get(m)) is not None:
+                    out[:, t] = line.cost(prompt_tokens)
         return out
 
-    def _capped(self, p: np.ndarray, best: int, scores: dict | None, artifact, X: np.ndarray, cap: float, lam: float):
+    def _capped(self, p: np.ndarray, best: int, scores: dict | None, artifact, X: np.ndarray, cap: float, lam: float,
+                prompt_tokens: float | None = None):  # fmt: skip
         """``p`` without the models predicted to cost more than ``cap`` (every model's, if all do: the cheapest
         predicted stays); their probability goes to the allowed model the router scores highest (ties, as
         under a constant: the one the utility estimates at ``lam`` rank first). Exact: the request is drawn
         from what is returned."""
-        costs = self.predicted_costs(artifact, X)[0]
+        costs = self.predicted_costs(artifact, X, prompt_tokens)[0]
         allowed = ~(costs > cap)  # a model whose cost nothing predicts stays allowed
         if not allowed.any():
             allowed = costs == np.nanmin(costs)
@@ -213,12 +234,12 @@ class ActiveRouter:
         return p, best, scores
 
     def choose(self, x: np.ndarray, tier: str, rng: np.random.Generator, *, position: float | None = None,
-               ladder: Ladder | None = None, cheapest: str | None = None) -> Choice:  # fmt: skip
+               ladder: Ladder | None = None, cheapest: str | None = None, prompt_tokens: float | None = None) -> Choice:  # fmt: skip
         """Route one request of ``tier``. With a budget's ladder ``position`` (:mod:`regret_gateway.ladder`;
         ``ladder`` default: the tiers by lambda, then the cheapest model), the request goes to rung j =
         floor(position) with probability 1 - s and rung j + 1 with s (s the fraction): a tier's policy with
         its exploration, one model, or ``cheapest`` (default: the tier's fallback). The propensity is the
-        mixture's, exact."""
+        mixture's, exact. ``prompt_tokens``: the request's size, which a tier's cost cap reads."""
         settings = self.settings
         models = settings.models
         artifact = self._artifact
@@ -229,7 +250,8 @@ class ActiveRouter:
                 return Choice(fallback_model(settings, tier), 1.0, "cold_start", None)
             t = int(rng.integers(len(models)))
             return Choice(models[t], 1.0 / len(models), "cold_start", None)
-        p, best, scores = self.distribution(X, tier, position=position, ladder=ladder, cheapest=cheapest, artifact=artifact)
+        p, best, scores = self.distribution(X, tier, position=position, ladder=ladder, cheapest=cheapest, artifact=artifact,
+                                            prompt_tokens=prompt_tokens)  # fmt: skip
         t = int(np.searchsorted(np.cumsum(p), rng.random(), side="right"))
         t = t if t < len(models) and p[t] > 0 else best  # rounding at the top of the cumulative sum
         mode = "policy" if t == best else "exploration"
@@ -238,18 +260,19 @@ class ActiveRouter:
         return Choice(models[t], float(p[t]), mode, getattr(artifact, "version", None), scores)
 
     def distribution(self, X: np.ndarray, tier: str, *, position: float | None = None, ladder: Ladder | None = None,
-                     cheapest: str | None = None, artifact: RouterArtifact | None = None) -> tuple[np.ndarray, int, dict | None]:  # fmt: skip
+                     cheapest: str | None = None, artifact: RouterArtifact | None = None,
+                     prompt_tokens: float | None = None) -> tuple[np.ndarray, int, dict | None]:  # fmt: skip
         """(p over ``settings.models``, the most likely choice's index, the scores) for one request ``X`` (1, d)
         of ``tier`` (at a ladder ``position`` where given: :meth:`choose`), under ``artifact`` (default: the
         active one)."""
         artifact = artifact or self._artifact
         if position is None:
-            return self._distribution(artifact, X, tier)
+            return self._distribution(artifact, X, tier, prompt_tokens)
         ladder = ladder or tier_ladder(self.settings)
         j, s = ladder.split(position)
-        p, best, scores = self._rung(artifact, X, ladder.rungs[j], tier, cheapest)
+        p, best, scores = self._rung(artifact, X, ladder.rungs[j], tier, cheapest, prompt_tokens)
         if s > 1e-9:
-            p_next, best_next, _ = self._rung(artifact, X, ladder.rungs[j + 1], tier, cheapest)
+            p_next, best_next, _ = self._rung(artifact, X, ladder.rungs[j + 1], tier, cheapest, prompt_tokens)
             p = (1.0 - s) * p + s * p_next
             best = best if 1.0 - s >= s else best_next
         return p, best, scores
@@ -262,15 +285,15 @@ class ActiveRouter:
         return np.array([[self._rung(artifact, X[i : i + 1], rung, tier, cheapest)[0] for i in range(len(X))]
                          for rung in ladder.rungs])  # fmt: skip
 
-    def _rung(self, artifact, X, rung: Rung, tier: str, cheapest: str | None):
+    def _rung(self, artifact, X, rung: Rung, tier: str, cheapest: str | None, prompt_tokens: float | None = None):
         """One rung: a tier's policy, one model, or ``cheapest`` (default: the tier's fallback). A rung naming
         a tier or model the settings no longer hold routes as the tier ``tier``."""
         models = self.settings.models
         if rung.kind == "tier" and rung.name in self.settings.tiers:
-            return self._distribution(artifact, X, rung.name)
+            return self._distribution(artifact, X, rung.name, prompt_tokens)
         if rung.kind == "model" and rung.name in models:
             return np.eye(len(models))[models.index(rung.name)], models.index(rung.name), None
         if rung.kind == CHEAPEST:
             best = models.index(cheapest or fallback_model(self.settings, tier))
             return np.eye(len(models))[best], best, None
-        return self._distribution(artifact, X, tier)
+        return self._distribution(artifact, X, tier, prompt_tokens)

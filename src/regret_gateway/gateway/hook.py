@@ -76,6 +76,17 @@ def routed_text(messages: list | None) -> str:
     return "\n".join([*system[:1], *(users[-1:] or [content(messages[-1])])]).strip()
 
 
+def prompt_tokens(messages: list | None) -> int | None:
+    """The request's prompt size in tokens as LiteLLM counts it (``token_counter``: the whole conversation,
+    OpenAI's tokenizer), what a tier's cost cap reads; None where it cannot be counted."""
+    import litellm
+
+    try:
+        return int(litellm.token_counter(messages=messages)) if messages else None
+    except Exception:  # noqa: BLE001 - a shape LiteLLM cannot count: the cap predicts without the size
+        return None
+
+
 def answer_text(response) -> str:
     """The text of a chat completion's first choice ('' when there is none, e.g. a stream's summary)."""
     try:
@@ -168,8 +179,9 @@ class RegretRouterHook(CustomLogger):
             short = s.embedder.overload_max_length  # under overload the router reads less before it sheds
             x = gw.features(await gw.batcher.embed(seen, timeout=budget, budget=budget, short_tokens=short), context)
             position = gw.steerer.position(team, tier)  # a budgeted team's place on the ladder (budgets.py)
+            tokens = prompt_tokens(data.get("messages")) if gw.router.capped else None  # a cost cap reads the size
             choice = gw.router.choose(x, tier, gw.rng, position=position, ladder=gw.steerer.ladder(team),
-                                      cheapest=gw.steerer.cheapest)  # fmt: skip
+                                      cheapest=gw.steerer.cheapest, prompt_tokens=tokens)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - fail open, always
             if isinstance(exc, (Overloaded, TimeoutError)):  # load: no log line per request (/regret/stats counts)
                 gw.counters["shed" if isinstance(exc, Overloaded) else "timed_out"] += 1

@@ -113,7 +113,7 @@ class Gateway:
         )
         self.router = ActiveRouter(settings)
         self.steerer = Steerer(settings, lambda: self.engine, clock=self._clock,
-                               on_costs=lambda costs: setattr(self.router, "model_costs", costs),
+                               on_costs=self.router.costs_seen,
                                ladder_of=self._budget_ladder)  # fmt: skip
         self.hash_key = settings.prompt_hash_key()
         self.batcher = EmbeddingBatcher(

@@ -18,9 +18,13 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from regret_gateway.config import Settings
 from regret_gateway.ladder import Ladder, tier_ladder
+
+if TYPE_CHECKING:
+    from regret_gateway.store.steering import CostLine
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +37,11 @@ class Steerer:
     """Per budgeted team, the ladder position its requests are routed at (None: its tier, unsteered)."""
 
     def __init__(self, settings: Settings, engine_of: Callable[[], object], clock: Callable[[], datetime] = _utcnow,
-                 on_costs: Callable[[dict[str, float]], None] | None = None,
+                 on_costs: Callable[[dict[str, float], dict[str, CostLine]], None] | None = None,
                  ladder_of: Callable[[str, str], Ladder | None] | None = None):  # fmt: skip
         self.settings = settings
         self._engine_of = engine_of  # the gateway's engine, read when a step runs (built at start)
-        self._on_costs = on_costs  # told each step's model costs (the router's caps read them)
+        self._on_costs = on_costs  # told each step's model costs and cost lines (the router's caps read them)
         self._ladder_of = ladder_of or (lambda team, kind: None)  # the active router's published ladder of a kind for a team
         self.clock = clock
         self._tier_ladder = tier_ladder(settings)
@@ -78,7 +82,7 @@ class Steerer:
         from sqlalchemy.orm import Session
 
         from regret_gateway.store.records import team_key
-        from regret_gateway.store.steering import cheapest_model, model_costs, step_team
+        from regret_gateway.store.steering import cheapest_model, cost_lines, model_costs, step_team
 
         engine = self._engine_of()
         now = self.clock()
@@ -90,9 +94,10 @@ class Steerer:
         models = list(self.settings.models)
         with Session(engine) as session:  # type: ignore[arg-type]
             costs = model_costs(session, models, now)
+            lines = cost_lines(session, models, now)
         self.positions, self.ladders, self.model_costs, self.cheapest = positions, ladders, costs, cheapest_model(costs, models)
         if self._on_costs is not None:
-            self._on_costs(costs)
+            self._on_costs(costs, lines)
         self.steps += 1
         self.stepped.set()
         log.debug("regret-gateway: budget positions %s (cheapest model %s)", {team_key(t): p for t, p in positions.items()},

@@ -145,3 +145,22 @@ def test_a_snapshot_owns_its_arrays_so_the_network_may_change_or_move_after_it()
             p.add_(1.0)
     assert not any(np.shares_memory(w, p.detach().numpy()) for w, p in zip(tiers.weights, net.weights))
     assert all(np.array_equal(a, b) for a, b in zip(before, [*tiers.weights, ends.out_weight]))
+
+
+def test_a_priced_policy_reads_the_prompts_size_and_round_trips_through_numpy():
+    """Quality 0.9 / 0.6, prices $20 / $1 per million prompt tokens: at lambda 10 a 200-token prompt goes to
+    the dear model and a 20,000-token one to the cheap model; its scores are its utility estimates, and its
+    state round-trips."""
+    from regret_gateway.artifacts import pack_state, unpack_state
+    from regret_gateway.context import SizeFeature
+    from regret_gateway.servable import PricedPolicy, from_state
+
+    size = SizeFeature()
+    X = size.append(np.zeros((2, 3), dtype=np.float32), [200, 20_000])
+    np.testing.assert_allclose(size.tokens(X), [200, 20_000], rtol=1e-4)
+    policy = PricedPolicy(("dear", "cheap"), [0.9, 0.6], [0.0, 0.0], [20e-6, 1e-6], size.weight, 4)
+    assert policy.choose(X, 10.0).tolist() == [0, 1] and policy.choose(X, 0.0).tolist() == [0, 0]
+    np.testing.assert_allclose(policy.utility_estimates(X, 10.0)[1], [0.9 - 10 * 0.4, 0.6 - 10 * 0.02], rtol=1e-3)
+    tree, arrays = pack_state(policy.state())
+    again = from_state(unpack_state(json.loads(json.dumps(tree)), arrays))
+    np.testing.assert_allclose(again.logits(X, 10.0), policy.logits(X, 10.0))

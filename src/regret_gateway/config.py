@@ -30,7 +30,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 if TYPE_CHECKING:
-    from regret_gateway.context import ContextCode
+    from regret_gateway.context import ContextCode, SizeFeature
 
 DEFAULT_STORE_URL = "sqlite:///regret-gateway.db"
 
@@ -101,6 +101,10 @@ class EmbedderSpec(_Strict):
     context: str | None = None
     context_dim: int = Field(default=16, ge=2, le=1024)
     context_weight: float = Field(default=1.0, gt=0)
+    # The prompt's size in tokens (LiteLLM's count) as one more feature after the embedding (and the context
+    # code): what a request costs grows with its prompt, which the embedding does not show; with it, retrain
+    # also offers the priced router (policy/priced.py). Another embedding id: fresh logs and routers.
+    size_feature: bool = False
     max_length: int = Field(default=256, ge=8)
     # Under overload (a request's embedding predicted to wait past route_timeout_s) the router reads only the
     # first N tokens (about 4 characters each) where that fits the budget, before it sheds the request to its
@@ -160,6 +164,13 @@ class EmbedderSpec(_Strict):
         return None if self.context is None else ContextCode(self.context, self.context_dim, self.context_weight)
 
     @property
+    def size(self) -> "SizeFeature | None":
+        """How the prompt's size is appended after the embedding and context code (None: it is not)."""
+        from regret_gateway.context import SizeFeature
+
+        return SizeFeature() if self.size_feature else None
+
+    @property
     def embedding_id(self) -> str:
         """What an embedding is an embedding of: the model (and its depth when ``layers`` is set), and the
         context template when there is one (logged with every decision; retrain reads only rows of the
@@ -174,6 +185,8 @@ class EmbedderSpec(_Strict):
             out += f"+template-{hashlib.sha256(self.template.encode()).hexdigest()[:10]}"
         if (code := self.context_code) is not None:
             out += f"+{code.id}"
+        if (size := self.size) is not None:
+            out += f"+{size.id}"
         return out
 
 

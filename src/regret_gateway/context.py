@@ -113,3 +113,42 @@ class ContextCode:
         """Part of the embedding id: another template, size or weight starts a fresh set of logs."""
         spec = f"{self.template}|{self.dim}|{self.weight:g}"
         return f"context-{hashlib.sha256(spec.encode()).hexdigest()[:10]}"
+
+
+SIZE_SCALE_TOKENS = 100_000  # a prompt of this many tokens has the size feature's full weight
+
+
+@dataclass(frozen=True)
+class SizeFeature:
+    """The prompt's size as one feature appended to its embedding: ``weight * log(1 + tokens) / log(1 +
+    SIZE_SCALE_TOKENS)``. A request's cost grows with its prompt (input tokens at their price), which the
+    embedding of the prompt's first tokens does not show; with the size beside it, the outcome networks and
+    the routers can learn that a long prompt is dear on a dear model."""
+
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.weight > 0:
+            raise ValueError(f"the size feature needs weight > 0, got {self.weight}")
+
+    def values(self, tokens: Sequence[float] | np.ndarray) -> np.ndarray:
+        """(n, 1) float32 features of prompts of ``tokens``."""
+        t = np.maximum(np.asarray(tokens, dtype=np.float64), 0.0)
+        return (self.weight * np.log1p(t) / np.log1p(SIZE_SCALE_TOKENS)).astype(np.float32)[:, None]
+
+    def tokens(self, X: np.ndarray) -> np.ndarray:
+        """(n,) the prompt sizes in tokens that rows of ``X`` (n, d + 1; the feature last) were appended with."""
+        f = np.asarray(X, dtype=np.float64)[:, -1]
+        return np.maximum(np.expm1(f * np.log1p(SIZE_SCALE_TOKENS) / self.weight), 0.0)
+
+    def append(self, X: np.ndarray, tokens: Sequence[float] | np.ndarray) -> np.ndarray:
+        """``X`` (n, d) with the size feature of each row's prompt appended: (n, d + 1)."""
+        X = np.asarray(X, dtype=np.float32)
+        if X.ndim != 2 or len(X) != len(tokens):
+            raise ValueError(f"need one token count per embedding row, got {len(tokens)} for shape {X.shape}")
+        return np.concatenate([X, self.values(tokens)], axis=1)
+
+    @property
+    def id(self) -> str:
+        """Part of the embedding id: logs with and without the size feature are not mixed."""
+        return f"size-{self.weight:g}"

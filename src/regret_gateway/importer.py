@@ -22,6 +22,7 @@ from regret_gateway.config import Settings
 from regret_gateway.context import render
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord, StoreInputError, prompt_hash
 from regret_gateway.tables import read_frame, table_format
+from regret_gateway.tokens import count_tokens
 
 REQUIRED = ("model", "quality")
 
@@ -64,6 +65,10 @@ def read_logs(path: str | Path, settings: Settings, encode=None) -> list[tuple[D
         X = np.asarray(encode(texts), dtype=np.float32)
     if (code := settings.embedder.context_code) is not None:  # the gateway's features: embedding + context code
         X = code.append(X, contexts)
+    if (size := settings.embedder.size) is not None:  # + the prompt's size
+        if "prompt" not in df.columns:
+            raise StoreInputError(f"{path}: embedder.size_feature counts each prompt's tokens: the file needs a prompt column")
+        X = size.append(X, count_tokens([str(p) for p in df["prompt"]]))
     records = []
     key = settings.prompt_hash_key()
     for i, row in enumerate(df.to_dict("records")):

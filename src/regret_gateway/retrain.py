@@ -261,7 +261,7 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     active = _active(settings, active_id, data_info)
     rows, policy = evaluate(
         fits, tiers, active, np.array(ts.loggers), margin=opts.margin, force=opts.force,
-        n_boot=opts.n_boot, seed=opts.seed, regions=opts.regions, held=held,
+        n_boot=opts.n_boot, seed=opts.seed, regions=opts.regions, held=held, size=settings.embedder.size,
     )  # fmt: skip
     timings["evaluate"] = time.perf_counter() - t2
     teams = np.array(ts.teams, dtype=object)[fits.order]

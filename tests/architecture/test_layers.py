@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "regret_gateway"
 
 # Lower layers first; a module may import its own layer and the layers below it, never above.
 LAYERS: list[tuple[str, ...]] = [
-    ("config", "budgets", "ladder", "context", "data", "tables", "files"),
+    ("config", "budgets", "ladder", "context", "data", "tables", "files", "tokens", "prices"),
     ("nn", "store"),
     ("servable", "embedding", "onnx_encoder", "exported_encoder"),
     ("artifacts", "causal"),
@@ -39,7 +39,7 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
     ],  # fmt: skip
     "policy": [
         ("__init__", "base"),
-        ("methods", "cluster", "learner"),
+        ("methods", "cluster", "learner", "priced"),
         ("rm_interval", "regions"),
         ("registry", "candidates", "frontier"),
     ],

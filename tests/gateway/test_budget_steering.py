@@ -166,8 +166,8 @@ def test_a_cost_cap_reads_the_prompts_size_where_the_store_has_fitted_a_models_c
     whatever the prompt. Its cost line in the store (input $10 per million tokens) makes a 200-token prompt
     $0.004, under premium's $0.01 cap, and a 5,000-token one $0.052, over it: only the long prompt is kept
     off `large`, exploration included, at exact propensities."""
+    from regret_gateway.prices import CostLine
     from regret_gateway.servable import ClusterPolicy
-    from regret_gateway.store.steering import CostLine
 
     estimator = ClusterPolicy(MODELS, np.ones((1, 4)), np.array([[0.3, 0.6, 0.9]]), np.array([[0.0001, 0.001, 0.002]]))
     policy = PerTierPolicy([0.0, 1000.0], [ConstantPolicy(MODELS, "large"), ConstantPolicy(MODELS, "small")],

@@ -51,6 +51,12 @@ def bench_offline(
     seed: int = typer.Option(0, "--seed", help="Seed of the first trial (trial k uses seed+k)."),
     device: str = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda."),
     template: bool = typer.Option(False, "--paper-template/--no-template", help="Embed with the paper's prompt template."),
+    size_feature: bool = typer.Option(
+        False,
+        "--size-feature",
+        help="Append each prompt's size in tokens to its embedding (embedder.size_feature): the served row's "
+        "retrain then also offers the priced router (each model's quality, and its cost as a line in the tokens).",
+    ),
     context: Optional[str] = typer.Option(
         None,
         "--context",
@@ -154,6 +160,7 @@ def bench_offline(
             evaluate_on=evaluate_on,
             served_cross_fit=served_cross_fit,
             log_draws=log_draws,
+            size_feature=size_feature,
         )
     except (ValueError, FileNotFoundError, ImportError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
@@ -173,9 +180,15 @@ def bench_offline(
         _fail(exc)
     if code is not None:
         X = code.append(X, [{"dataset": g} for g in bench.groups.tolist()])
+    if size_feature:
+        from regret_gateway.context import SizeFeature
+        from regret_gateway.tokens import count_tokens
+
+        X = SizeFeature().append(X, count_tokens(bench.prompts))
     t_embed = time.perf_counter() - started
     run = run_offline(bench, X, config)
     run.dataset["context"] = context
+    run.dataset["size_feature"] = size_feature
     results = summarize(run, {"embedding_seconds": t_embed, "total_seconds": time.perf_counter() - started})
     paths = write_outputs(results, out)
     typer.echo(paths["table"].read_text())

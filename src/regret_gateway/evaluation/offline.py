@@ -26,6 +26,7 @@ import numpy as np
 from regret_gateway.causal.estimators import ESTIMATORS, Nuisance
 from regret_gateway.causal.outcome import OutcomeModel
 from regret_gateway.causal.propensity import LoggedPropensity, PropensityModel
+from regret_gateway.context import SizeFeature
 from regret_gateway.data import FullFeedback, LoggedFeedback
 from regret_gateway.evaluation.loaders import Benchmark
 from regret_gateway.evaluation.simulation import simulate_logs
@@ -67,6 +68,7 @@ class OfflineConfig:
     evaluate_on: str = "test"
     served_cross_fit: bool = True  # the served row's retrain: cross-fitted (its default) or one fit
     log_draws: int = 1  # each training prompt logged this many times, independent draws (the learning curve)
+    size_feature: bool = False  # the embeddings carry the prompt's size last (SizeFeature): served offers the priced router
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in method_names()]
@@ -227,8 +229,9 @@ def reference_actions(name: str, train: FullFeedback, test: FullFeedback, lambda
 
 
 def served_actions(
-    logs: LoggedFeedback, test_X: np.ndarray, lambdas: np.ndarray, *, cross_fitted: bool = True, seed: int = 0
-) -> tuple[np.ndarray, list[Candidate]]:
+    logs: LoggedFeedback, test_X: np.ndarray, lambdas: np.ndarray, *, cross_fitted: bool = True, seed: int = 0,
+    size: SizeFeature | None = None,
+) -> tuple[np.ndarray, list[Candidate]]:  # fmt: skip
     """(L, n_test) choices of what ``retrain`` publishes from ``logs`` with one tier per lambda, by its own
     code and defaults (:func:`regret_gateway.policy.candidates.out_of_fold_fits` and :func:`~regret_gateway.policy.candidates.evaluate`:
     the production learner fitted once per fold of five, every candidate -- RM-Interval, R&C, RM-Cluster
@@ -236,13 +239,14 @@ def served_actions(
     :func:`regret_gateway.ope.select`), and the :class:`~regret_gateway.servable.Candidate` each tier serves (a
     safe default -- ``constant``, or ``regions``: that constant except in the regions the logs prove -- or a
     learned router). No tier serves anything yet, so each gate's incumbent is the best constant.
-    ``cross_fitted=False``: one fit, as ``retrain --no-cross-fit``."""
+    ``cross_fitted=False``: one fit, as ``retrain --no-cross-fit``. ``size``: the size feature the rows carry
+    last, as retrain has it with ``embedder.size_feature``."""
     from regret_gateway.config import TierSpec
     from regret_gateway.policy.candidates import FOLDS, evaluate, out_of_fold_fits
 
     lams = [float(lam) for lam in lambdas]
     fits = out_of_fold_fits(logs, lams, folds=FOLDS, every=cross_fitted, seed=seed)
-    rows, policy = evaluate(fits, [(f"lambda={lam:g}", TierSpec(lam=lam)) for lam in lams], None, seed=seed)
+    rows, policy = evaluate(fits, [(f"lambda={lam:g}", TierSpec(lam=lam)) for lam in lams], None, seed=seed, size=size)
     return np.stack([policy.choose(test_X, lam) for lam in lams]), [policy.candidate_for(lam) for lam in lams]
 
 
@@ -314,7 +318,8 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
             references[LOGGED_CONSTANT] = np.stack([np.full(full_test.n_samples, pooled.best_constant(l)) for l in lambdas])
         if candidates:
             t0 = time.perf_counter()
-            actions, served = served_actions(split.logs, full_test.X, lambdas, cross_fitted=config.served_cross_fit, seed=seed)
+            actions, served = served_actions(split.logs, full_test.X, lambdas, cross_fitted=config.served_cross_fit, seed=seed,
+                                             size=SizeFeature() if config.size_feature else None)  # fmt: skip
             seconds = time.perf_counter() - t0
             raw[SERVED].add(evaluate_actions(full_test, lambdas, actions), seconds)
             if steps is not None:

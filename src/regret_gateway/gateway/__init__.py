@@ -1,13 +1,7 @@
 """The LiteLLM proxy integration: tier resolution, routing decisions, the hook, the feedback routes."""
 
-import os
+from regret_gateway.tokens import bundled_cost_map
 
+bundled_cost_map()  # before any module of this package imports LiteLLM
 
-def bundled_cost_map() -> None:
-    """LiteLLM downloads its model-cost map at import unless told to read the bundled one: call this before
-    LiteLLM's first import, and a gateway starts without touching the network (an operator may still set
-    LITELLM_LOCAL_MODEL_COST_MAP=False). The hook's modules import LiteLLM: this package calls it first."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-
-bundled_cost_map()
+__all__ = ["bundled_cost_map"]

@@ -38,7 +38,7 @@ from regret_gateway.config import Settings
 from regret_gateway.ladder import CHEAPEST, Ladder, Rung, tier_ladder
 
 if TYPE_CHECKING:
-    from regret_gateway.store.steering import CostLine
+    from regret_gateway.prices import CostLine
 
 log = logging.getLogger(__name__)
 

@@ -177,7 +177,7 @@ class RegretRouterHook(CustomLogger):
             seen = render(s.embedder.template, text, context)
             budget = s.route_timeout_s  # a request predicted to wait longer is not queued: shed at once
             short = s.embedder.overload_max_length  # under overload the router reads less before it sheds
-            x = gw.features(await gw.batcher.embed(seen, timeout=budget, budget=budget, short_tokens=short), context)
+            x = gw.features(await gw.batcher.embed(seen, timeout=budget, budget=budget, short_tokens=short), context, text)
             position = gw.steerer.position(team, tier)  # a budgeted team's place on the ladder (budgets.py)
             tokens = prompt_tokens(data.get("messages")) if gw.router.capped else None  # a cost cap reads the size
             choice = gw.router.choose(x, tier, gw.rng, position=position, ladder=gw.steerer.ladder(team),

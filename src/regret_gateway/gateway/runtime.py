@@ -32,6 +32,7 @@ from regret_gateway.ladder import Ladder
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.writer import BatchedWriter, WriterStats
+from regret_gateway.tokens import count_tokens
 
 if TYPE_CHECKING:
     from regret_gateway.gateway.judge import Judge, JudgeStats
@@ -189,7 +190,8 @@ class Gateway:
                           "fallback until it loads (next try in %.0f s)", self.embedder_error, EMBEDDER_RETRY_S)  # fmt: skip
                 return False
             code = s.embedder.context_code
-            self.router.embedding_dim = int(warm.shape[-1]) + (code.dim if code is not None else 0)
+            size = s.embedder.size
+            self.router.embedding_dim = int(warm.shape[-1]) + (code.dim if code is not None else 0) + (size is not None)
             report = self.embedding_report
             log.warning("regret-gateway: embedding with %s on %s%s", self.embedding_label, self.embedding_device,
                         f" ({report.get('status')}: {report.get('reason')})" if report else "")  # fmt: skip
@@ -243,12 +245,17 @@ class Gateway:
             return self._encode(texts, busy=True)  # type: ignore[call-arg]
         return self._encode(texts)
 
-    def features(self, embedding: np.ndarray, context: dict | None) -> np.ndarray:
+    def features(self, embedding: np.ndarray, context: dict | None, text: str = "") -> np.ndarray:
         """What the router reads for one request: its embedding, with the code of its context appended when
-        ``embedder.context`` is set (context.ContextCode)."""
-        x = np.asarray(embedding, dtype=np.float32)
-        code = self.settings.embedder.context_code
-        return x if code is None else code.append(x[None, :], [context])[0]
+        ``embedder.context`` is set (context.ContextCode), then the size of its routed ``text`` when
+        ``embedder.size_feature`` is (context.SizeFeature; tokens.count_tokens)."""
+        x = np.asarray(embedding, dtype=np.float32)[None, :]
+        spec = self.settings.embedder
+        if (code := spec.context_code) is not None:
+            x = code.append(x, [context])
+        if (size := spec.size) is not None:
+            x = size.append(x, count_tokens([text]))
+        return x[0]
 
     def maybe_reload(self) -> None:
         """If ``reload_interval_s`` has passed, look for a new active version in a worker thread."""

@@ -24,6 +24,7 @@ import numpy as np
 from regret_gateway.artifacts import RouterArtifact
 from regret_gateway.causal.estimators import HeldOut
 from regret_gateway.causal.stats import folds_of, prompt_groups
+from regret_gateway.context import SizeFeature
 from regret_gateway.data import LoggedFeedback
 from regret_gateway.ope import LoggedData, PolicyValue, select
 from regret_gateway.policy.cluster import SharedCentroids
@@ -179,13 +180,17 @@ def held_out_rows(fits: OutOfFoldFits, loggers: np.ndarray | None) -> HeldOutRow
 
 
 def learned_candidates(
-    learner, model_names: tuple[str, ...], lams: list[float], centroids: dict[int, np.ndarray] | None = None
-) -> tuple[dict[str, ServablePolicy], int]:
+    learner, model_names: tuple[str, ...], lams: list[float], centroids: dict[int, np.ndarray] | None = None,
+    size: SizeFeature | None = None,
+) -> tuple[dict[str, ServablePolicy], int]:  # fmt: skip
     """The routers one fit offers every tier: the RM routers (RM-Interval, the paper's; RM-Cluster, regret
-    minimisation over embedding clusters) and R&C (the outcome models' argmax); and RM-Cluster's number of
-    clusters (with one it is a constant model: the fixed choice, from fewer rows). ``centroids``: RM-Cluster's
-    clusterings per K (:class:`~regret_gateway.policy.cluster.SharedCentroids`), else a k-means of the fit's rows."""
+    minimisation over embedding clusters) and R&C (the outcome models' argmax); where the rows carry the
+    prompt's size (``size``), the priced router (:mod:`regret_gateway.policy.priced`); and RM-Cluster's number
+    of clusters (with one it is a constant model: the fixed choice, from fewer rows). ``centroids``:
+    RM-Cluster's clusterings per K (:class:`~regret_gateway.policy.cluster.SharedCentroids`), else a k-means of
+    the fit's rows."""
     from regret_gateway.policy.cluster import RMCluster
+    from regret_gateway.policy.priced import fit_priced
 
     cluster = RMCluster(random_state=learner.policy.random_state, centroids=centroids).fit(learner.data_, lams)
     policies = {
@@ -193,6 +198,8 @@ def learned_candidates(
         "r-and-c": learner.nuisance_.outcome_.to_policy(model_names),
         "rm-cluster": cluster.to_policy(),
     }
+    if size is not None:
+        policies["priced"] = fit_priced(learner.data_, size)
     return policies, cluster.k_
 
 
@@ -222,6 +229,7 @@ def evaluate(
     seed: int = 0,
     regions: bool = True,
     held: HeldOutRows | None = None,
+    size: SizeFeature | None = None,
 ) -> tuple[list[TierEvaluation], PerTierPolicy]:
     """Per tier: every candidate's DR/SNIPS value on the held-out folds' rows (every row when cross-fitted)
     and the choice of what to serve (:func:`regret_gateway.ope.select`). A learned candidate's choice on
@@ -236,7 +244,8 @@ def evaluate(
     evaluations and the per-tier policy they describe -- the learned candidates of the first fold's fit
     -- with its R&C outcome networks as the utility estimator (exploration reads it, whatever a tier
     serves). ``held``: the held-out rows where the caller has them already (:func:`held_out_rows` with the
-    same ``loggers``)."""
+    same ``loggers``). ``size``: the size feature the rows carry last, if they do (the priced router is
+    then a candidate too)."""
     order, names = fits.order, fits.logged.model_names
     parts = [fits.logged.subset(f) for f in fits.folds]
     rows_out = held or held_out_rows(fits, loggers)
@@ -251,7 +260,7 @@ def evaluate(
     fold_rows = np.split(np.arange(len(order)), np.cumsum([len(f) for f in fits.folds])[:-1])  # each fold's rows in ``hold``
     lams = [spec.lam for _, spec in tiers]
     shared = SharedCentroids(unit_rows(fits.logged.X), seed=fits.learners[0].policy.random_state)  # one k-means per K
-    learned = [learned_candidates(learner, names, lams, shared) for learner in fits.learners]
+    learned = [learned_candidates(learner, names, lams, shared, size) for learner in fits.learners]
     published, k_clusters = learned[0]
     labels = [label for label in published if label != "rm-cluster" or k_clusters > 1]
     rows, served_policies, served_candidates = [], [], []

@@ -24,6 +24,8 @@ Kinds:
   cluster's estimated argmax A(t) - lam * C(t).
 * ``regions`` (:class:`RegionPolicy`): the nearest of R embedding centroids, then that region's model
   (retrain's safe regional policy: the tier's constant except where the logs prove a gain).
+* ``priced`` (:class:`PricedPolicy`): each model's estimated quality, and its cost as a line in the
+  prompt's tokens read from the size feature (:class:`regret_gateway.context.SizeFeature`).
 * ``per-tier`` (:class:`PerTierPolicy`): one policy of any kind per tier lambda (what ``retrain``
   publishes: each tier serves the candidate it chose). A lambda equal to a tier's uses that tier's
   policy; between two tiers served by the same policy, that policy; otherwise the nearest tier's.
@@ -46,6 +48,7 @@ from regret_gateway.servable.kinds import (
     ClusterPolicy,
     ConstantPolicy,
     OutcomePolicy,
+    PricedPolicy,
     RegionPolicy,
     RMIntervalPolicy,
     outcome_heads,
@@ -60,6 +63,7 @@ __all__ = [
     "MLPArrays",
     "OutcomePolicy",
     "PerTierPolicy",
+    "PricedPolicy",
     "RegionPolicy",
     "ServablePolicy",
     "RMIntervalPolicy",
@@ -153,7 +157,7 @@ class PerTierPolicy(ServablePolicy):
 
 
 KINDS: dict[str, type[ServablePolicy]] = {
-    cls.kind: cls for cls in (RMIntervalPolicy, OutcomePolicy, ConstantPolicy, ClusterPolicy, RegionPolicy, PerTierPolicy)
+    cls.kind: cls for cls in (RMIntervalPolicy, OutcomePolicy, ConstantPolicy, ClusterPolicy, RegionPolicy, PricedPolicy, PerTierPolicy)
 }
 
 

@@ -1,4 +1,5 @@
-"""The servable kinds but the per-tier composite: RM-Interval, R&C, the constant, RM-Cluster, the regional policy."""
+"""The servable kinds but the per-tier composite: RM-Interval, R&C, the constant, RM-Cluster, the regional policy,
+the priced policy."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from regret_gateway.context import SizeFeature
 from regret_gateway.servable.arrays import IntervalArrays, MLPArrays, nearest_centroid, unit_rows
 from regret_gateway.servable.base import ServablePolicy, _same_tier
 
@@ -191,3 +193,33 @@ class RegionPolicy(ServablePolicy):
     @classmethod
     def _from_state(cls, state, model_names):
         return cls(model_names, state["centroids"], np.asarray(state["models"], dtype=np.int64))
+
+
+class PricedPolicy(ServablePolicy):
+    """Each model's estimated ``quality`` (T,), and its cost as a line in the prompt's tokens (``fixed`` and
+    ``per_token``, (T,) each; :mod:`regret_gateway.prices`), the tokens read from the size feature the rows
+    carry last (:class:`regret_gateway.context.SizeFeature` of ``size_weight``): argmax_t quality[t] -
+    lam * (fixed[t] + per_token[t] * tokens). The quality does not depend on the prompt; its price does, so
+    at a high lambda a long prompt goes to a cheaper model than a short one."""
+
+    kind = "priced"
+    scores_are_utilities = True
+
+    def __init__(self, model_names: Sequence[str], quality, fixed, per_token, size_weight: float, dim: int | None = None) -> None:
+        super().__init__(model_names, dim)
+        self.quality, self.fixed, self.per_token = (np.asarray(v, dtype=np.float64).reshape(-1) for v in (quality, fixed, per_token))
+        if not (len(self.quality) == len(self.fixed) == len(self.per_token) == self.n_models):
+            raise ValueError(f"a priced policy needs one quality, fixed cost and price per model ({self.n_models})")
+        self.size = SizeFeature(float(size_weight))
+
+    def _logits(self, X, lam):
+        tokens = self.size.tokens(X)[:, None]
+        return (self.quality[None, :] - lam * (self.fixed[None, :] + self.per_token[None, :] * tokens)).astype(np.float32)
+
+    def _state(self):
+        return {"quality": self.quality, "fixed": self.fixed, "per_token": self.per_token, "size_weight": self.size.weight}
+
+    @classmethod
+    def _from_state(cls, state, model_names):
+        return cls(model_names, state["quality"], state["fixed"], state["per_token"], float(state["size_weight"]),
+                   None if state["d_in"] is None else int(state["d_in"]))  # fmt: skip

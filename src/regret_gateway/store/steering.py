@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from regret_gateway.budgets import RATE_WINDOW, BudgetStatus, next_position, period_bounds, requests_left
 from regret_gateway.config import Settings
 from regret_gateway.ladder import Ladder, tier_ladder
+from regret_gateway.prices import CostLine, line_from_sums
 from regret_gateway.store.queries import team_spend
 from regret_gateway.store.records import team_key
 from regret_gateway.store.schema import BudgetSteering, Decision, Outcome
@@ -142,38 +143,6 @@ def model_costs(session: Session, models: list[str], now: datetime) -> dict[str,
     return {m: float(c) for m, c in rows if m in models and c is not None}
 
 
-MIN_LINE_ROWS = 20  # answers with a prompt-token count before a model's cost line is fitted
-
-
-@dataclass(frozen=True)
-class CostLine:
-    """A model's cost per answer as a line in the prompt's tokens, least squares over the store's answers:
-    ``fixed`` (what the answer itself costs on average: its output tokens at their price) plus
-    ``per_token`` (the input price) per prompt token. Both are >= 0."""
-
-    fixed: float
-    per_token: float
-    rows: int
-
-    def cost(self, prompt_tokens: float) -> float:
-        return self.fixed + self.per_token * prompt_tokens
-
-
-def _line(n: int, sx: float, sy: float, sxx: float, sxy: float) -> CostLine | None:
-    """The least-squares line of cost y on prompt tokens x from their sums; with a slope or an intercept
-    below 0 the one-parameter fit that keeps both >= 0 (the mean, or a line through 0)."""
-    spread = n * sxx - sx * sx
-    if n < MIN_LINE_ROWS or spread <= 1e-9 * max(n * sxx, 1e-300):
-        return None
-    slope = (n * sxy - sx * sy) / spread
-    fixed = (sy - slope * sx) / n
-    if slope < 0:
-        return CostLine(max(sy / n, 0.0), 0.0, n)
-    if fixed < 0:
-        return CostLine(0.0, max(sxy / sxx, 0.0), n)
-    return CostLine(fixed, slope, n)
-
-
 def cost_lines(session: Session, models: list[str], now: datetime) -> dict[str, CostLine]:
     """Each configured model's :class:`CostLine` over its successful answers of the last COST_LOOKBACK that
     carry a prompt-token count (LiteLLM's usage); a model with too few such answers, or with every prompt
@@ -186,7 +155,7 @@ def cost_lines(session: Session, models: list[str], now: datetime) -> dict[str, 
         .where(Decision.created_at >= now - COST_LOOKBACK, Outcome.status == "success", Outcome.prompt_tokens.is_not(None))
         .group_by(Decision.chosen_model)
     ).all()
-    lines = {m: _line(int(n), float(sx), float(sy), float(sxx), float(sxy)) for m, n, sx, sy, sxx, sxy in rows
+    lines = {m: line_from_sums(int(n), float(sx), float(sy), float(sxx), float(sxy)) for m, n, sx, sy, sxx, sxy in rows
              if m in models and n}  # fmt: skip
     return {m: line for m, line in lines.items() if line is not None}
 

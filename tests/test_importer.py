@@ -70,8 +70,12 @@ def test_with_the_size_feature_imported_and_live_requests_carry_the_prompts_size
     from regret_gateway.tokens import count_tokens
 
     settings = Settings.model_validate(
-        {"models": ["a", "b"], "embedder": {"size_feature": True}, "artifacts_dir": str(tmp_path / "artifacts"),
-         "store": {"url": f"sqlite:///{tmp_path}/gw.db", "spill_dir": str(tmp_path / "spill")}}  # fmt: skip
+        {
+            "models": ["a", "b"],
+            "embedder": {"size_feature": True},
+            "artifacts_dir": str(tmp_path / "artifacts"),
+            "store": {"url": f"sqlite:///{tmp_path}/gw.db", "spill_dir": str(tmp_path / "spill")},
+        }  # fmt: skip
     )
     prompts = ["what is 2 + 2?", "summarise this: " + "lorem ipsum dolor " * 400]
     frame = {"model": ["a", "b"], "quality": [1.0, 0.0], "cost_usd": [0.1, 0.2]}

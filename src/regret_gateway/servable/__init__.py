@@ -157,7 +157,8 @@ class PerTierPolicy(ServablePolicy):
 
 
 KINDS: dict[str, type[ServablePolicy]] = {
-    cls.kind: cls for cls in (RMIntervalPolicy, OutcomePolicy, ConstantPolicy, ClusterPolicy, RegionPolicy, PricedPolicy, PerTierPolicy)
+    cls.kind: cls
+    for cls in (RMIntervalPolicy, OutcomePolicy, ConstantPolicy, ClusterPolicy, RegionPolicy, PricedPolicy, PerTierPolicy)
 }
 
 

@@ -207,7 +207,9 @@ class PricedPolicy(ServablePolicy):
 
     def __init__(self, model_names: Sequence[str], quality, fixed, per_token, size_weight: float, dim: int | None = None) -> None:
         super().__init__(model_names, dim)
-        self.quality, self.fixed, self.per_token = (np.asarray(v, dtype=np.float64).reshape(-1) for v in (quality, fixed, per_token))
+        self.quality, self.fixed, self.per_token = (
+            np.asarray(v, dtype=np.float64).reshape(-1) for v in (quality, fixed, per_token)
+        )
         if not (len(self.quality) == len(self.fixed) == len(self.per_token) == self.n_models):
             raise ValueError(f"a priced policy needs one quality, fixed cost and price per model ({self.n_models})")
         self.size = SizeFeature(float(size_weight))

@@ -127,21 +127,31 @@ def test_the_hook_steps_a_spent_team_to_the_cheapest_model_and_logs_its_lambda(t
         gateway.close()
 
 
+def capped_router(estimated_costs: list[float]) -> ActiveRouter:
+    """premium ($0.01 per request cap) serves `large`, economy `small`; the router's estimates put each model's
+    cost at ``estimated_costs``; 20% uniform exploration on both tiers."""
+    from regret_gateway.servable import ClusterPolicy
+
+    estimator = ClusterPolicy(MODELS, np.ones((1, 4)), np.array([[0.3, 0.6, 0.9]]), np.array([estimated_costs]))
+    policy = PerTierPolicy([0.0, 1000.0], [ConstantPolicy(MODELS, "large"), ConstantPolicy(MODELS, "small")],
+                           [Candidate("constant", "large"), Candidate("constant", "small")], estimator)  # fmt: skip
+    active = ActiveRouter(Settings(models=MODELS, default_tier="premium", tiers=CAPPED))
+    active._artifact = RouterArtifact("v1", MODELS, {"premium": 0.0, "economy": 1000.0}, {"model": "m"}, policy)
+    return active
+
+
+CAPPED = {"premium": {"lam": 0.0, "epsilon": 0.2, "exploration": "uniform", "max_cost_per_request_usd": 0.01},
+          "economy": {"lam": 1000.0, "epsilon": 0.2, "exploration": "uniform"}}  # fmt: skip
+
+
 def test_a_tiers_cost_cap_never_routes_a_model_predicted_above_it_exploration_included():
     """premium serves `large`; its cap ($0.01) is below what the router's cost estimates predict for `large`
     ($0.03): every request goes to an allowed model, the policy's share to the allowed model it scores
     highest (`small`), and the propensities are those of the draws. With every model above the cap, the
     cheapest predicted serves; without estimates, the store's mean costs predict."""
-    from regret_gateway.servable import ClusterPolicy
-
     costs = np.array([[0.0001, 0.002, 0.03]])
-    estimator = ClusterPolicy(MODELS, np.ones((1, 4)), np.array([[0.3, 0.6, 0.9]]), costs)
-    policy = PerTierPolicy([0.0, 1000.0], [ConstantPolicy(MODELS, "large"), ConstantPolicy(MODELS, "small")],
-                           [Candidate("constant", "large"), Candidate("constant", "small")], estimator)  # fmt: skip
-    tiers = {"premium": {"lam": 0.0, "epsilon": 0.2, "exploration": "uniform", "max_cost_per_request_usd": 0.01},
-             "economy": {"lam": 1000.0, "epsilon": 0.2, "exploration": "uniform"}}  # fmt: skip
-    active = ActiveRouter(Settings(models=MODELS, default_tier="premium", tiers=tiers))
-    active._artifact = RouterArtifact("v1", MODELS, {"premium": 0.0, "economy": 1000.0}, {"model": "m"}, policy)
+    active = capped_router(costs[0].tolist())
+    tiers = CAPPED
     x, rng = np.ones(4, dtype=np.float32), np.random.default_rng(0)
     assert np.allclose(active.predicted_costs(active.artifact, x[None, :]), costs, rtol=1e-3)  # float32 scores
     choices = [active.choose(x, "premium", rng) for _ in range(3000)]
@@ -167,15 +177,8 @@ def test_a_cost_cap_reads_the_prompts_size_where_the_store_has_fitted_a_models_c
     $0.004, under premium's $0.01 cap, and a 5,000-token one $0.052, over it: only the long prompt is kept
     off `large`, exploration included, at exact propensities."""
     from regret_gateway.prices import CostLine
-    from regret_gateway.servable import ClusterPolicy
 
-    estimator = ClusterPolicy(MODELS, np.ones((1, 4)), np.array([[0.3, 0.6, 0.9]]), np.array([[0.0001, 0.001, 0.002]]))
-    policy = PerTierPolicy([0.0, 1000.0], [ConstantPolicy(MODELS, "large"), ConstantPolicy(MODELS, "small")],
-                           [Candidate("constant", "large"), Candidate("constant", "small")], estimator)  # fmt: skip
-    tiers = {"premium": {"lam": 0.0, "epsilon": 0.2, "exploration": "uniform", "max_cost_per_request_usd": 0.01},
-             "economy": {"lam": 1000.0, "epsilon": 0.2, "exploration": "uniform"}}  # fmt: skip
-    active = ActiveRouter(Settings(models=MODELS, default_tier="premium", tiers=tiers))
-    active._artifact = RouterArtifact("v1", MODELS, {"premium": 0.0, "economy": 1000.0}, {"model": "m"}, policy)
+    active = capped_router([0.0001, 0.001, 0.002])
     active.costs_seen({}, {"large": CostLine(0.002, 1e-5, 500), "tiny": CostLine(1e-4, 0.0, 500)})
     x, rng = np.ones(4, dtype=np.float32), np.random.default_rng(0)
     short = [active.choose(x, "premium", rng, prompt_tokens=200) for _ in range(300)]

@@ -23,6 +23,16 @@ def _judged(rng, models, truth, false_pass=FALSE_PASS, false_fail=FALSE_FAIL) ->
     return np.where(flip, 1 - truth, truth)
 
 
+def _store(engine, prefix: str, models: np.ndarray, scores: list[tuple[int, float, str]]) -> None:
+    """One decision per entry of ``models`` (ids ``prefix`` + index), then the ``(index, score, source)`` scores."""
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [DecisionRecord(request_id=f"{prefix}{i}", tier="t", lam=0.0, embedding_model="e",
+                                            embedding=np.full(4, i % 7, dtype=np.float32), chosen_model=str(m),
+                                            propensity=1 / 3, outcome=OutcomeRecord(f"{prefix}{i}", cost_usd=1e-4))
+                             for i, m in enumerate(models)])  # fmt: skip
+        record_feedback(s, [FeedbackRecord(f"{prefix}{i}", float(v), source=src) for i, v, src in scores])
+
+
 def log_judged(engine, n: int, user_share: float, seed: int = 0, repeat_share: float = 0.0, false_pass=FALSE_PASS,
                false_fail=FALSE_FAIL) -> dict[str, np.ndarray]:  # fmt: skip
     """n requests spread over the models, every one scored by the judge, ``user_share`` of them by a user
@@ -34,15 +44,10 @@ def log_judged(engine, n: int, user_share: float, seed: int = 0, repeat_share: f
     judged = _judged(rng, models, truth, false_pass, false_fail)
     repeated = np.flatnonzero(rng.random(n) < repeat_share)
     again = _judged(rng, models[repeated], truth[repeated], false_pass, false_fail)
-    with Session(engine) as s, s.begin():
-        record_decisions(s, [DecisionRecord(request_id=f"j{i}", tier="t", lam=0.0, embedding_model="e",
-                                            embedding=np.full(4, i % 7, dtype=np.float32), chosen_model=str(m),
-                                            propensity=1 / 3, outcome=OutcomeRecord(f"j{i}", cost_usd=1e-4))
-                             for i, m in enumerate(models)])  # fmt: skip
-        record_feedback(s, [FeedbackRecord(f"j{i}", float(judged[i]), source="judge") for i in range(n)])
-        record_feedback(s, [FeedbackRecord(f"j{i}", float(a), source="judge-repeat") for i, a in zip(repeated, again)])
-        users = np.flatnonzero(rng.random(n) < user_share)
-        record_feedback(s, [FeedbackRecord(f"j{i}", float(truth[i]), source="user") for i in users])
+    users = np.flatnonzero(rng.random(n) < user_share)
+    _store(engine, "j", models, [(i, judged[i], "judge") for i in range(n)]
+           + [(int(i), a, "judge-repeat") for i, a in zip(repeated, again)]
+           + [(int(i), truth[i], "user") for i in users])  # fmt: skip
     return {m: truth[models == m] for m in PASS_RATE}
 
 
@@ -76,15 +81,8 @@ def test_graded_scores_are_calibrated_on_every_grade_not_cut_at_one_half(engine)
     models = np.array(list(PASS_RATE))[rng.integers(3, size=n)]
     truth = np.array([rng.beta(2 * PASS_RATE[m], 2 * (1 - PASS_RATE[m])) for m in models])
     judged = np.where(rng.random(n) < flip, 1 - truth, truth)
-    with Session(engine) as s, s.begin():
-        record_decisions(s, [DecisionRecord(request_id=f"g{i}", tier="t", lam=0.0, embedding_model="e",
-                                            embedding=np.full(4, i % 7, dtype=np.float32), chosen_model=str(m),
-                                            propensity=1 / 3, outcome=OutcomeRecord(f"g{i}", cost_usd=1e-4))
-                             for i, m in enumerate(models)])  # fmt: skip
-        record_feedback(s, [FeedbackRecord(f"g{i}", float(judged[i]), source="judge") for i in range(n)])
-        record_feedback(
-            s, [FeedbackRecord(f"g{i}", float(truth[i]), source="user") for i in np.flatnonzero(rng.random(n) < 0.25)]
-        )
+    users = np.flatnonzero(rng.random(n) < 0.25)
+    _store(engine, "g", models, [(i, judged[i], "judge") for i in range(n)] + [(int(i), truth[i], "user") for i in users])
     with Session(engine) as s:
         errors = judge_errors(s)
         lg = training_set(s, feedback=("judge",)).logged

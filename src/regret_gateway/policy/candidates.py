@@ -120,6 +120,7 @@ def fit_router(logged: LoggedFeedback, tier_lams: list[float], *, seed: int = 0)
 
 FIXED = "constant"  # the best constant model, the fixed choice every tier can fall back to
 REGIONS = "regions"  # the safe regional policy: the constant, with proven regions departing
+PRICED = "priced"  # the best constant with each request priced by its prompt's size (policy/priced.py)
 
 
 @dataclass(frozen=True)
@@ -180,17 +181,13 @@ def held_out_rows(fits: OutOfFoldFits, loggers: np.ndarray | None) -> HeldOutRow
 
 
 def learned_candidates(
-    learner, model_names: tuple[str, ...], lams: list[float], centroids: dict[int, np.ndarray] | None = None,
-    size: SizeFeature | None = None,
-) -> tuple[dict[str, ServablePolicy], int]:  # fmt: skip
+    learner, model_names: tuple[str, ...], lams: list[float], centroids: dict[int, np.ndarray] | None = None
+) -> tuple[dict[str, ServablePolicy], int]:
     """The routers one fit offers every tier: the RM routers (RM-Interval, the paper's; RM-Cluster, regret
-    minimisation over embedding clusters) and R&C (the outcome models' argmax); where the rows carry the
-    prompt's size (``size``), the priced router (:mod:`regret_gateway.policy.priced`); and RM-Cluster's number
-    of clusters (with one it is a constant model: the fixed choice, from fewer rows). ``centroids``:
-    RM-Cluster's clusterings per K (:class:`~regret_gateway.policy.cluster.SharedCentroids`), else a k-means of
-    the fit's rows."""
+    minimisation over embedding clusters) and R&C (the outcome models' argmax); and RM-Cluster's number of
+    clusters (with one it is a constant model: the fixed choice, from fewer rows). ``centroids``: RM-Cluster's
+    clusterings per K (:class:`~regret_gateway.policy.cluster.SharedCentroids`), else a k-means of the fit's rows."""
     from regret_gateway.policy.cluster import RMCluster
-    from regret_gateway.policy.priced import fit_priced
 
     cluster = RMCluster(random_state=learner.policy.random_state, centroids=centroids).fit(learner.data_, lams)
     policies = {
@@ -198,8 +195,6 @@ def learned_candidates(
         "r-and-c": learner.nuisance_.outcome_.to_policy(model_names),
         "rm-cluster": cluster.to_policy(),
     }
-    if size is not None:
-        policies["priced"] = fit_priced(learner.data_, size)
     return policies, cluster.k_
 
 
@@ -244,8 +239,9 @@ def evaluate(
     evaluations and the per-tier policy they describe -- the learned candidates of the first fold's fit
     -- with its R&C outcome networks as the utility estimator (exploration reads it, whatever a tier
     serves). ``held``: the held-out rows where the caller has them already (:func:`held_out_rows` with the
-    same ``loggers``). ``size``: the size feature the rows carry last, if they do (the priced router is
-    then a candidate too)."""
+    same ``loggers``). ``size``: the size feature the rows carry last, if they do: the priced router
+    (:mod:`regret_gateway.policy.priced`: the best constant with each request priced by its prompt's size) is
+    then a candidate too, built like the best constant from every row's DR scores."""
     order, names = fits.order, fits.logged.model_names
     parts = [fits.logged.subset(f) for f in fits.folds]
     rows_out = held or held_out_rows(fits, loggers)
@@ -260,9 +256,16 @@ def evaluate(
     fold_rows = np.split(np.arange(len(order)), np.cumsum([len(f) for f in fits.folds])[:-1])  # each fold's rows in ``hold``
     lams = [spec.lam for _, spec in tiers]
     shared = SharedCentroids(unit_rows(fits.logged.X), seed=fits.learners[0].policy.random_state)  # one k-means per K
-    learned = [learned_candidates(learner, names, lams, shared, size) for learner in fits.learners]
+    learned = [learned_candidates(learner, names, lams, shared) for learner in fits.learners]
     published, k_clusters = learned[0]
     labels = [label for label in published if label != "rm-cluster" or k_clusters > 1]
+    priced = None
+    if size is not None:
+        from regret_gateway.policy.priced import fit_priced
+
+        logged = [hold] if len(parts) > 1 else [hold, *fits.learners[0].data_.observed("the priced router")]  # as ``scores``
+        priced = fit_priced(names, scores.quality, scores.cost, np.concatenate([r.X for r in logged]),
+                            np.concatenate([r.action for r in logged]), np.concatenate([r.cost for r in logged]), size)  # fmt: skip
     rows, served_policies, served_candidates = [], [], []
     for name, spec in tiers:
         best = scores.best_constant(spec.lam)
@@ -283,6 +286,8 @@ def evaluate(
         if best != b:
             challenger = Candidate(FIXED, names[best])
             pool[challenger.label] = (challenger, ConstantPolicy(names, names[best]))
+        if priced is not None:
+            pool[PRICED] = (Candidate(PRICED), priced)
         actions = {
             label: np.concatenate([fold[label].choose(part.X, spec.lam) for (fold, _), part in zip(learned, parts)])
             for label in labels

@@ -5,9 +5,10 @@ routed (:class:`~regret_gateway.context.SizeFeature`, appended to the embedding)
 must learn cost from the embedding of the prompt's first tokens, which says little of its length; here
 each model's cost is fitted as ``fixed + per_token * tokens`` on its own logged answers (least squares,
 :mod:`regret_gateway.prices`; which prompts a model was logged on does not bias a regression on the
-prompt's size alone), and its quality is the mean of its doubly robust scores on every row. At a high
-lambda a long prompt then goes to a cheaper model than a short one, a gain that rests on the logged
-costs, which vary far less than the logged quality.
+prompt's size alone) and used where the line explains its logged costs (R^2 >= ``MIN_R2``: a model whose
+cost follows its answers' length rather than the prompt's keeps its mean DR cost), and its quality is the
+mean of its doubly robust scores. It is the best constant with each request priced: where no line holds,
+it is the best constant. At a high lambda a long prompt goes to a cheaper model than a short one.
 """
 
 from __future__ import annotations
@@ -15,24 +16,26 @@ from __future__ import annotations
 import numpy as np
 
 from regret_gateway.context import SizeFeature
-from regret_gateway.policy.base import TrainingData
 from regret_gateway.prices import fit_line
 from regret_gateway.servable import PricedPolicy
 
+MIN_R2 = 0.5  # share of a model's logged cost variance its line must explain to price its requests
 
-def fit_priced(data: TrainingData, size: SizeFeature) -> PricedPolicy:
-    """The priced policy of a fit's rows (training and validation: their DR quality scores, their logged
-    costs and sizes). A model with too few logged rows for a line is priced at its mean DR cost."""
-    logs, val_logs = data.observed("the priced router")
-    quality = np.concatenate([data.scores.quality, data.val_scores.quality]).mean(0)
-    mean_cost = np.concatenate([data.scores.cost, data.val_scores.cost]).mean(0)
-    X = np.concatenate([logs.X, val_logs.X])
-    action = np.concatenate([logs.action, val_logs.action])
-    cost = np.concatenate([logs.cost, val_logs.cost])
+
+def fit_priced(model_names, quality: np.ndarray, cost: np.ndarray, X: np.ndarray, action: np.ndarray,
+               logged_cost: np.ndarray, size: SizeFeature) -> PricedPolicy:  # fmt: skip
+    """The priced policy of rows with DR scores ``quality`` and ``cost`` (n, T), features ``X`` (n, d, the
+    size feature last), logged ``action`` and ``logged_cost`` (n,): the same rows the best constant is
+    chosen on, so the two are compared on equal terms."""
     tokens = size.tokens(X)
-    fixed, per_token = mean_cost.copy(), np.zeros(len(quality))
-    for t in range(len(quality)):
+    fixed, per_token = np.asarray(cost, dtype=np.float64).mean(0), np.zeros(len(model_names))
+    for t in range(len(model_names)):
         rows = action == t
-        if (line := fit_line(tokens[rows], cost[rows])) is not None:
+        line = fit_line(tokens[rows], logged_cost[rows])
+        if line is None:
+            continue
+        y = logged_cost[rows]
+        r2 = 1.0 - float(((y - line.cost(tokens[rows])) ** 2).sum()) / max(float(((y - y.mean()) ** 2).sum()), 1e-300)
+        if r2 >= MIN_R2:
             fixed[t], per_token[t] = line.fixed, line.per_token
-    return PricedPolicy(logs.model_names, quality, fixed, per_token, size.weight, X.shape[1])
+    return PricedPolicy(model_names, np.asarray(quality, dtype=np.float64).mean(0), fixed, per_token, size.weight, X.shape[1])

@@ -1,7 +1,8 @@
 """Dev study (the test split is never read): what pricing each request by its prompt's size is worth before
 any gate. Per trial (`evaluate_on="dev"`), K logged draws per training prompt; from the logs alone (no
 fitting): each model's quality and cost by inverse propensity weighting (exact logged propensities), and
-its cost line in the prompt's tokens by least squares on its logged answers (:mod:`regret_gateway.prices`).
+its cost line in the prompt's tokens by least squares on its logged answers, where the line explains its
+logged costs (:func:`regret_gateway.policy.priced.priced_lines`, the priced router's rule).
 Two policies, scored on the dev prompts with the true outcomes against the single best model (full
 feedback): the logs' constant (the best mean utility) and the priced constant (per request, the best
 quality minus lambda times the model's line at the prompt's size: the priced router's rule).
@@ -15,7 +16,7 @@ import numpy as np
 
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.offline import OfflineConfig, make_trial, reference_actions
-import regret_gateway.prices as prices
+from regret_gateway.policy.priced import priced_lines
 from regret_gateway.tokens import count_tokens
 
 path, draws = sys.argv[1], int(sys.argv[2])
@@ -36,7 +37,7 @@ for trial in range(trials):
     a, p, n, T = logs.action, logs.propensity, logs.n_samples, logs.n_models
     quality = np.array([(logs.quality[a == t] / p[a == t]).sum() / n for t in range(T)])
     cost = np.array([(logs.cost[a == t] / p[a == t]).sum() / n for t in range(T)])
-    lines = [prices.fit_line(tokens[prompt[a == t]], logs.cost[a == t]) for t in range(T)]
+    lines = priced_lines(tokens[prompt], a, logs.cost, T)
     priced_cost = np.stack([np.full(test.n_samples, cost[t]) if line is None else line.cost(tokens[test_prompt])
                             for t, line in enumerate(lines)], axis=1)  # fmt: skip
     single = reference_actions("single-best", split.full_train, test, lams)

@@ -16,26 +16,33 @@ from __future__ import annotations
 import numpy as np
 
 from regret_gateway.context import SizeFeature
-from regret_gateway.prices import fit_line
+from regret_gateway.prices import CostLine, fit_line
 from regret_gateway.servable import PricedPolicy
 
 MIN_R2 = 0.5  # share of a model's logged cost variance its line must explain to price its requests
+
+
+def priced_lines(tokens: np.ndarray, action: np.ndarray, logged_cost: np.ndarray, n_models: int) -> list[CostLine | None]:
+    """Each model's cost line in the prompt's ``tokens`` from its logged answers, where it explains at least
+    MIN_R2 of their cost's variance (None elsewhere)."""
+    lines: list[CostLine | None] = []
+    for t in range(n_models):
+        rows = action == t
+        line, y = fit_line(tokens[rows], logged_cost[rows]), logged_cost[rows]
+        if line is not None:
+            r2 = 1.0 - float(((y - line.cost(tokens[rows])) ** 2).sum()) / max(float(((y - y.mean()) ** 2).sum()), 1e-300)
+            line = line if r2 >= MIN_R2 else None
+        lines.append(line)
+    return lines
 
 
 def fit_priced(model_names, quality: np.ndarray, cost: np.ndarray, X: np.ndarray, action: np.ndarray,
                logged_cost: np.ndarray, size: SizeFeature) -> PricedPolicy:  # fmt: skip
     """The priced policy of rows with DR scores ``quality`` and ``cost`` (n, T), features ``X`` (n, d, the
     size feature last), logged ``action`` and ``logged_cost`` (n,): the same rows the best constant is
-    chosen on, so the two are compared on equal terms."""
-    tokens = size.tokens(X)
+    chosen on, so the two are compared on equal terms. A model without a line is priced at its mean DR cost."""
     fixed, per_token = np.asarray(cost, dtype=np.float64).mean(0), np.zeros(len(model_names))
-    for t in range(len(model_names)):
-        rows = action == t
-        line = fit_line(tokens[rows], logged_cost[rows])
-        if line is None:
-            continue
-        y = logged_cost[rows]
-        r2 = 1.0 - float(((y - line.cost(tokens[rows])) ** 2).sum()) / max(float(((y - y.mean()) ** 2).sum()), 1e-300)
-        if r2 >= MIN_R2:
+    for t, line in enumerate(priced_lines(size.tokens(X), action, logged_cost, len(model_names))):
+        if line is not None:
             fixed[t], per_token[t] = line.fixed, line.per_token
     return PricedPolicy(model_names, np.asarray(quality, dtype=np.float64).mean(0), fixed, per_token, size.weight, X.shape[1])

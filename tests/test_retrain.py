@@ -371,3 +371,36 @@ def test_an_unreadable_active_router_is_replaced_not_kept(tmp_path, world):
     from regret_gateway.artifacts import load_artifact
 
     assert load_artifact(tmp_path / "artifacts" / result.version).version == result.version
+
+
+def test_with_the_prompts_size_retrain_publishes_the_priced_router_where_it_pays(tmp_path):
+    """`embedder.size_feature`: the store's rows end with the prompt's size; `dear` (right 90%, $20 per
+    million prompt tokens) and `cheap` (60%, $1), logged uniformly. At lambda 10 the priced router (long
+    prompts to `cheap`) is proven better than either fixed choice and published; at lambda 0 `dear` is."""
+    from regret_gateway.artifacts import load_artifact
+    from regret_gateway.context import SizeFeature
+
+    rng = np.random.default_rng(0)
+    n = 1500
+    tokens = np.exp(rng.uniform(np.log(100), np.log(50_000), size=n))
+    X = SizeFeature().append(rng.normal(size=(n, 8)).astype(np.float32) / 3, tokens)
+    settings = Settings(models=("dear", "cheap"), tiers={"premium": TierSpec(lam=0.0), "economy": TierSpec(lam=10.0)},
+                        default_tier="economy", artifacts_dir=str(tmp_path / "artifacts"),
+                        store=StoreSpec(url=f"sqlite:///{tmp_path}/gw.db"), embedder={"size_feature": True})  # fmt: skip
+    engine = new_engine(settings)
+    actions = rng.integers(0, 2, n)
+    right = rng.random(n) < np.where(actions == 0, 0.9, 0.6)
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [DecisionRecord(request_id=f"s{i}", tier="economy", lam=10.0, embedding_model=settings.embedder.embedding_id,
+                                            embedding=X[i], chosen_model=("dear", "cheap")[a], propensity=0.5,
+                                            outcome=OutcomeRecord(f"s{i}", cost_usd=float(tokens[i] * (20e-6, 1e-6)[a])))
+                             for i, a in enumerate(actions)])  # fmt: skip
+        record_feedback(s, [FeedbackRecord(f"s{i}", float(right[i])) for i in range(n)])
+    result = retrain(settings, engine, RetrainOptions(n_boot=300))
+    assert result.status == "published", result.reason
+    served = {row.tier: row.served for row in result.tiers}
+    assert served["economy"] == "priced" and served["premium"] == "constant:dear", result.reason
+    artifact = load_artifact(tmp_path / "artifacts" / str(result.version))
+    sized = SizeFeature().append(np.zeros((2, 8), dtype=np.float32), [300, 30_000])
+    assert artifact.policy.choose(sized, 10.0).tolist() == [0, 1]  # a short prompt to `dear`, a long one to `cheap`
+    engine.dispose()

@@ -251,12 +251,14 @@ def test_users_scoring_a_share_calibrate_the_judge(tmp_path):
     scores half its answers twice: its self-agreement implies the same error, but users' scores come first."""
     import sqlite3
 
-    cfg = DemoConfig(world_size=600, rounds=2, requests=250, out=tmp_path, device="cpu", replay=True, judge_sample=0.4,
-                     judge_noise=0.2, user_share=0.3, judge_repeat=0.5)  # fmt: skip
+    # ~225 pairs by the first retrain (750 requests x 0.6 judged x 0.5 user-scored): the pooled error within 0.12
+    # is ~2.5 standard errors (at 0.4 x 0.3, ~80 pairs, it was 1.5 and failed by chance under load)
+    cfg = DemoConfig(world_size=600, rounds=2, requests=250, out=tmp_path, device="cpu", replay=True, judge_sample=0.6,
+                     judge_noise=0.2, user_share=0.5, judge_repeat=0.5)  # fmt: skip
     doc = run_demo(cfg, echo=lambda _: None)
     with sqlite3.connect(f"{doc['work_dir']}/gateway.db") as db:
         sources = dict(db.execute("SELECT source, count(*) FROM feedback GROUP BY source").fetchall())
-    assert set(sources) == {"judge", "judge-repeat", "user"} and 0.2 < sources["user"] / doc["hook"]["routed"] < 0.4
+    assert set(sources) == {"judge", "judge-repeat", "user"} and 0.4 < sources["user"] / doc["hook"]["routed"] < 0.6
     assert sources["judge-repeat"] == doc["hook"]["judge_repeated"] and 0.4 < sources["judge-repeat"] / sources["judge"] < 0.6
     (report,) = sorted(Path(doc["work_dir"], "reports").glob("retrain-*.json"))
     judge = json.loads(report.read_text())["data"]["judge"]

@@ -330,6 +330,11 @@ class Settings(_Strict):
     def tiers_by_lambda(self) -> list[tuple[str, TierSpec]]:
         return sorted(self.tiers.items(), key=lambda kv: kv[1].lam)
 
+    @property
+    def cost_capped(self) -> bool:
+        """Whether some tier has a ``max_cost_per_request_usd``."""
+        return any(spec.max_cost_per_request_usd is not None for spec in self.tiers.values())
+
 
 def _env_overrides(raw: dict[str, Any]) -> dict[str, Any]:
     raw = dict(raw)

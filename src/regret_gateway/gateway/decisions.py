@@ -107,7 +107,6 @@ class ActiveRouter:
         self._column_map: tuple[RouterArtifact, np.ndarray] | None = None
         self.model_costs: dict[str, float] = {}  # mean cost per answer in the store (the gateway's steerer sets it)
         self.cost_lines: dict[str, CostLine] = {}  # cost per answer as a line in the prompt's tokens (the same)
-        self.capped = any(spec.max_cost_per_request_usd is not None for spec in settings.tiers.values())
 
     def costs_seen(self, costs: dict[str, float], lines: dict[str, CostLine]) -> None:
         """What the store says each model costs (the steerer's step): the caps' predictions read it."""

@@ -50,6 +50,7 @@ from regret_gateway.gateway.decisions import Choice, fallback_model
 from regret_gateway.gateway.runtime import Gateway
 from regret_gateway.gateway.tiers import BadTierRequest, TierNotAllowed, resolve_tier
 from regret_gateway.store.records import DecisionRecord, OutcomeRecord, prompt_hash, team_key
+from regret_gateway.tokens import count_message_tokens
 
 log = logging.getLogger(__name__)
 
@@ -74,17 +75,6 @@ def routed_text(messages: list | None) -> str:
     users = [content(m) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
     system = [content(m) for m in messages if isinstance(m, dict) and m.get("role") == "system"]
     return "\n".join([*system[:1], *(users[-1:] or [content(messages[-1])])]).strip()
-
-
-def prompt_tokens(messages: list | None) -> int | None:
-    """The request's prompt size in tokens as LiteLLM counts it (``token_counter``: the whole conversation,
-    OpenAI's tokenizer), what a tier's cost cap reads; None where it cannot be counted."""
-    import litellm
-
-    try:
-        return int(litellm.token_counter(messages=messages)) if messages else None
-    except Exception:  # noqa: BLE001 - a shape LiteLLM cannot count: the cap predicts without the size
-        return None
 
 
 def answer_text(response) -> str:
@@ -179,7 +169,7 @@ class RegretRouterHook(CustomLogger):
             short = s.embedder.overload_max_length  # under overload the router reads less before it sheds
             x = gw.features(await gw.batcher.embed(seen, timeout=budget, budget=budget, short_tokens=short), context, text)
             position = gw.steerer.position(team, tier)  # a budgeted team's place on the ladder (budgets.py)
-            tokens = prompt_tokens(data.get("messages")) if gw.router.capped else None  # a cost cap reads the size
+            tokens = count_message_tokens(data.get("messages")) if s.cost_capped else None  # a cost cap reads the size
             choice = gw.router.choose(x, tier, gw.rng, position=position, ladder=gw.steerer.ladder(team),
                                       cheapest=gw.steerer.cheapest, prompt_tokens=tokens)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - fail open, always

@@ -51,9 +51,8 @@ class Steerer:
         self.ladders: dict[str, Ladder] = {}  # the ladder each team's position was stepped on
         self.cheapest: str | None = None
         self.model_costs: dict[str, float] = {}  # mean cost per answer (the store's last week): caps without estimates
-        capped = any(spec.max_cost_per_request_usd is not None for spec in settings.tiers.values())
-        self.active = bool(self.teams) or capped  # anything to step: budgets, or costs for the per-request caps
-        if not self.teams and capped:
+        self.active = bool(self.teams) or settings.cost_capped  # anything to step: budgets, or costs for the caps
+        if not self.teams and settings.cost_capped:
             self.interval_s = 300.0
         self.steps = 0
         self.auto = True  # maybe_step steps on the request path; the demo's budget days step on their own clock

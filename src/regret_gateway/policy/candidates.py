@@ -247,9 +247,10 @@ def evaluate(
     rows_out = held or held_out_rows(fits, loggers)
     hold, data = rows_out.logs, rows_out.data
     oof = rows_out.held[0].scores.concat(*(h.scores for h in rows_out.held[1:]))
-    scores = oof
+    scores, scored = oof, [hold]  # the rows the fixed choice reads: their DR scores, and the rows themselves
     if len(parts) == 1:  # one fold held out: the fixed choice reads the fit's own rows too (in-sample scores)
         scores = scores.concat(fits.learners[0].data_.scores, fits.learners[0].data_.val_scores)
+        scored += fits.learners[0].data_.observed("the fixed choice")
     groups = data.groups
     assert groups is not None
     space = fit_regions(hold.X, groups, seed=seed, max_regions=MAX_REGIONS if regions else 1)
@@ -263,9 +264,8 @@ def evaluate(
     if size is not None:
         from regret_gateway.policy.priced import fit_priced
 
-        logged = [hold] if len(parts) > 1 else [hold, *fits.learners[0].data_.observed("the priced router")]  # as ``scores``
-        priced = fit_priced(names, scores.quality, scores.cost, np.concatenate([r.X for r in logged]),
-                            np.concatenate([r.action for r in logged]), np.concatenate([r.cost for r in logged]), size)  # fmt: skip
+        priced = fit_priced(names, scores.quality, scores.cost, np.concatenate([r.X for r in scored]),
+                            np.concatenate([r.action for r in scored]), np.concatenate([r.cost for r in scored]), size)  # fmt: skip
     rows, served_policies, served_candidates = [], [], []
     for name, spec in tiers:
         best = scores.best_constant(spec.lam)

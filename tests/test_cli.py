@@ -89,11 +89,13 @@ def test_bench_backends_routes_the_same_with_torch_and_onnx(tmp_path):
 @pytest.mark.timeout(600)
 def test_bench_gateway_prints_torch_and_onnx_hook_rows_side_by_side():
     args = ["bench", "gateway", "--requests", "10", "--concurrency", "1", "--prompts", "short", "--repeats", "2", "--budget", "5"]
-    result = runner.invoke(app, [*args, "--threads", "1", "--layers", "2", "--backends", "torch,onnx,onnx-plain"])
+    backends = "torch,torch-eager,onnx,onnx-plain"
+    result = runner.invoke(app, [*args, "--threads", "1", "--layers", "2", "--backends", backends])
     assert result.exit_code == 0, result.output
     assert "| added p99 ms |" in result.output and "| routed | read short | shed | timed out |" in result.output
     for backend, key in (
-        ("torch on cpu", "torch"),
+        ("torch, traced on cpu", "torch"),
+        ("torch, eager on cpu", "torch-eager"),
         ("onnx, fused graph, 1 thread on cpu", "onnx-1"),
         ("onnx, fused graph, 2 layers on cpu", "onnx-L2"),
         ("onnx, plain graph on cpu", "onnx-plain"),
@@ -102,7 +104,7 @@ def test_bench_gateway_prints_torch_and_onnx_hook_rows_side_by_side():
         # 20 warm-up requests at start, 2 at the cell's concurrency, 2 x 10 timed; plain rows are not routed
         assert f"hook ({key}): routed=42 fallback=0" in result.output
     for plain in ("plain LiteLLM, one model", "plain LiteLLM, the hook's models"):
-        assert result.output.count(f"| short | {plain} | - | 1 | 20 |") == 4  # beside each hook
+        assert result.output.count(f"| short | {plain} | - | 1 | 20 |") == 5  # beside each hook
     bad = runner.invoke(app, ["bench", "gateway", "--backends", "tensorrt"])
     assert bad.exit_code == 2 and "unknown --backends/--prompts values: ['tensorrt']" in bad.output
     bad = runner.invoke(app, ["bench", "gateway", "--threads", "-1"])
@@ -131,6 +133,11 @@ def test_the_gateway_bench_compares_the_gpu_with_the_cpu_encoders_it_replaces():
     }
     assert variants(("onnx-plain",), "cpu") == {
         "onnx-plain": {"backend": "onnx", "device": "cpu", "threads": None, "fuse": False}
+    }
+    assert variants(("torch", "torch-eager"), "cuda") == {  # torch traced (the default) beside torch eager
+        "torch-cpu": {"backend": "torch", "device": "cpu", "threads": None},
+        "torch-cuda": {"backend": "torch", "device": "cuda", "threads": None},
+        "torch-eager-cuda": {"backend": "torch", "device": "cuda", "threads": None, "trace": False},
     }
     assert variants(("torch", "onnx"), "cpu") == {
         "torch": {"backend": "torch", "device": "cpu", "threads": None},

@@ -121,6 +121,10 @@ class EmbedderSpec(_Strict):
     # Serve the fused ONNX graph (attention, layer norms, GELUs fused by ONNX Runtime's transformer optimiser;
     # BERT-family models, the same embedding, verified alike) where the model allows it. False: the plain export.
     fuse: bool = True
+    # Where torch runs the model (CUDA; CPU where the ONNX export is refused or backend is torch), run its
+    # TorchScript trace, verified against the eager model at load: eager code waits on the GIL for every op
+    # while the proxy's event loop is busy (docs/experiments/gateway-overhead.md). False: the eager model.
+    trace: bool = True
     # Threads of one ONNX forward pass. None: ONNX Runtime's default (every core). Fewer leave the proxy's
     # event loop a core under load, at a cost on long prompts (docs/experiments/gateway-overhead.md).
     threads: int | None = Field(default=None, ge=1)

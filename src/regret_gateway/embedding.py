@@ -73,6 +73,10 @@ class Embedder:
         fuse: serve the fused ONNX graph where the model allows it (attention, layer norms and GELUs fused
             by ONNX Runtime's transformer optimiser; the same embedding, verified alike); False: the plain
             export.
+        trace: where torch runs the model (CUDA, or the ONNX export is refused or not wanted), run its
+            TorchScript trace, verified against the eager model (:mod:`regret_gateway.torch_encoder`): one
+            C++ call per forward pass instead of Python per op, which under load waits on the GIL for every
+            op; what it says in :attr:`trace_report`. False: the eager model.
         batch_size: texts per forward pass.
         max_length: tokens kept per text (longer texts are truncated).
         layers: transformer layers run (the first N of the model's; None: all). The forward pass costs in
@@ -105,6 +109,7 @@ class Embedder:
         threads: int | None = None,
         layers: int | None = None,
         fuse: bool = True,
+        trace: bool = True,
         exported: str | Path | None = None,
     ) -> None:
         if backend not in BACKENDS:
@@ -132,15 +137,18 @@ class Embedder:
         self.threads = threads  # of one ONNX forward pass; None: ONNX Runtime's default (every core)
         self.layers = layers
         self.fuse = fuse
+        self.trace = trace
         self.exported = Path(exported) if exported is not None else None
         self._tokenizer: Any = None
         self._encoder: Any = None
+        self._traced: Any = None  # the verified TorchScript trace of _encoder, where torch serves it traced
         self._onnx: Any = None
         self._onnx_busy: Any = None  # the same graph with busy_threads, built on the first busy pass
         self._dim: int | None = None
         self._device: str | None = None
         self.backend_used: str | None = None  # torch | onnx | onnx-int8, once loaded
         self.backend_report: dict = {}  # the ONNX export's status, agreement with torch and reason
+        self.trace_report: dict = {}  # the torch trace's status, agreement with the eager model and reason
 
     @classmethod
     def from_settings(cls, settings: Any, *, progress: bool = False) -> "Embedder":
@@ -156,6 +164,7 @@ class Embedder:
             threads=e.threads,
             layers=e.layers,
             fuse=e.fuse,
+            trace=e.trace,
             onnx_cache=e.onnx_cache or Path(settings.artifacts_dir) / "encoders",
             exported=e.exported,
             progress=progress,
@@ -216,6 +225,10 @@ class Embedder:
         else:
             self._encoder = torch_encoder().to(self._device)
             self.backend_used = "torch"
+            if self.trace:
+                from regret_gateway.torch_encoder import trace_encoder
+
+                self._traced, self.trace_report = trace_encoder(self._encoder, self._tokenizer, self._device, self.max_length)
 
     def _load_exported(self) -> None:
         """The published encoder in :attr:`exported`: ONNX Runtime and ``tokenizers``, no torch."""
@@ -250,6 +263,11 @@ class Embedder:
                   "cosine": self.backend_report.get("cosine")}  # fmt: skip
         return write_exported(folder, graph=Path(self._onnx.path), tokenizer=self._tokenizer, source=source,
                               check=CHECK_PROMPTS, max_length=self.max_length)  # fmt: skip
+
+    @property
+    def traced(self) -> bool:
+        """Torch runs the model's verified trace (False: eager, or another backend), once loaded."""
+        return self._traced is not None
 
     @property
     def dimension(self) -> int:
@@ -352,10 +370,11 @@ class Embedder:
         if self._onnx is not None:
             session = self._busy_session() if busy and self.busy_threads is not None else self._onnx
             hidden = session.hidden(batch)
+        elif self._traced is not None:
+            hidden = self._traced.hidden(batch)
         else:
-            import torch
+            from regret_gateway.torch_encoder import eager_hidden
 
-            with torch.inference_mode():
-                out = self._encoder(**{k: torch.as_tensor(v, device=self._device) for k, v in batch.items()})
-            hidden = out.last_hidden_state.float().cpu().numpy()
+            assert self._device is not None  # set by _load
+            hidden = eager_hidden(self._encoder, batch, self._device)
         return mean_pool(hidden, batch["attention_mask"], self.normalize)

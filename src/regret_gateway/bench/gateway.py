@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from regret_gateway.gateway.runtime import GatewayStats
 
 MODELS = ("model-a", "model-b", "model-c")
-BACKENDS = ("torch", "onnx", "onnx-plain")  # what --backends may name (:func:`variants`)
+BACKENDS = ("torch", "torch-eager", "onnx", "onnx-plain")  # what --backends may name (:func:`variants`)
 TURN = 10  # at concurrency 1 the hook and the plain targets take turns every TURN requests
 MASTER_KEY = "sk-bench-master-0123456789abcdef"  # unless LITELLM_MASTER_KEY is set (the proxy reads that)
 
@@ -345,8 +345,9 @@ def bench_proxy(
 def variants(backends: Sequence[str], device: str, threads: Sequence[int] = (), layers: Sequence[int] = ()) -> dict[str, dict]:
     """The hooks to compare, each as its ``embedder`` settings: ONNX on CPU (one per thread count in
     ``threads``, then one per shallower depth in ``layers``), ``onnx-plain`` (ONNX on CPU serving the plain,
-    unfused graph: ``embedder.fuse: false``), torch on ``device``, and where that is a GPU torch on CPU as
-    well, so that a GPU machine's run shows the GPU row beside the CPU rows it replaces."""
+    unfused graph: ``embedder.fuse: false``), torch on ``device`` (traced), ``torch-eager`` (torch on ``device``
+    running the model eagerly: ``embedder.trace: false``), and where ``device`` is a GPU torch on CPU as well,
+    so that a GPU machine's run shows the GPU row beside the CPU rows it replaces."""
     out: dict[str, dict] = {}
     for b in backends:
         if b == "onnx":
@@ -356,6 +357,9 @@ def variants(backends: Sequence[str], device: str, threads: Sequence[int] = (), 
                 out[f"onnx-L{n}"] = {"backend": "onnx", "device": "cpu", "threads": None, "layers": n}
         elif b == "onnx-plain":
             out[b] = {"backend": "onnx", "device": "cpu", "threads": None, "fuse": False}
+        elif b == "torch-eager":
+            eager = {"backend": "torch", "device": device, "threads": None, "trace": False}
+            out[b if device == "cpu" else f"torch-eager-{device}"] = eager
         else:
             if device != "cpu":
                 out["torch-cpu"] = {"backend": "torch", "device": "cpu", "threads": None}

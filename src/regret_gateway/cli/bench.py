@@ -73,7 +73,7 @@ def bench_gateway(
     backends: str = typer.Option(
         "torch,onnx",
         "--backends",
-        help="Embedding backends to compare, each its own gateway: onnx runs on CPU (the fused graph where the model allows it); onnx-plain: onnx with the plain, unfused graph (embedder.fuse: false); torch on --device, and on CPU as well where that is a GPU.",
+        help="Embedding backends to compare, each its own gateway: onnx runs on CPU (the fused graph where the model allows it); onnx-plain: onnx with the plain, unfused graph (embedder.fuse: false); torch on --device (its verified trace), and on CPU as well where that is a GPU; torch-eager: torch on --device running the model eagerly (embedder.trace: false).",
     ),
     prompts: str = typer.Option(
         "short,long", "--prompts", help="Prompt sets: short (~20 tokens), long (~200 tokens), xlong (~1,000 tokens)."

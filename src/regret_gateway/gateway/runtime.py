@@ -223,13 +223,16 @@ class Gateway:
 
     @property
     def embedding_label(self) -> str | None:
-        """The backend with its ONNX graph and any configured thread count and depth, e.g. ``onnx, fused graph,
-        1 thread`` or ``onnx, plain graph, 3 layers`` (the log and bench say this)."""
+        """The backend with its ONNX graph (torch: traced or eager) and any configured thread count and depth,
+        e.g. ``onnx, fused graph, 1 thread``, ``onnx, plain graph, 3 layers`` or ``torch, traced`` (the log and
+        bench say this)."""
         if self.embedding_backend is None:
             return None
         n, depth = self.embedding_threads, self.settings.embedder.layers
         report = self.embedding_report
         graph = [f"{report['graph']} graph"] if self.embedding_backend.startswith("onnx") and report.get("graph") else []
+        if self.embedding_backend == "torch":
+            graph = ["traced" if getattr(getattr(self._encode, "__self__", None), "traced", False) else "eager"]
         parts = [self.embedding_backend, *graph, *([f"{n} thread{'s' if n > 1 else ''}"] if n else [])]
         return ", ".join(parts + ([f"{depth} layer{'s' if depth > 1 else ''}"] if depth else []))
 

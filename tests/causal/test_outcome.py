@@ -32,3 +32,66 @@ def test_a_model_with_no_logged_rows_is_refused_by_name():
         OutcomeModel().fit(logs)
     with pytest.raises(RuntimeError, match="not fitted"):
         OutcomeModel().predict(world.X)
+
+
+def _shared_difficulty_logs(n: int, seed: int):
+    """Eight models whose chance of a right answer is skill_t - difficulty(x): a prompt hard for one model is
+    hard for all. Logged uniformly; the true probabilities of fresh prompts for scoring."""
+    rng = np.random.default_rng(seed)
+    T, d = 8, 16
+
+    def prompts(k):
+        X = rng.normal(size=(k, d)).astype(np.float32)
+        return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+    skill = np.linspace(-1.0, 1.0, T)
+
+    def truth(X):
+        return 1 / (1 + np.exp(-(skill[None, :] - 3 * X[:, [0]])))
+
+    X = prompts(n)
+    action = rng.integers(0, T, n)
+    quality = (rng.random(n) < truth(X)[np.arange(n), action]).astype(float)
+    cost = np.linspace(1, 5, T)[action] * 1e-3
+    logs = LoggedFeedback(X=X, action=action, quality=quality, cost=cost, model_names=tuple(f"m{t}" for t in range(T)))
+    fresh = prompts(2000)
+    return logs, fresh, truth(fresh)
+
+
+def test_the_shared_form_learns_what_prompts_share_from_every_models_rows():
+    """One trunk on every row: a prompt's difficulty, which every model's rows show, is learnt from all of
+    them, where per-model networks each learn it from an eighth of the rows."""
+    logs, fresh, p_true = _shared_difficulty_logs(2400, seed=0)
+    train = TrainConfig(max_epochs=400, patience=30)
+    per_model = OutcomeModel(train=train, hidden=(64, 64)).fit(logs)
+    shared = OutcomeModel(train=train, hidden=(64, 64), shared=True).fit(logs)
+    err_per_model = ((per_model.predict(fresh)[0] - p_true) ** 2).mean()
+    err_shared = ((shared.predict(fresh)[0] - p_true) ** 2).mean()
+    assert err_shared < 0.6 * err_per_model, (err_shared, err_per_model)
+    # each model's mean cost per request, as the per-model networks learn it
+    assert np.allclose(shared.predict(fresh)[1].mean(0), np.linspace(1, 5, 8) * 1e-3, rtol=0.1)
+
+
+def test_the_shared_form_is_published_as_per_model_networks_that_predict_the_same():
+    import torch
+
+    from regret_gateway.causal.outcome import _SharedOutcomeNet
+    from regret_gateway.servable import outcome_heads
+
+    torch.manual_seed(0)
+    net = _SharedOutcomeNet(5, 16, (32, 24), np.zeros(5))
+    with torch.no_grad():
+        net.deviation.normal_()  # every part of the output layer non-trivial
+        net.bias.normal_()
+    X = torch.randn(40, 16)
+    stacked = net.as_stacked()(X)  # (T, n, 2): every model on every row
+    for t in range(5):
+        own = net(X, torch.full((40,), t, dtype=torch.long))
+        assert torch.allclose(stacked[t], own, atol=1e-5)
+    logs, fresh, _ = _shared_difficulty_logs(300, seed=1)
+    model = OutcomeModel(train=TrainConfig(max_epochs=5), hidden=(8, 8), shared=True).fit(logs)
+    policy = model.to_policy(logs.model_names)  # R&C as served (numpy) reads the published networks
+    quality, _ = outcome_heads(policy.arrays.forward(fresh), model.cost_scale_)
+    assert np.allclose(quality, model.predict(fresh)[0], atol=1e-5)
+    with pytest.raises(ValueError, match="shrink"):
+        OutcomeModel(shared=True, shrink=-1.0)

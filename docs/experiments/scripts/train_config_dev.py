@@ -6,9 +6,11 @@ candidates it offers (RM-Interval, R&C, RM-Cluster) at the tier lambdas; one JSO
 * default: every network full-batch with patience 100 (what ``retrain`` does up to 5,000 rows) or in
   mini-batches (what it does beyond);
 * ``--outcome-only``: RM-Interval keeps full-batch with patience 100, only the outcome networks (R&C, the
-  DR scores' regression term, the gateway's exploration estimates) train otherwise.
+  DR scores' regression term, the gateway's exploration estimates) train otherwise;
+* ``--shared``: the same, the per-model outcome networks against the shared form (one trunk for every
+  model; ``causal/outcome.py``) at two shrinkages.
 
-    python docs/experiments/scripts/train_config_dev.py [--outcome-only] DATA TRIALS LAMBDAS SIZES [LIMIT] > out.jsonl
+    python docs/experiments/scripts/train_config_dev.py [--outcome-only | --shared] DATA TRIALS LAMBDAS SIZES [LIMIT] > out.jsonl
     python docs/experiments/scripts/train_config_summary.py out.jsonl ...
 
 The dev prompts: a seeded 30% of the prompts outside the test split; the logs: the paper's
@@ -40,11 +42,19 @@ OUTCOME_CONFIGS = {  # --outcome-only
     "full-batch-p20": TrainConfig(patience=20),
     "full-batch-wd": TrainConfig(patience=100, weight_decay=1e-2),
 }
+# --shared: the per-model outcome networks (retrain's) against the shared form (causal/outcome.py: one trunk,
+# each model's output layer shrunk toward a shared one), RM-Interval as retrain trains it
+SHARED_CONFIGS = {
+    "per-model": (USED, {}),
+    "shared": (USED, {"shared": True, "shrink": 1.0}),
+    "shared-shrink-10": (USED, {"shared": True, "shrink": 10.0}),
+}
 
 production_learner = candidates.production_learner
 args = sys.argv[1:]
 outcome_only = "--outcome-only" in args
-args = [a for a in args if a != "--outcome-only"]
+shared = "--shared" in args
+args = [a for a in args if a not in ("--outcome-only", "--shared")]
 data_path, trials, lams = args[0], int(args[1]), [float(x) for x in args[2].split(",")]
 sizes = [int(x) for x in args[3].split(",")]
 limit = int(args[4]) if len(args) > 4 else None
@@ -64,11 +74,17 @@ for trial in range(trials):
         if n > len(pool):
             continue
         logs = logs_all.subset(np.arange(n))
-        for name, config in (OUTCOME_CONFIGS if outcome_only else CONFIGS).items():
-            policy_config = USED if outcome_only else config
+        if shared:
+            settings = SHARED_CONFIGS
+        else:
+            settings = {k: (c, {}) for k, c in (OUTCOME_CONFIGS if outcome_only else CONFIGS).items()}
+        for name, (config, options) in settings.items():
+            policy_config = USED if outcome_only or shared else config
             # fit_router builds the production learner with the study's configs
             candidates._train_config = lambda rows, policy_config=policy_config: policy_config
-            candidates.production_learner = functools.partial(production_learner, outcome_train=config)
+            candidates.production_learner = functools.partial(
+                production_learner, outcome_train=config, outcome_options=options
+            )
             t0 = time.perf_counter()
             learner = candidates.fit_router(logs, lams, seed=trial)
             seconds = time.perf_counter() - t0

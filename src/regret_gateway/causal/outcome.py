@@ -4,6 +4,14 @@ Each network has two heads: quality (a logit, binary cross-entropy, so soft scor
 cost (mean squared error on cost divided by the model's mean logged cost). Quality and cost are fitted
 separately from the utility because the doubly robust score is linear in y:
 Y^lambda(t) = A(t) - lambda * C(t) for every lambda from one fit.
+
+``shared=True`` fits the same shape of network with shared strength: one trunk (the hidden layers) on every
+logged row, whichever model answered it, and each model's output layer the shared one plus a deviation
+shrunk toward zero (``shrink``: an L2 penalty per logged row, so it weakens as the logs grow) with its
+own bias (started at the model's mean). What one model's rows teach about a prompt (how hard it is, what
+it asks for) serves every model, and a model with few rows stays near the shared prediction plus its mean.
+The fit is published as the same per-model networks (the trunk copied into each), so everything that
+reads an outcome model reads it unchanged.
 """
 
 from __future__ import annotations
@@ -37,6 +45,9 @@ class OutcomeModel:
             :mod:`regret_gateway.nn.training`).
         val_fraction: share of each model's rows held out for early stopping.
         random_state: seed of the split, the initialisation and the batch order.
+        shared: one trunk for every model, each model's output layer shrunk toward a shared one (above).
+        shrink: with ``shared``, the L2 penalty on each model's deviation from the shared output layer, per
+            logged row.
     """
 
     def __init__(
@@ -46,15 +57,22 @@ class OutcomeModel:
         train: TrainConfig = preset(OUTCOME_PRESET),
         val_fraction: float = 0.2,
         random_state: int = 0,
+        shared: bool = False,
+        shrink: float = 1.0,
     ) -> None:
+        if shrink < 0:
+            raise ValueError(f"`shrink` must be >= 0, got {shrink}")
         self.hidden = hidden
         self.train = train
         self.val_fraction = val_fraction
         self.random_state = random_state
+        self.shared = shared
+        self.shrink = shrink
 
     def with_seed(self, random_state: int) -> "OutcomeModel":
         """An unfitted copy with another seed (cross-fitting fits one per fold)."""
-        return OutcomeModel(hidden=self.hidden, train=self.train, val_fraction=self.val_fraction, random_state=random_state)
+        return OutcomeModel(hidden=self.hidden, train=self.train, val_fraction=self.val_fraction, random_state=random_state,
+                            shared=self.shared, shrink=self.shrink)  # fmt: skip
 
     def fit(self, logs: LoggedFeedback) -> "OutcomeModel":
         logs.require_all_models(minimum=1)
@@ -72,6 +90,8 @@ class OutcomeModel:
         X = torch.tensor(logs.X)
         q = torch.tensor(logs.quality, dtype=torch.float32)
         c = torch.as_tensor(logs.cost / self.cost_scale_[logs.action], dtype=torch.float32)
+        if self.shared:
+            return self._fit_shared(logs, X, q, c, np.concatenate(train_ix), np.concatenate(val_ix))
         tr_rows, tr_mask = _padded(train_ix)
         va_rows, va_mask = _padded(val_ix)
 
@@ -98,6 +118,36 @@ class OutcomeModel:
         self.val_loss_ = result.best_score.numpy()
         return self
 
+    def _fit_shared(
+        self, logs: LoggedFeedback, X: torch.Tensor, q: torch.Tensor, c: torch.Tensor, train_ix: np.ndarray, val_ix: np.ndarray
+    ) -> "OutcomeModel":
+        T = logs.n_models
+        torch.manual_seed(self.random_state)
+        mean_q = np.array([logs.quality[logs.action == t].mean() for t in range(T)]).clip(0.01, 0.99)
+        net = _SharedOutcomeNet(T, X.shape[1], self.hidden, np.log(mean_q / (1 - mean_q)))
+        action = torch.as_tensor(np.array(logs.action), dtype=torch.long)
+        tr, va = torch.as_tensor(train_ix, dtype=torch.long), torch.as_tensor(val_ix, dtype=torch.long)
+        penalty = self.shrink / max(len(train_ix), 1)
+
+        def loss_on(rows: torch.Tensor) -> torch.Tensor:
+            out = net(X[rows], action[rows])  # (n, 2)
+            bce = torch.nn.functional.binary_cross_entropy_with_logits(out[:, 0], q[rows], reduction="none")
+            return (bce + (out[:, 1] - c[rows]) ** 2).mean().reshape(1)
+
+        result = train_members(
+            net,
+            len(train_ix),
+            lambda idx: loss_on(tr[idx]) + penalty * (net.deviation**2).sum(),
+            lambda: loss_on(va),
+            self.train,
+            seed=self.random_state,
+        )
+        self.net_ = net.as_stacked()
+        self.n_models_ = T
+        self.epochs_ = result.epochs
+        self.val_loss_ = np.repeat(result.best_score.numpy(), T)
+        return self
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "net_"):
             raise RuntimeError("OutcomeModel is not fitted; call fit() first")
@@ -112,3 +162,35 @@ class OutcomeModel:
         """R&C as a servable policy: argmax_t A(t) - lambda * C(t) of these outcome networks."""
         self._check_fitted()
         return OutcomePolicy(model_names, MLPArrays.of(self.net_), self.cost_scale_)
+
+
+class _SharedOutcomeNet(torch.nn.Module):
+    """The shared form's network, every parameter with a leading axis of 1 (one member, for
+    :func:`train_members`): a trunk (the hidden layers, GELU after each), and for model t the output layer
+    ``shared + deviation[t]`` with bias ``bias[t]``."""
+
+    def __init__(self, n_models: int, d_in: int, hidden: tuple[int, ...], quality_logit: np.ndarray) -> None:
+        super().__init__()
+        *inner, width = hidden
+        self.trunk = StackedMLP(1, d_in, width, tuple(inner))
+        bound = 1.0 / float(np.sqrt(width))
+        self.shared = torch.nn.Parameter(torch.empty(1, width, 2).uniform_(-bound, bound))
+        self.deviation = torch.nn.Parameter(torch.zeros(1, n_models, width, 2))
+        start = np.stack([quality_logit, np.ones(n_models)], axis=1)  # each model's mean quality; cost / its mean
+        self.bias = torch.nn.Parameter(torch.as_tensor(start, dtype=torch.float32).unsqueeze(0))
+
+    def forward(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """(n, 2): the logged model's quality logit and scaled cost for each row."""
+        h = torch.nn.functional.gelu(self.trunk(x)[0])  # (n, width)
+        w = self.shared[0] + self.deviation[0, action]  # (n, width, 2)
+        return torch.einsum("nw,nwk->nk", h, w) + self.bias[0, action]
+
+    @torch.no_grad()
+    def as_stacked(self) -> StackedMLP:
+        """The same predictions as per-model networks: the trunk copied into each of the T members."""
+        T = self.deviation.shape[1]
+        weights = [w.expand(T, -1, -1).clone() for w in self.trunk.weights]
+        biases = [b.expand(T, -1, -1).clone() for b in self.trunk.biases]
+        weights.append((self.shared + self.deviation[0]).clone())
+        biases.append(self.bias[0].unsqueeze(1).clone())
+        return StackedMLP.from_arrays(weights, biases)

@@ -88,11 +88,15 @@ def _split(n: int, share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(order[n_held:]), np.sort(order[:n_held])
 
 
-def production_learner(n_rows: int, tier_lams: list[float], *, imported: bool, seed: int = 0, outcome_train=None):
+def production_learner(
+    n_rows: int, tier_lams: list[float], *, imported: bool, seed: int = 0, outcome_train=None, outcome_options=None
+):
     """The learner ``retrain`` publishes from: exact logged propensities (XGBoost where some rows were
     imported without one), outcome MLPs, DR scores, RM-Interval over the tier lambdas. Every network
     trains with :func:`_train_config`; ``outcome_train`` (a ``TrainConfig``) trains the outcome networks
-    otherwise (dev studies: docs/experiments/scripts/train_config_dev.py)."""
+    otherwise, and ``outcome_options`` (e.g. ``{"shared": True}``) are passed to the
+    :class:`~regret_gateway.causal.outcome.OutcomeModel` (dev studies:
+    docs/experiments/scripts/train_config_dev.py)."""
     from regret_gateway.causal.estimators import DoublyRobust, Nuisance
     from regret_gateway.causal.outcome import OutcomeModel
     from regret_gateway.causal.propensity import LoggedPropensity, PropensityModel
@@ -102,7 +106,7 @@ def production_learner(n_rows: int, tier_lams: list[float], *, imported: bool, s
     config = _train_config(n_rows)
     nuisance = Nuisance(
         propensity=PropensityModel() if imported else LoggedPropensity(),
-        outcome=OutcomeModel(train=config if outcome_train is None else outcome_train),
+        outcome=OutcomeModel(train=config if outcome_train is None else outcome_train, **(outcome_options or {})),
         estimator=DoublyRobust(),
         random_state=seed,
     )

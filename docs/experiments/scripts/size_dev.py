@@ -13,6 +13,7 @@ import json
 import sys
 
 import numpy as np
+from dev_trials import utility_x100
 
 from regret_gateway.context import SizeFeature
 from regret_gateway.embedding import Embedder, default_cache_dir
@@ -35,11 +36,7 @@ for trial in range(trials):
         actions, candidates = served_actions(split.logs, test.X, np.array(lams), seed=trial,
                                              size=size if name == "embedding+size" else None)
         single = reference_actions("single-best", split.full_train, test, lams)
-        rows = np.arange(test.n_samples)
         for j, lam in enumerate(lams):
-            def u(a, lam=lam, test=test, rows=rows):
-                return 100 * float((test.quality[rows, a] - lam * test.cost[rows, a]).mean())
-
             print(json.dumps({"data": data_path, "K": draws, "trial": trial, "variant": name, "lam": lam,
-                              "served": u(actions[j]), "single_best": u(single[j]),
+                              "served": utility_x100(test, actions[j], lam), "single_best": utility_x100(test, single[j], lam),
                               "candidate": candidates[j].label}), flush=True)  # fmt: skip

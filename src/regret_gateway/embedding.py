@@ -373,7 +373,7 @@ class Embedder:
         elif self._traced is not None:
             hidden = self._traced.hidden(batch)
         else:
-            from regret_gateway.torch_encoder import eager_hidden
+            from regret_gateway.onnx_encoder import eager_hidden
 
             assert self._device is not None  # set by _load
             hidden = eager_hidden(self._encoder, batch, self._device)

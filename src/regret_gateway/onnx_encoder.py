@@ -99,13 +99,23 @@ class OnnxEncoder:
         return self.session.run(None, feed)[0]
 
 
-def _agreement(tokenizer, onnx_hidden: Callable, torch_hidden: Callable, max_length: int) -> float:
-    """Smallest cosine between the ONNX and torch embeddings of CHECK_PROMPTS, batched and one at a time."""
+def eager_hidden(encoder: Any, batch: dict[str, np.ndarray], device: str = "cpu") -> np.ndarray:
+    """The last hidden state of the transformers model ``encoder`` on ``device``, run eagerly: (n, s, d)."""
+    import torch
+
+    with torch.inference_mode():
+        out = encoder(**{k: torch.as_tensor(v, device=device) for k, v in batch.items()})
+    return out.last_hidden_state.float().cpu().numpy()
+
+
+def _agreement(tokenizer, served_hidden: Callable, reference_hidden: Callable, max_length: int) -> float:
+    """Smallest cosine between the embeddings of CHECK_PROMPTS, batched and one at a time, from the encoder to
+    be served (an ONNX graph, a torch trace) and from the eager torch model it must agree with."""
     worst = 1.0
     for texts in (list(CHECK_PROMPTS), *([t] for t in CHECK_PROMPTS)):
         batch = dict(tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="np"))
-        a = mean_pool(onnx_hidden(batch), batch["attention_mask"], True)
-        b = mean_pool(torch_hidden(batch), batch["attention_mask"], True)
+        a = mean_pool(served_hidden(batch), batch["attention_mask"], True)
+        b = mean_pool(reference_hidden(batch), batch["attention_mask"], True)
         worst = min(worst, float((a * b).sum(1).min()))
     return worst
 
@@ -247,12 +257,9 @@ def load_onnx_encoder(
         if report["status"] != "verified":
             return None, report
         return OnnxEncoder(folder / "model.onnx", threads), report
-    import torch
 
     def torch_hidden(batch: dict[str, np.ndarray]) -> np.ndarray:
-        with torch.inference_mode():
-            out = torch_encoder()(**{k: torch.as_tensor(v) for k, v in batch.items()})
-        return out.last_hidden_state.float().numpy()
+        return eager_hidden(torch_encoder(), batch)
 
     threshold = MIN_COSINE_INT8 if quantize else MIN_COSINE
     Path(cache_root).mkdir(parents=True, exist_ok=True)

@@ -2,9 +2,9 @@
 
 Why: eager transformers code runs every op from Python, and torch lets go of the GIL around many of them.
 In the proxy, the event loop's thread holds the GIL most of the time under load, and each time the encoder's
-worker thread wants it back it waits up to the interpreter's switch interval (5 ms): a short prompt's 7 ms
-forward pass on CPU took ~470 ms beside one busy Python thread, and torch on a GPU shed every request at
-concurrency 32 (docs/experiments/gateway-overhead.md). A traced graph runs in C++ and takes the GIL back a
+worker thread wants it back it waits up to the interpreter's switch interval (5 ms): a ~200-token prompt's
+27 ms eager forward pass on CPU took 362 ms beside one busy Python thread, and eager torch on a GPU shed
+every request at concurrency 32 (docs/experiments/gateway-overhead.md). A traced graph runs in C++ and takes the GIL back a
 few times per pass.
 
 ``trace_encoder(encoder, tokenizer, device, max_length)`` traces the model as loaded (its attention
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from regret_gateway.onnx_encoder import CHECK_PROMPTS, MIN_COSINE, _input_names, _last_hidden, mean_pool
+from regret_gateway.onnx_encoder import CHECK_PROMPTS, MIN_COSINE, _agreement, _input_names, _last_hidden, eager_hidden
 
 log = logging.getLogger(__name__)
 
@@ -45,26 +45,6 @@ class TracedEncoder:
         return out.float().cpu().numpy()
 
 
-def eager_hidden(encoder: Any, batch: dict[str, np.ndarray], device: str) -> np.ndarray:
-    """The last hidden state of the transformers model ``encoder`` on ``device``, run eagerly: (n, s, d)."""
-    import torch
-
-    with torch.inference_mode():
-        out = encoder(**{k: torch.as_tensor(v, device=device) for k, v in batch.items()})
-    return out.last_hidden_state.float().cpu().numpy()
-
-
-def _agreement(tokenizer, traced: TracedEncoder, encoder: Any, device: str, max_length: int) -> float:
-    """Smallest cosine between the traced and the eager embeddings of CHECK_PROMPTS, batched and alone."""
-    worst = 1.0
-    for texts in (list(CHECK_PROMPTS), *([t] for t in CHECK_PROMPTS)):
-        batch = dict(tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="np"))
-        a = mean_pool(traced.hidden(batch), batch["attention_mask"], True)
-        b = mean_pool(eager_hidden(encoder, batch, device), batch["attention_mask"], True)
-        worst = min(worst, float((a * b).sum(1).min()))
-    return worst
-
-
 def trace_encoder(encoder: Any, tokenizer: Any, device: str, max_length: int) -> tuple[TracedEncoder | None, dict]:
     """The verified trace of ``encoder`` (a transformers model on ``device``) and a report ``{"status":
     "verified" | "refused" | "failed", "cosine", "threshold", "reason"}``; ``(None, report)`` where it cannot
@@ -80,7 +60,7 @@ def trace_encoder(encoder: Any, tokenizer: Any, device: str, max_length: int) ->
             warnings.simplefilter("ignore")  # the tracer's notes on Python values it records as constants
             module = torch.jit.trace(_last_hidden(encoder), tuple(sample[n].to(device) for n in names), check_trace=False)
         traced = TracedEncoder(module, names, device)
-        cosine = _agreement(tokenizer, traced, encoder, device, max_length)
+        cosine = _agreement(tokenizer, traced.hidden, lambda batch: eager_hidden(encoder, batch, device), max_length)
     except Exception as exc:  # noqa: BLE001 - any failure means: serve the eager model, and say why
         report = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:500]}
         log.warning("regret-gateway: tracing the torch encoder failed (%s); serving it eager", report["reason"])

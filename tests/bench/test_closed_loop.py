@@ -274,23 +274,26 @@ def test_users_scoring_a_share_calibrate_the_judge(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_judge_runs_through_the_proxy(tmp_path):
-    """Judge mode over HTTP: the judge model is a model group of the proxy, served by the mock upstream;
-    every sampled answer gets exactly one judge score in the store, with the judge call's cost."""
+    """Judge mode over HTTP with a panel of two: each judge model is a model group of the proxy, served by
+    the mock upstream (each wrong 30% of the time, independently); every sampled answer gets exactly one
+    score in the store -- the panel's mean, so two judges who disagree record 0.5 -- with both calls' cost."""
     import sqlite3
 
-    doc = run_demo(
-        DemoConfig(
-            world_size=300, rounds=2, requests=30, out=tmp_path, device="cpu", concurrency=4, judge_sample=0.5, cross_fit=False
-        ),
-        echo=lambda _: None,
-    )
+    from regret_gateway.bench.demo.world import JUDGE_PRICE, JUDGE_TOKENS
+
+    cfg = DemoConfig(world_size=300, rounds=2, requests=30, out=tmp_path, device="cpu", concurrency=4, judge_sample=0.5,
+                     judge_noise=0.3, judge_panel=2, cross_fit=False)  # fmt: skip
+    doc = run_demo(cfg, echo=lambda _: None)
     hook = doc["hook"]
     assert hook["routed"] == 2 * 3 * 30 and hook["judge_sampled"] > 20 and hook["writer_dropped"] == 0
     assert hook["judge_scored"] == hook["judge_sampled"]
     with sqlite3.connect(f"{doc['work_dir']}/gateway.db") as db:
         rows = db.execute("SELECT request_id, source, cost_usd FROM feedback").fetchall()
     assert len(rows) == hook["judge_scored"] and len({r[0] for r in rows}) == len(rows)
-    assert {r[1] for r in rows} == {"judge"} and all(r[2] > 0 for r in rows)
+    assert {r[1] for r in rows} == {"judge"} and all(r[2] == pytest.approx(2 * JUDGE_TOKENS * JUDGE_PRICE) for r in rows)
+    with sqlite3.connect(f"{doc['work_dir']}/gateway.db") as db:
+        scores = [s for (s,) in db.execute("SELECT score FROM feedback")]
+    assert set(scores) <= {0.0, 0.5, 1.0} and 0.5 in scores  # P(no disagreement in 90 answers) = 0.58^90
 
 
 def test_the_demo_retrains_with_the_threads_it_is_given(tmp_path, monkeypatch):

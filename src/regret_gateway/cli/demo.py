@@ -86,6 +86,13 @@ def demo(
         help="With --judge-sample: the judge scores this share of its answers twice (judge.repeat); retrain "
         "estimates its error from how often it disagrees with itself where no user scores.",
     ),
+    judge_panel: int = typer.Option(
+        1,
+        "--judge-panel",
+        min=1,
+        help="With --judge-sample: this many mock judges score each judged answer, each wrong at --judge-noise "
+        "independently (judge.model lists them; the mean of their scores is recorded, each call billed).",
+    ),
     user_share: float = typer.Option(
         0.0,
         "--user-share",
@@ -177,6 +184,7 @@ def demo(
             judge_sample=judge_sample,
             judge_noise=judge_noise,
             judge_repeat=judge_repeat,
+            judge_panel=judge_panel,
             user_share=user_share,
             calibrate_judge=judge_calibration,
             threads=threads,

@@ -17,7 +17,7 @@ import yaml
 from regret_gateway.bench.demo.budget_days import SimClock, budget_verdict, run_budget_days, write_budget_report
 from regret_gateway.bench.demo.report import RoundStats, plot, round_table, verdict
 from regret_gateway.bench.demo.traffic import ReplayTeams, Teams, gateway_section
-from regret_gateway.bench.demo.world import JUDGE_MODEL, JUDGE_PRICE, JUDGE_TOKENS, OUTPUT_PRICE, DemoConfig, World, prepare
+from regret_gateway.bench.demo.world import JUDGE_PRICE, JUDGE_TOKENS, OUTPUT_PRICE, DemoConfig, World, judge_models, prepare
 
 
 def score(stats: RoundStats, bench, rows: np.ndarray, lam: float, picks: dict[str, np.ndarray]) -> None:
@@ -95,7 +95,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     up_port, proxy_port = free_port(), free_port()
     prices = {m: (0.0, OUTPUT_PRICE) for m in world.models}
     if cfg.judge_sample is not None:
-        prices[JUDGE_MODEL] = (0.0, JUDGE_PRICE)
+        prices.update({judge: (0.0, JUDGE_PRICE) for judge in judge_models(cfg.judge_panel)})
     config = proxy_config(gateway_section(world, cfg, work, keys), prices, f"http://127.0.0.1:{up_port}/v1",
                           custom_auth=True, api_key="sk-mock")  # fmt: skip
     (work / "config.yaml").write_text(yaml.safe_dump(config))
@@ -105,7 +105,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     def respond(model: str, text: str) -> tuple[str, int, int]:  # the mock upstream, the judge model included
         return (
             (world.judge(text, cfg.judge_noise, judge_rng), 0, JUDGE_TOKENS)
-            if model == JUDGE_MODEL
+            if model in judge_models(cfg.judge_panel)
             else world.respond(model, text)
         )
 

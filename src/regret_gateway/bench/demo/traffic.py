@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from regret_gateway.bench.demo.world import JUDGE_MODEL, DemoConfig, World
+from regret_gateway.bench.demo.world import JUDGE_MODEL, DemoConfig, World, judge_models
 
 
 def gateway_section(world: World, cfg: DemoConfig, work: Path, keys: dict[str, str]) -> dict:
@@ -45,7 +45,7 @@ def gateway_section(world: World, cfg: DemoConfig, work: Path, keys: dict[str, s
         **(
             {
                 "judge": {
-                    "model": JUDGE_MODEL,
+                    "model": JUDGE_MODEL if cfg.judge_panel == 1 else list(judge_models(cfg.judge_panel)),
                     "teams": ["*"],
                     "sample": cfg.judge_sample,
                     "repeat": cfg.judge_repeat,

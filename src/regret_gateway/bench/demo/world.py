@@ -22,6 +22,12 @@ OUTPUT_PRICE = 1e-9  # USD per completion token at the mock upstream: tokens = r
 JUDGE_MODEL = "demo-judge"  # the judge's model group at the mock upstream (judge mode)
 
 
+def judge_models(panel: int) -> tuple[str, ...]:
+    """The mock judge's model groups: one, or a panel's (``demo-judge``, ``demo-judge-2``, ...), each flipping
+    its verdicts independently."""
+    return (JUDGE_MODEL,) + tuple(f"{JUDGE_MODEL}-{k}" for k in range(2, panel + 1))
+
+
 JUDGE_TOKENS = 30  # completion tokens the mock judge bills per call, at JUDGE_PRICE
 
 
@@ -52,6 +58,7 @@ class DemoConfig:
     judge_sample: float | None = None  # quality from the gateway's LLM judge on this share of requests (None: teams post it)
     judge_noise: float = 0.1  # the mock judge flips the recorded correctness this often
     judge_repeat: float = 0.0  # judge.repeat: share of the judged answers judged again (its self-agreement)
+    judge_panel: int = 1  # judges in the panel (judge.model lists them; the mean of their scores is recorded)
     user_share: float = 0.0  # judge mode: teams also post their true score for this seeded share of requests
     calibrate_judge: bool = True  # retrain.RetrainOptions.calibrate_judge
     threads: int | None = None  # torch threads of the retrains' fits (retrain --threads); None: torch's default

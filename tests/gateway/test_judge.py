@@ -154,3 +154,32 @@ def test_a_panel_records_the_mean_of_its_members_scores_only_when_every_member_s
         settings(model=[])
     assert settings(model=["judge-a", "judge-b"]).judge.panel == ("judge-a", "judge-b")
     assert settings().judge.panel == ("judge-model",)
+
+
+def test_a_judge_leaves_the_routing_draws_as_they_were(tmp_path):
+    """The judge samples from a stream of its own, a child of the gateway's seed: a seeded gateway with a
+    judge explores with the same draws as the same gateway without one, so a replay fed by the judge is
+    paired draw for draw with the replay fed by users (what differs is the judge's scores)."""
+    from regret_gateway.gateway.runtime import Gateway
+
+    def gateway(judge: bool) -> Gateway:
+        settings = Settings.model_validate(
+            {
+                "models": ["a", "b"],
+                "tiers": {"premium": {"lam": 0}},
+                "default_tier": "premium",
+                "artifacts_dir": str(tmp_path / "artifacts"),
+                "store": {"url": f"sqlite:///{tmp_path}/gw-{judge}.db", "spill_dir": str(tmp_path / f"spill-{judge}")},
+                **({"judge": {"model": "judge-model", "sample": 0.5}} if judge else {}),
+            }  # fmt: skip
+        )
+        return Gateway(settings, encode=lambda texts: np.ones((len(texts), 8), dtype=np.float32), seed=7)
+
+    plain, judged = gateway(False), gateway(True)
+    try:
+        assert judged.judge is not None and plain.judge is None
+        assert np.array_equal(plain.rng.random(100), judged.rng.random(100))
+        assert not np.array_equal(judged.judge.rng.random(100), gateway(False).rng.random(100))  # its own stream
+    finally:
+        plain.close()
+        judged.close()

@@ -84,7 +84,8 @@ class Gateway:
     ) -> None:
         self.settings = settings
         self._clock = clock or (lambda: datetime.now(timezone.utc))
-        self.rng = np.random.default_rng(seed)
+        self._seeds = np.random.SeedSequence(seed)  # the routing stream, and independent children (the judge's)
+        self.rng = np.random.default_rng(self._seeds)
         self.counters = dict.fromkeys(COUNTERS, 0)
         self._encode = encode
         self._own_embedder = False  # the configured Embedder (not an encode function passed in)
@@ -127,7 +128,8 @@ class Gateway:
         if settings.judge.model is not None:
             from regret_gateway.gateway.judge import Judge
 
-            judge_rng = np.random.default_rng(self.rng.integers(2**63))
+            # a child stream: a gateway with a judge draws the same exploration as one without (paired replays)
+            judge_rng = np.random.default_rng(self._seeds.spawn(1)[0])
             self.judge = Judge(settings, self.writer.submit, complete=judge_complete, rng=judge_rng)
 
     def _budget_ladder(self, team: str, kind: str) -> Ladder | None:

@@ -95,3 +95,28 @@ def test_the_shared_form_is_published_as_per_model_networks_that_predict_the_sam
     assert np.allclose(quality, model.predict(fresh)[0], atol=1e-5)
     with pytest.raises(ValueError, match="shrink"):
         OutcomeModel(shared=True, shrink=-1.0)
+
+
+def test_judge_scores_are_fitted_through_the_judges_measured_error():
+    """Rows scored by a judge that flips 20% of its verdicts, with that error measured (``target_errors``):
+    the outcome networks predict each model's true quality, where fitting the scores as they are predicts the
+    judge's view of it, every gap between models shrunk by 1 - 2e (fails if the error is ignored in the fit)."""
+    from dataclasses import replace
+
+    from regret_gateway.data import TargetErrors, corrected_score
+
+    world = make_world(n=3000, seed=4)
+    logs = simulate_logs(world, policy="uniform", seed=4)
+    rng = np.random.default_rng(0)
+    e = 0.2
+    raw = np.where(rng.random(len(logs.action)) < e, 1.0 - logs.quality, logs.quality)
+    errors = TargetErrors(group=np.zeros(len(raw), dtype=int), raw=raw, false_pass=np.array([e]), false_fail=np.array([e]),
+                          failed=np.array([500]), passed=np.array([500]), repeats=np.array([0]), disagree=np.array([0.0]))  # fmt: skip
+    judged = replace(logs, quality=raw, target=corrected_score(raw, e, e), target_errors=errors)
+    config = dict(train=TrainConfig(max_epochs=300, patience=30), hidden=(64, 64))
+    truth = world.quality.mean(0)
+    through = OutcomeModel(**config).fit(judged).predict(world.X)[0].mean(0)
+    as_scored = OutcomeModel(**config).fit(replace(judged, target_errors=None)).predict(world.X)[0].mean(0)
+    assert np.abs(through - truth).max() < 0.05, (through, truth)
+    assert np.abs(as_scored - (e + (1 - 2 * e) * truth)).max() < 0.05  # the judge's view: gaps shrunk by 1 - 2e
+    assert np.ptp(through) > 0.9 * np.ptp(truth) and np.ptp(as_scored) < 0.7 * np.ptp(truth)  # the spread of models

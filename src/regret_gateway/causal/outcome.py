@@ -12,6 +12,12 @@ own bias (started at the model's mean). What one model's rows teach about a prom
 it asks for) serves every model, and a model with few rows stays near the shared prediction plus its mean.
 The fit is published as the same per-model networks (the trunk copied into each), so everything that
 reads an outcome model reads it unchanged.
+
+Rows scored by an LLM judge whose error retrain measured (``LoggedFeedback.target_errors``) are fitted
+through that error (forward correction): a judge score of correction g is, in expectation, ``false_pass[g]
++ (1 - false_pass[g] - false_fail[g]) * truth``, so the network's quality head is fitted as the truth
+that, seen through the judge, gives the score -- a proper likelihood, where the corrected targets themselves
+leave [0, 1] -- and predicts the truth, not the judge's shrunken view of it. Other rows fit their score.
 """
 
 from __future__ import annotations
@@ -34,6 +40,29 @@ def _padded(index_lists: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
         rows[t, : len(ix)] = torch.as_tensor(ix, dtype=torch.long)
         mask[t, : len(ix)] = 1.0
     return rows, mask
+
+
+def _quality_loss(logs: LoggedFeedback):
+    """``loss(logit, rows)``: each row's quality loss, elementwise over index tensors of any shape. Binary
+    cross-entropy of the row's score on the predicted truth, seen through the judge's measured error where
+    the row's score is a corrected judge score (``false_pass + (1 - false_pass - false_fail) * truth``)."""
+    q = torch.tensor(logs.quality, dtype=torch.float32)
+    errors = logs.target_errors
+    if errors is None or not np.any(errors.group >= 0):
+        return lambda logit, rows: torch.nn.functional.binary_cross_entropy_with_logits(logit, q[rows], reduction="none")
+    g = np.maximum(errors.group, 0)
+    judged = torch.as_tensor(errors.group >= 0)
+    floor = torch.as_tensor(np.where(errors.group >= 0, errors.false_pass[g], 0.0), dtype=torch.float32)
+    span = torch.as_tensor(np.where(errors.group >= 0, 1.0 - errors.false_pass[g] - errors.false_fail[g], 1.0),
+                           dtype=torch.float32)  # fmt: skip
+
+    def loss(logit: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        plain = torch.nn.functional.binary_cross_entropy_with_logits(logit, q[rows], reduction="none")
+        seen = (floor[rows] + span[rows] * torch.sigmoid(logit)).clamp(1e-6, 1 - 1e-6)  # what the judge reports
+        through = -(q[rows] * torch.log(seen) + (1 - q[rows]) * torch.log1p(-seen))
+        return torch.where(judged[rows], through, plain)
+
+    return loss
 
 
 class OutcomeModel:
@@ -88,10 +117,10 @@ class OutcomeModel:
         self.cost_scale_ = np.where(scale > 0, scale, 1.0)
 
         X = torch.tensor(logs.X)
-        q = torch.tensor(logs.quality, dtype=torch.float32)
         c = torch.as_tensor(logs.cost / self.cost_scale_[logs.action], dtype=torch.float32)
+        bce = _quality_loss(logs)
         if self.shared:
-            return self._fit_shared(logs, X, q, c, np.concatenate(train_ix), np.concatenate(val_ix))
+            return self._fit_shared(logs, X, c, np.concatenate(train_ix), np.concatenate(val_ix), bce)
         tr_rows, tr_mask = _padded(train_ix)
         va_rows, va_mask = _padded(val_ix)
 
@@ -100,9 +129,8 @@ class OutcomeModel:
 
         def loss_on(rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
             out = net(X[rows])  # (T, b, 2)
-            bce = torch.nn.functional.binary_cross_entropy_with_logits(out[..., 0], q[rows], reduction="none")
             mse = (out[..., 1] - c[rows]) ** 2
-            return ((bce + mse) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            return ((bce(out[..., 0], rows) + mse) * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
         result = train_members(
             net,
@@ -119,7 +147,7 @@ class OutcomeModel:
         return self
 
     def _fit_shared(
-        self, logs: LoggedFeedback, X: torch.Tensor, q: torch.Tensor, c: torch.Tensor, train_ix: np.ndarray, val_ix: np.ndarray
+        self, logs: LoggedFeedback, X: torch.Tensor, c: torch.Tensor, train_ix: np.ndarray, val_ix: np.ndarray, bce
     ) -> "OutcomeModel":
         T = logs.n_models
         torch.manual_seed(self.random_state)
@@ -131,8 +159,7 @@ class OutcomeModel:
 
         def loss_on(rows: torch.Tensor) -> torch.Tensor:
             out = net(X[rows], action[rows])  # (n, 2)
-            bce = torch.nn.functional.binary_cross_entropy_with_logits(out[:, 0], q[rows], reduction="none")
-            return (bce + (out[:, 1] - c[rows]) ** 2).mean().reshape(1)
+            return (bce(out[:, 0], rows) + (out[:, 1] - c[rows]) ** 2).mean().reshape(1)
 
         result = train_members(
             net,

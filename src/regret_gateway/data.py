@@ -199,8 +199,7 @@ class LoggedFeedback:
         lam: optional (n,) lambda of the caller's tier when the request was routed.
         target: optional (n,) the quality the estimators take as each row's outcome where it is not
             ``quality``: an LLM judge's score corrected for its measured error (unbiased for the truth, so it
-            may leave [0, 1]; ``store.judge_errors``). The outcome models fit ``quality``, a judge's rows through
-            its measured error (``causal.outcome``).
+            may leave [0, 1]; ``store.judge_errors``). The outcome models still fit ``quality``.
         target_errors: optional, how uncertain ``target`` is (:class:`TargetErrors`).
     """
 

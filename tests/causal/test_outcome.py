@@ -97,10 +97,10 @@ def test_the_shared_form_is_published_as_per_model_networks_that_predict_the_sam
         OutcomeModel(shared=True, shrink=-1.0)
 
 
-def test_judge_scores_are_fitted_through_the_judges_measured_error():
+def test_judge_scores_are_fitted_through_the_judges_measured_error_on_request():
     """Rows scored by a judge that flips 20% of its verdicts, with that error measured (``target_errors``):
-    the outcome networks predict each model's true quality, where fitting the scores as they are predicts the
-    judge's view of it, every gap between models shrunk by 1 - 2e (fails if the error is ignored in the fit)."""
+    with ``judge_error=True`` the outcome networks predict each model's true quality; by default they fit
+    the scores as recorded and predict the judge's view of it, every gap between models shrunk by 1 - 2e."""
     from dataclasses import replace
 
     from regret_gateway.data import TargetErrors, corrected_score
@@ -115,8 +115,8 @@ def test_judge_scores_are_fitted_through_the_judges_measured_error():
     judged = replace(logs, quality=raw, target=corrected_score(raw, e, e), target_errors=errors)
     config = dict(train=TrainConfig(max_epochs=300, patience=30), hidden=(64, 64))
     truth = world.quality.mean(0)
-    through = OutcomeModel(**config).fit(judged).predict(world.X)[0].mean(0)
-    as_scored = OutcomeModel(**config).fit(replace(judged, target_errors=None)).predict(world.X)[0].mean(0)
+    through = OutcomeModel(**config, judge_error=True).fit(judged).predict(world.X)[0].mean(0)
+    as_scored = OutcomeModel(**config).fit(judged).predict(world.X)[0].mean(0)
     assert np.abs(through - truth).max() < 0.05, (through, truth)
     assert np.abs(as_scored - (e + (1 - 2 * e) * truth)).max() < 0.05  # the judge's view: gaps shrunk by 1 - 2e
     assert np.ptp(through) > 0.9 * np.ptp(truth) and np.ptp(as_scored) < 0.7 * np.ptp(truth)  # the spread of models

@@ -5,7 +5,8 @@ measured (pooled over models).
     python docs/experiments/scripts/judge_calibration.py RUNS_DIR SEEDS NOISES [ARMS]
     # RUNS_DIR holds direct-s{seed} and {arm}-n{noise}-s{seed} (demo --out folders) for every arm;
     # ARMS default "users,self,raw": corrected by users' scores (--user-share), by the judge's
-    # self-agreement (--judge-repeat), taken as it is; "panel": two judges (--judge-panel 2) corrected by users
+    # self-agreement (--judge-repeat), taken as it is; "panel": two judges (--judge-panel 2) corrected by users;
+    # "targets": corrected by users with the outcome networks fitting the judge's scores as they are (ed1af0d)
 """
 
 from __future__ import annotations
@@ -16,8 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
-LABELS = {"users": "corrected by users", "self": "corrected by self-agreement", "raw": "as it is", "cal": "corrected",
-          "panel": "panel of two, corrected by users"}
+LABELS = {
+    "users": "corrected by users",
+    "self": "corrected by self-agreement",
+    "raw": "as it is",
+    "cal": "corrected",
+    "panel": "panel of two, corrected by users",
+    "targets": "corrected by users, DR targets only",
+}
 
 
 def last_round(folder: Path) -> dict[str, dict[str, float]]:

@@ -13,11 +13,14 @@ it asks for) serves every model, and a model with few rows stays near the shared
 The fit is published as the same per-model networks (the trunk copied into each), so everything that
 reads an outcome model reads it unchanged.
 
-Rows scored by an LLM judge whose error retrain measured (``LoggedFeedback.target_errors``) are fitted
-through that error (forward correction): a judge score of correction g is, in expectation, ``false_pass[g]
-+ (1 - false_pass[g] - false_fail[g]) * truth``, so the network's quality head is fitted as the truth
-that, seen through the judge, gives the score -- a proper likelihood, where the corrected targets themselves
-leave [0, 1] -- and predicts the truth, not the judge's shrunken view of it. Other rows fit their score.
+The networks fit every row's score as it was recorded, a judge's included (the DR targets carry the
+judge's correction). ``judge_error=True`` (opt-in, for studies) fits rows scored by a judge whose error
+retrain measured (``LoggedFeedback.target_errors``) through that error instead (forward correction): a
+judge score of correction g is, in expectation, ``false_pass[g] + (1 - false_pass[g] - false_fail[g]) *
+truth``, so the quality head is fitted as the truth that, seen through the judge, gives the score, and
+predicts the truth rather than the judge's view of it with every gap shrunk. It is not the default: on
+LLMRouter's dev slices it made R&C worse (docs/experiments/judge.md, "Fitting the networks through the
+judge's error").
 """
 
 from __future__ import annotations
@@ -42,13 +45,14 @@ def _padded(index_lists: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
     return rows, mask
 
 
-def _quality_loss(logs: LoggedFeedback):
+def _quality_loss(logs: LoggedFeedback, judge_error: bool):
     """``loss(logit, rows)``: each row's quality loss, elementwise over index tensors of any shape. Binary
-    cross-entropy of the row's score on the predicted truth, seen through the judge's measured error where
-    the row's score is a corrected judge score (``false_pass + (1 - false_pass - false_fail) * truth``)."""
+    cross-entropy of the row's score on the prediction; with ``judge_error``, on the predicted truth seen
+    through the judge's measured error where the row's score is a corrected judge score (``false_pass + (1 -
+    false_pass - false_fail) * truth``)."""
     q = torch.tensor(logs.quality, dtype=torch.float32)
     errors = logs.target_errors
-    if errors is None or not np.any(errors.group >= 0):
+    if not judge_error or errors is None or not np.any(errors.group >= 0):
         return lambda logit, rows: torch.nn.functional.binary_cross_entropy_with_logits(logit, q[rows], reduction="none")
     g = np.maximum(errors.group, 0)
     judged = torch.as_tensor(errors.group >= 0)
@@ -77,6 +81,7 @@ class OutcomeModel:
         shared: one trunk for every model, each model's output layer shrunk toward a shared one (above).
         shrink: with ``shared``, the L2 penalty on each model's deviation from the shared output layer, per
             logged row.
+        judge_error: fit a corrected judge's scores through its measured error (above; opt-in).
     """
 
     def __init__(
@@ -88,6 +93,7 @@ class OutcomeModel:
         random_state: int = 0,
         shared: bool = False,
         shrink: float = 1.0,
+        judge_error: bool = False,
     ) -> None:
         if shrink < 0:
             raise ValueError(f"`shrink` must be >= 0, got {shrink}")
@@ -97,11 +103,12 @@ class OutcomeModel:
         self.random_state = random_state
         self.shared = shared
         self.shrink = shrink
+        self.judge_error = judge_error
 
     def with_seed(self, random_state: int) -> "OutcomeModel":
         """An unfitted copy with another seed (cross-fitting fits one per fold)."""
         return OutcomeModel(hidden=self.hidden, train=self.train, val_fraction=self.val_fraction, random_state=random_state,
-                            shared=self.shared, shrink=self.shrink)  # fmt: skip
+                            shared=self.shared, shrink=self.shrink, judge_error=self.judge_error)  # fmt: skip
 
     def fit(self, logs: LoggedFeedback) -> "OutcomeModel":
         logs.require_all_models(minimum=1)
@@ -118,7 +125,7 @@ class OutcomeModel:
 
         X = torch.tensor(logs.X)
         c = torch.as_tensor(logs.cost / self.cost_scale_[logs.action], dtype=torch.float32)
-        bce = _quality_loss(logs)
+        bce = _quality_loss(logs, self.judge_error)
         if self.shared:
             return self._fit_shared(logs, X, c, np.concatenate(train_ix), np.concatenate(val_ix), bce)
         tr_rows, tr_mask = _padded(train_ix)

@@ -6,7 +6,7 @@ measured (pooled over models).
     # RUNS_DIR holds direct-s{seed} and {arm}-n{noise}-s{seed} (demo --out folders) for every arm;
     # ARMS default "users,self,raw": corrected by users' scores (--user-share), by the judge's
     # self-agreement (--judge-repeat), taken as it is; "panel": two judges (--judge-panel 2) corrected by users;
-    # "targets": corrected by users with the outcome networks fitting the judge's scores as they are (ed1af0d)
+    # "fit": corrected by users, the outcome networks fitted through the judge's error (judge_error=True; 0a31e6b)
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ LABELS = {
     "raw": "as it is",
     "cal": "corrected",
     "panel": "panel of two, corrected by users",
-    "targets": "corrected by users, DR targets only",
+    "fit": "corrected by users, networks fitted through the error",
 }
 
 

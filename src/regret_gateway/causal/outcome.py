@@ -18,9 +18,9 @@ judge's correction). ``judge_error=True`` (opt-in, for studies) fits rows scored
 retrain measured (``LoggedFeedback.target_errors``) through that error instead (forward correction): a
 judge score of correction g is, in expectation, ``false_pass[g] + (1 - false_pass[g] - false_fail[g]) *
 truth``, so the quality head is fitted as the truth that, seen through the judge, gives the score, and
-predicts the truth rather than the judge's view of it with every gap shrunk. It is not the default: on
-LLMRouter's dev slices it made R&C worse (docs/experiments/judge.md, "Fitting the networks through the
-judge's error").
+predicts the truth rather than the judge's view of it with every gap shrunk. It is not the default: no
+better on LLMRouter's dev slices nor in the paired replays (docs/experiments/judge.md, "Fitting the
+networks through the judge's error").
 """
 
 from __future__ import annotations

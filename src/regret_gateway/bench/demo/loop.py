@@ -94,8 +94,9 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     keys = {team: f"sk-{team}-{os.urandom(6).hex()}" for team, _, _ in cfg.tiers}
     up_port, proxy_port = free_port(), free_port()
     prices = {m: (0.0, OUTPUT_PRICE) for m in world.models}
+    judges = judge_models(cfg.judge_panel)  # the mock upstream serves each as the judge
     if cfg.judge_sample is not None:
-        prices.update({judge: (0.0, JUDGE_PRICE) for judge in judge_models(cfg.judge_panel)})
+        prices.update({judge: (0.0, JUDGE_PRICE) for judge in judges})
     config = proxy_config(gateway_section(world, cfg, work, keys), prices, f"http://127.0.0.1:{up_port}/v1",
                           custom_auth=True, api_key="sk-mock")  # fmt: skip
     (work / "config.yaml").write_text(yaml.safe_dump(config))
@@ -103,11 +104,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     judge_rng = np.random.default_rng(judge_seq)
 
     def respond(model: str, text: str) -> tuple[str, int, int]:  # the mock upstream, the judge model included
-        return (
-            (world.judge(text, cfg.judge_noise, judge_rng), 0, JUDGE_TOKENS)
-            if model in judge_models(cfg.judge_panel)
-            else world.respond(model, text)
-        )
+        return (world.judge(text, cfg.judge_noise, judge_rng), 0, JUDGE_TOKENS) if model in judges else world.respond(model, text)
 
     async def replay_judge(model: str, messages: list[dict], timeout_s: float) -> tuple[str, float]:
         return world.judge(messages[-1]["content"], cfg.judge_noise, judge_rng), JUDGE_TOKENS * JUDGE_PRICE

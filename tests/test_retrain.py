@@ -258,6 +258,27 @@ def test_a_window_past_max_rows_is_fitted_on_its_sample_and_the_report_says_so(t
     engine.dispose()
 
 
+def test_a_large_window_is_split_in_two_folds_unless_the_folds_are_given(tmp_path, world, monkeypatch):
+    """Past ``TWO_FOLDS_FROM`` rows (here lowered to 1,000) the fits learn from half the rows each, so a fold
+    holds half of them; ``folds`` given keeps what it says."""
+    from regret_gateway.policy import candidates
+
+    monkeypatch.setattr(candidates, "TWO_FOLDS_FROM", 1000)
+    bench, X = world
+    n = 1200
+    rng = np.random.default_rng(6)
+    settings = settings_for(tmp_path, bench)
+    engine = new_engine(settings)
+    n_models = len(bench.model_names)
+    log_to_store(engine, bench, X[:n], actions=rng.integers(0, n_models, n), propensity=np.full(n, 1.0 / n_models))
+    halves = retrain(settings, engine, RetrainOptions(n_boot=50, cross_fit=False, force=True))
+    assert halves.data["evaluation"] == "1/2 of the rows held out", halves.data
+    assert all(v.n == pytest.approx(n / 2, abs=2) for row in halves.tiers for v in row.values.values())
+    given = retrain(settings, engine, RetrainOptions(n_boot=50, cross_fit=False, folds=5, force=True))
+    assert given.data["evaluation"] == "1/5 of the rows held out", given.data
+    engine.dispose()
+
+
 @pytest.mark.parametrize("case", ["one model only", "no feedback", "all propensities 1", "too few rows", "one tiny propensity"])
 def test_degenerate_logs_are_refused_and_the_active_router_stays(tmp_path, world, case):
     bench, X = world

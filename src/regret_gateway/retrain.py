@@ -56,7 +56,14 @@ from regret_gateway.artifacts import ArtifactError, RouterArtifact, activate, ac
 from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.config import Settings
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.policy.candidates import FOLDS, N_BOOT, TierEvaluation, evaluate, held_out_rows, out_of_fold_fits
+from regret_gateway.policy.candidates import (
+    N_BOOT,
+    TierEvaluation,
+    default_folds,
+    evaluate,
+    held_out_rows,
+    out_of_fold_fits,
+)
 from regret_gateway.policy.frontier import budget_ladders
 from regret_gateway.servable import ServablePolicy
 from regret_gateway.store.records import team_key
@@ -76,7 +83,7 @@ class RetrainOptions:
     margin: float = 0.0  # a candidate must beat the incumbent by more than this (lower end of the paired 95% CI)
     force: bool = False
     regions: bool = True  # the safe default departs from the constant where the logs prove it (policy/regions.py)
-    folds: int = FOLDS  # the rows split into this many folds; what a fit on the others learned is evaluated on a fold
+    folds: int | None = None  # the rows split into this many folds (None: 5, or 2 past 60,000 rows: default_folds)
     cross_fit: bool = True  # every fold held out once (``folds`` fits, every row evaluated); False: the first (one fit)
     calibrate_judge: bool = True  # the judge's scores corrected by its error against user scores (store.judge_errors)
     max_rows: int | None = MAX_ROWS  # a larger window is sampled down to this many rows (store.training_set.sample_rows)
@@ -251,10 +258,11 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     logged = ts.logged
     tiers = settings.tiers_by_lambda()
     t1 = time.perf_counter()
-    fits = out_of_fold_fits(logged, [spec.lam for _, spec in tiers], folds=opts.folds, every=opts.cross_fit, seed=opts.seed)
+    k = default_folds(logged.n_samples) if opts.folds is None else opts.folds
+    fits = out_of_fold_fits(logged, [spec.lam for _, spec in tiers], folds=k, every=opts.cross_fit, seed=opts.seed)
     held = held_out_rows(fits, np.array(ts.loggers))
     data_info["evaluation"] = (
-        f"cross-fitted, {opts.folds} folds: every row held out once" if opts.cross_fit else f"1/{opts.folds} of the rows held out"
+        f"cross-fitted, {k} folds: every row held out once" if opts.cross_fit else f"1/{k} of the rows held out"
     )
     timings["fit"] = time.perf_counter() - t1
     t2 = time.perf_counter()

@@ -8,7 +8,7 @@ import numpy as np
 from regret_gateway.embedding import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.offline import OfflineConfig, make_trial
-from regret_gateway.policy.candidates import FOLDS, out_of_fold_fits
+from regret_gateway.policy.candidates import out_of_fold_fits
 
 
 def dev_splits(data_path: str, trials: int, draws: int, lams: list[float], limit: int | None):
@@ -24,7 +24,7 @@ def dev_splits(data_path: str, trials: int, draws: int, lams: list[float], limit
 def dev_trials(data_path: str, trials: int, draws: int, lams: list[float], limit: int | None):
     """Yield ``(trial, split, fits)`` for each trial."""
     for trial, split in dev_splits(data_path, trials, draws, lams, limit):
-        yield trial, split, out_of_fold_fits(split.logs, lams, folds=FOLDS, seed=trial)
+        yield trial, split, out_of_fold_fits(split.logs, lams, seed=trial)
 
 
 def utility_x100(test, actions: np.ndarray, lam: float) -> float:

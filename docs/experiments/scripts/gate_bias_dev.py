@@ -17,7 +17,7 @@ from regret_gateway.config import TierSpec
 from regret_gateway.embedding import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.offline import OfflineConfig, make_trial
-from regret_gateway.policy.candidates import FIXED, FOLDS, evaluate, learned_candidates, out_of_fold_fits
+from regret_gateway.policy.candidates import FIXED, evaluate, learned_candidates, out_of_fold_fits
 
 data_path, trials, lams = sys.argv[1], int(sys.argv[2]), [float(x) for x in sys.argv[3].split(",")]
 limit = int(sys.argv[4]) if len(sys.argv) > 4 else None
@@ -28,7 +28,7 @@ for trial in range(trials):
     cfg = OfflineConfig(lambdas=tuple(lams), methods=("r-and-c",), propensity="logged", evaluate_on="dev")
     split = make_trial(bench, full, cfg, trial)
     logs, truth = split.logs, full.subset(split.pool)  # the logs are simulated on the pool, row for row
-    fits = out_of_fold_fits(logs, lams, folds=FOLDS, seed=trial)
+    fits = out_of_fold_fits(logs, lams, seed=trial)
     tiers = [(f"lambda={lam:g}", TierSpec(lam=lam)) for lam in lams]
     rows, _ = evaluate(fits, tiers, None, seed=trial)
     order, names = fits.order, logs.model_names

@@ -14,7 +14,7 @@ from regret_gateway.context import SizeFeature
 from regret_gateway.embedding import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.offline import OfflineConfig, make_trial, reference_actions
-from regret_gateway.policy.candidates import FOLDS, evaluate, out_of_fold_fits
+from regret_gateway.policy.candidates import evaluate, out_of_fold_fits
 from regret_gateway.tokens import count_tokens
 
 path, trial, draws = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -24,7 +24,7 @@ X = Embedder(progress=False, cache_dir=default_cache_dir()).encode_unique(bench.
 size = SizeFeature()
 cfg = OfflineConfig(lambdas=tuple(lams), methods=("r-and-c",), propensity="logged", evaluate_on="dev", log_draws=draws)
 split = make_trial(bench, bench.full_feedback(size.append(X, count_tokens(bench.prompts))), cfg, trial)
-fits = out_of_fold_fits(split.logs, lams, folds=FOLDS, seed=trial)
+fits = out_of_fold_fits(split.logs, lams, seed=trial)
 rows, policy = evaluate(fits, [(f"lambda={lam:g}", TierSpec(lam=lam)) for lam in lams], None, seed=trial, size=size)
 test = split.full_test
 single = reference_actions("single-best", split.full_train, test, lams)

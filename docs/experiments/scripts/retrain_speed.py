@@ -23,11 +23,14 @@ def bench(src: Path, rows: int) -> dict[str, float]:
         [sys.executable, "-m", "regret_gateway", "bench", "retrain", "--rows", str(rows)],
         env={**os.environ, "PYTHONPATH": str(src)}, capture_output=True, text=True, check=True, cwd=src.parent,
     ).stdout  # fmt: skip
-    times = {}
-    for line in out.splitlines():  # | rows | evaluation | total s | read s | fit s | evaluate s | ...
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        if len(cells) > 5 and cells[0] == str(rows):
-            times[cells[1]] = {"total": float(cells[2]), "fit": float(cells[4]), "evaluate": float(cells[5])}
+    times, header = {}, []
+    for line in out.splitlines():  # the table's columns by their header (versions differ in which it has)
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] == "rows":
+            header = cells
+        elif header and len(cells) == len(header) and cells[0] == str(rows):
+            row = dict(zip(header, cells))
+            times[row["evaluation"]] = {step: float(row[f"{step} s"]) for step in ("total", "fit", "evaluate")}
     return times
 
 

@@ -32,7 +32,7 @@ TIERS = {"premium": TierSpec(lam=0.0), "standard": TierSpec(lam=200.0), "economy
 
 @dataclass(frozen=True)
 class RetrainTiming:
-    """One retrain of ``rows`` logged rows: cross-fitted (five fits) or one fit, its status and step times."""
+    """One retrain of ``rows`` logged rows: cross-fitted (five fits, two past 60,000 rows) or one fit, its status and step times."""
 
     rows: int
     cross_fit: bool
@@ -129,7 +129,7 @@ def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print,
                  run: Callable[[Settings, Any], tuple[str, str, dict, int, float | None]] = retrain_in_own_process
                  ) -> list[RetrainTiming]:  # fmt: skip
     """For each size: one store of ``n`` logged rows, retrained twice from scratch -- cross-fitted (the
-    default, five fits) and with ``cross_fit=False`` (one fit) -- so the two times are measured side by side.
+    default: five fits, two past 60,000 rows) and with ``cross_fit=False`` (one fit) -- so the two times are measured side by side.
     Each retrain is ``run`` (default: in a fresh process, so its peak memory is its own), with retrain's
     defaults otherwise (a window past ``max_rows`` is sampled)."""
     from regret_gateway.retrain import RetrainOptions

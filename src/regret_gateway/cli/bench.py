@@ -166,7 +166,7 @@ def bench_retrain(
     dim: int = typer.Option(384, "--dim", min=2, help="Embedding size."),
 ) -> None:
     """Retrain time (read, fit, evaluate, publish) for growing numbers of logged rows, 3 tiers, one run:
-    each size cross-fitted (the default, five fits) and with one fit (--no-cross-fit), side by side."""
+    each size cross-fitted (the default: five fits, two past 60,000 rows) and with one fit (--no-cross-fit), side by side."""
     from regret_gateway.bench.retrain_timing import retrain_table, time_retrain
 
     sizes = [int(v) for v in _floats(rows, "--rows")]

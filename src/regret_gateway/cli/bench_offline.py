@@ -110,7 +110,7 @@ def bench_offline(
     served_cross_fit: bool = typer.Option(
         True,
         "--served-cross-fit/--served-one-fit",
-        help="The served row's retrain: cross-fitted (five fits, retrain's default) or one fit (retrain --no-cross-fit).",
+        help="The served row's retrain: cross-fitted (five fits, two past 60,000 rows: retrain's default) or one fit (retrain --no-cross-fit).",
     ),
     log_draws: int = typer.Option(
         1,

@@ -230,11 +230,11 @@ def reference_actions(name: str, train: FullFeedback, test: FullFeedback, lambda
 
 def served_actions(
     logs: LoggedFeedback, test_X: np.ndarray, lambdas: np.ndarray, *, cross_fitted: bool = True, seed: int = 0,
-    size: SizeFeature | None = None,
+    size: SizeFeature | None = None, folds: int | None = None,
 ) -> tuple[np.ndarray, list[Candidate]]:  # fmt: skip
     """(L, n_test) choices of what ``retrain`` publishes from ``logs`` with one tier per lambda, by its own
     code and defaults (:func:`regret_gateway.policy.candidates.out_of_fold_fits` and :func:`~regret_gateway.policy.candidates.evaluate`:
-    the production learner fitted once per fold of five, every candidate -- RM-Interval, R&C, RM-Cluster
+    the production learner fitted once per fold -- five, or two past 60,000 rows, unless ``folds`` says --, every candidate -- RM-Interval, R&C, RM-Cluster
     and the best constant model -- valued on every logged row out of fold, the gate of
     :func:`regret_gateway.ope.select`), and the :class:`~regret_gateway.servable.Candidate` each tier serves (a
     safe default -- ``constant``, or ``regions``: that constant except in the regions the logs prove -- or a
@@ -242,10 +242,10 @@ def served_actions(
     ``cross_fitted=False``: one fit, as ``retrain --no-cross-fit``. ``size``: the size feature the rows carry
     last, as retrain has it with ``embedder.size_feature``."""
     from regret_gateway.config import TierSpec
-    from regret_gateway.policy.candidates import FOLDS, evaluate, out_of_fold_fits
+    from regret_gateway.policy.candidates import evaluate, out_of_fold_fits
 
     lams = [float(lam) for lam in lambdas]
-    fits = out_of_fold_fits(logs, lams, folds=FOLDS, every=cross_fitted, seed=seed)
+    fits = out_of_fold_fits(logs, lams, folds=folds, every=cross_fitted, seed=seed)
     rows, policy = evaluate(fits, [(f"lambda={lam:g}", TierSpec(lam=lam)) for lam in lams], None, seed=seed, size=size)
     return np.stack([policy.choose(test_X, lam) for lam in lams]), [policy.candidate_for(lam) for lam in lams]
 

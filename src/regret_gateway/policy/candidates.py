@@ -31,7 +31,8 @@ from regret_gateway.policy.cluster import SharedCentroids
 from regret_gateway.policy.regions import MAX_REGIONS, choose_regions, fit_regions, region_policy
 from regret_gateway.servable import Candidate, ConstantPolicy, PerTierPolicy, ServablePolicy, unit_rows
 
-FOLDS = 5  # retrain's default number of folds (RetrainOptions.folds)
+FOLDS = 5  # retrain's number of folds up to TWO_FOLDS_FROM rows (RetrainOptions.folds: default_folds)
+TWO_FOLDS_FROM = 60_000  # past this many rows retrain cross-fits with two folds (default_folds)
 N_BOOT = 300  # bootstrap resamples of the gate's paired intervals (RetrainOptions.n_boot)
 
 
@@ -79,6 +80,16 @@ def _train_config(n: int):
     if n <= 5_000:
         return TrainConfig(patience=100)
     return TrainConfig(batch_size=1024, max_epochs=40, patience=5)
+
+
+def default_folds(n_rows: int) -> int:
+    """Retrain's number of folds for ``n_rows`` logged rows: five, and two past 60,000 rows. Five fits on
+    4/5 of the rows cost four fits of every row; two fits on half of them cost one, and each still learns from
+    more than 30,000 rows, where the networks' fits have stopped gaining from more logs (on LLMRouter's and
+    MMLU-Pro's dev slices the published routers are as good from two folds as from five at 67,000 and 100,000
+    rows: docs/experiments/retrain-time.md). Every row is still evaluated out of fold, so the gate's
+    intervals keep their width."""
+    return FOLDS if n_rows <= TWO_FOLDS_FROM else 2
 
 
 def _split(n: int, share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -145,13 +156,15 @@ class OutOfFoldFits:
 
 
 def out_of_fold_fits(
-    logged: LoggedFeedback, tier_lams: list[float], *, folds: int, every: bool = True, seed: int = 0
+    logged: LoggedFeedback, tier_lams: list[float], *, folds: int | None = None, every: bool = True, seed: int = 0
 ) -> OutOfFoldFits:
-    """One :func:`fit_router` per fold, each on the other folds (``every=False``: the first fold only). A
+    """One :func:`fit_router` per fold, each on the other folds (``every=False``: the first fold only;
+    ``folds=None``: :func:`default_folds` of the rows). A
     prompt logged several times lies in one fold (:func:`~regret_gateway.causal.stats.folds_of`). The fits
     run one after another: on 2 cores, torch's two threads already keep both busy (fitting the folds in two
     one-thread processes instead measured 1.02-1.04 times as fast: docs/experiments/retrain-time.md)."""
     groups = prompt_groups(logged.X)
+    folds = default_folds(logged.n_samples) if folds is None else folds
     parts = folds_of(logged.n_samples, folds, seed, groups)[: None if every else 1]
     everything = np.arange(logged.n_samples)
     learners = [fit_router(logged.subset(np.setdiff1d(everything, f)), tier_lams, seed=seed) for f in parts]

@@ -19,10 +19,13 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def bench(src: Path, rows: int) -> dict[str, float]:
-    out = subprocess.run(
+    run = subprocess.run(
         [sys.executable, "-m", "regret_gateway", "bench", "retrain", "--rows", str(rows)],
-        env={**os.environ, "PYTHONPATH": str(src)}, capture_output=True, text=True, check=True, cwd=src.parent,
-    ).stdout  # fmt: skip
+        env={**os.environ, "PYTHONPATH": str(src)}, capture_output=True, text=True, cwd=src.parent,
+    )  # fmt: skip
+    if run.returncode:
+        sys.exit(f"bench retrain failed in {src}:\n{run.stderr[-3000:]}")
+    out = run.stdout
     times, header = {}, []
     for line in out.splitlines():  # the table's columns by their header (versions differ in which it has)
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -41,6 +44,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "base"
         subprocess.run(["git", "worktree", "add", "--detach", str(tree), base], check=True, cwd=ROOT, capture_output=True)
+        # the installed package maps regret_gateway.migrations to this checkout's migrations/: the base
+        # commit reads its own (its schema), found first in its src
+        (tree / "src" / "regret_gateway" / "migrations").symlink_to(tree / "migrations")
         try:
             runs: dict[str, list] = {base: [], head: []}
             for _ in range(repeats):

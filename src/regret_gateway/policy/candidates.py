@@ -85,9 +85,9 @@ def _train_config(n: int):
 def default_folds(n_rows: int) -> int:
     """Retrain's number of folds for ``n_rows`` logged rows: five, and two past 60,000 rows. Five fits on
     4/5 of the rows cost four fits of every row; two fits on half of them cost one, and each still learns from
-    more than 30,000 rows, where the networks' fits have stopped gaining from more logs (on LLMRouter's and
-    MMLU-Pro's dev slices the published routers are as good from two folds as from five at 67,000 and 100,000
-    rows: docs/experiments/retrain-time.md). Every row is still evaluated out of fold, so the gate's
+    more than 30,000 rows. On LLMRouter's and MMLU-Pro's dev slices at 81,000-85,000 logged rows, what retrain
+    published from two folds was +0.20 and -0.34 points from what it published from five, less than its own
+    seed moves it (docs/experiments/retrain-time.md). Every row is still evaluated out of fold, so the gate's
     intervals keep their width."""
     return FOLDS if n_rows <= TWO_FOLDS_FROM else 2
 

@@ -244,14 +244,20 @@ def test_where_the_prompt_does_not_matter_every_tier_serves_the_fixed_choice(tmp
     engine.dispose()
 
 
-def test_a_window_past_max_rows_is_fitted_on_its_sample_and_the_report_says_so(tmp_path, world):
+def uniformly_logged(tmp_path, world, n: int, seed: int):
+    """(settings, engine) of a store holding ``n`` rows of the world logged by a uniform policy."""
     bench, X = world
-    n = 1200
-    rng = np.random.default_rng(5)
+    rng = np.random.default_rng(seed)
     settings = settings_for(tmp_path, bench)
     engine = new_engine(settings)
     n_models = len(bench.model_names)
     log_to_store(engine, bench, X[:n], actions=rng.integers(0, n_models, n), propensity=np.full(n, 1.0 / n_models))
+    return settings, engine
+
+
+def test_a_window_past_max_rows_is_fitted_on_its_sample_and_the_report_says_so(tmp_path, world):
+    n, n_models = 1200, len(world[0].model_names)
+    settings, engine = uniformly_logged(tmp_path, world, n, seed=5)
     result = retrain(settings, engine, RetrainOptions(n_boot=50, max_rows=600, cross_fit=False))
     assert result.data["sampled_from"] == n and abs(result.data["rows"] - 600) <= n_models, result.data
     assert all(v.n == pytest.approx(result.data["rows"] / 5, abs=2) for row in result.tiers for v in row.values.values())
@@ -264,13 +270,8 @@ def test_a_large_window_is_split_in_two_folds_unless_the_folds_are_given(tmp_pat
     from regret_gateway.policy import candidates
 
     monkeypatch.setattr(candidates, "TWO_FOLDS_FROM", 1000)
-    bench, X = world
     n = 1200
-    rng = np.random.default_rng(6)
-    settings = settings_for(tmp_path, bench)
-    engine = new_engine(settings)
-    n_models = len(bench.model_names)
-    log_to_store(engine, bench, X[:n], actions=rng.integers(0, n_models, n), propensity=np.full(n, 1.0 / n_models))
+    settings, engine = uniformly_logged(tmp_path, world, n, seed=6)
     halves = retrain(settings, engine, RetrainOptions(n_boot=50, cross_fit=False, force=True))
     assert halves.data["evaluation"] == "1/2 of the rows held out", halves.data
     assert all(v.n == pytest.approx(n / 2, abs=2) for row in halves.tiers for v in row.values.values())

@@ -134,6 +134,43 @@ def test_a_tier_that_serves_its_own_estimator_runs_one_forward_pass(nets):
     np.testing.assert_array_equal(utilities, rc.utility_estimates(X, 1000.0))
 
 
+def test_choices_at_several_lambdas_are_each_lambdas_choice_from_one_pass_over_what_lambda_does_not_change(nets):
+    """Retrain values every tier's candidates at once: ``choices(X, lams)`` is ``choose`` at each lambda, and
+    R&C runs its outcome networks once for all of them, RM-Cluster assigns the nearest centroids once."""
+    tier_net, intervals, outcome, X = nets
+    rng = np.random.default_rng(2)
+    rc = OutcomePolicy(MODELS, MLPArrays.of(outcome), np.array([1e-3, 2e-3, 5e-4]))
+    cluster = ClusterPolicy(MODELS, rng.normal(size=(4, DIM)), rng.random((4, 3)), 1e-3 * rng.random((4, 3)))
+    interval = RMIntervalPolicy(MODELS, TIERS, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
+    lams = [0.0, 50.0, 200.0, 600.0, 1000.0, 3000.0]
+    passes = []
+    rc.arrays.forward = lambda X, member=None, f=rc.arrays.forward: (passes.append("r-and-c"), f(X, member))[1]
+    cluster.clusters = lambda X, f=cluster.clusters: (passes.append("rm-cluster"), f(X))[1]
+    for policy in (rc, cluster, interval):
+        each = np.stack([policy.choose(X, lam) for lam in lams])
+        assert len({tuple(row) for row in each}) > 2  # the lambdas choose apart: a wrong one would show
+        passes.clear()
+        np.testing.assert_array_equal(policy.choices(X, lams), each)
+        assert passes == ([] if policy is interval else [policy.kind if policy is rc else "rm-cluster"])
+    assert rc.choices(X, []).shape == (0, len(X))
+
+
+def test_a_long_input_runs_through_the_networks_block_by_block_as_one_pass_would(nets, monkeypatch):
+    """Past ``MLPArrays.BLOCK`` rows the forward pass runs block by block (each GELU on what the cache holds),
+    member by member or all at once, with what one pass over every row gives, to float32's rounding."""
+    from regret_gateway.servable import arrays as module
+
+    tier_net, intervals, outcome, X = nets
+    net = MLPArrays.of(outcome)
+    whole, one = net.forward(X), net.forward(X, 1)  # 400 rows: one block
+    rows_seen = []
+    monkeypatch.setattr(module, "gelu", lambda h, f=module.gelu: (rows_seen.append(h.shape[-2]), f(h))[1])
+    monkeypatch.setattr(MLPArrays, "BLOCK", 64)  # 400 rows: six blocks of 64 and one of 16
+    np.testing.assert_allclose(net.forward(X), whole, atol=1e-6)
+    np.testing.assert_allclose(net.forward(X, 1), one, atol=1e-6)
+    assert max(rows_seen) == 64 and sum(rows_seen) == 2 * 2 * len(X)  # two hidden layers, two passes
+
+
 def test_a_snapshot_owns_its_arrays_so_the_network_may_change_or_move_after_it():
     """A snapshot that viewed the network's tensors would change with it, and serve freed memory once torch
     moves their storage (sending the network to another process moves it into shared memory)."""

@@ -26,9 +26,9 @@ from regret_gateway.causal.estimators import HeldOut
 from regret_gateway.causal.stats import folds_of, prompt_groups
 from regret_gateway.context import SizeFeature
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.ope import LoggedData, PolicyValue, select
+from regret_gateway.ope import LoggedData, PolicyValue, Selection, select
 from regret_gateway.policy.cluster import SharedCentroids
-from regret_gateway.policy.regions import MAX_REGIONS, choose_regions, fit_regions, region_policy
+from regret_gateway.policy.regions import MAX_REGIONS, RegionChoice, choose_regions, fit_regions, region_policy
 from regret_gateway.servable import Candidate, ConstantPolicy, PerTierPolicy, ServablePolicy, unit_rows
 
 FOLDS = 5  # retrain's number of folds up to TWO_FOLDS_FROM rows (RetrainOptions.folds: default_folds)
@@ -229,6 +229,21 @@ def _serving(active: RouterArtifact | None, lam: float, model_names: tuple[str, 
     return None if policy.kind in Candidate.SAFE else (Candidate(policy.kind, version=version), policy)
 
 
+@dataclass(frozen=True)
+class _Gated:
+    """One tier's gate in :func:`evaluate`: its choice, the candidates (label -> (candidate, policy)) and their
+    actions on the held-out rows, the incumbent, what the tier served before, and the safe default."""
+
+    sel: Selection
+    pool: dict[str, tuple[Candidate, ServablePolicy]]
+    actions: dict[str, np.ndarray]
+    incumbent: str
+    current: tuple[Candidate, ServablePolicy] | None
+    prior: tuple[Candidate, ServablePolicy] | None
+    choice: RegionChoice
+    safe: Candidate
+
+
 def evaluate(
     fits: OutOfFoldFits,
     tiers,
@@ -283,8 +298,14 @@ def evaluate(
 
         priced = fit_priced(names, scores.quality, scores.cost, np.concatenate([r.X for r in scored]),
                             np.concatenate([r.action for r in scored]), np.concatenate([r.cost for r in scored]), size)  # fmt: skip
-    rows, served_policies, served_candidates = [], [], []
-    for name, spec in tiers:
+    # every learned candidate's choices at every tier's lambda, each fold's by the fit that did not see it: one
+    # pass per policy for every lambda (the outcome networks' forward pass, the nearest centroids)
+    out_of_fold = {
+        label: np.concatenate([fold[label].choices(part.X, lams) for (fold, _), part in zip(learned, parts)], axis=1)
+        for label in labels
+    }
+    gated: list[_Gated] = []  # per tier: the gate's choice among its candidates
+    for i, (_, spec) in enumerate(tiers):
         best = scores.best_constant(spec.lam)
         prior = _serving(active, spec.lam, names)
         current = None if prior is None or prior[0].safe else prior  # a safe default is re-derived, not kept
@@ -305,10 +326,7 @@ def evaluate(
             pool[challenger.label] = (challenger, ConstantPolicy(names, names[best]))
         if priced is not None:
             pool[PRICED] = (Candidate(PRICED), priced)
-        actions = {
-            label: np.concatenate([fold[label].choose(part.X, spec.lam) for (fold, _), part in zip(learned, parts)])
-            for label in labels
-        }
+        actions = {label: out_of_fold[label][i] for label in labels}
         for label, (_, policy) in pool.items():
             if label not in actions:
                 actions[label] = policy.choose(hold.X, spec.lam)
@@ -318,18 +336,27 @@ def evaluate(
             pool[incumbent] = current
             actions[incumbent] = current[1].choose(hold.X, spec.lam)
         sel = select(data, actions, incumbent, spec.lam, required=margin, force=force, n_boot=n_boot, seed=seed)
-        # what the published policy does with these requests: a learned candidate's actions above are its
-        # fold fits' (out of fold); the safe default's and the incumbent's are their published choices already
-        chosen, chosen_policy = pool[sel.served]
-        served = chosen_policy.choose(hold.X, spec.lam) if sel.served in labels else actions[sel.served]
+        gated.append(_Gated(sel, pool, actions, incumbent, current, prior, choice, safe))
+    # what the published policy does with these requests: a learned candidate's actions above are its fold
+    # fits' (out of fold), so a served one is asked again, once for the tiers that serve it; the safe
+    # default's and the incumbent's are their published choices already
+    serving = {label: [i for i, g in enumerate(gated) if g.sel.served == label] for label in labels}
+    published_choices = {
+        label: dict(zip(ix, published[label].choices(hold.X, [lams[i] for i in ix]))) for label, ix in serving.items() if ix
+    }
+    rows, served_policies, served_candidates = [], [], []
+    for i, ((name, spec), g) in enumerate(zip(tiers, gated)):
+        sel = g.sel
+        chosen, chosen_policy = g.pool[sel.served]
+        served = published_choices[sel.served][i] if sel.served in labels else g.actions[sel.served]
         mix = np.bincount(served, minlength=hold.n_models) / len(served)
-        changing = float(np.mean(served != actions[incumbent]))
-        changed = sel.served != incumbent if current is not None else (
-            prior is None or not np.array_equal(prior[1].choose(hold.X, spec.lam), served))  # fmt: skip
-        reason = sel.reason() + ("; " + choice.describe(names) if sel.served == safe.label else "")
+        changing = float(np.mean(served != g.actions[g.incumbent]))
+        changed = sel.served != g.incumbent if g.current is not None else (
+            g.prior is None or not np.array_equal(g.prior[1].choose(hold.X, spec.lam), served))  # fmt: skip
+        reason = sel.reason() + ("; " + g.choice.describe(names) if sel.served == g.safe.label else "")
         rows.append(
-            TierEvaluation(name, spec.lam, sel.served, incumbent, reason, sel.values, sel.gain, sel.gain_ci, changing,
-                           {m: float(v) for m, v in zip(names, mix)}, changed, choice.n_adopted, space.n_regions)
+            TierEvaluation(name, spec.lam, sel.served, g.incumbent, reason, sel.values, sel.gain, sel.gain_ci, changing,
+                           {m: float(v) for m, v in zip(names, mix)}, changed, g.choice.n_adopted, space.n_regions)
         )  # fmt: skip
         served_policies.append(chosen_policy)
         served_candidates.append(chosen.of_version(None))  # published in the new version

@@ -99,6 +99,10 @@ class OutcomePolicy(ServablePolicy):
         quality, cost = outcome_heads(self.arrays.forward(X), self.cost_scale)
         return quality - lam * cost
 
+    def _choices(self, X, lams):
+        quality, cost = outcome_heads(self.arrays.forward(X), self.cost_scale)  # one forward pass for every lambda
+        return np.stack([(quality - lam * cost).argmax(-1) for lam in lams]) if lams else super()._choices(X, lams)
+
     def _state(self):
         return {"weights": self.arrays.state(), "cost_scale": self.cost_scale}
 
@@ -155,6 +159,11 @@ class ClusterPolicy(ServablePolicy):
     def _logits(self, X, lam):
         k = self.clusters(X)
         return (self.quality[k] - lam * self.cost[k]).astype(np.float32)
+
+    def _choices(self, X, lams):
+        k = self.clusters(X)  # one assignment for every lambda; each cluster's choice from its (T,) means
+        return np.stack([(self.quality - lam * self.cost).astype(np.float32).argmax(-1)[k] for lam in lams]) if lams \
+            else super()._choices(X, lams)  # fmt: skip
 
     def _state(self):
         return {"centroids": self.centroids, "quality": self.quality, "cost": self.cost}

@@ -9,12 +9,20 @@ from typing import Optional
 
 import typer
 
-app = typer.Typer(help="regret-gateway: causal regret-minimising LLM routing for the LiteLLM proxy.", no_args_is_help=True)
-bench_app = typer.Typer(help="Benchmarks: offline reproduction of the paper, store throughput.", no_args_is_help=True)
+
+def _app(help: str) -> typer.Typer:
+    """A command group. Help in Markdown: each paragraph of a docstring wraps to the terminal (rich's default
+    markup keeps the docstring's own line breaks, ragged at 80 columns) and brackets print as written (rich
+    markup swallows text such as "[default: 5, or 2 past ...]")."""
+    return typer.Typer(help=help, no_args_is_help=True, rich_markup_mode="markdown")
+
+
+app = _app("regret-gateway: causal regret-minimising LLM routing for the LiteLLM proxy.")
+bench_app = _app("Benchmarks: offline reproduction of the paper, store throughput.")
 app.add_typer(bench_app, name="bench")
-db_app = typer.Typer(help="The SQL store: migrations, status, export of the training data.", no_args_is_help=True)
+db_app = _app("The SQL store: migrations, status, export of the training data.")
 app.add_typer(db_app, name="db")
-feedback_app = typer.Typer(help="Quality scores for routed requests.", no_args_is_help=True)
+feedback_app = _app("Quality scores for routed requests.")
 app.add_typer(feedback_app, name="feedback")
 
 STORE_UNREACHABLE = 3  # exit code of retrain when the store cannot be reached

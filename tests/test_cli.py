@@ -313,6 +313,7 @@ def test_retrain_refuses_an_empty_store_and_status_reports_cold_start(tmp_path):
     )
     result = runner.invoke(app, ["retrain", "--config", str(cfg)])
     assert result.exit_code == 2 and "refused: no usable rows" in result.output
+    assert " reading the logs\n" in result.stderr and " read 0 usable rows in " in result.stderr  # its progress
     status = runner.invoke(app, ["status", "--config", str(cfg)])
     assert status.exit_code == 0 and "cold start" in status.output and "requests in total: 0" in status.output
     bad = runner.invoke(app, ["retrain", "--config", str(cfg), "--every", "soon"])

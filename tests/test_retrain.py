@@ -272,8 +272,12 @@ def test_a_large_window_is_split_in_two_folds_unless_the_folds_are_given(tmp_pat
     monkeypatch.setattr(candidates, "TWO_FOLDS_FROM", 1000)
     n = 1200
     settings, engine = uniformly_logged(tmp_path, world, n, seed=6)
-    halves = retrain(settings, engine, RetrainOptions(n_boot=50, cross_fit=False, force=True))
+    steps: list[str] = []
+    halves = retrain(settings, engine, RetrainOptions(n_boot=50, cross_fit=False, force=True), progress=steps.append)
     assert halves.data["evaluation"] == "1/2 of the rows held out", halves.data
+    assert steps[:2] == ["reading the logs", "read 1,200 usable rows" + steps[1].removeprefix("read 1,200 usable rows")]
+    assert steps[2].startswith("fit 1 of 1 on 600 rows") and "on 600 held-out rows" in steps[3], steps
+    assert steps[-1].endswith("publishing") and len(steps) == 5, steps
     assert all(v.n == pytest.approx(n / 2, abs=2) for row in halves.tiers for v in row.values.values())
     given = retrain(settings, engine, RetrainOptions(n_boot=50, cross_fit=False, folds=5, force=True))
     assert given.data["evaluation"] == "1/5 of the rows held out", given.data

@@ -234,15 +234,21 @@ def publish(settings: Settings, engine: Engine, policy: ServablePolicy, rows: li
     return path
 
 
-def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOptions()) -> RetrainResult:
+def retrain(
+    settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOptions(), *, progress: Callable[[str], None] | None = None
+) -> RetrainResult:
     """Run the whole pipeline once: read, check, fit, evaluate, gate, publish, report. Never raises for bad
-    data: a refusal is a result with status 'refused'."""
+    data: a refusal is a result with status 'refused'. ``progress`` is told each step as it starts and ends
+    (one line each: the CLI prints them, so a long retrain is not silent)."""
+    say = progress or (lambda line: None)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     root = Path(settings.artifacts_dir)
     active_id = active_version_id(root)
+    say("reading the logs")
     ts = _read(settings, engine, opts)
     timings["read"] = time.perf_counter() - t0
+    say(f"read {ts.n_rows:,} usable rows in {timings['read']:.1f} s")
     try:
         if len(settings.models) < 2:
             raise RetrainRefused("`models` must list at least 2 models")
@@ -259,12 +265,18 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
     tiers = settings.tiers_by_lambda()
     t1 = time.perf_counter()
     k = default_folds(logged.n_samples) if opts.folds is None else opts.folds
-    fits = out_of_fold_fits(logged, [spec.lam for _, spec in tiers], folds=k, every=opts.cross_fit, seed=opts.seed)
+
+    def fitting(fold: int, of: int, rows: int) -> None:
+        say(f"fit {fold} of {of} on {rows:,} rows ({time.perf_counter() - t1:.1f} s so far)")
+
+    fits = out_of_fold_fits(logged, [spec.lam for _, spec in tiers], folds=k, every=opts.cross_fit, seed=opts.seed,
+                            on_fit=fitting)  # fmt: skip
     held = held_out_rows(fits, np.array(ts.loggers))
     data_info["evaluation"] = (
         f"cross-fitted, {k} folds: every row held out once" if opts.cross_fit else f"1/{k} of the rows held out"
     )
     timings["fit"] = time.perf_counter() - t1
+    say(f"fitted in {timings['fit']:.1f} s; evaluating every tier's candidates on {held.logs.n_samples:,} held-out rows")
     t2 = time.perf_counter()
     active = _active(settings, active_id, data_info)
     rows, policy = evaluate(
@@ -272,6 +284,7 @@ def retrain(settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOp
         n_boot=opts.n_boot, seed=opts.seed, regions=opts.regions, held=held, size=settings.embedder.size,
     )  # fmt: skip
     timings["evaluate"] = time.perf_counter() - t2
+    say(f"evaluated in {timings['evaluate']:.1f} s; publishing")
     teams = np.array(ts.teams, dtype=object)[fits.order]
     budgeted = {t: np.flatnonzero(teams == team_key(t)) for t, spec in settings.teams.items() if spec.budget is not None}
     data_info["budget_ladder"] = budget_ladders(settings, policy, held.logs.X, held.data, budgeted, ts.created_at[fits.order])
@@ -304,6 +317,7 @@ def retrain_every(
     *,
     on_result: Callable[[RetrainResult], None],
     on_unreachable: Callable[[Exception], None],
+    progress: Callable[[str], None] | None = None,
 ) -> RetrainResult | None:
     """``regret-gateway retrain [--every]``'s scheduler: migrate the store (idempotent) and retrain with
     ``options()`` (called each run: a sliding window moves), then, with a period, again every ``period_s``
@@ -316,7 +330,7 @@ def retrain_every(
     while True:
         try:
             upgrade(settings.store.url)  # idempotent; a new store gets its tables
-            result = retrain(settings, engine, options())
+            result = retrain(settings, engine, options(), progress=progress)
         except SQLAlchemyError as exc:
             on_unreachable(exc)
             if period_s is None:

@@ -196,8 +196,12 @@ def retrain_cmd(
                 typer.echo(f"judge's scores ({judge['rows']} rows): {how}")
         typer.echo(f"report: {', '.join(result.report_paths.values())}")
 
+    def progress(line: str) -> None:  # each step as it starts and ends, on stderr: a long retrain is not silent
+        typer.echo(f"{datetime.now():%Y-%m-%d %H:%M:%S} {line}", err=True)
+
     try:
-        result = retrain_every(settings, engine, options, period, on_result=show, on_unreachable=unreachable)
+        result = retrain_every(settings, engine, options, period, on_result=show, on_unreachable=unreachable,
+                               progress=progress)  # fmt: skip
     finally:
         engine.dispose()
     raise typer.Exit(STORE_UNREACHABLE if result is None else {"published": 0, "kept": 1, "refused": 2}[result.status])

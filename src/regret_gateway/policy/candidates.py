@@ -17,6 +17,7 @@ on simulated ones).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -156,10 +157,11 @@ class OutOfFoldFits:
 
 
 def out_of_fold_fits(
-    logged: LoggedFeedback, tier_lams: list[float], *, folds: int | None = None, every: bool = True, seed: int = 0
-) -> OutOfFoldFits:
+    logged: LoggedFeedback, tier_lams: list[float], *, folds: int | None = None, every: bool = True, seed: int = 0,
+    on_fit: Callable[[int, int, int], None] | None = None,
+) -> OutOfFoldFits:  # fmt: skip
     """One :func:`fit_router` per fold, each on the other folds (``every=False``: the first fold only;
-    ``folds=None``: :func:`default_folds` of the rows). A
+    ``folds=None``: :func:`default_folds` of the rows; ``on_fit(k, of, rows)`` is called as fit k starts). A
     prompt logged several times lies in one fold (:func:`~regret_gateway.causal.stats.folds_of`). The fits
     run one after another: on 2 cores, torch's two threads already keep both busy (fitting the folds in two
     one-thread processes instead measured 1.02-1.04 times as fast: docs/experiments/retrain-time.md)."""
@@ -167,7 +169,12 @@ def out_of_fold_fits(
     folds = default_folds(logged.n_samples) if folds is None else folds
     parts = folds_of(logged.n_samples, folds, seed, groups)[: None if every else 1]
     everything = np.arange(logged.n_samples)
-    learners = [fit_router(logged.subset(np.setdiff1d(everything, f)), tier_lams, seed=seed) for f in parts]
+    learners = []
+    for k, held in enumerate(parts):
+        rest = np.setdiff1d(everything, held)
+        if on_fit is not None:  # (this fit, of how many, on how many rows): retrain's progress lines
+            on_fit(k + 1, len(parts), len(rest))
+        learners.append(fit_router(logged.subset(rest), tier_lams, seed=seed))
     return OutOfFoldFits(logged, parts, learners, groups)
 
 

@@ -275,7 +275,7 @@ def test_a_large_window_is_split_in_two_folds_unless_the_folds_are_given(tmp_pat
     steps: list[str] = []
     halves = retrain(settings, engine, RetrainOptions(n_boot=50, cross_fit=False, force=True), progress=steps.append)
     assert halves.data["evaluation"] == "1/2 of the rows held out", halves.data
-    assert steps[:2] == ["reading the logs", "read 1,200 usable rows" + steps[1].removeprefix("read 1,200 usable rows")]
+    assert steps[0] == "reading the logs" and steps[1].startswith("read 1,200 usable rows in "), steps
     assert steps[2].startswith("fit 1 of 1 on 600 rows") and "on 600 held-out rows" in steps[3], steps
     assert steps[-1].endswith("publishing") and len(steps) == 5, steps
     assert all(v.n == pytest.approx(n / 2, abs=2) for row in halves.tiers for v in row.values.values())

@@ -59,10 +59,12 @@ class ServablePolicy(ABC):
     def choices(self, X: np.ndarray, lams: Sequence[float]) -> np.ndarray:
         """(L, n) :meth:`choose` at each of ``lams``: what does not depend on lambda (the outcome networks'
         forward pass, the nearest centroid) computed once where the kind allows (:meth:`_choices`)."""
-        return self._choices(self._input(X), [check_lambda(lam) for lam in lams])
+        X, lams = self._input(X), [check_lambda(lam) for lam in lams]
+        return self._choices(X, lams) if lams else np.zeros((0, len(X)), dtype=np.int64)
 
     def _choices(self, X: np.ndarray, lams: list[float]) -> np.ndarray:
-        return np.stack([self._logits(X, lam).argmax(-1) for lam in lams]) if lams else np.zeros((0, len(X)), dtype=np.int64)
+        """(L, n) for at least one lambda."""
+        return np.stack([self._logits(X, lam).argmax(-1) for lam in lams])
 
     def utility_estimates(self, X: np.ndarray, lam: float) -> np.ndarray | None:
         """(n, T) estimated utility quality - lam * cost of every model (in quality units), or None for a

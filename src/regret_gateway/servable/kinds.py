@@ -101,7 +101,7 @@ class OutcomePolicy(ServablePolicy):
 
     def _choices(self, X, lams):
         quality, cost = outcome_heads(self.arrays.forward(X), self.cost_scale)  # one forward pass for every lambda
-        return np.stack([(quality - lam * cost).argmax(-1) for lam in lams]) if lams else super()._choices(X, lams)
+        return np.stack([(quality - lam * cost).argmax(-1) for lam in lams])
 
     def _state(self):
         return {"weights": self.arrays.state(), "cost_scale": self.cost_scale}
@@ -162,8 +162,7 @@ class ClusterPolicy(ServablePolicy):
 
     def _choices(self, X, lams):
         k = self.clusters(X)  # one assignment for every lambda; each cluster's choice from its (T,) means
-        return np.stack([(self.quality - lam * self.cost).astype(np.float32).argmax(-1)[k] for lam in lams]) if lams \
-            else super()._choices(X, lams)  # fmt: skip
+        return np.stack([(self.quality - lam * self.cost).astype(np.float32).argmax(-1)[k] for lam in lams])
 
     def _state(self):
         return {"centroids": self.centroids, "quality": self.quality, "cost": self.cost}

@@ -1,6 +1,7 @@
 """The learning curve from `bench offline --log-draws K` runs: per K, every method's test utility (x100, mean
-over lambda) per trial, paired with the single best model, the best constant the logs choose and the
-full-information ceiling; one plot of mean utility against logged rows.
+over lambda) per trial, paired with the single best model (how many trials above it, how many within 0.5
+of it: issue 40's never-worse bar), the best constant the logs choose and the full-information ceiling,
+beside the oracle; one plot of mean utility against logged rows.
 
     python docs/experiments/scripts/learning_curve.py OUT.png RUN_DIR [RUN_DIR ...] > table.md
 
@@ -29,8 +30,9 @@ def main() -> None:
     out, folders = sys.argv[1], sys.argv[2:]
     runs = sorted((load(f) for f in folders), key=lambda r: r["K"])
     methods = [m for m in runs[0]["per_trial"] if m != "oracle"]
-    print("| K | logged rows | trials | " + " | ".join(methods) + " | served - single-best (trials above) | served - logged-constant (trials above) | share of the ceiling's gain |")
-    print("|---:|---:|---:|" + "---:|" * len(methods) + "---:|---:|---:|")
+    print("| K | logged rows | trials | " + " | ".join(methods) + " | oracle | served - single-best (trials above; within 0.5) | per trial"
+          " | served - logged-constant (trials above) | share of the ceiling's gain |")  # fmt: skip
+    print("|---:|---:|---:|" + "---:|" * len(methods) + "---:|---:|---|---:|---:|")
     for r in runs:
         u = r["per_trial"]
         n = len(u["single-best"])
@@ -42,8 +44,11 @@ def main() -> None:
         if ceiling is not None:
             gap = u[ceiling] - u["single-best"]
             share = f"{np.mean(d_single) / np.mean(gap):.2f} (ceiling +{np.mean(gap):.2f})" if np.mean(gap) > 0 else "ceiling <= single-best"
-        print(f"| {r['K']} | {r['rows']} | {n} | " + " | ".join(cells)
-              + f" | {d_single.mean():+.2f} ({int((d_single > 0).sum())}/{n}) | {d_const.mean():+.2f} ({int((d_const > 0).sum())}/{n}) | {share} |")  # fmt: skip
+        oracle = f"{u['oracle'].mean():.2f}" if "oracle" in u else "-"
+        trials = ", ".join(f"{d:+.2f}" for d in d_single)
+        print(f"| {r['K']} | {r['rows']} | {n} | " + " | ".join(cells) + f" | {oracle}"
+              + f" | {d_single.mean():+.2f} ({int((d_single > 0).sum())}/{n}; {int((d_single >= -0.5).sum())}/{n}) | {trials}"
+              + f" | {d_const.mean():+.2f} ({int((d_const > 0).sum())}/{n}) | {share} |")  # fmt: skip
 
     import matplotlib
 

@@ -253,8 +253,9 @@ def test_users_scoring_a_share_calibrate_the_judge(tmp_path):
 
     # ~225 pairs by the first retrain (750 requests x 0.6 judged x 0.5 user-scored): the pooled error within 0.12
     # is ~2.5 standard errors (at 0.4 x 0.3, ~80 pairs, it was 1.5 and failed by chance under load)
+    # one fit (cross_fit=False): what is measured is the judge's error, which reads the store, not the fits
     cfg = DemoConfig(world_size=600, rounds=2, requests=250, out=tmp_path, device="cpu", replay=True, judge_sample=0.6,
-                     judge_noise=0.2, user_share=0.5, judge_repeat=0.5)  # fmt: skip
+                     judge_noise=0.2, user_share=0.5, judge_repeat=0.5, cross_fit=False)  # fmt: skip
     doc = run_demo(cfg, echo=lambda _: None)
     with sqlite3.connect(f"{doc['work_dir']}/gateway.db") as db:
         sources = dict(db.execute("SELECT source, count(*) FROM feedback GROUP BY source").fetchall())
@@ -332,7 +333,7 @@ def test_a_budgeted_team_is_steered_onto_its_daily_budget(tmp_path):
     lines: list[str] = []
     doc = run_demo(
         DemoConfig(world_size=600, rounds=2, requests=150, out=tmp_path, device="cpu", replay=True, budget_days=1,
-                   budget_requests=1500),
+                   budget_requests=1500, cross_fit=False),  # one fit: the steering reads the store, not the fits
         echo=lines.append,
     )  # fmt: skip
     day = json.loads((tmp_path / "budget.json").read_text())[0]

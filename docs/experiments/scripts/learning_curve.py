@@ -1,6 +1,6 @@
 """The learning curve from `bench offline --log-draws K` runs: per K, every method's test utility (x100, mean
 over lambda) per trial, paired with the single best model (how many trials above it, how many within 0.5
-of it: issue 40's never-worse bar), the best constant the logs choose and the full-information ceiling,
+of it: the never-worse bar), the best constant the logs choose and the full-information ceiling,
 beside the oracle; one plot of mean utility against logged rows.
 
     python docs/experiments/scripts/learning_curve.py OUT.png RUN_DIR [RUN_DIR ...] > table.md

@@ -1,5 +1,6 @@
 """Stacked networks and the training loop: members train as if alone, each with its own early stopping."""
 
+import pytest
 import torch
 
 from regret_gateway.nn.networks import StackedMLP
@@ -75,3 +76,64 @@ def test_restricted_members_compute_the_same_and_take_no_gradient():
     assert torch.allclose(net(per_member_x)[2], net.member(2)(per_member_x[2:3])[0], atol=1e-6)
     net.restrict(None)
     assert net(x).shape == (3, 10, 2) and torch.allclose(net(x), full, atol=1e-6)
+
+
+def _fit(precision: str, seen: list) -> tuple[StackedMLP, float, float]:
+    """A two-member regression fitted from one initialisation at ``precision``: the network, its validation
+    loss and the target's variance (a constant's loss); ``seen`` gets, per call of the loss and of the
+    validation score, the autocast dtype it ran under (None: none)."""
+    torch.manual_seed(3)
+    net = StackedMLP(2, 16, 1, (64, 64))
+    x = torch.randn(512, 16)
+    y = torch.sin(x[:, :1] * 2) + x[:, 1:2] ** 2
+
+    def under() -> torch.dtype | None:
+        return torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None
+
+    def loss(idx):
+        seen.append(("loss", under()))
+        return ((net(x[idx]) - y[idx]) ** 2).mean(dim=(1, 2))
+
+    def val():
+        seen.append(("val", under()))
+        return ((net(x) - y) ** 2).mean(dim=(1, 2))
+
+    result = train_members(net, 512, loss, val, TrainConfig(batch_size=64, max_epochs=30, patience=30, precision=precision))
+    return net, float(result.best_score.mean()), float(y.var())
+
+
+def test_bfloat16_steps_multiply_in_bfloat16_and_learn_what_float32_does():
+    """precision="bfloat16": each training step's products run under a bfloat16 autocast, while the validation
+    scores, the parameters and the network's output stay float32; the fit reaches about float32's loss."""
+    seen32: list = []
+    seen16: list = []
+    net32, loss32, _ = _fit("float32", seen32)
+    net16, loss16, constant = _fit("bfloat16", seen16)
+    assert {dtype for step, dtype in seen32} == {None}
+    assert {dtype for step, dtype in seen16 if step == "loss"} == {torch.bfloat16}
+    assert {dtype for step, dtype in seen16 if step == "val"} == {None}
+    assert all(p.dtype == torch.float32 for p in net16.parameters())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert net16(torch.randn(4, 16)).dtype == torch.float32
+    assert not all(torch.equal(a, b) for a, b in zip(net32.parameters(), net16.parameters()))
+    assert loss16 < 0.25 * constant and abs(loss16 - loss32) < 0.25 * loss32
+
+
+def test_auto_precision_multiplies_in_bfloat16_only_where_the_cpu_does_natively(monkeypatch):
+    import regret_gateway.nn.training as training
+
+    monkeypatch.setattr(training, "native_bfloat16", lambda: False)
+    assert training.step_dtype("auto") == torch.float32 and training.step_dtype("bfloat16") == torch.bfloat16
+    monkeypatch.setattr(training, "native_bfloat16", lambda: True)
+    assert training.step_dtype("auto") == torch.bfloat16 and training.step_dtype("float32") == torch.float32
+    with pytest.raises(ValueError, match="precision"):
+        TrainConfig(precision="half")
+
+
+def test_retrain_fits_past_full_batch_sizes_in_auto_precision():
+    """retrain's mini-batch fits (past 5,000 rows, where their time matters) use bfloat16 where the CPU has it;
+    its small full-batch fits stay float32."""
+    from regret_gateway.policy.candidates import _train_config
+
+    assert _train_config(5_000).precision == "float32"
+    assert _train_config(5_001).precision == "auto" and _train_config(5_001).batch_size == 1024

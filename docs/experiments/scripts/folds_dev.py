@@ -1,5 +1,6 @@
 """Dev study (the test split is never read): past how many logged rows may retrain cross-fit with two
-folds instead of five without publishing worse routers? Per trial (`evaluate_on="dev"`: a held-out slice of
+folds instead of five without publishing worse routers, and does training its networks' products in
+bfloat16 change what it publishes? Per trial (`evaluate_on="dev"`: a held-out slice of
 the train prompts, never logged), K logged draws per training prompt, what retrain publishes from the
 trial's logs (`served_actions`, its own code) with each number of folds; scored on the dev prompts with the
 true outcomes beside the single best model. One JSON line per trial, folds and lambda.
@@ -9,9 +10,12 @@ true outcomes beside the single best model. One JSON line per trial, folds and l
 
 TRIALS: a number (trials 0..TRIALS-1) or a comma list of trials (e.g. 1,2); FOLDS: a comma list, e.g. 5,2
 (every trial's logs are the same for each); ``5@100`` is five folds with retrain's seed 100 above the trial's
-(the same logs fitted again: how far retrain's own seed moves what it publishes).
+(the same logs fitted again: how far retrain's own seed moves what it publishes); a setting may end in
+``/float32`` or ``/bfloat16``, the precision of its mini-batch fits (``TrainConfig.precision``; without it,
+retrain's own: ``auto``), e.g. ``2/float32,2``.
 """
 
+import dataclasses
 import json
 import sys
 import time
@@ -20,7 +24,19 @@ from collections import defaultdict
 import numpy as np
 from dev_trials import dev_splits, utility_x100
 
+import regret_gateway.policy.candidates as candidates
 from regret_gateway.evaluation.offline import reference_actions, served_actions
+
+RETRAIN_CONFIG = candidates._train_config
+
+
+def precision_of(setting: str) -> None:
+    """Retrain's fits train at the setting's precision (after a ``/``), else at its own."""
+    precision = setting.partition("/")[2]
+    candidates._train_config = (  # type: ignore[assignment]
+        RETRAIN_CONFIG if not precision else
+        lambda n: dataclasses.replace(RETRAIN_CONFIG(n), precision=precision) if n > 5_000 else RETRAIN_CONFIG(n)
+    )  # fmt: skip
 
 
 def run(data_path: str, trials: list[int], draws: int, lams: list[float], folds: list[str], limit: int | None) -> None:
@@ -31,7 +47,8 @@ def run(data_path: str, trials: list[int], draws: int, lams: list[float], folds:
         single = reference_actions("single-best", split.full_train, test, lams)
         first = None
         for setting in folds:
-            k, offset = (int(v) for v in (setting + "@0").split("@")[:2])
+            k, offset = (int(v) for v in (setting.partition("/")[0] + "@0").split("@")[:2])
+            precision_of(setting)
             t0 = time.perf_counter()
             actions, served = served_actions(split.logs, test.X, np.asarray(lams), folds=k, seed=trial + offset)
             seconds = time.perf_counter() - t0

@@ -1,11 +1,12 @@
 """`bench retrain` at this checkout beside another commit, in one run, alternating, so the machine's load
 and speed of the day fall on both alike:
 
-    python docs/experiments/scripts/retrain_speed.py BASE_COMMIT [ROWS] [REPEATS]
+    python docs/experiments/scripts/retrain_speed.py BASE_COMMIT[,BASE_COMMIT...] [ROWS] [REPEATS]
 
-BASE_COMMIT is checked out into a temporary git worktree and imported from its `src` (PYTHONPATH) with
-this environment's packages. Prints each run's retrain seconds (cross-fitted and one fit) and the ratio
-base / this checkout of their medians.
+Each BASE_COMMIT is checked out into a temporary git worktree and imported from its `src` (PYTHONPATH)
+with this environment's packages. Prints each run's retrain seconds (cross-fitted and one fit) and, per
+base, the ratio base / this checkout of their medians (this checkout is labelled ``+changes`` where its
+tracked files differ from HEAD).
 """
 
 import os
@@ -38,29 +39,48 @@ def bench(src: Path, rows: int) -> dict[str, float]:
 
 
 def main() -> None:
-    base, rows = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 100_000
+    bases, rows = sys.argv[1].split(","), int(sys.argv[2]) if len(sys.argv) > 2 else 100_000
     repeats = int(sys.argv[3]) if len(sys.argv) > 3 else 1
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, cwd=ROOT
+    ).stdout
+    here = f"{head}+changes" if dirty.strip() else head
     with tempfile.TemporaryDirectory() as tmp:
-        tree = Path(tmp) / "base"
-        subprocess.run(["git", "worktree", "add", "--detach", str(tree), base], check=True, cwd=ROOT, capture_output=True)
-        # the installed package maps regret_gateway.migrations to this checkout's migrations/: the base
-        # commit reads its own (its schema), found first in its src
-        (tree / "src" / "regret_gateway" / "migrations").symlink_to(tree / "migrations")
+        trees = {}
+        for base in bases:
+            tree = trees[base] = Path(tmp) / base
+            subprocess.run(["git", "worktree", "add", "--detach", str(tree), base], check=True, cwd=ROOT, capture_output=True)
+            # the installed package maps regret_gateway.migrations to this checkout's migrations/: the base
+            # commit reads its own (its schema), found first in its src
+            (tree / "src" / "regret_gateway" / "migrations").symlink_to(tree / "migrations")
         try:
-            runs: dict[str, list] = {base: [], head: []}
+            runs: dict[str, list] = {label: [] for label in [*bases, here]}
             for _ in range(repeats):
-                for label, src in ((base, tree / "src"), (head, ROOT / "src")):
+                for label, src in [*((b, trees[b] / "src") for b in bases), (here, ROOT / "src")]:
                     runs[label].append(bench(src, rows))
                     print(f"{label}: {runs[label][-1]}", flush=True)
         finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
-    print(f"\n| {rows} rows | step | {base} s | {head} s | {base} / {head} |\n|---|---|---:|---:|---:|")
-    for how in runs[head][0]:
+            for tree in trees.values():
+                subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, capture_output=True)
+    print(
+        f"\n| {rows} rows | step | "
+        + " | ".join(f"{label} s" for label in runs)
+        + " | "
+        + " | ".join(f"{b} / {here}" for b in bases)
+        + " |"
+    )
+    print("|---|---|" + "---:|" * (len(runs) + len(bases)))
+    for how in runs[here][0]:
         for step in ("total", "fit", "evaluate"):
-            old = statistics.median(r[how][step] for r in runs[base])
-            new = statistics.median(r[how][step] for r in runs[head])
-            print(f"| {how} | {step} | {old:.1f} | {new:.1f} | {old / new:.2f} |")
+            median = {label: statistics.median(r[how][step] for r in rs) for label, rs in runs.items()}
+            print(
+                f"| {how} | {step} | "
+                + " | ".join(f"{v:.1f}" for v in median.values())
+                + " | "
+                + " | ".join(f"{median[b] / median[here]:.2f}" for b in bases)
+                + " |"
+            )
 
 
 if __name__ == "__main__":

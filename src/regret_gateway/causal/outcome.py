@@ -217,7 +217,7 @@ class _SharedOutcomeNet(torch.nn.Module):
         """(n, 2): the logged model's quality logit and scaled cost for each row."""
         h = torch.nn.functional.gelu(self.trunk(x)[0])  # (n, width)
         w = self.shared[0] + self.deviation[0, action]  # (n, width, 2)
-        return torch.einsum("nw,nwk->nk", h, w) + self.bias[0, action]
+        return torch.einsum("nw,nwk->nk", h, w).float() + self.bias[0, action]
 
     @torch.no_grad()
     def as_stacked(self) -> StackedMLP:

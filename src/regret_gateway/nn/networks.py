@@ -61,6 +61,7 @@ class StackedMLP(nn.Module):
             h = torch.baddbmm(b, h, w)
             if i < last:
                 h = torch.nn.functional.gelu(h)
+        h = h.float()  # under a bfloat16 autocast (training: nn.training) the losses read float32
         if members is None:
             return h
         return h.new_zeros(self.n_members, *h.shape[1:]).index_copy(0, members, h)
@@ -102,7 +103,7 @@ class IntervalNets(nn.Module):
         """ends: (k, n, 2T) endpoint logits of the selected intervals; s: position in the interval
         (scalar or broadcastable to (k, n, 1)) -> (k, n, T)."""
         g = torch.nn.functional.gelu(s * self.g_weight[members] + self.g_bias[members])
-        return torch.baddbmm(self.out_bias[members], ends + g, self.out_weight[members])
+        return torch.baddbmm(self.out_bias[members], ends + g, self.out_weight[members]).float()
 
 
 def interval_ends(tier_net: StackedMLP, X: torch.Tensor) -> torch.Tensor:

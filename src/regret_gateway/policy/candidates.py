@@ -69,7 +69,8 @@ class TierEvaluation:
 def _train_config(n: int):
     """Full-batch Adam at lr 1e-3 (the ``fast`` preset) with the paper's patience of 100 epochs up to 5,000
     rows; beyond, mini-batches of 1,024 for at most 40 epochs (patience 5): a fixed number of passes, so
-    the time grows linearly with the rows.
+    the time grows linearly with the rows, their matrix products in bfloat16 where the CPU multiplies it
+    natively (``precision="auto"``, :mod:`regret_gateway.nn.training`).
 
     Why patience 100 and not ``fast``'s 50: with a few hundred logged rows the validation share is a few
     dozen rows, and a network that has waited 50 full-batch steps without a better validation regret is
@@ -80,7 +81,7 @@ def _train_config(n: int):
 
     if n <= 5_000:
         return TrainConfig(patience=100)
-    return TrainConfig(batch_size=1024, max_epochs=40, patience=5)
+    return TrainConfig(batch_size=1024, max_epochs=40, patience=5, precision="auto")
 
 
 def default_folds(n_rows: int) -> int:

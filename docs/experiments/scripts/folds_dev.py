@@ -31,12 +31,14 @@ RETRAIN_CONFIG = candidates._train_config
 
 
 def precision_of(setting: str) -> None:
-    """Retrain's fits train at the setting's precision (after a ``/``), else at its own."""
+    """Retrain's mini-batch fits train at the setting's precision (after a ``/``), else at its own."""
     precision = setting.partition("/")[2]
-    candidates._train_config = (  # type: ignore[assignment]
-        RETRAIN_CONFIG if not precision else
-        lambda n: dataclasses.replace(RETRAIN_CONFIG(n), precision=precision) if n > 5_000 else RETRAIN_CONFIG(n)
-    )  # fmt: skip
+
+    def config(n: int):
+        own = RETRAIN_CONFIG(n)
+        return dataclasses.replace(own, precision=precision) if precision and own.batch_size else own
+
+    candidates._train_config = config  # type: ignore[assignment]
 
 
 def run(data_path: str, trials: list[int], draws: int, lams: list[float], folds: list[str], limit: int | None) -> None:

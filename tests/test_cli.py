@@ -350,6 +350,27 @@ def test_retrain_threads_sets_the_fits_threads(tmp_path, monkeypatch):
     assert result.exit_code == 2 and seen == [1], result.output
 
 
+def test_retrain_precision_is_passed_on_and_a_bad_one_refused_in_one_line(tmp_path, monkeypatch):
+    import regret_gateway.retrain as retrain_module
+
+    seen = []
+    monkeypatch.setattr(
+        retrain_module,
+        "retrain",
+        lambda s, e, opts, **k: seen.append(opts.precision) or retrain_module.RetrainResult("refused", "x"),
+    )
+    cfg = tmp_path / "settings.yaml"
+    cfg.write_text(
+        f"models: [a, b]\ndefault_tier: std\ntiers: {{std: {{lam: 100}}}}\nstore: {{url: 'sqlite:///{tmp_path}/gw.db'}}\n"
+    )
+    assert runner.invoke(app, ["retrain", "--config", str(cfg)]).exit_code == 2 and seen == ["auto"]
+    assert runner.invoke(app, ["retrain", "--config", str(cfg), "--precision", "float32"]).exit_code == 2
+    assert seen == ["auto", "float32"]
+    bad = runner.invoke(app, ["retrain", "--config", str(cfg), "--precision", "half"])
+    assert bad.exit_code == 2 and seen == ["auto", "float32"], bad.output
+    assert bad.output.strip().splitlines() == ["error: --precision: precision must be one of float32, bfloat16, auto, got 'half'"]
+
+
 def test_retrain_feedback_sources_and_status_coverage_spend_agreement(tmp_path):
     """retrain --feedback picks the quality sources (and reports rows per source); status shows coverage by
     source, the judge's spend and its agreement with the user scores."""
@@ -443,16 +464,20 @@ def test_bench_retrain_times_cross_fitted_and_one_fit_side_by_side():
         with engine.connect() as conn:
             n = conn.exec_driver_sql("SELECT COUNT(*) FROM decisions").scalar()
         engine.dispose()
-        calls.append((settings.store.url, n, opts.cross_fit))
-        fit = 5.0 if opts.cross_fit else 1.0
+        calls.append((settings.store.url, n, opts.cross_fit, opts.precision))
+        fit = (5.0 if opts.cross_fit else 1.0) * (2 if opts.precision == "float32" else 1)
         return "published", "", {"read": 0.5, "fit": fit, "evaluate": 0.5, "total": fit + 1}, n, 100.0
 
-    table = retrain_table(time_retrain([300], dim=8, echo=lambda _: None, run=timed))
-    assert [(n, cf) for _, n, cf in calls] == [(300, True), (300, False)] and calls[0][0] == calls[1][0]
-    rows = [line for line in table.splitlines() if line.startswith("| 300 |")]
-    assert [r.split(" | ")[2] for r in rows] == ["cross-fitted", "one fit"], table
-    assert [r.split(" | ")[7] for r in rows] == ["100", "100"], table
-    assert [r.split(" | ")[-1].rstrip(" |") for r in rows] == ["3.00", "1.00"], table
+    table = retrain_table(time_retrain([300], dim=8, echo=lambda _: None, run=timed, precisions=("float32", "auto")))
+    assert [(n, cf, p) for _, n, cf, p in calls] == [(300, True, "float32"), (300, False, "float32"), (300, True, "auto"),
+                                                     (300, False, "auto")]  # fmt: skip
+    assert len({url for url, *_ in calls}) == 1  # the same logs each time
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| 300 |")]
+    assert [(r[2], r[3]) for r in rows] == [("cross-fitted", "float32"), ("one fit", "float32"), ("cross-fitted", "auto"),
+                                            ("one fit", "auto")], table  # fmt: skip
+    assert [r[8] for r in rows] == ["100"] * 4, table
+    assert [r[-2] for r in rows] == ["1.00", "0.27", "0.55", "0.18"], table  # against the first row
+    assert [r[-1].rstrip(" |") for r in rows] == ["3.67", "1.00", "3.00", "1.00"], table  # against one fit, same precision
 
 
 def test_bench_offline_of_full_information_references_alone_reads_no_logs(tmp_path, monkeypatch):

@@ -284,6 +284,30 @@ def test_a_large_window_is_split_in_two_folds_unless_the_folds_are_given(tmp_pat
     engine.dispose()
 
 
+def test_the_precision_asked_for_trains_the_mini_batch_fits_and_the_report_says_so(tmp_path, world, monkeypatch):
+    """``precision`` reaches every network of the fits past ``FULL_BATCH_ROWS`` rows (here lowered to 300); the
+    small full-batch fits stay float32; the report names what the products ran in."""
+    import regret_gateway.retrain as retrain_module
+    from regret_gateway.nn.training import TrainConfig
+    from regret_gateway.policy import candidates
+
+    for module in (candidates, retrain_module):
+        monkeypatch.setattr(module, "FULL_BATCH_ROWS", 300)
+    seen: list[str] = []
+    monkeypatch.setattr(TrainConfig, "__post_init__", lambda self: seen.append(self.precision))
+    settings, engine = uniformly_logged(tmp_path, world, 800, seed=7)
+    result = retrain(settings, engine, RetrainOptions(n_boot=50, cross_fit=False, precision="float32"))
+    assert result.status != "refused" and set(seen) == {"float32"}, (result.reason, seen)
+    assert result.data["precision"] == "float32: fits past 300 rows multiply in float32, smaller ones in float32"
+    seen.clear()
+    result = retrain(settings, engine, RetrainOptions(n_boot=50, cross_fit=False, precision="bfloat16"))
+    assert "bfloat16" in seen, seen  # the fit on 7/8 of 4/5 of 800 rows (560) is a mini-batch fit
+    assert result.data["precision"] == "bfloat16: fits past 300 rows multiply in bfloat16, smaller ones in float32"
+    with pytest.raises(ValueError, match="precision must be one of float32, bfloat16, auto"):
+        RetrainOptions(precision="half")
+    engine.dispose()
+
+
 @pytest.mark.parametrize("case", ["one model only", "no feedback", "all propensities 1", "too few rows", "one tiny propensity"])
 def test_degenerate_logs_are_refused_and_the_active_router_stays(tmp_path, world, case):
     bench, X = world

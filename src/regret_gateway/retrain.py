@@ -56,7 +56,9 @@ from regret_gateway.artifacts import ArtifactError, RouterArtifact, activate, ac
 from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.config import Settings
 from regret_gateway.data import LoggedFeedback
+from regret_gateway.nn.training import PRECISIONS, step_dtype
 from regret_gateway.policy.candidates import (
+    FULL_BATCH_ROWS,
     N_BOOT,
     TierEvaluation,
     default_folds,
@@ -87,12 +89,17 @@ class RetrainOptions:
     cross_fit: bool = True  # every fold held out once (``folds`` fits, every row evaluated); False: the first (one fit)
     calibrate_judge: bool = True  # the judge's scores corrected by its error against user scores (store.judge_errors)
     max_rows: int | None = MAX_ROWS  # a larger window is sampled down to this many rows (store.training_set.sample_rows)
+    precision: str = "auto"  # the mini-batch fits' products (past 5,000 rows): auto | float32 | bfloat16 (nn.training)
     min_rows: int = 200
     min_rows_per_model: int = 20
     min_ess_per_model: float = 10.0
     n_boot: int = N_BOOT
     seed: int = 0
     out: Path | None = None  # report folder (default: the new version's folder, or artifacts/reports)
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
 
 @dataclass
@@ -270,11 +277,13 @@ def retrain(
         say(f"fit {fold} of {of} on {rows:,} rows ({time.perf_counter() - t1:.1f} s so far)")
 
     fits = out_of_fold_fits(logged, [spec.lam for _, spec in tiers], folds=k, every=opts.cross_fit, seed=opts.seed,
-                            on_fit=fitting)  # fmt: skip
+                            on_fit=fitting, precision=opts.precision)  # fmt: skip
     held = held_out_rows(fits, np.array(ts.loggers))
     data_info["evaluation"] = (
         f"cross-fitted, {k} folds: every row held out once" if opts.cross_fit else f"1/{k} of the rows held out"
     )
+    dtype = str(step_dtype(opts.precision)).removeprefix("torch.")
+    data_info["precision"] = f"{opts.precision}: fits past {FULL_BATCH_ROWS:,} rows multiply in {dtype}, smaller ones in float32"
     timings["fit"] = time.perf_counter() - t1
     say(f"fitted in {timings['fit']:.1f} s; evaluating every tier's candidates on {held.logs.n_samples:,} held-out rows")
     t2 = time.perf_counter()

@@ -11,11 +11,10 @@ true outcomes beside the single best model. One JSON line per trial, folds and l
 TRIALS: a number (trials 0..TRIALS-1) or a comma list of trials (e.g. 1,2); FOLDS: a comma list, e.g. 5,2
 (every trial's logs are the same for each); ``5@100`` is five folds with retrain's seed 100 above the trial's
 (the same logs fitted again: how far retrain's own seed moves what it publishes); a setting may end in
-``/float32`` or ``/bfloat16``, the precision of its mini-batch fits (``TrainConfig.precision``; without it,
-retrain's own: ``auto``), e.g. ``2/float32,2``.
+``/float32`` or ``/bfloat16``, the precision of its mini-batch fits (``retrain --precision``; without it,
+retrain's default: ``auto``), e.g. ``2/float32,2``.
 """
 
-import dataclasses
 import json
 import sys
 import time
@@ -24,21 +23,7 @@ from collections import defaultdict
 import numpy as np
 from dev_trials import dev_splits, utility_x100
 
-import regret_gateway.policy.candidates as candidates
 from regret_gateway.evaluation.offline import reference_actions, served_actions
-
-RETRAIN_CONFIG = candidates._train_config
-
-
-def precision_of(setting: str) -> None:
-    """Retrain's mini-batch fits train at the setting's precision (after a ``/``), else at its own."""
-    precision = setting.partition("/")[2]
-
-    def config(n: int):
-        own = RETRAIN_CONFIG(n)
-        return dataclasses.replace(own, precision=precision) if precision and own.batch_size else own
-
-    candidates._train_config = config  # type: ignore[assignment]
 
 
 def run(data_path: str, trials: list[int], draws: int, lams: list[float], folds: list[str], limit: int | None) -> None:
@@ -50,9 +35,10 @@ def run(data_path: str, trials: list[int], draws: int, lams: list[float], folds:
         first = None
         for setting in folds:
             k, offset = (int(v) for v in (setting.partition("/")[0] + "@0").split("@")[:2])
-            precision_of(setting)
+            precision = setting.partition("/")[2] or "auto"
             t0 = time.perf_counter()
-            actions, served = served_actions(split.logs, test.X, np.asarray(lams), folds=k, seed=trial + offset)
+            actions, served = served_actions(split.logs, test.X, np.asarray(lams), folds=k, seed=trial + offset,
+                                             precision=precision)  # fmt: skip
             seconds = time.perf_counter() - t0
             first = actions if first is None else first
             for j, lam in enumerate(lams):

@@ -44,19 +44,21 @@ class RetrainTiming:
     total_s: float
     kept_rows: int  # what the fits learned from (a window past RetrainOptions.max_rows is sampled)
     peak_rss_mb: float | None  # the retrain process's peak resident memory (None: not measured on this system)
+    precision: str = "auto"  # RetrainOptions.precision (retrain --precision)
 
 
 def retrain_table(results: list[RetrainTiming]) -> str:
-    """Markdown: each retrain's times, per 10,000 rows, against the first and against one fit of its size."""
-    one_fit = {r.rows: r.total_s for r in results if not r.cross_fit}
-    lines = ["| rows | rows fitted | evaluation | total s | read s | fit s | evaluate s | peak RSS MB | s per 10k rows | time ratio vs first | vs one fit |",
-             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    """Markdown: each retrain's times, per 10,000 rows, against the first and against one fit of its size and
+    precision."""
+    one_fit = {(r.rows, r.precision): r.total_s for r in results if not r.cross_fit}
+    lines = ["| rows | rows fitted | evaluation | precision | total s | read s | fit s | evaluate s | peak RSS MB | s per 10k rows | time ratio vs first | vs one fit |",
+             "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for r in results:
         rss = "-" if r.peak_rss_mb is None else f"{r.peak_rss_mb:,.0f}"
         lines.append(
-            f"| {r.rows} | {r.kept_rows} | {'cross-fitted' if r.cross_fit else 'one fit'} | {r.total_s:.1f} | {r.read_s:.1f} | "
+            f"| {r.rows} | {r.kept_rows} | {'cross-fitted' if r.cross_fit else 'one fit'} | {r.precision} | {r.total_s:.1f} | {r.read_s:.1f} | "
             f"{r.fit_s:.1f} | {r.evaluate_s:.1f} | {rss} | {1e4 * r.total_s / r.rows:.2f} | "
-            f"{r.total_s / results[0].total_s:.2f} | {r.total_s / one_fit[r.rows]:.2f} |"
+            f"{r.total_s / results[0].total_s:.2f} | {r.total_s / one_fit[r.rows, r.precision]:.2f} |"
         )
     return "\n".join(lines)
 
@@ -125,11 +127,12 @@ def retrain_in_own_process(settings: Settings, options) -> tuple[str, str, dict,
     return out
 
 
-def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print,
+def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print, precisions: tuple[str, ...] = ("auto",),
                  run: Callable[[Settings, Any], tuple[str, str, dict, int, float | None]] = retrain_in_own_process
                  ) -> list[RetrainTiming]:  # fmt: skip
-    """For each size: one store of ``n`` logged rows, retrained twice from scratch -- cross-fitted (the
-    default: five fits, two past 60,000 rows) and with ``cross_fit=False`` (one fit) -- so the two times are measured side by side.
+    """For each size: one store of ``n`` logged rows, retrained from scratch at each of ``precisions``
+    (``RetrainOptions.precision``) twice -- cross-fitted (the default: five fits, two past 60,000 rows) and
+    with ``cross_fit=False`` (one fit) -- so the times are measured side by side.
     Each retrain is ``run`` (default: in a fresh process, so its peak memory is its own), with retrain's
     defaults otherwise (a window past ``max_rows`` is sampled)."""
     from regret_gateway.retrain import RetrainOptions
@@ -144,8 +147,8 @@ def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print,
             _fill(engine, n, dim, seed)
             fill = time.perf_counter() - t0
             engine.dispose()
-            for cross_fit in (True, False):
-                folder = Path(tmp) / ("cross-fitted" if cross_fit else "one-fit")
+            for precision, cross_fit in [(p, cf) for p in precisions for cf in (True, False)]:
+                folder = Path(tmp) / f"{precision}-{'cross-fitted' if cross_fit else 'one-fit'}"
                 settings = Settings(
                     models=MODELS,
                     tiers=TIERS,
@@ -153,10 +156,10 @@ def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print,
                     artifacts_dir=str(folder / "artifacts"),
                     store=StoreSpec(url=url),
                 )
-                options = RetrainOptions(n_boot=200, cross_fit=cross_fit, out=folder / "reports")
+                options = RetrainOptions(n_boot=200, cross_fit=cross_fit, out=folder / "reports", precision=precision)
                 status, reason, sec, kept, peak = run(settings, options)
                 row = RetrainTiming(n, cross_fit, status, fill, sec.get("read", 0.0), sec.get("fit", 0.0),
-                                    sec.get("evaluate", 0.0), sec.get("total", float("nan")), kept, peak)  # fmt: skip
+                                    sec.get("evaluate", 0.0), sec.get("total", float("nan")), kept, peak, precision)  # fmt: skip
                 rows.append(row)
                 echo(f"{n} rows, {folder.name}: {row.status}, retrain {row.total_s:.1f}s on {kept} rows "
                      f"(read {row.read_s:.1f}, fit {row.fit_s:.1f}, evaluate {row.evaluate_s:.1f}), peak RSS "

@@ -164,10 +164,21 @@ def bench_routing(
 def bench_retrain(
     rows: str = typer.Option("25000,50000,100000", "--rows", help="Comma-separated numbers of logged rows."),
     dim: int = typer.Option(384, "--dim", min=2, help="Embedding size."),
+    precision: str = typer.Option(
+        "auto", "--precision", help="Comma-separated retrain --precision values, each timed on the same logs (e.g. float32,auto)."
+    ),
 ) -> None:
     """Retrain time (read, fit, evaluate, publish) for growing numbers of logged rows, 3 tiers, one run:
-    each size cross-fitted (the default: five fits, two past 60,000 rows) and with one fit (--no-cross-fit), side by side."""
+    each size cross-fitted (the default: five fits, two past 60,000 rows) and with one fit (--no-cross-fit),
+    at each --precision, side by side."""
     from regret_gateway.bench.retrain_timing import retrain_table, time_retrain
+    from regret_gateway.retrain import RetrainOptions
 
     sizes = [int(v) for v in _floats(rows, "--rows")]
-    typer.echo(retrain_table(time_retrain(sizes, dim=dim, echo=typer.echo)))
+    precisions = tuple(v.strip() for v in precision.split(",") if v.strip())
+    try:
+        for value in precisions or ("",):
+            RetrainOptions(precision=value)
+    except ValueError as exc:
+        _fail(ValueError(f"--precision: {exc}"))
+    typer.echo(retrain_table(time_retrain(sizes, dim=dim, echo=typer.echo, precisions=precisions)))

@@ -136,6 +136,13 @@ def retrain_cmd(
         "the retrain (the proxy, another job), use fewer: torch's threads spin while they wait, and two jobs that "
         "each use every core are several times slower than each on its share (docs/operations.md).",
     ),
+    precision: str = typer.Option(
+        "auto",
+        "--precision",
+        help="Matrix products of the fits past 5,000 rows: auto (bfloat16 where the CPU multiplies it natively, "
+        "AVX512-BF16 or AMX; float32 elsewhere) | float32 | bfloat16. Parameters, losses and predictions stay "
+        "float32 either way; float32 is the slower, exactly repeatable choice (docs/operations.md).",
+    ),
 ) -> None:
     """Retrain from the gateway's logs; each tier serves the best candidate that is confidently better than what it has.
 
@@ -162,6 +169,10 @@ def retrain_cmd(
     sources = tuple(x.strip() for x in feedback.split(",") if x.strip()) if feedback is not None else None
     if sources is not None and (not sources or len(set(sources)) != len(sources)):
         _fail(ValueError(f"--feedback must name distinct sources, e.g. 'user,judge', got {feedback!r}"))
+    try:
+        RetrainOptions(precision=precision)
+    except ValueError as exc:
+        _fail(ValueError(f"--precision: {exc}"))
     if threads is not None:
         import torch
 
@@ -172,7 +183,7 @@ def retrain_cmd(
         start = _utc(since) if span is None else datetime.now(timezone.utc) - timedelta(seconds=span)
         return RetrainOptions(since=start, team=team, feedback=sources, margin=margin, force=force, folds=folds,
                               regions=regions, cross_fit=cross_fit, out=out, max_rows=max_rows or None,
-                              calibrate_judge=judge_calibration)  # fmt: skip
+                              calibrate_judge=judge_calibration, precision=precision)  # fmt: skip
 
     def unreachable(exc: Exception) -> None:  # one line, not a traceback
         typer.secho(f"{datetime.now():%Y-%m-%d %H:%M:%S} store unreachable ({engine.url.render_as_string(hide_password=True)}): "

@@ -230,7 +230,7 @@ def reference_actions(name: str, train: FullFeedback, test: FullFeedback, lambda
 
 def served_actions(
     logs: LoggedFeedback, test_X: np.ndarray, lambdas: np.ndarray, *, cross_fitted: bool = True, seed: int = 0,
-    size: SizeFeature | None = None, folds: int | None = None,
+    size: SizeFeature | None = None, folds: int | None = None, precision: str = "auto",
 ) -> tuple[np.ndarray, list[Candidate]]:  # fmt: skip
     """(L, n_test) choices of what ``retrain`` publishes from ``logs`` with one tier per lambda, by its own
     code and defaults (:func:`regret_gateway.policy.candidates.out_of_fold_fits` and :func:`~regret_gateway.policy.candidates.evaluate`:
@@ -240,12 +240,13 @@ def served_actions(
     safe default -- ``constant``, or ``regions``: that constant except in the regions the logs prove -- or a
     learned router). No tier serves anything yet, so each gate's incumbent is the best constant.
     ``cross_fitted=False``: one fit, as ``retrain --no-cross-fit``. ``size``: the size feature the rows carry
-    last, as retrain has it with ``embedder.size_feature``."""
+    last, as retrain has it with ``embedder.size_feature``. ``precision``: the mini-batch fits' products, as
+    ``retrain --precision``."""
     from regret_gateway.config import TierSpec
     from regret_gateway.policy.candidates import evaluate, out_of_fold_fits
 
     lams = [float(lam) for lam in lambdas]
-    fits = out_of_fold_fits(logs, lams, folds=folds, every=cross_fitted, seed=seed)
+    fits = out_of_fold_fits(logs, lams, folds=folds, every=cross_fitted, seed=seed, precision=precision)
     rows, policy = evaluate(fits, [(f"lambda={lam:g}", TierSpec(lam=lam)) for lam in lams], None, seed=seed, size=size)
     return np.stack([policy.choose(test_X, lam) for lam in lams]), [policy.candidate_for(lam) for lam in lams]
 

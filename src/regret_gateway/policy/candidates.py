@@ -66,11 +66,14 @@ class TierEvaluation:
         return self.values[self.incumbent]
 
 
-def _train_config(n: int):
+FULL_BATCH_ROWS = 5_000  # a fit on more rows trains in mini-batches (:func:`_train_config`)
+
+
+def _train_config(n: int, precision: str = "auto"):
     """Full-batch Adam at lr 1e-3 (the ``fast`` preset) with the paper's patience of 100 epochs up to 5,000
-    rows; beyond, mini-batches of 1,024 for at most 40 epochs (patience 5): a fixed number of passes, so
-    the time grows linearly with the rows, their matrix products in bfloat16 where the CPU multiplies it
-    natively (``precision="auto"``, :mod:`regret_gateway.nn.training`).
+    rows, in float32; beyond, mini-batches of 1,024 for at most 40 epochs (patience 5): a fixed number of
+    passes, so the time grows linearly with the rows, their matrix products in ``precision`` (``auto``:
+    bfloat16 where the CPU multiplies it natively, :mod:`regret_gateway.nn.training`; ``retrain --precision``).
 
     Why patience 100 and not ``fast``'s 50: with a few hundred logged rows the validation share is a few
     dozen rows, and a network that has waited 50 full-batch steps without a better validation regret is
@@ -79,9 +82,9 @@ def _train_config(n: int):
     gave them back (README)."""
     from regret_gateway.nn.training import TrainConfig
 
-    if n <= 5_000:
+    if n <= FULL_BATCH_ROWS:
         return TrainConfig(patience=100)
-    return TrainConfig(batch_size=1024, max_epochs=40, patience=5, precision="auto")
+    return TrainConfig(batch_size=1024, max_epochs=40, patience=5, precision=precision)
 
 
 def default_folds(n_rows: int) -> int:
@@ -102,8 +105,9 @@ def _split(n: int, share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def production_learner(
-    n_rows: int, tier_lams: list[float], *, imported: bool, seed: int = 0, outcome_train=None, outcome_options=None
-):
+    n_rows: int, tier_lams: list[float], *, imported: bool, seed: int = 0, outcome_train=None, outcome_options=None,
+    precision: str = "auto",
+):  # fmt: skip
     """The learner ``retrain`` publishes from: exact logged propensities (XGBoost where some rows were
     imported without one), outcome MLPs, DR scores, RM-Interval over the tier lambdas. Every network
     trains with :func:`_train_config`; ``outcome_train`` (a ``TrainConfig``) trains the outcome networks
@@ -116,7 +120,7 @@ def production_learner(
     from regret_gateway.policy.learner import Learner
     from regret_gateway.policy.rm_interval import RMInterval
 
-    config = _train_config(n_rows)
+    config = _train_config(n_rows, precision)
     nuisance = Nuisance(
         propensity=PropensityModel() if imported else LoggedPropensity(),
         outcome=OutcomeModel(train=config if outcome_train is None else outcome_train, **(outcome_options or {})),
@@ -126,12 +130,12 @@ def production_learner(
     return Learner(nuisance=nuisance, policy=RMInterval(tiers=sorted(tier_lams), train=config, random_state=seed))
 
 
-def fit_router(logged: LoggedFeedback, tier_lams: list[float], *, seed: int = 0):
-    """Fit the production learner on ``logged`` (1/8 of it held out for early stopping). Returns the
-    fitted :class:`~regret_gateway.policy.learner.Learner`."""
+def fit_router(logged: LoggedFeedback, tier_lams: list[float], *, seed: int = 0, precision: str = "auto"):
+    """Fit the production learner on ``logged`` (1/8 of it held out for early stopping; its mini-batch fits'
+    products in ``precision``). Returns the fitted :class:`~regret_gateway.policy.learner.Learner`."""
     train_ix, val_ix = _split(logged.n_samples, 0.125, seed + 1)  # validation: early stopping only
     tr, va = logged.subset(train_ix), logged.subset(val_ix)
-    learner = production_learner(tr.n_samples, tier_lams, imported=bool(logged.imported.any()), seed=seed)
+    learner = production_learner(tr.n_samples, tier_lams, imported=bool(logged.imported.any()), seed=seed, precision=precision)
     return learner.fit(tr, va, sorted(tier_lams))
 
 
@@ -159,9 +163,9 @@ class OutOfFoldFits:
 
 def out_of_fold_fits(
     logged: LoggedFeedback, tier_lams: list[float], *, folds: int | None = None, every: bool = True, seed: int = 0,
-    on_fit: Callable[[int, int, int], None] | None = None,
+    on_fit: Callable[[int, int, int], None] | None = None, precision: str = "auto",
 ) -> OutOfFoldFits:  # fmt: skip
-    """One :func:`fit_router` per fold, each on the other folds (``every=False``: the first fold only;
+    """One :func:`fit_router` per fold (at ``precision``), each on the other folds (``every=False``: the first fold only;
     ``folds=None``: :func:`default_folds` of the rows; ``on_fit(k, of, rows)`` is called as fit k starts). A
     prompt logged several times lies in one fold (:func:`~regret_gateway.causal.stats.folds_of`). The fits
     run one after another: on 2 cores, torch's two threads already keep both busy (fitting the folds in two
@@ -175,7 +179,7 @@ def out_of_fold_fits(
         rest = np.setdiff1d(everything, held)
         if on_fit is not None:  # (this fit, of how many, on how many rows): retrain's progress lines
             on_fit(k + 1, len(parts), len(rest))
-        learners.append(fit_router(logged.subset(rest), tier_lams, seed=seed))
+        learners.append(fit_router(logged.subset(rest), tier_lams, seed=seed, precision=precision))
     return OutOfFoldFits(logged, parts, learners, groups)
 
 

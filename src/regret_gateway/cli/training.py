@@ -141,7 +141,7 @@ def retrain_cmd(
         "--precision",
         help="Matrix products of the fits past 5,000 rows: auto (bfloat16 where the CPU multiplies it natively, "
         "AVX512-BF16 or AMX; float32 elsewhere) | float32 | bfloat16. Parameters, losses and predictions stay "
-        "float32 either way; float32 is the slower, exactly repeatable choice (docs/operations.md).",
+        "float32 either way; float32 is slower where bfloat16 is native (docs/operations.md).",
     ),
 ) -> None:
     """Retrain from the gateway's logs; each tier serves the best candidate that is confidently better than what it has.

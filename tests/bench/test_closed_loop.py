@@ -67,6 +67,30 @@ def test_the_held_out_prompts_are_never_sent(tmp_path, monkeypatch):
     assert len(held) > 0 and not set(held.tolist()) & set(sent) and set(sent) <= set(traffic.tolist())
 
 
+def test_traffic_share_makes_a_seeded_share_of_the_prompts_the_traffic(tmp_path):
+    """``traffic_share``: that share of every prompt is the traffic (held-out prompts included), whatever the
+    file's split; the references learn from the rest only. Without it the traffic is the file's val and test
+    prompts."""
+    from regret_gateway.bench.demo.world import prepare
+
+    def world(**kw):
+        lines: list[str] = []
+        cfg = DemoConfig(world_size=300, out=tmp_path, device="cpu", replay=True, **kw)
+        return prepare(cfg, tmp_path, lines.append), lines
+
+    default, _ = world()
+    split = default.bench.split
+    assert set(default.traffic_ix.tolist()) | set(default.held_ix.tolist()) == set(np.flatnonzero(split != "train").tolist())
+    shared, lines = world(traffic_share=0.6)
+    traffic = set(shared.traffic_ix.tolist()) | set(shared.held_ix.tolist())
+    assert len(traffic) == 180 and abs(len(shared.held_ix) - 36) <= 1, (len(traffic), len(shared.held_ix))
+    assert traffic & set(np.flatnonzero(split == "train").tolist())  # train rows of the file's own split among them
+    assert len(shared.reference_ix) == 120 and not traffic & set(shared.reference_ix.tolist())
+    assert any("--traffic-share 0.6: 180 of the 300 prompts are the traffic" in x for x in lines), lines
+    with pytest.raises(ValueError, match="traffic_share"):
+        world(traffic_share=1.0)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_demo_runs_through_the_proxy(tmp_path):

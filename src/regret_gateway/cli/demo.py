@@ -44,6 +44,15 @@ def demo(
         help="Share of the traffic prompts never sent; after every round the router's greedy choices are scored on "
         "them (the held-out columns: what the logs taught about prompts the router never saw).",
     ),
+    traffic_share: Optional[float] = typer.Option(
+        None,
+        "--traffic-share",
+        min=0.01,
+        max=0.99,
+        help="A seeded share of --data's prompts is the traffic (its --held-out share never sent), the rest train the "
+        "references [default: the file's val and test prompts, or a quarter of a file of train prompts only]. More "
+        "traffic prompts: fewer repeats, a larger held-out set, references trained on fewer prompts.",
+    ),
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output folder (closed_loop.json/.md/.png)."),
     device: str = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda."),
     lambdas: str = typer.Option(
@@ -175,6 +184,7 @@ def demo(
             cross_fit=cross_fit,
             seed=seed,
             held_out=held_out,
+            traffic_share=traffic_share,
             out=out,
             device=device,
             lambdas=(tier_lams[0], tier_lams[1], tier_lams[2]),

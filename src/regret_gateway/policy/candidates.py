@@ -325,7 +325,7 @@ def evaluate(
         # the gate as a challenger); its regions are re-derived from these logs
         b = names.index(prior[0].model) if prior is not None and current is None and prior[0].model is not None else best
         choice = choose_regions(
-            oof.quality, oof.cost, hold.action, space, groups, b, spec.lam,
+            oof.quality, oof.cost, hold.action, space, groups, b, spec.lam, propensity=data.propensity,
             folds=fold_rows if len(parts) > 1 else None, aggregate=True,
         )  # fmt: skip
         safe = Candidate(REGIONS if choice.n_adopted else FIXED, names[b])

@@ -187,7 +187,9 @@ def prepare(cfg: DemoConfig, work: Path, echo) -> World:
         order = np.random.default_rng(cfg.seed).permutation(bench.n_samples)
         cut = min(max(1, int(round(cfg.traffic_share * len(order)))), len(order) - 1)
         traffic_ix, train_ix, val_ix = np.sort(order[:cut]), np.sort(order[cut:]), np.array([], dtype=np.int64)
-        echo(f"--traffic-share {cfg.traffic_share:g}: {len(traffic_ix)} of the {len(order)} prompts are the traffic, the rest train the references")
+        echo(
+            f"--traffic-share {cfg.traffic_share:g}: {len(traffic_ix)} of the {len(order)} prompts are the traffic, the rest train the references"
+        )
     elif len(traffic_ix) == 0:  # a file of train rows only: a seeded quarter of its prompts becomes the traffic
         order = np.random.default_rng(cfg.seed).permutation(train_ix)
         cut = max(1, len(order) // 4)

@@ -367,3 +367,20 @@ def test_a_budgeted_team_is_steered_onto_its_daily_budget(tmp_path):
     assert max(day["position"]) - min(day["position"]) > 0.2  # it steered: a fixed position would not have landed
     assert (tmp_path / "budget.png").stat().st_size > 10_000 and "within ±5%" in (tmp_path / "budget.md").read_text()
     assert BUDGET_TEAM not in {r["tier"] for r in doc["rounds"]}
+
+
+def test_the_verdict_names_the_tiers_whose_held_out_greedy_choices_fall_below_the_best_single_model():
+    from regret_gateway.bench.demo.report import RoundStats, verdict
+
+    def stats(tier: str, greedy: float) -> RoundStats:
+        utility = {b: 50.0 for b in BASELINES} | {
+            "held-out greedy": greedy,
+            "held-out best-single": 60.0,
+            "held-out full-info": 61.0,
+        }
+        return RoundStats(round=4, tier=tier, lam=0.0, router_version="v", utility=utility)
+
+    mixed = verdict([stats("premium", 60.0), stats("standard", 55.0), stats("economy", 62.0)])
+    assert "BELOW on standard)" in mixed and "NOT above on the mean" in mixed, mixed
+    level = verdict([stats("premium", 60.0), stats("standard", 61.0), stats("economy", 60.0)])
+    assert ">= on every tier)" in level and "(+0.3; above on the mean" in level, level

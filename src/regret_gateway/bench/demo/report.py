@@ -73,12 +73,13 @@ def verdict(table: list[RoundStats]) -> str:
     )
     if all("held-out greedy" in s.utility for s in rows):
         held = {h: float(np.mean([s.utility[h] for s in rows])) for h in HELD_OUT}
-        per_tier = all(s.utility["held-out greedy"] >= s.utility["held-out best-single"] for s in rows)
+        below = [s.tier for s in rows if s.utility["held-out greedy"] < s.utility["held-out best-single"]]
         above = held["held-out greedy"] - held["held-out best-single"]
         lines.append(
             f"  held-out prompts (never sent; the greedy bar): greedy {held['held-out greedy']:.1f} vs best single "
             f"{held['held-out best-single']:.1f} ({above:+.1f}; {'above' if above > 0 else 'NOT above'} on the mean, "
-            f"{'>=' if per_tier else 'BELOW'} on every tier), full-information router {held['held-out full-info']:.1f}"
+            f"{'BELOW on ' + ', '.join(below) if below else '>= on every tier'}), full-information router "
+            f"{held['held-out full-info']:.1f}"
         )
     return "\n".join(lines)
 

@@ -29,7 +29,7 @@ confidence bound).
   weights 1/p, the rows of one prompt summed: SPIBB's count threshold in effective rows). Below it a few
   rows logged at tiny propensities decide the mean, and the z test's normal approximation fails: a
   closed-loop replay (IGW exploration, weights up to 640) adopted a region on an ESS of 32 whose estimated
-  +16 points cost 5 on new prompts (docs/experiments/closed-loop.md). Either way, with probability about
+  +16 points cost 5 on new prompts (docs/experiments/learning-curve.md). Either way, with probability about
   1 - alpha, the policy does not lose to the baseline.
 * The policy (:class:`~regret_gateway.servable.RegionPolicy`): nearest centroid, then the region's model.
 """

@@ -17,6 +17,7 @@ import numpy as np
 
 import regret_gateway.policy.candidates as candidates
 import regret_gateway.retrain as retrain_module
+from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.config import load_settings
 from regret_gateway.policy.regions import clustered_se
 from regret_gateway.store.engine import make_engine
@@ -35,10 +36,6 @@ def held(fits, loggers):
     return stash["held"]
 
 
-def kish(w: np.ndarray) -> float:
-    return float(w.sum() ** 2 / (w**2).sum()) if len(w) else 0.0
-
-
 def choose(quality, cost, logged, space, groups, b, lam, **kw):
     choice = real_choose(quality, cost, logged, space, groups, b, lam, **kw)
     w, names = 1.0 / stash["held"].data.propensity, stash["held"].logs.model_names
@@ -50,8 +47,8 @@ def choose(quality, cost, logged, space, groups, b, lam, **kw):
         hit, base = rows[logged[rows] == m], rows[logged[rows] == b]
         print(f"lambda {lam:g}, region {r}: {len(rows)} rows, {g.max() + 1} prompts, baseline {names[b]}, challenger "
               f"{names[m]} (adopted: {bool(choice.adopted[r])}), gain {100 * d[rows, m].mean():+.2f} se "
-              f"{100 * clustered_se(d[rows, m], g):.2f}; challenger logged {len(hit)} rows, ESS {kish(w[hit]):.0f}, max "
-              f"weight {w[hit].max() if len(hit) else 0:.0f}; baseline {len(base)} rows, ESS {kish(w[base]):.0f}")  # fmt: skip
+              f"{100 * clustered_se(d[rows, m], g):.2f}; challenger logged {len(hit)} rows, ESS {effective_sample_size(w[hit]):.0f}, max "
+              f"weight {w[hit].max() if len(hit) else 0:.0f}; baseline {len(base)} rows, ESS {effective_sample_size(w[base]):.0f}")  # fmt: skip
     return choice
 
 

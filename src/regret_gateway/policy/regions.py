@@ -41,6 +41,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.policy.cluster import spherical_kmeans
 from regret_gateway.servable import RegionPolicy, nearest_centroid, unit_rows
 
@@ -129,11 +130,8 @@ def logged_ess(weights: np.ndarray, logged: np.ndarray, groups: np.ndarray, n_mo
     """(T,) each model's effective sample size among rows (Kish's, of ``weights`` (n,), the weights of one
     prompt's rows that logged the model summed into one: a prompt logged again is not more evidence)."""
     G = int(groups.max()) + 1 if len(groups) else 0
-    out = np.zeros(n_models)
-    for t in range(n_models):
-        w = np.bincount(groups, np.where(logged == t, weights, 0.0), minlength=G)
-        out[t] = w.sum() ** 2 / (w**2).sum() if w.sum() > 0 else 0.0
-    return out
+    return np.array([effective_sample_size(np.bincount(groups, np.where(logged == t, weights, 0.0), minlength=G))
+                     for t in range(n_models)])  # fmt: skip
 
 
 def choose_regions(

@@ -159,11 +159,13 @@ def choose_regions(
     n, T = quality.shape
     R = regions.n_regions
     d = (quality - lam * cost) - (quality[:, [baseline]] - lam * cost[:, [baseline]])  # (n, T) gain over b
-    testable = np.zeros((R, T), dtype=bool)  # logged often enough in the region (no outcome read)
+    members = []  # per region: its rows, and each row's prompt in 0..G_r-1
     for r in range(R):
         rows = np.flatnonzero(regions.region == r)
+        members.append((rows, np.unique(groups[rows], return_inverse=True)[1].reshape(-1)))
+    testable = np.zeros((R, T), dtype=bool)  # logged often enough in the region (no outcome read)
+    for r, (rows, g) in enumerate(members):
         if len(rows):
-            g = np.unique(groups[rows], return_inverse=True)[1].reshape(-1)
             ess = logged_ess(1.0 / propensity[rows], logged[rows], g, T)
             testable[r] = (np.bincount(logged[rows], minlength=T) >= min_matched) & (ess >= min_ess)
     testable &= testable[:, [baseline]]
@@ -174,8 +176,7 @@ def choose_regions(
     challengers = max(1, T - 1) if proposed is None else 1
     z_any = NormalDist().inv_cdf(1.0 - alpha / challengers)
     for r in range(R if R > 1 else 0):  # one region is the whole traffic: the baseline is its best model
-        rows = np.flatnonzero(regions.region == r)
-        g = np.unique(groups[rows], return_inverse=True)[1].reshape(-1)
+        rows, g = members[r]
         n_g = int(g.max()) + 1 if len(rows) else 0
         if n_g < min_prompts:
             continue

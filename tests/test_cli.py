@@ -371,6 +371,26 @@ def test_retrain_precision_is_passed_on_and_a_bad_one_refused_in_one_line(tmp_pa
     assert bad.output.strip().splitlines() == ["error: --precision: precision must be one of float32, bfloat16, auto, got 'half'"]
 
 
+def test_retrain_cold_start_rows_is_passed_on_and_a_negative_one_refused(tmp_path, monkeypatch):
+    import regret_gateway.retrain as retrain_module
+
+    seen = []
+    monkeypatch.setattr(
+        retrain_module,
+        "retrain",
+        lambda s, e, opts, **k: seen.append(opts.cold_start_rows) or retrain_module.RetrainResult("refused", "x"),
+    )
+    cfg = tmp_path / "settings.yaml"
+    cfg.write_text(
+        f"models: [a, b]\ndefault_tier: std\ntiers: {{std: {{lam: 100}}}}\nstore: {{url: 'sqlite:///{tmp_path}/gw.db'}}\n"
+    )
+    assert runner.invoke(app, ["retrain", "--config", str(cfg)]).exit_code == 2 and seen == [0]
+    assert runner.invoke(app, ["retrain", "--config", str(cfg), "--cold-start-rows", "1500"]).exit_code == 2
+    assert seen == [0, 1500]
+    bad = runner.invoke(app, ["retrain", "--config", str(cfg), "--cold-start-rows", "-5"])
+    assert bad.exit_code == 2 and seen == [0, 1500] and "--cold-start-rows" in bad.output, bad.output
+
+
 def test_retrain_feedback_sources_and_status_coverage_spend_agreement(tmp_path):
     """retrain --feedback picks the quality sources (and reports rows per source); status shows coverage by
     source, the judge's spend and its agreement with the user scores."""

@@ -347,6 +347,32 @@ def test_degenerate_logs_are_refused_and_the_active_router_stays(tmp_path, world
     engine.dispose()
 
 
+def test_the_first_router_waits_for_the_cold_start_rows_asked_for(tmp_path, world):
+    """``cold_start_rows``: with no router active, retrain refuses until every model has that many rows (the
+    constant each tier starts from is chosen on them); once a router is active the same logs pass the check."""
+    from regret_gateway.retrain import RetrainRefused, _read, check_data
+
+    bench, X = world
+    settings = settings_for(tmp_path, bench)
+    engine = new_engine(settings)
+    n = 400  # uniform over the 4 models: ~100 rows each
+    log_to_store(engine, bench, X[:n], actions=np.random.default_rng(4).integers(0, 4, n), propensity=np.full(n, 0.25))
+    opts = RetrainOptions(n_boot=50, cold_start_rows=150)
+    result = retrain(settings, engine, opts)
+    assert result.status == "refused", result.reason
+    assert "before the first router every model needs 150 (cold_start_rows)" in result.reason, result.reason
+    assert active_version_id(settings.artifacts_dir) is None
+    ts = _read(settings, engine, opts)
+    assert min(ts.logged.counts()) >= RetrainOptions().min_rows_per_model  # what the usual check asks is there
+    with pytest.raises(RetrainRefused, match="needs 150"):
+        check_data(ts.logged, ts.skipped, opts, first=True)
+    assert check_data(ts.logged, ts.skipped, opts, first=False)["rows"] == n  # a router is active: the usual 20
+    assert check_data(ts.logged, ts.skipped, RetrainOptions(cold_start_rows=50), first=True)["rows"] == n
+    with pytest.raises(ValueError, match="cold_start_rows must be >= 0"):
+        RetrainOptions(cold_start_rows=-1)
+    engine.dispose()
+
+
 @pytest.mark.slow
 def test_imported_logs_without_propensities_train_a_router(tmp_path, world):
     """Historical logs (no propensities) go in through import-logs; retrain estimates the propensity."""

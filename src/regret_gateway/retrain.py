@@ -92,6 +92,7 @@ class RetrainOptions:
     precision: str = "auto"  # the mini-batch fits' products (past 5,000 rows): auto | float32 | bfloat16 (nn.training)
     min_rows: int = 200
     min_rows_per_model: int = 20
+    cold_start_rows: int = 0  # before the first router (none active): every model needs this many rows (check_data)
     min_ess_per_model: float = 10.0
     n_boot: int = N_BOOT
     seed: int = 0
@@ -100,6 +101,8 @@ class RetrainOptions:
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.cold_start_rows < 0:
+            raise ValueError(f"cold_start_rows must be >= 0, got {self.cold_start_rows}")
 
 
 @dataclass
@@ -117,8 +120,12 @@ class RetrainResult:
         return asdict(self)
 
 
-def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOptions) -> dict:
-    """Diagnostics of the training logs; raises :class:`RetrainRefused` when they cannot support a router."""
+def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOptions, *, first: bool = False) -> dict:
+    """Diagnostics of the training logs; raises :class:`RetrainRefused` when they cannot support a router.
+    ``first``: no router is active yet, so every model also needs ``opts.cold_start_rows`` rows: the constant
+    each tier starts from is chosen on the cold start's rows and stays until another is proven better
+    (:func:`regret_gateway.policy.candidates.evaluate`), so a longer cold start chooses it better
+    (docs/experiments/closed-loop.md)."""
     left_out = ", ".join(f"{k}={v}" for k, v in skipped.items() if v) or "none"
     if logged is None or logged.n_samples == 0:
         raise RetrainRefused(
@@ -128,12 +135,16 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
     if logged.n_samples < opts.min_rows:
         raise RetrainRefused(f"only {logged.n_samples} usable rows, at least {opts.min_rows} needed (left out: {left_out})")
     counts = logged.counts()
-    few = [f"{m} ({int(c)})" for m, c in zip(logged.model_names, counts) if c < opts.min_rows_per_model]
+    need = max(opts.min_rows_per_model, opts.cold_start_rows if first else 0)
+    few = [f"{m} ({int(c)})" for m, c in zip(logged.model_names, counts) if c < need]
     if few:
-        raise RetrainRefused(
-            f"too few logged rows for {', '.join(few)}; every model needs {opts.min_rows_per_model}. "
-            "Raise exploration (tier epsilon) or remove the model from `models`."
+        how = (
+            f"before the first router every model needs {need} (cold_start_rows): the constant each tier starts from "
+            "is chosen on them and kept until another is proven better. Let the cold start log more and retrain later."
+            if need > opts.min_rows_per_model
+            else f"every model needs {need}. Raise exploration (tier epsilon) or remove the model from `models`."
         )
+        raise RetrainRefused(f"too few logged rows for {', '.join(few)}; {how}")
     info = {
         "rows": int(logged.n_samples),
         "rows_per_model": {m: int(c) for m, c in zip(logged.model_names, counts)},
@@ -259,7 +270,7 @@ def retrain(
     try:
         if len(settings.models) < 2:
             raise RetrainRefused("`models` must list at least 2 models")
-        data_info = {**check_data(ts.logged, ts.skipped, opts), "rows_by_source": ts.rows_by_source(),
+        data_info = {**check_data(ts.logged, ts.skipped, opts, first=active_id is None), "rows_by_source": ts.rows_by_source(),
                      "feedback_spend_usd": ts.spend_by_source, "sampled_from": ts.sampled_from,
                      "judge": judge_calibration(ts)}  # fmt: skip
     except RetrainRefused as exc:

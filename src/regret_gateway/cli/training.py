@@ -126,6 +126,14 @@ def retrain_cmd(
         help="A window with more usable rows is sampled down to this many: every (tier, model) keeps the same share, "
         "so the logged propensities stay exact (0: keep every row; memory and time grow with the window).",
     ),
+    cold_start_rows: int = typer.Option(
+        0,
+        "--cold-start-rows",
+        min=0,
+        help="Before the first router is published (none active): refuse until every model has this many logged "
+        "rows. The constant each tier starts from is chosen on the cold start's rows and kept until another is "
+        "proven better, so more rows choose it better (docs/operations.md) [default: 0, the usual 20 a model].",
+    ),
     every: Optional[str] = typer.Option(None, "--every", help="Repeat forever every DURATION (e.g. 6h); without it, run once."),
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: the new version's folder)."),
     threads: Optional[int] = typer.Option(
@@ -183,7 +191,8 @@ def retrain_cmd(
         start = _utc(since) if span is None else datetime.now(timezone.utc) - timedelta(seconds=span)
         return RetrainOptions(since=start, team=team, feedback=sources, margin=margin, force=force, folds=folds,
                               regions=regions, cross_fit=cross_fit, out=out, max_rows=max_rows or None,
-                              calibrate_judge=judge_calibration, precision=precision)  # fmt: skip
+                              calibrate_judge=judge_calibration, precision=precision,
+                              cold_start_rows=cold_start_rows)  # fmt: skip
 
     def unreachable(exc: Exception) -> None:  # one line, not a traceback
         typer.secho(f"{datetime.now():%Y-%m-%d %H:%M:%S} store unreachable ({engine.url.render_as_string(hide_password=True)}): "

@@ -350,44 +350,38 @@ def test_retrain_threads_sets_the_fits_threads(tmp_path, monkeypatch):
     assert result.exit_code == 2 and seen == [1], result.output
 
 
-def test_retrain_precision_is_passed_on_and_a_bad_one_refused_in_one_line(tmp_path, monkeypatch):
+def _retrain_options_seen(tmp_path, monkeypatch, field: str):
+    """``retrain`` on a small config with the pipeline replaced: returns the CLI's arguments -> result and the
+    list of ``RetrainOptions.<field>`` each call passed on."""
     import regret_gateway.retrain as retrain_module
 
-    seen = []
+    seen: list = []
     monkeypatch.setattr(
         retrain_module,
         "retrain",
-        lambda s, e, opts, **k: seen.append(opts.precision) or retrain_module.RetrainResult("refused", "x"),
+        lambda s, e, opts, **k: seen.append(getattr(opts, field)) or retrain_module.RetrainResult("refused", "x"),
     )
     cfg = tmp_path / "settings.yaml"
     cfg.write_text(
         f"models: [a, b]\ndefault_tier: std\ntiers: {{std: {{lam: 100}}}}\nstore: {{url: 'sqlite:///{tmp_path}/gw.db'}}\n"
     )
-    assert runner.invoke(app, ["retrain", "--config", str(cfg)]).exit_code == 2 and seen == ["auto"]
-    assert runner.invoke(app, ["retrain", "--config", str(cfg), "--precision", "float32"]).exit_code == 2
-    assert seen == ["auto", "float32"]
-    bad = runner.invoke(app, ["retrain", "--config", str(cfg), "--precision", "half"])
+    return (lambda *args: runner.invoke(app, ["retrain", "--config", str(cfg), *args])), seen
+
+
+def test_retrain_precision_is_passed_on_and_a_bad_one_refused_in_one_line(tmp_path, monkeypatch):
+    run, seen = _retrain_options_seen(tmp_path, monkeypatch, "precision")
+    assert run().exit_code == 2 and seen == ["auto"]
+    assert run("--precision", "float32").exit_code == 2 and seen == ["auto", "float32"]
+    bad = run("--precision", "half")
     assert bad.exit_code == 2 and seen == ["auto", "float32"], bad.output
     assert bad.output.strip().splitlines() == ["error: --precision: precision must be one of float32, bfloat16, auto, got 'half'"]
 
 
 def test_retrain_cold_start_rows_is_passed_on_and_a_negative_one_refused(tmp_path, monkeypatch):
-    import regret_gateway.retrain as retrain_module
-
-    seen = []
-    monkeypatch.setattr(
-        retrain_module,
-        "retrain",
-        lambda s, e, opts, **k: seen.append(opts.cold_start_rows) or retrain_module.RetrainResult("refused", "x"),
-    )
-    cfg = tmp_path / "settings.yaml"
-    cfg.write_text(
-        f"models: [a, b]\ndefault_tier: std\ntiers: {{std: {{lam: 100}}}}\nstore: {{url: 'sqlite:///{tmp_path}/gw.db'}}\n"
-    )
-    assert runner.invoke(app, ["retrain", "--config", str(cfg)]).exit_code == 2 and seen == [0]
-    assert runner.invoke(app, ["retrain", "--config", str(cfg), "--cold-start-rows", "1500"]).exit_code == 2
-    assert seen == [0, 1500]
-    bad = runner.invoke(app, ["retrain", "--config", str(cfg), "--cold-start-rows", "-5"])
+    run, seen = _retrain_options_seen(tmp_path, monkeypatch, "cold_start_rows")
+    assert run().exit_code == 2 and seen == [0]
+    assert run("--cold-start-rows", "1500").exit_code == 2 and seen == [0, 1500]
+    bad = run("--cold-start-rows", "-5")
     assert bad.exit_code == 2 and seen == [0, 1500] and "--cold-start-rows" in bad.output, bad.output
 
 

@@ -67,6 +67,16 @@ def test_the_held_out_prompts_are_never_sent(tmp_path, monkeypatch):
     assert len(held) > 0 and not set(held.tolist()) & set(sent) and set(sent) <= set(traffic.tolist())
 
 
+def test_the_loop_explores_uniformly_until_the_cold_start_rows_asked_for(tmp_path):
+    """``cold_start_rows`` reaches the loop's retrains: the first router waits for that many rows a model, so
+    with more than two rounds can log the retrain is refused and the second round is cold start too."""
+    lines: list[str] = []
+    cfg = DemoConfig(world_size=300, rounds=2, requests=80, out=tmp_path, device="cpu", replay=True, cold_start_rows=100)
+    doc = run_demo(cfg, echo=lines.append)
+    assert doc["hook"]["routed"] == doc["hook"]["cold_start"] == 2 * 3 * 80, doc["hook"]  # 240 rows: ~60 a model
+    assert any("retrain after round 0: refused" in x and "before the first router every model needs 100" in x for x in lines)
+
+
 def test_traffic_share_makes_a_seeded_share_of_the_prompts_the_traffic(tmp_path):
     """``traffic_share``: that share of every prompt is the traffic (held-out prompts included), whatever the
     file's split; the references learn from the rest only. Without it the traffic is the file's val and test

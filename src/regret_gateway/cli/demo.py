@@ -35,6 +35,13 @@ def demo(
         "--cross-fit/--no-cross-fit",
         help="Retrain as `retrain` does by default, cross-fitted (5 fits a retrain); --no-cross-fit: one fit, a fifth held out.",
     ),
+    cold_start_rows: int = typer.Option(
+        0,
+        "--cold-start-rows",
+        min=0,
+        help="As retrain --cold-start-rows: the first router waits until every model has this many logged rows "
+        "(the loop explores uniformly until then).",
+    ),
     seed: int = typer.Option(0, "--seed"),
     held_out: float = typer.Option(
         0.2,
@@ -182,6 +189,7 @@ def demo(
             exploration=exploration,
             igw_gamma=igw_gamma,
             cross_fit=cross_fit,
+            cold_start_rows=cold_start_rows,
             seed=seed,
             held_out=held_out,
             traffic_share=traffic_share,

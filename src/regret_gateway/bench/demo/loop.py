@@ -147,6 +147,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                         n_boot=200,
                         cross_fit=cfg.cross_fit,
                         calibrate_judge=cfg.calibrate_judge,
+                        cold_start_rows=cfg.cold_start_rows,
                     ),
                 )
                 echo(f"retrain after round {rnd}: {result.status} ({result.reason}) in {result.seconds.get('total', 0):.0f}s")

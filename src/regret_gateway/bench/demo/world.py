@@ -46,6 +46,7 @@ class DemoConfig:
     exploration: str = "igw"  # igw | challengers | uniform (config.TierSpec.exploration)
     igw_gamma: float = 50.0  # config.TierSpec.igw_gamma
     cross_fit: bool = True  # retrain.RetrainOptions.cross_fit
+    cold_start_rows: int = 0  # retrain.RetrainOptions.cold_start_rows: the first router waits for this many rows a model
     seed: int = 0
     held_out: float = 0.2  # share of the traffic prompts never sent, scored after every round
     traffic_share: float | None = None  # a seeded share of the prompts is the traffic (None: val + test, or a quarter)

@@ -69,7 +69,7 @@ def test_the_held_out_prompts_are_never_sent(tmp_path, monkeypatch):
 
 def test_the_loop_explores_uniformly_until_the_cold_start_rows_asked_for(tmp_path):
     """``cold_start_rows`` reaches the loop's retrains: the first router waits for that many rows a model, so
-    with more than two rounds can log the retrain is refused and the second round is cold start too."""
+    with fewer after round 0 the retrain is refused and the second round is cold start too."""
     lines: list[str] = []
     cfg = DemoConfig(world_size=300, rounds=2, requests=80, out=tmp_path, device="cpu", replay=True, cold_start_rows=100)
     doc = run_demo(cfg, echo=lines.append)

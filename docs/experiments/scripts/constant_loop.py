@@ -45,9 +45,21 @@ Z_GATE = NormalDist().inv_cdf(1 - 0.05 / 4 / 2)
 RULES = {"sticky": Z_GATE, "sticky z=1.64": 1.645, "sticky z=1": 1.0, "sticky z=0.5": 0.5, "rechosen": None}
 
 
-def snips(y: np.ndarray, action: np.ndarray, w: np.ndarray, m: int) -> float:
+def snips_terms(y: np.ndarray, action: np.ndarray, w: np.ndarray, m: int) -> tuple[float, np.ndarray]:
+    """Constant ``m``'s SNIPS value and each row's term of its linearised error (value = mean + sum / n)."""
     hit = action == m
-    return float((w[hit] * y[hit]).sum() / max(w[hit].sum(), 1e-12))
+    norm = max(w[hit].sum() / len(y), 1e-12)
+    value = float((w[hit] * y[hit]).sum() / len(y) / norm)
+    return value, np.where(hit, w * (y - value), 0.0) / norm
+
+
+def snips(y: np.ndarray, action: np.ndarray, w: np.ndarray, m: int) -> float:
+    return snips_terms(y, action, w, m)[0]
+
+
+def prompt_se(terms: np.ndarray, prompt: np.ndarray) -> float:
+    """Standard error of the mean of ``terms`` with each prompt's rows one draw."""
+    return float(np.sqrt((np.bincount(prompt, weights=terms) ** 2).sum()) / len(terms))
 
 
 def dr_prompt(y, action, w, prompt, T: int) -> np.ndarray:
@@ -70,34 +82,19 @@ def dr_prompt(y, action, w, prompt, T: int) -> np.ndarray:
 
 def gain_lower_scores(scores, prompt, best: int, inc: int, z: float) -> float:
     d = scores[:, best] - scores[:, inc]
-    per_prompt = np.bincount(prompt, weights=d - d.mean())
-    return d.mean() - z * np.sqrt((per_prompt**2).sum()) / len(d)
+    return float(d.mean()) - z * prompt_se(d - d.mean(), prompt)
 
 
 def lower_bounds(y, action, w, prompt, T: int, z: float) -> np.ndarray:
     """(T,) each constant's SNIPS value minus z standard errors (prompts as units)."""
-    out = np.empty(T)
-    for m in range(T):
-        hit = action == m
-        norm = w[hit].sum() / len(y)
-        v = (w[hit] * y[hit]).sum() / len(y) / max(norm, 1e-12)
-        per_prompt = np.bincount(prompt, weights=np.where(hit, w * (y - v), 0.0) / max(norm, 1e-12))
-        out[m] = v - z * np.sqrt((per_prompt**2).sum()) / len(y)
-    return out
+    terms = [snips_terms(y, action, w, m) for m in range(T)]
+    return np.array([v - z * prompt_se(t, prompt) for v, t in terms])
 
 
 def gain_lower(y, action, w, prompt, best: int, inc: int, z: float) -> float:
     """Lower end of the paired gain of constant ``best`` over ``inc`` (SNIPS, prompts as units)."""
-    parts = []
-    for m in (best, inc):
-        hit = action == m
-        norm = w[hit].sum() / len(y)
-        v = (w[hit] * y[hit]).sum() / len(y) / norm
-        parts.append((v, np.where(hit, w * (y - v), 0.0) / norm))
-    d = parts[0][1] - parts[1][1]
-    per_prompt = np.bincount(prompt, weights=d)
-    se = np.sqrt((per_prompt**2).sum()) / len(y)
-    return parts[0][0] - parts[1][0] - z * se
+    (vb, tb), (vi, ti) = snips_terms(y, action, w, best), snips_terms(y, action, w, inc)
+    return vb - vi - z * prompt_se(tb - ti, prompt)
 
 
 def run(bench, lams, seed: int, rule, epsilon: float, exploration: str = "igw", estimator: str = "snips",

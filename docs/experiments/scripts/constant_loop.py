@@ -37,6 +37,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from regret_gateway.causal.stats import dr_term
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.gateway.decisions import exploration_distribution
 
@@ -77,7 +78,7 @@ def dr_prompt(y, action, w, prompt, T: int) -> np.ndarray:
     den = C[prompt][:, None] - Cm[prompt] - (np.arange(T)[None, :] != action[:, None])
     mu = v[None, :] + np.where(den > 0, num / np.maximum(den, 1), 0.0)
     hit = action[:, None] == np.arange(T)[None, :]
-    return mu + hit * (w * (y - mu[np.arange(len(y)), action]))[:, None]
+    return dr_term(mu, y[:, None], np.where(hit, w[:, None], 0.0))
 
 
 def gain_lower_scores(scores, prompt, best: int, inc: int, z: float) -> float:

@@ -373,6 +373,35 @@ def test_the_first_router_waits_for_the_cold_start_rows_asked_for(tmp_path, worl
     engine.dispose()
 
 
+def test_a_noisy_judge_s_scores_count_less_toward_the_cold_start():
+    """A judge score corrected for a 20% error in each direction carries 0.36 of a true score's worth (every
+    quality gap shrinks to 0.6 of itself): 50 user-scored and 50 judged rows a model are worth 68, short of a
+    cold start of 80; the same rows with the judge used as it is (no measured error) count 100."""
+    from dataclasses import replace
+
+    from regret_gateway.data import LoggedFeedback, TargetErrors
+    from regret_gateway.retrain import RetrainRefused, check_data
+
+    n, T = 400, 4
+    action = np.repeat(np.arange(T), n // T)
+    group = np.where(np.arange(n) % (n // T) < 50, -1, 0)  # each model: 50 user scores, then 50 judged
+    raw = np.random.default_rng(0).integers(0, 2, n).astype(float)
+    errors = TargetErrors(group=group, raw=raw, false_pass=np.array([0.2]), false_fail=np.array([0.2]),
+                          failed=np.array([300]), passed=np.array([300]), repeats=np.array([0]), disagree=np.array([0.0]))  # fmt: skip
+    logged = LoggedFeedback(X=np.zeros((n, 3)), action=action, quality=raw, cost=np.full(n, 0.001),
+                            model_names=("a", "b", "c", "d"), propensity=np.full(n, 0.25),
+                            target=np.where(group >= 0, (raw - 0.2) / 0.6, raw), target_errors=errors)  # fmt: skip
+    assert logged.scored_counts() == pytest.approx([68.0] * T)
+    opts = RetrainOptions(cold_start_rows=80)
+    with pytest.raises(RetrainRefused, match=r"a \(100, worth 68\).*needs 80 \(cold_start_rows\).*counts \(1 - false pass"):
+        check_data(logged, {}, opts, first=True)
+    assert check_data(logged, {}, RetrainOptions(cold_start_rows=67), first=True)["rows"] == n
+    assert check_data(logged, {}, opts, first=False)["rows"] == n  # a router is active: the usual 20 rows
+    as_it_is = replace(logged, target=None, target_errors=None)
+    assert as_it_is.scored_counts() == pytest.approx([100.0] * T)
+    assert check_data(as_it_is, {}, opts, first=True)["rows"] == n
+
+
 @pytest.mark.slow
 def test_imported_logs_without_propensities_train_a_router(tmp_path, world):
     """Historical logs (no propensities) go in through import-logs; retrain estimates the propensity."""

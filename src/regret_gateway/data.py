@@ -181,12 +181,19 @@ class TargetErrors:
         rng = np.random.default_rng([seed, 0x7A6E])
         G = len(self.false_pass)
         fp, ff = np.empty((n_boot, G)), np.empty((n_boot, G))
+
+        def redrawn(rate: float, n: int) -> np.ndarray:
+            # a line's rate may leave [0, 1] (a graded fit, or 0 computed as -2e-16): drawn at the nearest
+            # rate a share can have, the estimate moved by the draw's deviation
+            p = min(max(rate, 0.0), 1.0)
+            return rng.binomial(n, p, n_boot) / n + (rate - p)
+
         for g in range(G):
             if self.repeats[g] > 0:
                 fp[:, g] = ff[:, g] = flip_rate(rng.binomial(int(self.repeats[g]), self.disagree[g], n_boot) / self.repeats[g])
             else:
-                fp[:, g] = rng.binomial(int(self.failed[g]), self.false_pass[g], n_boot) / self.failed[g]
-                ff[:, g] = rng.binomial(int(self.passed[g]), self.false_fail[g], n_boot) / self.passed[g]
+                fp[:, g] = redrawn(float(self.false_pass[g]), int(self.failed[g]))
+                ff[:, g] = redrawn(float(self.false_fail[g]), int(self.passed[g]))
         slope = 1.0 / np.maximum(1.0 - fp - ff, self.MIN_SEPARATION)
         slope0 = 1.0 / (1.0 - self.false_pass - self.false_fail)
         return slope - slope0, -fp * slope + self.false_pass * slope0

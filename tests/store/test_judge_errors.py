@@ -93,6 +93,26 @@ def test_graded_scores_are_calibrated_on_every_grade_not_cut_at_one_half(engine)
         assert lg.quality_target[lg.action == t].mean() == pytest.approx(truth[models == m].mean(), abs=0.04), m
 
 
+def test_a_judge_never_wrong_one_way_is_measured_at_zero_and_its_uncertainty_redrawn(engine):
+    """A judge that never passes model b's wrong answers: its false pass is 0 exactly (not -2e-16 from a
+    least-squares line), and the gate's bootstrap redraws it -- and a graded line's rate below 0 -- without
+    failing, centred on the rate used."""
+    from regret_gateway.data import TargetErrors
+
+    log_judged(engine, 3000, user_share=0.3, false_pass={"a": 0.5, "b": 0.0, "c": 0.05})
+    with Session(engine) as s:
+        errors = judge_errors(s)
+        ts = training_set(s, feedback=("judge",))
+    assert errors["b"].false_pass == 0.0 and errors["b"].user_failed >= 20
+    slope, intercept = ts.logged.target_errors.shifts(200, seed=0)
+    assert np.isfinite(slope).all() and np.isfinite(intercept).all()
+    graded = TargetErrors(group=np.zeros(4, dtype=int), raw=np.ones(4), false_pass=np.array([-0.03]),
+                          false_fail=np.array([0.1]), failed=np.array([60]), passed=np.array([60]),
+                          repeats=np.array([0]), disagree=np.array([0.0]))  # fmt: skip
+    slope, intercept = graded.shifts(2000, seed=0)
+    assert np.isfinite(slope).all() and abs(np.median(slope + intercept)) < 0.02  # a pass's target: centred
+
+
 def test_without_user_scores_the_judge_is_uncalibrated_and_used_as_it_is(engine):
     log_judged(engine, 600, user_share=0.0)
     with Session(engine) as s:

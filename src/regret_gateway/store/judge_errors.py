@@ -113,6 +113,9 @@ def _error(model: str, user: np.ndarray, judge: np.ndarray) -> JudgeError:
     spread = float(np.var(user))
     if spread <= 0.0:
         return JudgeError(model, int(failed.sum()), int((~failed).sum()), None, None)
+    if np.isin(user, (0.0, 1.0)).all():  # pass/fail: the line through the two means, exact (no -2e-16 rates)
+        return JudgeError(model, int(failed.sum()), int((~failed).sum()), float(judge[failed].mean()),
+                          1.0 - float(judge[~failed].mean()))  # fmt: skip
     slope = float(np.mean((user - user.mean()) * (judge - judge.mean()))) / spread
     intercept = float(judge.mean()) - slope * float(user.mean())
     return JudgeError(model, int(failed.sum()), int((~failed).sum()), intercept, 1.0 - intercept - slope)

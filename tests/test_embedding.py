@@ -40,6 +40,38 @@ def test_cache_is_keyed_by_template_and_reused(embedder):
     assert not np.allclose(templated.encode(texts, ["mbpp"]), first)
 
 
+def test_two_processes_caching_the_same_texts_at_once_both_succeed(tmp_path, monkeypatch):
+    """Replays side by side embed the same prompts: both writers save their copy before either renames it
+    into place (forced here), and both succeed, leaving one cache file and no temporary one."""
+    import threading
+
+    cached = Embedder(device="cpu", cache_dir=tmp_path, progress=False)
+    monkeypatch.setattr(cached, "_encode_uncached", lambda texts, busy=False: np.ones((len(texts), 4), dtype=np.float32))
+    both_saved, real_save = threading.Barrier(2), np.save
+
+    def save_then_wait(*args, **kwargs):
+        real_save(*args, **kwargs)
+        both_saved.wait(timeout=30)
+
+    monkeypatch.setattr(np, "save", save_then_wait)
+    failures: list[BaseException] = []
+
+    def encode() -> None:
+        try:
+            cached.encode(["the same prompt"])
+        except BaseException as exc:  # noqa: BLE001 -- what the other writer's rename did to this one
+            failures.append(exc)
+
+    threads = [threading.Thread(target=encode) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures
+    assert [f.name for f in tmp_path.iterdir()] == [f"emb-{cached.cache_key(['the same prompt'])}.npy"]
+    assert np.array_equal(cached.encode(["the same prompt"]), np.ones((1, 4), dtype=np.float32))
+
+
 def test_a_shallower_embedder_runs_the_first_layers_of_the_model_and_is_another_embedding(embedder):
     """``layers=N`` embeds with the model's first N transformer layers (its N-th hidden state, pooled), and is
     cached and named apart from the full model's embedding."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -315,9 +316,16 @@ class Embedder:
         out = self._encode_uncached(formatted, busy)
         if cache_file is not None:
             cache_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache_file.with_suffix(".tmp.npy")
-            np.save(tmp, out)
-            tmp.replace(cache_file)
+            # a file of this writer's own, then renamed: processes embedding the same texts at once (replays side
+            # by side) each write whole and the last rename wins, never a half-written or vanished file
+            fd, name = tempfile.mkstemp(prefix=f"{cache_file.stem}.", suffix=".tmp.npy", dir=cache_file.parent)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    np.save(fh, out)
+                os.replace(name, cache_file)
+            except BaseException:
+                Path(name).unlink(missing_ok=True)
+                raise
         return out
 
     def encode_unique(self, texts: Sequence[str], datasets: Sequence[str] | None = None) -> np.ndarray:

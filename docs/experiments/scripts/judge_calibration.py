@@ -7,6 +7,8 @@ measured (pooled over models).
     # ARMS default "users,self,raw": corrected by users' scores (--user-share), by the judge's
     # self-agreement (--judge-repeat), taken as it is; "panel": two judges (--judge-panel 2) corrected by users;
     # "fit": corrected by users, the outcome networks fitted through the judge's error (judge_error=True; 0a31e6b)
+    # "cold": corrected by users, the first router held until every model's rows are worth 650 true scores
+    # (--cold-start-rows 650)
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ LABELS = {
     "cal": "corrected",
     "panel": "panel of two, corrected by users",
     "fit": "corrected by users, networks fitted through the error",
+    "cold": "corrected by users, cold start of 650 rows' worth",
 }
 
 

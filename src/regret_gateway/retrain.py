@@ -126,7 +126,7 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
     scores (:meth:`LoggedFeedback.scored_counts`: a corrected judge score counts less): the constant each tier
     starts from is chosen on the cold start's rows and stays until another is proven better
     (:func:`regret_gateway.policy.candidates.evaluate`), so a longer cold start chooses it better
-    (docs/experiments/closed-loop.md), and a noisy judge's cold start needs more rows (judge.md)."""
+    (docs/experiments/closed-loop.md), and a noisy judge's cold start needs more rows (docs/experiments/judge.md)."""
     left_out = ", ".join(f"{k}={v}" for k, v in skipped.items() if v) or "none"
     if logged is None or logged.n_samples == 0:
         raise RetrainRefused(
@@ -143,7 +143,7 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
                              "Raise exploration (tier epsilon) or remove the model from `models`.")  # fmt: skip
     if first and opts.cold_start_rows > need:
         need, worth = opts.cold_start_rows, logged.scored_counts()
-        judged = not np.allclose(worth, counts)
+        judged = logged.target_errors is not None  # some judge scores were corrected: their worth is shown
         few = [f"{m} ({int(c)}" + (f", worth {w:.0f})" if judged else ")")
                for m, c, w in zip(logged.model_names, counts, worth) if w < need]  # fmt: skip
         if few:

@@ -171,7 +171,7 @@ class TargetErrors:
         ``(1 - false_pass - false_fail)^2`` where it is a corrected judge score -- the judge shrinks every
         quality gap by that span while the scores stay as spread, so showing a gap takes 1 / span^2 as many
         of its scores (0.64 at 10% flips, 0.36 at 20%)."""
-        span = np.maximum(1.0 - self.false_pass - self.false_fail, self.MIN_SEPARATION)
+        span = 1.0 - self.false_pass - self.false_fail  # the correction's own divisor (>= 0.2 where applied)
         return np.where(self.group >= 0, span[np.maximum(self.group, 0)] ** 2, 1.0)
 
     def shifts(self, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -43,6 +43,14 @@ def demo(
         "worth of true scores (the loop explores uniformly until then; a corrected judge score counts less).",
     ),
     seed: int = typer.Option(0, "--seed"),
+    routing_seed: Optional[int] = typer.Option(
+        None,
+        "--routing-seed",
+        min=0,
+        help="Draw the gateway's exploration and retrain's splits and fits from this stream instead of --seed's; "
+        "the world, the traffic and the users' scores stay --seed's. Two runs that differ only in it measure "
+        "how far the loop's own randomness moves the result.",
+    ),
     held_out: float = typer.Option(
         0.2,
         "--held-out",
@@ -191,6 +199,7 @@ def demo(
             cross_fit=cross_fit,
             cold_start_rows=cold_start_rows,
             seed=seed,
+            routing_seed=routing_seed,
             held_out=held_out,
             traffic_share=traffic_share,
             out=out,

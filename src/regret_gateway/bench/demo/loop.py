@@ -90,6 +90,8 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     # a traffic stream and a gateway stream both seeded with ``cfg.seed`` would route each prompt of the
     # cold start to a model fixed by the prompt's draw (and a retrain split would follow the traffic).
     traffic_seq, gateway_seq, judge_seq, retrain_seq = np.random.SeedSequence(cfg.seed).spawn(4)
+    if cfg.routing_seed is not None:  # another draw of the loop's own randomness on the same world and traffic
+        _, gateway_seq, _, retrain_seq = np.random.SeedSequence([cfg.seed, cfg.routing_seed]).spawn(4)
     world = prepare(cfg, work, echo)
     keys = {team: f"sk-{team}-{os.urandom(6).hex()}" for team, _, _ in cfg.tiers}
     up_port, proxy_port = free_port(), free_port()

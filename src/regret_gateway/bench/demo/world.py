@@ -48,6 +48,7 @@ class DemoConfig:
     cross_fit: bool = True  # retrain.RetrainOptions.cross_fit
     cold_start_rows: int = 0  # retrain.RetrainOptions.cold_start_rows: the first router waits for this many rows a model
     seed: int = 0
+    routing_seed: int | None = None  # the gateway's and retrain's draws from this stream (world, traffic: seed)
     held_out: float = 0.2  # share of the traffic prompts never sent, scored after every round
     traffic_share: float | None = None  # a seeded share of the prompts is the traffic (None: val + test, or a quarter)
     out: Path = Path("runs/demo")

@@ -169,7 +169,8 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
     if np.all(p >= 1.0 - 1e-12):
         raise RetrainRefused(
             "every logged propensity is 1: the logging was not randomised, so the outcome of any "
-            "other model cannot be estimated without bias. Set epsilon > 0 on the tiers and log more."
+            "other model cannot be estimated without bias. Set epsilon > 0 on the tiers (a tier at epsilon 0 "
+            "serves one model, its fallback under `cold_start: fallback`) and log more."
         )
     ess = {m: effective_sample_size(1.0 / p[logged.action == t]) for t, m in enumerate(logged.model_names)}
     low = [f"{m} ({v:.1f})" for m, v in ess.items() if v < opts.min_ess_per_model]

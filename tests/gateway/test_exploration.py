@@ -119,3 +119,25 @@ def test_a_configured_model_the_router_has_not_learned_is_explored_most(trained_
     explored = [c for c in choices if c.mode == "exploration"]
     counts = {m: sum(c.model == m for c in explored) for m in models}
     assert max(counts, key=lambda m: counts[m]) == "new-model"
+
+
+@pytest.mark.parametrize("rule", ["igw", "uniform"])
+def test_a_fallback_cold_start_explores_at_the_tiers_epsilon(encoder, rule):
+    """``cold_start: fallback`` serves each tier's fallback before any router, but a share epsilon of the
+    traffic goes to the other models with its exact propensity: otherwise every logged row is the fallback at
+    propensity 1, and retrain could never learn another model (it refuses such logs). With epsilon 0 the
+    fallback is served alone."""
+    from regret_gateway.config import Settings, TierSpec
+    from regret_gateway.gateway.decisions import ActiveRouter
+
+    tiers = {"t": TierSpec(lam=0.0, epsilon=0.2, exploration=rule, fallback="large"),
+             "fixed": TierSpec(lam=0.0, epsilon=0.0, fallback="large")}  # fmt: skip
+    active = ActiveRouter(Settings(models=MODELS, default_tier="t", tiers=tiers, cold_start="fallback"))
+    x, rng = encoder([CODE_PROMPT])[0], np.random.default_rng(0)
+    choices = [active.choose(x, "t", rng) for _ in range(4000)]
+    expected = exploration_distribution(MODELS.index("large"), len(MODELS), 0.2, rule=rule)
+    shares = np.array([np.mean([c.model == m for c in choices]) for m in MODELS])
+    assert np.allclose(shares, expected, atol=0.02) and (shares > 0).all()
+    assert all(c.mode == "cold_start" and c.propensity == pytest.approx(expected[MODELS.index(c.model)]) for c in choices)
+    fixed = [active.choose(x, "fixed", rng) for _ in range(50)]
+    assert {(c.model, c.propensity) for c in fixed} == {("large", 1.0)}

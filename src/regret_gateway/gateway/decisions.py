@@ -209,9 +209,11 @@ class ActiveRouter:
         spec = settings.tiers[tier]
         T = len(settings.models)
         if artifact is None:
-            if settings.cold_start == "fallback":
+            if settings.cold_start == "fallback":  # the fallback, with the tier's exploration: the logs learn every model
                 best = settings.models.index(fallback_model(settings, tier))
-                return np.eye(T)[best], best, None
+                p = exploration_distribution(best, T, spec.epsilon, rule=spec.exploration, gamma=spec.igw_gamma,
+                                             min_propensity=spec.min_propensity)  # fmt: skip
+                return p, best, None
             return np.full(T, 1.0 / T), 0, None
         if spec.epsilon > 0 and spec.exploration != "uniform":
             logits, estimates = artifact.logits_and_utilities(X, spec.lam)
@@ -245,10 +247,11 @@ class ActiveRouter:
         X = x[None, :]
         if position is None and artifact is None and settings.tiers[tier].max_cost_per_request_usd is None:
             # the cold start as _uncapped gives it, drawn as before distributions existed (a seed's replay unchanged)
-            if settings.cold_start == "fallback":
+            if settings.cold_start == "fallback" and settings.tiers[tier].epsilon <= 0:
                 return Choice(fallback_model(settings, tier), 1.0, "cold_start", None)
-            t = int(rng.integers(len(models)))
-            return Choice(models[t], 1.0 / len(models), "cold_start", None)
+            if settings.cold_start == "uniform":
+                t = int(rng.integers(len(models)))
+                return Choice(models[t], 1.0 / len(models), "cold_start", None)
         p, best, scores = self.distribution(X, tier, position=position, ladder=ladder, cheapest=cheapest, artifact=artifact,
                                             prompt_tokens=prompt_tokens)  # fmt: skip
         t = int(np.searchsorted(np.cumsum(p), rng.random(), side="right"))

@@ -245,13 +245,11 @@ class ActiveRouter:
         models = settings.models
         artifact = self._artifact
         X = x[None, :]
-        if position is None and artifact is None and settings.tiers[tier].max_cost_per_request_usd is None:
-            # the cold start as _uncapped gives it, drawn as before distributions existed (a seed's replay unchanged)
-            if settings.cold_start == "fallback" and settings.tiers[tier].epsilon <= 0:
-                return Choice(fallback_model(settings, tier), 1.0, "cold_start", None)
-            if settings.cold_start == "uniform":
-                t = int(rng.integers(len(models)))
-                return Choice(models[t], 1.0 / len(models), "cold_start", None)
+        uncapped = settings.tiers[tier].max_cost_per_request_usd is None
+        if position is None and artifact is None and uncapped and settings.cold_start == "uniform":
+            # the uniform cold start as _uncapped gives it, drawn as before distributions existed (a seed's replay unchanged)
+            t = int(rng.integers(len(models)))
+            return Choice(models[t], 1.0 / len(models), "cold_start", None)
         p, best, scores = self.distribution(X, tier, position=position, ladder=ladder, cheapest=cheapest, artifact=artifact,
                                             prompt_tokens=prompt_tokens)  # fmt: skip
         t = int(np.searchsorted(np.cumsum(p), rng.random(), side="right"))

@@ -20,24 +20,8 @@ import sys
 
 import numpy as np
 
+from regret_gateway.bench.demo.budget_days import best_two_model_mix
 from regret_gateway.evaluation.loaders import load_benchmark
-
-
-def hull_mix(cost: np.ndarray, quality: np.ndarray, budget: float) -> tuple[int, int, float]:
-    """(a, b, s): the mix of models a and b (b's share s) on the upper concave hull of (cost, quality) that spends
-    ``budget``; the best model costing at most ``budget`` alone (a = b) where it beats every such mix or no
-    model costs more."""
-    best = (-np.inf, 0, 0, 0.0)
-    for a in range(len(cost)):
-        if cost[a] <= budget and quality[a] > best[0]:
-            best = (quality[a], a, a, 0.0)
-        for b in range(len(cost)):
-            if cost[a] < budget < cost[b]:
-                s = (budget - cost[a]) / (cost[b] - cost[a])
-                q = (1 - s) * quality[a] + s * quality[b]
-                if q > best[0]:
-                    best = (q, a, b, s)
-    return best[1], best[2], best[3]
 
 
 def mix_quality(quality: np.ndarray, a: int, b: int, s: float) -> float:
@@ -56,7 +40,7 @@ def main(path: str, limit: int | None, levels: list[float], rows: list[int], tri
     rng = np.random.default_rng(0)
     for level in levels:
         budget = c_true[cheapest] + level * (c_true[top] - c_true[cheapest])
-        a, b, s = hull_mix(c_true, q_true, budget)
+        a, b, s = best_two_model_mix(c_true, q_true, budget)
         truth = mix_quality(q_true, a, b, s)
         label = f"{bench.model_names[a]} / {bench.model_names[b]} ({100 * truth:.2f})"
         for n in rows:
@@ -64,7 +48,7 @@ def main(path: str, limit: int | None, levels: list[float], rows: list[int], tri
             for _ in range(trials):
                 logged = rng.integers(len(Q), size=(n, Q.shape[1]))  # n prompts a model, drawn independently
                 q_hat = Q[logged, np.arange(Q.shape[1])].mean(0)
-                ea, eb, _ = hull_mix(c_true, q_hat, budget)
+                ea, eb, _ = best_two_model_mix(c_true, q_hat, budget)
                 s_true = 0.0 if ea == eb else (budget - c_true[ea]) / (c_true[eb] - c_true[ea])  # spends the budget
                 gaps.append(100 * (mix_quality(q_true, ea, eb, s_true) - truth))
                 right += {ea, eb} == {a, b}

@@ -115,6 +115,23 @@ class BudgetDay:
     request_positions: list[float] = field(default_factory=list, repr=False)  # the position each request was routed at
 
 
+def best_two_model_mix(cost: np.ndarray, quality: np.ndarray, budget: float) -> tuple[int, int, float] | None:
+    """(a, b, s): the fixed random mix of models a and b (b's share s) with the most ``quality`` whose ``cost``
+    (per model, summed or mean alike) is at most ``budget``: a pair that spends it exactly, or one model alone
+    (a = b, s = 0) where that is better or no model costs more; None where every model costs more."""
+    best: tuple[float, int, int, float] | None = None
+    for a in range(len(cost)):
+        if cost[a] <= budget and (best is None or quality[a] > best[0]):
+            best = (float(quality[a]), a, a, 0.0)
+        for b in range(len(cost)):
+            if cost[a] < budget < cost[b]:
+                s = float((budget - cost[a]) / (cost[b] - cost[a]))
+                q = float((1 - s) * quality[a] + s * quality[b])
+                if best is None or q > best[0]:
+                    best = (q, a, b, s)
+    return None if best is None else best[1:]
+
+
 def _hindsight(day: BudgetDay, world, gateway, rows: np.ndarray, chosen: np.ndarray) -> None:
     """The references on the day's requests (module doc)."""
     Q, C = world.bench.quality[rows], world.bench.cost[rows]
@@ -149,16 +166,9 @@ def _hindsight(day: BudgetDay, world, gateway, rows: np.ndarray, chosen: np.ndar
         1.0,
     )
     total_c, total_q = C.sum(0), Q.sum(0)  # per model over the day
-    mix_q, mix_spend = -np.inf, 0.0
-    for a in range(len(world.models)):
-        for b in range(len(world.models)):
-            if total_c[a] <= s_spend and total_q[a] > mix_q:
-                mix_q, mix_spend = total_q[a], total_c[a]
-            if total_c[a] < s_spend < total_c[b]:
-                p = (s_spend - total_c[a]) / (total_c[b] - total_c[a])
-                if (1 - p) * total_q[a] + p * total_q[b] > mix_q:
-                    mix_q, mix_spend = (1 - p) * total_q[a] + p * total_q[b], s_spend
-    if np.isfinite(mix_q):
+    if (mix := best_two_model_mix(total_c, total_q, s_spend)) is not None:
+        a, b, s = mix
+        mix_spend, mix_q = (1 - s) * total_c[a] + s * total_c[b], (1 - s) * total_q[a] + s * total_q[b]
         day.spend["two-model mix"], day.quality["two-model mix"], day.answered["two-model mix"] = mix_spend, 100 * mix_q / n, 1.0
     best = world.best_single[min(world.best_single)]
     answered = np.cumsum(C[:, best]) <= day.budget_usd  # served until the next answer would pass the budget

@@ -79,34 +79,79 @@ def test_a_controller_step_moves_toward_the_affordable_cost_and_is_bounded():
     assert next_position(0.2, spent_usd=0.0, window_usd=0.0, window_requests=100, **kw)[0] == 0.0  # at most the top tier
 
 
-def test_steering_lands_a_diurnal_day_with_a_surge_on_its_budget():
-    """A day of traffic whose rate follows the clock (4x from night to afternoon) with a one-hour surge at
-    3x: one controller step a minute from the team's recent cost and yesterday's traffic lands the day's
-    spend within 5% of the budget, from a start at the dearest tier that would spend 2.6 times as much."""
-    from regret_gateway.budgets import next_position, requests_left
+RUNG_COST = np.array([0.010, 0.004, 0.0015, 0.0004])  # per request: three tiers, then the cheapest model
+MINUTES = np.arange(1440)
+DIURNAL = 20 * (1 + 0.6 * np.sin(2 * np.pi * (MINUTES - 600) / 1440))  # requests a minute, peak mid-afternoon
+DAY0 = datetime(2026, 11, 27, tzinfo=timezone.utc)
 
-    rng = np.random.default_rng(0)
-    rung_cost = np.array([0.010, 0.004, 0.0015, 0.0004])  # per request: three tiers, then the cheapest model
-    minutes = np.arange(1440)
-    rate = 20 * (1 + 0.6 * np.sin(2 * np.pi * (minutes - 600) / 1440))  # requests a minute, peak mid-afternoon
-    yesterday = rng.poisson(rate)
-    today = rng.poisson(rate * np.where((minutes >= 840) & (minutes < 900), 3.0, 1.0))
-    budget = 0.0038 * today.sum()  # a mix of the second and third rungs
-    start = datetime(2026, 11, 27, tzinfo=timezone.utc)
-    end = start + timedelta(days=1)
-    position, spent, window_usd, window_n, so_far, path = 0.0, 0.0, 0.0, 0, 0, []
-    for m in minutes:
-        now = start + timedelta(minutes=int(m))
-        expected = requests_left(now, start, end, so_far, int(yesterday[m:].sum()))
-        position, why = next_position(position, budget_usd=budget, spent_usd=spent, expected_requests=expected,
+
+def steer_a_day(today: np.ndarray, budget: float, position: float, expected, rng: np.random.Generator):
+    """One controller step a minute over ``today``'s requests a minute, each request's rung drawn as the
+    gateway does and its cost around the rung's; ``expected(minute, so_far)``: the requests to come.
+    Returns (the day's spend, the position at each minute)."""
+    from regret_gateway.budgets import next_position
+
+    spent, window_usd, window_n, so_far, path = 0.0, 0.0, 0, 0, []
+    for m in MINUTES:
+        position, why = next_position(position, budget_usd=budget, spent_usd=spent, expected_requests=expected(m, so_far),
                                       window_usd=window_usd, window_requests=window_n, top=3.0)  # fmt: skip
         if why != "waiting":
             window_usd, window_n = 0.0, 0
         j = min(int(position), 2)
-        s = position - j
-        rungs = np.where(rng.random(today[m]) < s, j + 1, j)  # each request's rung, drawn as the gateway does
-        cost = float((rung_cost[rungs] * rng.lognormal(0.0, 0.5, today[m]) / np.exp(0.125)).sum())
+        rungs = np.where(rng.random(today[m]) < position - j, j + 1, j)
+        cost = float((RUNG_COST[rungs] * rng.lognormal(0.0, 0.5, today[m]) / np.exp(0.125)).sum())
         spent, window_usd, window_n, so_far = spent + cost, window_usd + cost, window_n + today[m], so_far + today[m]
         path.append(position)
+    return spent, np.array(path)
+
+
+def test_steering_lands_a_diurnal_day_with_a_surge_on_its_budget():
+    """A day of traffic whose rate follows the clock (4x from night to afternoon) with a one-hour surge at
+    3x: one controller step a minute from the team's recent cost and yesterday's traffic lands the day's
+    spend within 5% of the budget, from a start at the dearest tier that would spend 2.6 times as much."""
+    from regret_gateway.budgets import requests_left
+
+    rng = np.random.default_rng(0)
+    yesterday = rng.poisson(DIURNAL)
+    today = rng.poisson(DIURNAL * np.where((MINUTES >= 840) & (MINUTES < 900), 3.0, 1.0))
+    budget = 0.0038 * today.sum()  # a mix of the second and third rungs
+
+    def expected(m, so_far):
+        now = DAY0 + timedelta(minutes=int(m))
+        return requests_left(now, DAY0, DAY0 + timedelta(days=1), so_far, int(yesterday[m:].sum()))
+
+    spent, path = steer_a_day(today, budget, 0.0, expected, rng)
     assert abs(spent / budget - 1) < 0.05, spent / budget
     assert path[0] == 0.0 and max(path) > 1.0  # it had to move: the dearest tier spends 2.6x the budget
+
+
+def test_a_new_teams_first_day_is_expected_to_follow_the_platforms_day_before():
+    """A team with no day before of its own: from the rate so far, at night (a third of the afternoon's) it
+    expects too few requests, spends as if the day were quiet and must swing to the cheap end in the
+    afternoon; expecting its day to go on as the platform's went on yesterday (a flatter curve peaking an
+    hour earlier), it stays nearer the one position that spends the budget."""
+    from regret_gateway.budgets import MIN_REQUESTS, requests_left
+
+    rng = np.random.default_rng(1)
+    today = rng.poisson(DIURNAL)
+    platform = rng.poisson(100 * (1 + 0.4 * np.sin(2 * np.pi * (MINUTES - 540) / 1440)))
+    budget = (0.5 * RUNG_COST[1] + 0.5 * RUNG_COST[2]) * today.sum()  # halfway between standard and economy
+
+    def expected(use_platform: bool):
+        def left(m, so_far):
+            now = DAY0 + timedelta(minutes=int(m))
+            shape = (int(platform[:m].sum()), int(platform[m:].sum())) if use_platform else None
+            return requests_left(now, DAY0, DAY0 + timedelta(days=1), so_far, None, shape)
+
+        return left
+
+    now = DAY0 + timedelta(hours=1)
+    end = DAY0 + timedelta(days=1)
+    assert requests_left(now, DAY0, end, 30, None, (100, 1000)) == 300.0  # 30 so far, the platform had 10x to come
+    assert requests_left(now, DAY0, end, 30, None, (MIN_REQUESTS - 1, 1000)) == 690.0  # too few to tell: the rate
+    assert requests_left(now, DAY0, end, 30, 400, (100, 1000)) == 400.0  # the team's own day before comes first
+    runs = {use: steer_a_day(today, budget, 1.5, expected(use), np.random.default_rng(2)) for use in (False, True)}
+    for spent, _ in runs.values():
+        assert abs(spent / budget - 1) < 0.05
+    swing = {use: float(np.abs(path[60:] - 1.5).mean()) for use, (_, path) in runs.items()}  # from the fixed position
+    assert swing[True] < 0.6 * swing[False], swing  # 0.27 and 0.63 (the shapes differ: not 0)

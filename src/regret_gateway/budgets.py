@@ -12,8 +12,9 @@ tiers by lambda and then the cheapest model. Its **position** u in [0, top] says
 request goes to rung j with probability 1 - s and to rung j + 1 with probability s, so spend moves
 smoothly with u, and the logged propensity (the mixture's) stays exact. Every ``interval_s`` the controller (:func:`next_position`) compares what the
 team's recent requests cost each with what it may spend per request for the rest of the period (the money
-left over the requests it expects: the same span of the previous period, or the period's rate so far) and
-moves u by GAIN rungs per e-fold of that ratio, at most MAX_STEP rungs a step: an integral controller on
+left over the requests it expects: the same span of the previous period; for a team new this period, its
+requests so far scaled by how the platform's traffic went on in the previous period; else the period's
+rate so far) and moves u by GAIN rungs per e-fold of that ratio, at most MAX_STEP rungs a step: an integral controller on
 the log cost (dual ascent on the price of a dollar). A spent budget sends the team to the cheapest model;
 a new period starts at the previous period's mean position over its requests (the fixed position that
 would have spent about as much); the first where the ladder's forecast spends the budget, else at the
@@ -116,12 +117,19 @@ class BudgetStatus:
         )
 
 
-def requests_left(now: datetime, start: datetime, end: datetime, so_far: int, previous_span: int | None) -> float:
+def requests_left(now: datetime, start: datetime, end: datetime, so_far: int, previous_span: int | None,
+                  platform: tuple[int, int] | None = None) -> float:  # fmt: skip
     """How many more requests the team is expected to send before ``end``: as many as in the same span of
-    the previous period (``previous_span``, None where the store holds no earlier period), else the
-    period's rate so far times the time left."""
+    the previous period (``previous_span``, None where the store holds no earlier period of the team's);
+    else, for a team new this period, its requests so far scaled as the platform's traffic of the previous
+    period grew from the same point (``platform``: every team's requests before and after ``now``'s place in
+    the previous period, None where the store does not hold all of it; used from MIN_REQUESTS before): a new
+    team's period is expected to follow the platform's (its night and its afternoon); else the period's
+    rate so far times the time left."""
     if previous_span is not None:
         return float(previous_span)
+    if platform is not None and platform[0] >= MIN_REQUESTS:
+        return so_far * platform[1] / platform[0]
     elapsed = (now - start).total_seconds()
     return so_far / elapsed * (end - now).total_seconds() if elapsed > 0 else 0.0
 

@@ -386,11 +386,11 @@ def test_a_budgeted_team_is_steered_onto_its_daily_budget(tmp_path):
     lines: list[str] = []
     doc = run_demo(
         DemoConfig(world_size=600, rounds=2, requests=150, out=tmp_path, device="cpu", replay=True, budget_days=1,
-                   budget_requests=1500, cross_fit=False),  # one fit: the steering reads the store, not the fits
+                   budget_requests=1500, budget_platform=300, cross_fit=False),  # one fit: the steering reads the store
         echo=lines.append,
     )  # fmt: skip
     day = json.loads((tmp_path / "budget.json").read_text())[0]
-    assert doc["hook"]["fallback"] == 0 and day["requests"] > 1000
+    assert doc["hook"]["fallback"] == 0 and day["requests"] > 1000 and 200 < day["platform_requests"] < 400
     assert abs(day["spend"]["steered"] / day["budget_usd"] - 1) < 0.05, "\n".join(lines)
     assert day["answered"]["hard-cap"] < 0.9 and day["quality"]["steered"] > day["quality"]["hard-cap"] + 10
     assert max(day["position"]) - min(day["position"]) > 0.2  # it steered: a fixed position would not have landed

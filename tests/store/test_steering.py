@@ -154,6 +154,21 @@ def test_a_teams_first_period_starts_where_the_published_forecast_spends_its_bud
     assert first.position == pytest.approx(5 / 6) and first.state == "waiting"
 
 
+def test_a_new_teams_first_day_expects_the_rest_of_the_platforms_day_before(engine):
+    """Team a's first day: 40 requests at 1 cent in its first hour against $1. At that rate the day holds
+    ~900 more and it must go cheaper; but yesterday the platform (team b) sent 99% of its traffic in the
+    first hour, so a's day is expected to be nearly over: it may spend more per request, and steps toward
+    quality."""
+    s = settings(usd=1.0)
+    spend(engine, 5, 0.001, start=DAY - timedelta(days=2), team="b")  # the store holds all of yesterday
+    spend(engine, 990, 0.001, start=DAY - timedelta(days=1, minutes=-5), team="b")
+    spend(engine, 10, 0.001, start=DAY - timedelta(hours=12), team="b")
+    spend(engine, 40, 0.01, start=DAY + timedelta(minutes=30))
+    first = step_team(engine, s, "a", DAY + timedelta(minutes=20))
+    stepped = step_team(engine, s, "a", DAY + timedelta(hours=1))
+    assert stepped.state == "stepped" and stepped.position < first.position
+
+
 def test_start_position_interpolates_between_the_rungs_around_the_affordable_cost():
     ladder = tier_ladder(settings(usd=1.0), [0.01, 0.004, 0.001, 0.0002])
     assert ladder.start(2.0, 100) == 0.0  # $0.02 a request: the dearest tier

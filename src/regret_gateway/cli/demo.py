@@ -158,6 +158,14 @@ def demo(
         "--budget-ladder",
         help="What the budgeted team is steered along: tiers (the default) or frontier (budget.ladder).",
     ),
+    budget_platform: int = typer.Option(
+        2000,
+        "--budget-platform",
+        min=0,
+        help="With --budget-days: the other teams' requests a day, on the same clock (peaking an hour earlier, "
+        "flatter, no surge), from the day before the budgeted team's first: the platform's traffic, whose shape "
+        "the controller expects a new team's day to follow. 0: none (the team's first day extrapolates its own rate).",
+    ),
 ) -> None:
     """The closed loop on embedded defaults: a mock upstream serving a full-feedback world, the LiteLLM proxy
     with the hook, three teams on three tiers sending traffic through the OpenAI SDK, feedback after every
@@ -219,6 +227,7 @@ def demo(
             budget_requests=budget_requests,
             budget_level=budget_level,
             budget_ladder=budget_ladder,
+            budget_platform=budget_platform,
         ),
         echo=typer.echo,
     )

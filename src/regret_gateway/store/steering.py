@@ -1,7 +1,8 @@
 """Budget steering in the store: one controller step for a team, taken once per interval for every
 replica that shares the store (the ``budget_steering`` row is updated only where nobody else stepped since
-it was read), and what the step reads -- the team's spend, its requests since the last step and the
-requests the same span of the previous period held -- and where a team's budget stands (``status``, the
+it was read), and what the step reads -- the team's spend, its requests since the last step, the
+requests the same span of the previous period held (for a team new this period: the platform's, before
+and after the same point) -- and where a team's budget stands (``status``, the
 budget route)."""
 
 from __future__ import annotations
@@ -59,9 +60,25 @@ def _requests_held(session: Session, key: str, since: datetime, until: datetime)
     return team_spend(session, key, since, until)[1]
 
 
+def _platform_shape(session: Session, now: datetime, start: datetime, end: datetime) -> tuple[int, int] | None:
+    """Every team's requests in the previous period before and after ``now``'s place in it, or None where
+    the store holds no traffic from before that period began (so that it cannot tell its shape)."""
+    span = end - start
+    first = session.scalar(select(func.min(Decision.created_at)))
+    if first is None or _utc(first) > start - span:
+        return None
+    before, after = (
+        session.scalar(select(func.count()).select_from(Decision).where(Decision.created_at >= a, Decision.created_at < b))
+        for a, b in ((start - span, now - span), (now - span, start))
+    )  # fmt: skip
+    return int(before or 0), int(after or 0)
+
+
 def _expected_requests(session: Session, key: str, now: datetime, start: datetime, end: datetime, so_far: int) -> float:
     span = end - start  # the same span of the previous period, where the store holds it
-    return requests_left(now, start, end, so_far, _requests_held(session, key, now - span, end - span))
+    previous = _requests_held(session, key, now - span, end - span)
+    platform = _platform_shape(session, now, start, end) if previous is None else None
+    return requests_left(now, start, end, so_far, previous, platform)
 
 
 def step_team(engine: Engine, settings: Settings, team: str, now: datetime, ladder: Ladder | None = None) -> Steering:

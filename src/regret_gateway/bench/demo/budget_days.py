@@ -1,7 +1,9 @@
 """Budget days (``demo --replay --budget-days N``): after the rounds, a team on a daily budget sends a day
 of traffic whose rate follows the clock (the afternoon 4x the night) with a one-hour surge at 3x (14:00
 UTC), through the same hook, store and budget steering as production, on a simulated clock; the
-controller steps every STEP_S simulated seconds. Then, on the same requests, in hindsight:
+controller steps every STEP_S simulated seconds. The rounds' teams send the platform's traffic beside it
+(:class:`Platform`, ``budget_platform`` requests a day: the same clock, not the same curve), from the day
+before the budgeted team's first, so that the controller can expect the team's first day to follow it. Then, on the same requests, in hindsight:
 
 * ``steered``: what the team got (the gateway's choices, exploration included); ``steered, expected``:
   the same positions, each request valued over its routing distribution instead of its one draw (the
@@ -47,13 +49,22 @@ class SimClock:
         return self.t or datetime.now(timezone.utc)
 
 
-def diurnal_rates(per_day: int) -> np.ndarray:
-    """(1440,) expected requests per minute: a sine over the day peaking at 16:00 UTC (0.25x to 1.75x of the
-    mean), the surge hour at SURGE's multiple, scaled so that a day without the surge holds ``per_day``."""
+def diurnal_rates(per_day: int, peak_minute: int = 960, swing: float = 0.75, surge: bool = True) -> np.ndarray:
+    """(1440,) expected requests per minute: a sine over the day peaking at ``peak_minute`` (16:00 UTC;
+    1 - ``swing`` to 1 + ``swing`` times the mean), the surge hour at SURGE's multiple, scaled so that a day
+    without the surge holds ``per_day``."""
     m = np.arange(1440)
-    rate = per_day / 1440 * (1 + 0.75 * np.sin(2 * np.pi * (m - 600) / 1440))
-    rate[SURGE[0] : SURGE[1]] *= SURGE[2]
+    rate = per_day / 1440 * (1 + swing * np.sin(2 * np.pi * (m - peak_minute + 360) / 1440))
+    if surge:
+        rate[SURGE[0] : SURGE[1]] *= SURGE[2]
     return rate
+
+
+def platform_rates(per_day: int) -> np.ndarray:
+    """(1440,) the other teams' requests per minute: the same clock, but peaking an hour earlier (15:00 UTC),
+    flatter (0.4x to 1.6x) and without the budgeted team's surge: a platform whose day is like the team's,
+    not the same."""
+    return diurnal_rates(per_day, peak_minute=900, swing=0.6, surge=False)
 
 
 def rung_costs_on(world, gateway, rows: np.ndarray, ladder: Ladder, cheapest: str | None) -> np.ndarray:
@@ -104,6 +115,7 @@ class BudgetDay:
     day: int
     budget_usd: float
     requests: int
+    platform_requests: int = 0  # the other teams' that day (Platform)
     spend: dict[str, float] = field(default_factory=dict)  # USD per method
     quality: dict[str, float] = field(default_factory=dict)  # per request (a refused one counts 0), x100
     answered: dict[str, float] = field(default_factory=dict)  # share of requests answered
@@ -176,11 +188,45 @@ def _hindsight(day: BudgetDay, world, gateway, rows: np.ndarray, chosen: np.ndar
     day.quality["hard-cap"], day.answered["hard-cap"] = 100 * float(Q[answered, best].sum()) / n, float(answered.mean())
 
 
+class Platform:
+    """The other teams' traffic on the budget days' clock (:func:`platform_rates`, ``per_day`` requests a day):
+    each minute's requests, each from one of the rounds' teams at random, on prompts of the traffic; drawn
+    from its own generator, so that the budgeted team's days are the same with it or without."""
+
+    def __init__(self, cfg, world, seed: int) -> None:
+        self.rng = np.random.default_rng([seed, 23])
+        self.teams = [team for team, _, _ in cfg.tiers]
+        self.per_day, self.world = cfg.budget_platform, world
+
+    def day(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(requests each minute, their prompts, their teams' indices)."""
+        counts = self.rng.poisson(platform_rates(self.per_day)) if self.per_day else np.zeros(1440, dtype=int)
+        n = int(counts.sum())
+        return counts, self.rng.choice(self.world.traffic_ix, size=n), self.rng.integers(len(self.teams), size=n)
+
+    async def send_minute(self, replay, clock: SimClock, at: datetime, rows: np.ndarray, teams: np.ndarray) -> None:
+        for j, (i, team) in enumerate(zip(rows, teams)):
+            clock.t = at + timedelta(seconds=60 * (j + 0.5) / len(rows))
+            await replay._ask(self.teams[int(team)], int(i))
+
+
+async def _send_platform_day(platform: Platform, replay, clock: SimClock, start: datetime) -> None:
+    """A day of the platform's traffic alone (the day before the budgeted team's first)."""
+    counts, rows, teams = platform.day()
+    ends = np.cumsum(counts)
+    for minute, count in enumerate(counts):
+        k = ends[minute] - count
+        await platform.send_minute(replay, clock, start + timedelta(minutes=minute), rows[k : k + count], teams[k : k + count])
+
+
 async def _send_day(gateway, replay, world, clock: SimClock, day: BudgetDay, start: datetime, counts: np.ndarray,
-                    rows: np.ndarray) -> list[int]:  # fmt: skip
-    """Send the day's requests minute by minute on the simulated clock, a controller step every STEP_S;
-    returns the model each request was routed to (index into the world's models)."""
+                    rows: np.ndarray, platform: Platform) -> list[int]:  # fmt: skip
+    """Send the day's requests minute by minute on the simulated clock, the platform's between them, a
+    controller step every STEP_S; returns the model each of the budgeted team's requests was routed to
+    (index into the world's models)."""
     chosen: list[int] = []
+    p_counts, p_rows, p_teams = platform.day()
+    p_ends, day.platform_requests = np.cumsum(p_counts), int(p_counts.sum())
     for minute, count in enumerate(counts):
         if minute % int(STEP_S // 60) == 0:
             clock.t = start + timedelta(minutes=minute)
@@ -192,6 +238,9 @@ async def _send_day(gateway, replay, world, clock: SimClock, day: BudgetDay, sta
             day.lam.append(gateway.steerer.lam(BUDGET_TEAM, pos))
             k = len(chosen)
             day.spent.append(float(world.bench.cost[rows[:k], chosen].sum()) if k else 0.0)
+        k = p_ends[minute] - p_counts[minute]
+        await platform.send_minute(replay, clock, start + timedelta(minutes=minute), p_rows[k : p_ends[minute]],
+                                   p_teams[k : p_ends[minute]])  # fmt: skip
         for j in range(count):
             day.request_positions.append(gateway.steerer.positions[BUDGET_TEAM])
             clock.t = start + timedelta(minutes=minute, seconds=60 * j / count)
@@ -208,7 +257,10 @@ def run_budget_days(cfg, world, rounds_gateway, config: Path, clock: SimClock, r
     replay = ReplayTeams(gateway, world)
     gateway.steerer.auto = False  # the days step the controller on their own clock
     budget = gateway.settings.teams[BUDGET_TEAM].budget.usd
-    first = (datetime.now(timezone.utc) + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    platform = Platform(cfg, world, cfg.seed)
+    # the day after tomorrow: tomorrow is the platform's day before (with no platform, an empty one)
+    first = (datetime.now(timezone.utc) + timedelta(days=2)).replace(hour=0, minute=0, second=0, microsecond=0)
+    asyncio.run(_send_platform_day(platform, replay, clock, first - timedelta(days=1)))
     days = []
     for d in range(cfg.budget_days):
         start = first + timedelta(days=d)
@@ -216,7 +268,7 @@ def run_budget_days(cfg, world, rounds_gateway, config: Path, clock: SimClock, r
         rows = rng.choice(world.traffic_ix, size=int(counts.sum()), replace=True)
         day = BudgetDay(d, budget, len(rows))
 
-        chosen = np.asarray(asyncio.run(_send_day(gateway, replay, world, clock, day, start, counts, rows)), dtype=int)
+        chosen = np.asarray(asyncio.run(_send_day(gateway, replay, world, clock, day, start, counts, rows, platform)), dtype=int)
         gateway.writer.drain(timeout=120)
         _hindsight(day, world, gateway, rows, chosen)
         days.append(day)

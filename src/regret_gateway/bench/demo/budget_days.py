@@ -3,7 +3,8 @@ of traffic whose rate follows the clock (the afternoon 4x the night) with a one-
 UTC), through the same hook, store and budget steering as production, on a simulated clock; the
 controller steps every STEP_S simulated seconds. The rounds' teams send the platform's traffic beside it
 (:class:`Platform`, ``budget_platform`` requests a day: the same clock, not the same curve), from the day
-before the budgeted team's first, so that the controller can expect the team's first day to follow it. Then, on the same requests, in hindsight:
+before the budgeted team's first, so that the controller can expect the team's first day to follow it.
+Then, on the same requests, in hindsight:
 
 * ``steered``: what the team got (the gateway's choices, exploration included); ``steered, expected``:
   the same positions, each request valued over its routing distribution instead of its one draw (the
@@ -198,25 +199,27 @@ class Platform:
         self.teams = [team for team, _, _ in cfg.tiers]
         self.per_day, self.world = cfg.budget_platform, world
 
-    def day(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(requests each minute, their prompts, their teams' indices)."""
-        counts = self.rng.poisson(platform_rates(self.per_day)) if self.per_day else np.zeros(1440, dtype=int)
-        n = int(counts.sum())
-        return counts, self.rng.choice(self.world.traffic_ix, size=n), self.rng.integers(len(self.teams), size=n)
+    def new_day(self) -> int:
+        """Draw the next day's requests (each minute's count, their prompts and teams); returns how many."""
+        self.counts = self.rng.poisson(platform_rates(self.per_day)) if self.per_day else np.zeros(1440, dtype=int)
+        n = int(self.counts.sum())
+        self.rows, self.team_ix = self.rng.choice(self.world.traffic_ix, size=n), self.rng.integers(len(self.teams), size=n)
+        self.ends = np.cumsum(self.counts)
+        return n
 
-    async def send_minute(self, replay, clock: SimClock, at: datetime, rows: np.ndarray, teams: np.ndarray) -> None:
-        for j, (i, team) in enumerate(zip(rows, teams)):
-            clock.t = at + timedelta(seconds=60 * (j + 0.5) / len(rows))
-            await replay._ask(self.teams[int(team)], int(i))
+    async def send_minute(self, replay, clock: SimClock, start: datetime, minute: int) -> None:
+        """The day's requests of ``minute`` (after ``start``), spread over it on the simulated clock."""
+        first, count = self.ends[minute] - self.counts[minute], int(self.counts[minute])
+        for j in range(count):
+            clock.t = start + timedelta(minutes=minute, seconds=60 * (j + 0.5) / count)
+            await replay._ask(self.teams[int(self.team_ix[first + j])], int(self.rows[first + j]))
 
 
 async def _send_platform_day(platform: Platform, replay, clock: SimClock, start: datetime) -> None:
     """A day of the platform's traffic alone (the day before the budgeted team's first)."""
-    counts, rows, teams = platform.day()
-    ends = np.cumsum(counts)
-    for minute, count in enumerate(counts):
-        k = ends[minute] - count
-        await platform.send_minute(replay, clock, start + timedelta(minutes=minute), rows[k : k + count], teams[k : k + count])
+    platform.new_day()
+    for minute in range(1440):
+        await platform.send_minute(replay, clock, start, minute)
 
 
 async def _send_day(gateway, replay, world, clock: SimClock, day: BudgetDay, start: datetime, counts: np.ndarray,
@@ -225,8 +228,7 @@ async def _send_day(gateway, replay, world, clock: SimClock, day: BudgetDay, sta
     controller step every STEP_S; returns the model each of the budgeted team's requests was routed to
     (index into the world's models)."""
     chosen: list[int] = []
-    p_counts, p_rows, p_teams = platform.day()
-    p_ends, day.platform_requests = np.cumsum(p_counts), int(p_counts.sum())
+    day.platform_requests = platform.new_day()
     for minute, count in enumerate(counts):
         if minute % int(STEP_S // 60) == 0:
             clock.t = start + timedelta(minutes=minute)
@@ -238,9 +240,7 @@ async def _send_day(gateway, replay, world, clock: SimClock, day: BudgetDay, sta
             day.lam.append(gateway.steerer.lam(BUDGET_TEAM, pos))
             k = len(chosen)
             day.spent.append(float(world.bench.cost[rows[:k], chosen].sum()) if k else 0.0)
-        k = p_ends[minute] - p_counts[minute]
-        await platform.send_minute(replay, clock, start + timedelta(minutes=minute), p_rows[k : p_ends[minute]],
-                                   p_teams[k : p_ends[minute]])  # fmt: skip
+        await platform.send_minute(replay, clock, start, minute)
         for j in range(count):
             day.request_positions.append(gateway.steerer.positions[BUDGET_TEAM])
             clock.t = start + timedelta(minutes=minute, seconds=60 * j / count)

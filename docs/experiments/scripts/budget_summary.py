@@ -3,6 +3,10 @@ x100 per request), then per dataset the mean over runs of each day's differences
 router's expected quality.
 
     python docs/experiments/scripts/budget_summary.py runs/budget-llmrouter-s0 runs/budget-llmrouter-s1 ...
+
+With ``--minus B...`` after the runs: also each run's steered expected quality minus that of the run of B
+with the same name after its first dash (``pbudget-llmrouter-s0`` against ``nbudget-llmrouter-s0``: the
+same world, rounds and days' requests, another arm), per day.
 """
 
 from __future__ import annotations
@@ -40,5 +44,24 @@ def main(runs: list[str]) -> None:
               f"| {a[:, 3].mean():+.1f} |")
 
 
+def paired(runs: list[str], minus: list[str]) -> None:
+    other = {Path(r).name.split("-", 1)[1]: r for r in minus}
+    print("\n| run | minus | day | steered, expected | minus's | difference |")
+    print("|---|---|---:|---:|---:|---:|")
+    for run in runs:
+        match = other.get(Path(run).name.split("-", 1)[1])
+        if match is None:
+            continue
+        mine, theirs = (json.loads((Path(r) / "budget.json").read_text()) for r in (run, match))
+        for a, b in zip(mine, theirs):
+            assert a["requests"] == b["requests"], "not the same days"
+            qa, qb = a["quality"]["steered, expected"], b["quality"]["steered, expected"]
+            print(f"| {Path(run).name} | {Path(match).name} | {a['day']} | {qa:.2f} | {qb:.2f} | {qa - qb:+.2f} |")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    args = sys.argv[1:]
+    cut = args.index("--minus") if "--minus" in args else len(args)
+    main(args[:cut])
+    if cut < len(args):
+        paired(args[:cut], args[cut + 1 :])

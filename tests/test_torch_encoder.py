@@ -51,9 +51,9 @@ def test_torch_serves_the_verified_trace_and_embeds_as_the_eager_model(eager):
 
 
 def test_a_trace_that_disagrees_with_the_eager_model_is_refused_and_the_eager_model_serves(monkeypatch, eager):
-    import regret_gateway.torch_encoder as te
+    from regret_gateway import onnx_encoder
 
-    monkeypatch.setattr(te, "MIN_COSINE", 1.01)  # no trace can agree this well
+    monkeypatch.setattr(onnx_encoder, "MIN_COSINE", 1.01)  # no trace can agree this well
     refused = Embedder(device="cpu", backend="torch", progress=False)
     X = refused.encode(TEXTS)
     assert not refused.traced

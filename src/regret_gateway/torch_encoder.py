@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from regret_gateway.onnx_encoder import CHECK_PROMPTS, MIN_COSINE, _agreement, _input_names, _last_hidden, eager_hidden
+from regret_gateway import onnx_encoder
+from regret_gateway.onnx_encoder import CHECK_PROMPTS, _agreement, _input_names, _last_hidden, eager_hidden
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,9 @@ def trace_encoder(encoder: Any, tokenizer: Any, device: str, max_length: int) ->
         report = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:500]}
         log.warning("regret-gateway: tracing the torch encoder failed (%s); serving it eager", report["reason"])
         return None, report
-    reason = f"min cosine to the eager model {cosine:.6f} on {len(CHECK_PROMPTS)} prompts (need >= {MIN_COSINE})"
-    if cosine < MIN_COSINE:
+    threshold = onnx_encoder.MIN_COSINE  # the ONNX export's, read when the trace is checked (not bound at import)
+    reason = f"min cosine to the eager model {cosine:.6f} on {len(CHECK_PROMPTS)} prompts (need >= {threshold})"
+    if cosine < threshold:
         log.warning("regret-gateway: the traced torch encoder is refused (%s); serving it eager", reason)
-        return None, {"status": "refused", "cosine": cosine, "threshold": MIN_COSINE, "reason": reason}
-    return traced, {"status": "verified", "cosine": cosine, "threshold": MIN_COSINE, "reason": reason}
+        return None, {"status": "refused", "cosine": cosine, "threshold": threshold, "reason": reason}
+    return traced, {"status": "verified", "cosine": cosine, "threshold": threshold, "reason": reason}

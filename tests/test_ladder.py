@@ -59,3 +59,23 @@ def test_a_position_reads_as_words_lambda_and_start():
     assert ladder.lam(1.5) == pytest.approx(20.0) and ladder.at_lam(20.0) == pytest.approx(1.5) and ladder.at_lam(99) == 2.0
     assert ladder.start(0.7, 100) == pytest.approx(0.5)  # $0.007 a request: halfway between big and standard
     assert Ladder.from_json(ladder.to_json()) == ladder
+
+
+def test_the_tiers_ladder_leaves_out_a_rung_another_matches_or_beats_for_no_more_cost():
+    """A budget is a cap: a team steered up to a dearer tier the logs estimate no better would spend its money
+    on nothing. Left out: a dearer rung estimated worse than one below it, a rung below that costs more and
+    is worse, and of two rungs estimated the same, the one further up; the order and lambdas stay."""
+    ladder = Ladder((
+        Rung("tier", "premium", 0.0, 0.010, 0.70),  # standard is better for half the cost
+        Rung("tier", "standard", 20.0, 0.005, 0.72),
+        Rung("tier", "slow", 50.0, 0.006, 0.60),  # below standard on the ladder but dearer and worse
+        Rung("tier", "economy", 100.0, 0.001, 0.55),  # the same estimates as the cheapest model: it serves it
+        Rung("cheapest", "", 100.0, 0.001, 0.55),
+    ))  # fmt: skip
+    kept = ladder.undominated()
+    assert [r.label for r in kept.rungs] == ["tier standard", "the cheapest model"]
+    assert [r.lam for r in kept.rungs] == [20.0, 100.0] and kept.at_lam(0.0) == 0.0
+    ordered = Ladder((Rung("tier", "premium", 0.0, 0.010, 0.80), *ladder.rungs[1:2], *ladder.rungs[3:4]))
+    assert ordered.undominated() == ordered  # dearer and better down the whole ladder: every rung stays
+    unestimated = Ladder((Rung("tier", "premium", 0.0), Rung("tier", "standard", 20.0, 0.005, 0.9)))
+    assert unestimated.undominated() == unestimated  # without every rung's estimate nothing is left out

@@ -74,12 +74,15 @@ class BudgetSpec(_Strict):
     a calendar month), spent as counted by the store's outcomes. The gateway steers the team's requests
     along a ladder (:mod:`regret_gateway.ladder`) so that its spend lands on the budget, one controller step
     every ``interval_s`` seconds: the tiers by lambda, then the cheapest model (``ladder: tiers``), or the
-    frontier of cost and quality the active router publishes for the team (``frontier``)."""
+    frontier of cost and quality the active router publishes for the team (``frontier``). On the tiers'
+    ladder, a rung that the active router's published estimates say another matches or beats for no more
+    cost is left out (``drop_dominated: false`` keeps every tier)."""
 
     usd: float = Field(gt=0.0, allow_inf_nan=False)
     per: Literal["day", "week", "month"] = "month"
     interval_s: float = Field(default=60.0, gt=0.0, allow_inf_nan=False)
     ladder: Literal["tiers", "frontier"] = "tiers"
+    drop_dominated: bool = True
 
 
 class TeamSpec(_Strict):

@@ -158,6 +158,12 @@ def demo(
         "--budget-ladder",
         help="What the budgeted team is steered along: tiers (the default) or frontier (budget.ladder).",
     ),
+    budget_drop_dominated: bool = typer.Option(
+        True,
+        "--budget-drop-dominated/--budget-keep-dominated",
+        help="On the tiers' ladder, leave out a tier the router's published estimates say a cheaper rung "
+        "matches or beats (budget.drop_dominated), or keep every tier.",
+    ),
     budget_platform: int = typer.Option(
         2000,
         "--budget-platform",
@@ -227,6 +233,7 @@ def demo(
             budget_requests=budget_requests,
             budget_level=budget_level,
             budget_ladder=budget_ladder,
+            budget_drop_dominated=budget_drop_dominated,
             budget_platform=budget_platform,
         ),
         echo=typer.echo,

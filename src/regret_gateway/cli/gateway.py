@@ -105,7 +105,9 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
             errors, agreement = judge_errors(session, window), self_agreement(session, window)
             now = datetime.now(timezone.utc)
             budgets = [
-                budget_status(session, settings, team, now, published_ladder(art, team, spec.budget.ladder)).line()
+                budget_status(
+                    session, settings, team, now, published_ladder(art, team, spec.budget.ladder, spec.budget.drop_dominated)
+                ).line()  # fmt: skip
                 for team, spec in sorted(settings.teams.items())
                 if spec.budget is not None
             ]

@@ -134,8 +134,10 @@ class Gateway:
 
     def _budget_ladder(self, team: str, kind: str) -> Ladder | None:
         """The active router's ``kind`` ladder for a budgeted team (``retrain`` publishes them:
-        ``data.budget_ladder``; a team it did not value gets everyone's, ``"*"``); None before any."""
-        return published_ladder(self.router.artifact, team, kind)
+        ``data.budget_ladder``; a team it did not value gets everyone's, ``"*"``), without its dominated
+        rungs where the team's budget says so; None before any."""
+        budget = self.settings.teams[team].budget
+        return published_ladder(self.router.artifact, team, kind, budget is not None and budget.drop_dominated)
 
     def now(self) -> datetime:
         """The gateway's clock (UTC): decisions are stamped with it, budgets' periods and steps read it."""

@@ -122,14 +122,16 @@ class Steerer:
         threading.Thread(target=run, name="regret-gateway-budgets", daemon=True).start()
 
 
-def published_ladder(artifact, team: str, kind: str) -> Ladder | None:
+def published_ladder(artifact, team: str, kind: str, drop_dominated: bool = False) -> Ladder | None:
     """The ``kind`` ladder (``frontier`` or ``tiers``, the latter with forecast costs) ``artifact`` publishes
     for ``team`` (``data.budget_ladder``: the team's own, else everyone's, ``"*"``); None where it publishes
-    none (or none readable)."""
+    none (or none readable). ``drop_dominated``: the tiers' ladder without the rungs its estimates say
+    another matches or beats for no more cost (:meth:`~regret_gateway.ladder.Ladder.undominated`)."""
     data = ((getattr(artifact, "metrics", None) or {}).get("data") or {}).get("budget_ladder") or {}
     published = data.get(kind)
     rungs = (published.get(team) or published.get("*")) if isinstance(published, dict) else None
     try:
-        return Ladder.from_json(rungs) if rungs else None
+        ladder = Ladder.from_json(rungs) if rungs else None
     except (TypeError, ValueError):
         return None
+    return ladder.undominated() if ladder is not None and kind == "tiers" and drop_dominated else ladder

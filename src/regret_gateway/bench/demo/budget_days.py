@@ -9,8 +9,9 @@ Then, on the same requests, in hindsight:
 * ``steered``: what the team got (the gateway's choices, exploration included); ``steered, expected``:
   the same positions, each request valued over its routing distribution instead of its one draw (the
   paired comparison with the references below, which are expectations too);
-* ``fixed-λ``: the team's ladder (:mod:`regret_gateway.ladder`) at one fixed position (a fixed lambda),
-  the best one that spends no more than ``steered``;
+* ``fixed-λ``: the tiers' ladder (:func:`regret_gateway.ladder.tier_ladder`: every tier, then the cheapest
+  model, whatever ladder the team is steered on) at one fixed position (a fixed lambda), the best one that
+  spends no more than ``steered``;
 * ``hard-cap``: LiteLLM-style: the best single model (highest quality) until the budget is spent, then
   every request refused (429: no answer, no quality);
 * ``two-model mix``: the best fixed random mix of two models that spends no more than ``steered``;
@@ -103,7 +104,13 @@ def budget_gateway(cfg, world, gateway, config: Path, clock: SimClock, rng: np.r
     raw = yaml.safe_load(config.read_text())
     raw["regret_gateway"]["teams"][BUDGET_TEAM] = {
         "tier": BUDGET_TIER,
-        "budget": {"usd": usd, "per": "day", "interval_s": STEP_S, "ladder": cfg.budget_ladder},
+        "budget": {
+            "usd": usd,
+            "per": "day",
+            "interval_s": STEP_S,
+            "ladder": cfg.budget_ladder,
+            "drop_dominated": cfg.budget_drop_dominated,
+        },
     }
     path = config.with_name("config-budget.yaml")
     path.write_text(yaml.safe_dump(raw))
@@ -152,16 +159,20 @@ def _hindsight(day: BudgetDay, world, gateway, rows: np.ndarray, chosen: np.ndar
     idx = np.arange(n)
     s_spend, s_quality = float(C[idx, chosen].sum()), float(Q[idx, chosen].sum())
     day.spend["steered"], day.quality["steered"], day.answered["steered"] = s_spend, 100 * s_quality / n, 1.0
-    ladder = gateway.steerer.ladder(BUDGET_TEAM)
-    rung = gateway.router.rung_distributions(world.X[rows], BUDGET_TIER, ladder, gateway.steerer.cheapest)  # (rungs, n, T)
-    rung = np.concatenate([rung, rung[-1:]])  # a copy of the last rung: a position at the top mixes it with itself
-    n_rungs = len(rung) - 1
-    rung_cost, rung_quality = (rung * C).sum((1, 2)), (rung * Q).sum((1, 2))
+
+    def rungs_of(ladder: Ladder) -> np.ndarray:  # (rungs + 1, n, T), a copy of the last: the top mixes it with itself
+        rung = gateway.router.rung_distributions(world.X[rows], BUDGET_TIER, ladder, gateway.steerer.cheapest)
+        return np.concatenate([rung, rung[-1:]])
+
+    rung = rungs_of(gateway.steerer.ladder(BUDGET_TEAM))
     u = np.asarray(day.request_positions)
-    j_u = np.minimum(u.astype(int), n_rungs - 1)
+    j_u = np.minimum(u.astype(int), len(rung) - 2)
     p_u = (1 - (u - j_u))[:, None] * rung[j_u, idx] + (u - j_u)[:, None] * rung[j_u + 1, idx]
     day.spend["steered, expected"], day.quality["steered, expected"] = float((p_u * C).sum()), 100 * float((p_u * Q).sum()) / n
     day.answered["steered, expected"] = 1.0
+    rung = rungs_of(tier_ladder(gateway.settings))  # a fixed lambda: every tier, whatever the team is steered on
+    n_rungs = len(rung) - 1
+    rung_cost, rung_quality = (rung * C).sum((1, 2)), (rung * Q).sum((1, 2))
     best_u, best_q = None, -np.inf
     for u in np.linspace(0.0, n_rungs - 1, 100 * (n_rungs - 1) + 1):
         j = min(int(u), n_rungs - 1)

@@ -131,7 +131,8 @@ class BudgetDay:
     spent: list[float] = field(default_factory=list)  # the team's spend so far (steered)
     lam: list[float] = field(default_factory=list)  # the lambda the position stands for
     position: list[float] = field(default_factory=list)
-    fixed_position: float = float("nan")
+    fixed_position: float = float("nan")  # on the tiers' ladder
+    ladder: list[dict] = field(default_factory=list)  # the rungs the team was steered on (with their estimates)
     request_positions: list[float] = field(default_factory=list, repr=False)  # the position each request was routed at
 
 
@@ -164,6 +165,7 @@ def _hindsight(day: BudgetDay, world, gateway, rows: np.ndarray, chosen: np.ndar
         rung = gateway.router.rung_distributions(world.X[rows], BUDGET_TIER, ladder, gateway.steerer.cheapest)
         return np.concatenate([rung, rung[-1:]])
 
+    day.ladder = gateway.steerer.ladder(BUDGET_TEAM).to_json()
     rung = rungs_of(gateway.steerer.ladder(BUDGET_TEAM))
     u = np.asarray(day.request_positions)
     j_u = np.minimum(u.astype(int), len(rung) - 2)
@@ -284,6 +286,7 @@ def run_budget_days(cfg, world, rounds_gateway, config: Path, clock: SimClock, r
         _hindsight(day, world, gateway, rows, chosen)
         days.append(day)
         echo(budget_table([day]))
+        echo("steered along: " + ", ".join(Rung(**r).label for r in day.ladder))
     gateway.close()
     return days
 

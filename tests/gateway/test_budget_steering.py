@@ -4,6 +4,7 @@ mixture's propensity; the hook steps the team from the store and routes (and log
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
@@ -247,3 +248,37 @@ def test_a_team_is_steered_on_the_published_frontier_only_where_its_budget_says_
     assert steerer.ladder("f") == published and steerer.ladder("t") == tier_ladder(settings)
     assert steerer.positions["f"] == published.at_lam(1000.0) == 1.0  # economy's lambda: past the frontier's last rung
     engine.dispose()
+
+
+def test_a_tier_the_published_estimates_say_is_no_better_than_a_cheaper_rung_is_left_off_the_teams_ladder(tmp_path):
+    """The router publishes the tiers' ladder with each rung's estimated cost and quality; premium is
+    estimated worse than economy at five times its cost. A budgeted team (the default) is steered on the
+    ladder without premium: at its top it gets economy, never premium's dearer, worse answers; a team whose
+    budget says `drop_dominated: false` keeps every tier. The status command shows the same ladder."""
+    from regret_gateway.gateway.runtime import Gateway
+    from regret_gateway.gateway.steering import published_ladder
+
+    now = datetime(2026, 11, 27, 12, tzinfo=timezone.utc)
+    budget = {"usd": 100.0, "per": "day"}
+    settings = Settings(
+        models=MODELS, default_tier="economy", tiers=TIERS, artifacts_dir=str(tmp_path / "artifacts"),
+        embedder={"model": "m"}, store={"url": f"sqlite:///{tmp_path}/gw.db", "spill_dir": str(tmp_path / "spill")},
+        teams={"drop": {"tier": "economy", "budget": budget},
+               "keep": {"tier": "economy", "budget": {**budget, "drop_dominated": False}}},
+    )  # fmt: skip
+    tiers = Ladder((Rung("tier", "premium", 0.0, 0.010, 0.60), Rung("tier", "economy", 1000.0, 0.002, 0.70),
+                    Rung("cheapest", "", 1000.0, 0.0001, 0.30)))  # fmt: skip
+    artifact = dataclasses.replace(constant_tiers(), metrics={"data": {"budget_ladder": {"tiers": {"*": tiers.to_json()}}}})
+    gateway = Gateway(settings, encode=lambda texts: np.ones((len(texts), 4), dtype=np.float32), seed=0,
+                      clock=lambda: now).start()  # fmt: skip
+    try:
+        gateway.router._artifact = artifact
+        gateway.steerer.step()
+        dropped, kept = gateway.steerer.ladder("drop"), gateway.steerer.ladder("keep")
+        assert [r.label for r in dropped.rungs] == ["tier economy", "the cheapest model"]
+        assert kept == tiers
+        assert dropped.describe(0.0) == "tier economy" and kept.describe(0.0) == "tier premium"
+        assert gateway.steerer.positions == {"drop": 0.0, "keep": 1.0}  # each at economy's lambda on its ladder
+        assert published_ladder(artifact, "drop", "tiers", drop_dominated=True) == dropped  # what `status` reads
+    finally:
+        gateway.close()

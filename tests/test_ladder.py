@@ -61,21 +61,20 @@ def test_a_position_reads_as_words_lambda_and_start():
     assert Ladder.from_json(ladder.to_json()) == ladder
 
 
-def test_the_tiers_ladder_leaves_out_a_rung_another_matches_or_beats_for_no_more_cost():
-    """A budget is a cap: a team steered up to a dearer tier the logs estimate no better would spend its money
-    on nothing. Left out: a dearer rung estimated worse than one below it, a rung below that costs more and
-    is worse, and of two rungs estimated the same, the one further up; the order and lambdas stay."""
+def test_a_ladder_without_its_dominated_rungs_keeps_the_rest_in_order():
+    """The rungs retrain flagged dominated are left out, the others keep their order and lambdas; a ladder
+    with none flagged, or every one, is itself."""
     ladder = Ladder((
-        Rung("tier", "premium", 0.0, 0.010, 0.70),  # standard is better for half the cost
+        Rung("tier", "premium", 0.0, 0.010, 0.70, dominated=True),
         Rung("tier", "standard", 20.0, 0.005, 0.72),
-        Rung("tier", "slow", 50.0, 0.006, 0.60),  # below standard on the ladder but dearer and worse
-        Rung("tier", "economy", 100.0, 0.001, 0.55),  # the same estimates as the cheapest model: it serves it
+        Rung("tier", "economy", 100.0, 0.001, 0.55, dominated=True),
         Rung("cheapest", "", 100.0, 0.001, 0.55),
     ))  # fmt: skip
     kept = ladder.undominated()
     assert [r.label for r in kept.rungs] == ["tier standard", "the cheapest model"]
     assert [r.lam for r in kept.rungs] == [20.0, 100.0] and kept.at_lam(0.0) == 0.0
-    ordered = Ladder((Rung("tier", "premium", 0.0, 0.010, 0.80), *ladder.rungs[1:2], *ladder.rungs[3:4]))
-    assert ordered.undominated() == ordered  # dearer and better down the whole ladder: every rung stays
-    unestimated = Ladder((Rung("tier", "premium", 0.0), Rung("tier", "standard", 20.0, 0.005, 0.9)))
-    assert unestimated.undominated() == unestimated  # without every rung's estimate nothing is left out
+    assert Ladder.from_json(ladder.to_json()) == ladder  # the flag is published with the rung
+    clean = Ladder(tuple(r for r in ladder.rungs if not r.dominated))
+    assert clean.undominated() == clean
+    every = Ladder(tuple(Rung(r.kind, r.name, r.lam, r.usd, r.quality, dominated=True) for r in ladder.rungs))
+    assert every.undominated() == every

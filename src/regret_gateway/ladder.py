@@ -9,8 +9,9 @@ Two ladders:
 
 * :func:`tier_ladder`, the default: the configured tiers by lambda, then the cheapest model. Where the
   active router publishes it with each rung's estimated cost and quality on the team's traffic, a rung that
-  another is estimated to match or beat for no more cost is left out (:meth:`Ladder.undominated`; the
-  budget's ``drop_dominated``): a team is never steered up to a dearer tier that the logs say is no better.
+  another rung costing no more beats with confidence (or that one further down serves exactly) is left
+  out (:meth:`Ladder.undominated`; the budget's ``drop_dominated``): a team is not steered up to a dearer
+  tier that the logs show to be worse.
 * :func:`frontier_ladder`, what retrain publishes for a budgeted team (``data.budget_ladder``,
   :mod:`regret_gateway.policy.frontier`): from the candidates' estimated cost and quality per request on
   the team's traffic (each tier's policy and each model, valued off-policy on the logs), the vertices of
@@ -42,6 +43,7 @@ class Rung:
     lam: float
     usd: float | None = None  # expected cost per request on the team's traffic, where estimated
     quality: float | None = None  # expected quality per request, where estimated
+    dominated: bool = False  # another rung that costs no more is confidently better, or the same further down
 
     @property
     def label(self) -> str:
@@ -115,21 +117,10 @@ class Ladder:
         return float(self.top)
 
     def undominated(self) -> "Ladder":
-        """The ladder without each rung that another is estimated to match or beat for no more cost (of two
-        rungs estimated the same, the one further down is kept), in the same order; itself where a rung
-        lacks an estimate."""
-        if any(r.usd is None or r.quality is None for r in self.rungs):
-            return self
-
-        def beats(i: int, j: int) -> bool:  # rung i matches or beats rung j for no more cost
-            a, b = self.rungs[i], self.rungs[j]
-            assert a.usd is not None and a.quality is not None and b.usd is not None and b.quality is not None
-            if (a.usd, a.quality) == (b.usd, b.quality):
-                return i > j
-            return a.usd <= b.usd and a.quality >= b.quality
-
-        n = len(self.rungs)
-        return Ladder(tuple(r for j, r in enumerate(self.rungs) if not any(beats(i, j) for i in range(n) if i != j)))
+        """The ladder without its rungs flagged ``dominated`` (:func:`regret_gateway.policy.frontier.ladders`
+        flags them), in the same order; itself where none is, or every one is."""
+        kept = tuple(r for r in self.rungs if not r.dominated)
+        return Ladder(kept) if kept and len(kept) < len(self.rungs) else self
 
     def to_json(self) -> list[dict]:
         return [asdict(r) for r in self.rungs]

@@ -181,6 +181,7 @@ class SelfNormalizedIPS(OffPolicyEstimator):
 
 
 DR, SNIPS = DoublyRobustOPE(), SelfNormalizedIPS()
+ALPHA = 0.05  # the gate's chance of a false gain (select), shared among the challengers
 
 
 @dataclass(frozen=True)
@@ -324,7 +325,7 @@ def select(
     required: float = 0.0,
     force: bool = False,
     n_boot: int = 500,
-    alpha: float = 0.05,
+    alpha: float = ALPHA,
     seed: int = 0,
 ) -> Selection:
     """Choose among ``candidates`` (name -> (n,) actions on the held-out rows; ``incumbent`` is one of them).

@@ -316,7 +316,9 @@ def retrain(
     say(f"evaluated in {timings['evaluate']:.1f} s; publishing")
     teams = np.array(ts.teams, dtype=object)[fits.order]
     budgeted = {t: np.flatnonzero(teams == team_key(t)) for t, spec in settings.teams.items() if spec.budget is not None}
-    data_info["budget_ladder"] = budget_ladders(settings, policy, held.logs.X, held.data, budgeted, ts.created_at[fits.order])
+    data_info["budget_ladder"] = budget_ladders(
+        settings, policy, held.logs.X, held.data, budgeted, ts.created_at[fits.order], n_boot=opts.n_boot, seed=opts.seed
+    )
     # published even when every tier keeps what it serves: the new version carries this retrain's utility
     # estimates, which exploration reads; with the old ones it would keep exploring where the first
     # retrain's estimates pointed, and the comparisons the gate has to make next would get no new rows

@@ -250,11 +250,11 @@ def test_a_team_is_steered_on_the_published_frontier_only_where_its_budget_says_
     engine.dispose()
 
 
-def test_a_tier_the_published_estimates_say_is_no_better_than_a_cheaper_rung_is_left_off_the_teams_ladder(tmp_path):
-    """The router publishes the tiers' ladder with each rung's estimated cost and quality; premium is
-    estimated worse than economy at five times its cost. A budgeted team (the default) is steered on the
-    ladder without premium: at its top it gets economy, never premium's dearer, worse answers; a team whose
-    budget says `drop_dominated: false` keeps every tier. The status command shows the same ladder."""
+def test_a_tier_the_router_publishes_as_dominated_is_left_off_a_budgeted_teams_ladder(tmp_path):
+    """The router publishes the tiers' ladder with premium flagged: economy, at a fifth of its cost, is
+    confidently better. A budgeted team (the default) is steered on the ladder without premium: at its top it
+    gets economy, never premium's dearer, worse answers; a team whose budget says `drop_dominated: false`
+    keeps every tier. The status command reads the same ladder."""
     from regret_gateway.gateway.runtime import Gateway
     from regret_gateway.gateway.steering import published_ladder
 
@@ -266,7 +266,7 @@ def test_a_tier_the_published_estimates_say_is_no_better_than_a_cheaper_rung_is_
         teams={"drop": {"tier": "economy", "budget": budget},
                "keep": {"tier": "economy", "budget": {**budget, "drop_dominated": False}}},
     )  # fmt: skip
-    tiers = Ladder((Rung("tier", "premium", 0.0, 0.010, 0.60), Rung("tier", "economy", 1000.0, 0.002, 0.70),
+    tiers = Ladder((Rung("tier", "premium", 0.0, 0.010, 0.60, dominated=True), Rung("tier", "economy", 1000.0, 0.002, 0.70),
                     Rung("cheapest", "", 1000.0, 0.0001, 0.30)))  # fmt: skip
     artifact = dataclasses.replace(constant_tiers(), metrics={"data": {"budget_ladder": {"tiers": {"*": tiers.to_json()}}}})
     gateway = Gateway(settings, encode=lambda texts: np.ones((len(texts), 4), dtype=np.float32), seed=0,

@@ -11,13 +11,15 @@ of those points, from the best to the cheapest.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import numpy as np
 
 from regret_gateway.config import Settings
 from regret_gateway.ladder import CHEAPEST, Ladder, Rung, frontier_ladder
-from regret_gateway.ope import DR, LoggedData
+from regret_gateway.ope import ALPHA, DR, LoggedData
+from regret_gateway.policy.candidates import N_BOOT
 from regret_gateway.servable import ServablePolicy
 
 MIN_TEAM_ROWS = 1_000  # a budgeted team's frontier is valued on its own requests from this many; else on everyone's
@@ -32,28 +34,56 @@ def _rows(data: LoggedData, rows: np.ndarray) -> LoggedData:
                       target_errors=None if data.target_errors is None else data.target_errors.subset(rows))  # fmt: skip
 
 
-def ladders(settings: Settings, policy: ServablePolicy, X: np.ndarray, data: LoggedData) -> dict[str, Ladder]:
+def flag_dominated(rungs: list[Rung], actions: list[np.ndarray], data: LoggedData, *, n_boot: int = N_BOOT,
+                   alpha: float = ALPHA, seed: int = 0) -> list[Rung]:  # fmt: skip
+    """``rungs`` (dearest first), each flagged ``dominated`` where another rung estimated to cost no more
+    (``actions``: each rung's choices on the rows of ``data``) either makes the same choice on every row and
+    lies further down, or is confidently better: the lower end of the paired bootstrap interval of its
+    quality gain (the gate's, :meth:`~regret_gateway.ope.LoggedData.gain`) above 0, at ``alpha`` shared
+    among the rungs it is tested against. A point estimate is not enough: a learned tier valued on the rows
+    the gate chose it on is flattered by them, and a dearer tier a point behind it may be the better one."""
+    out = []
+    for j, rung in enumerate(rungs):
+        rivals = [i for i in range(len(rungs)) if i != j and rungs[i].usd <= rung.usd]  # type: ignore[operator]
+        same = [i for i in rivals if np.array_equal(actions[i], actions[j])]
+        tested = [i for i in rivals if i not in same]
+        family = alpha / max(1, len(tested))
+        dominated = any(i > j for i in same) or any(
+            data.gain(actions[i], actions[j], 0.0, n_boot=n_boot, alpha=family, seed=seed)[1][0] > 0 for i in tested
+        )
+        out.append(replace(rung, dominated=dominated))
+    return out
+
+
+def ladders(settings: Settings, policy: ServablePolicy, X: np.ndarray, data: LoggedData, *, n_boot: int = N_BOOT,
+            seed: int = 0) -> dict[str, Ladder]:  # fmt: skip
     """The two ladders of the held-out requests ``X`` (n, d) with their evaluation ``data`` (columns:
     ``policy.model_names``), every rung with its estimated cost and quality per request: ``"frontier"``, the
     upper hull of every model of ``policy`` and every tier's policy (valued as the module says), and
-    ``"tiers"``, the tiers by lambda and then the cheapest model (the default ladder, with its forecast)."""
+    ``"tiers"``, the tiers by lambda and then the cheapest model (the default ladder, with its forecast),
+    each rung flagged where another dominates it (:func:`flag_dominated`)."""
     names = list(policy.model_names)
 
     def point(kind: str, name: str, lam: float, actions: np.ndarray) -> Rung:
         _, quality, cost = data.outcomes(actions, 0.0)
         return Rung(kind, name, lam, float(DR.estimate(cost)), float(DR.estimate(quality)))
 
-    models = [point("model", name, 0.0, np.full(len(X), t)) for t, name in enumerate(names) if name in settings.models]
-    tiers = [point("tier", name, spec.lam, policy.choose(X, spec.lam)) for name, spec in settings.tiers_by_lambda()]
+    model_actions = {name: np.full(len(X), t) for t, name in enumerate(names) if name in settings.models}
+    models = [point("model", name, 0.0, a) for name, a in model_actions.items()]
+    tier_actions = [policy.choose(X, spec.lam) for _, spec in settings.tiers_by_lambda()]
+    tiers = [point("tier", name, spec.lam, a) for (name, spec), a in zip(settings.tiers_by_lambda(), tier_actions)]
     cheapest = min(models, key=lambda r: r.usd)  # type: ignore[arg-type, return-value]
+    ladder = [*tiers, Rung(CHEAPEST, "", tiers[-1].lam, cheapest.usd, cheapest.quality)]
+    ladder_actions = [*tier_actions, model_actions[cheapest.name]]
     return {
         "frontier": frontier_ladder(models + tiers),
-        "tiers": Ladder((*tiers, Rung(CHEAPEST, "", tiers[-1].lam, cheapest.usd, cheapest.quality))),
+        "tiers": Ladder(tuple(flag_dominated(ladder, ladder_actions, data, n_boot=n_boot, seed=seed))),
     }
 
 
 def budget_ladders(settings: Settings, policy: ServablePolicy, X: np.ndarray, data: LoggedData,
-                   team_rows: dict[str, np.ndarray], created_at: np.ndarray) -> dict[str, dict[str, list[dict]]]:  # fmt: skip
+                   team_rows: dict[str, np.ndarray], created_at: np.ndarray, *, n_boot: int = N_BOOT,
+                   seed: int = 0) -> dict[str, dict[str, list[dict]]]:  # fmt: skip
     """What retrain publishes as ``data.budget_ladder``: per kind (``"frontier"``, ``"tiers"``:
     :func:`ladders`) ``"*"``, the ladder of every held-out request ``X`` (for a team without enough requests
     of its own, or one added after this retrain), and per budgeted team with MIN_TEAM_ROWS held-out
@@ -68,7 +98,7 @@ def budget_ladders(settings: Settings, policy: ServablePolicy, X: np.ndarray, da
         for kind, ladder in found.items():
             out[kind][key] = ladder.to_json()
 
-    add("*", ladders(settings, policy, X, data))
+    add("*", ladders(settings, policy, X, data, n_boot=n_boot, seed=seed))
     now = datetime.now(timezone.utc)
     for team, rows in team_rows.items():
         budget = settings.teams[team].budget
@@ -77,5 +107,5 @@ def budget_ladders(settings: Settings, policy: ServablePolicy, X: np.ndarray, da
         start, end = period_bounds(budget.per, now)
         recent = rows[created_at[rows] >= np.datetime64((now - (end - start)).replace(tzinfo=None), "us")]
         rows = recent if len(recent) >= MIN_TEAM_ROWS else rows
-        add(team, ladders(settings, policy, X[rows], _rows(data, rows)))
+        add(team, ladders(settings, policy, X[rows], _rows(data, rows), n_boot=n_boot, seed=seed))
     return out

@@ -161,8 +161,8 @@ def demo(
     budget_drop_dominated: bool = typer.Option(
         True,
         "--budget-drop-dominated/--budget-keep-dominated",
-        help="On the tiers' ladder, leave out a tier the router's published estimates say a cheaper rung "
-        "matches or beats (budget.drop_dominated), or keep every tier.",
+        help="On the tiers' ladder, leave out a tier the router publishes as dominated (a rung costing no more "
+        "confidently better: budget.drop_dominated), or keep every tier.",
     ),
     budget_platform: int = typer.Option(
         2000,

@@ -125,8 +125,8 @@ class Steerer:
 def published_ladder(artifact, team: str, kind: str, drop_dominated: bool = False) -> Ladder | None:
     """The ``kind`` ladder (``frontier`` or ``tiers``, the latter with forecast costs) ``artifact`` publishes
     for ``team`` (``data.budget_ladder``: the team's own, else everyone's, ``"*"``); None where it publishes
-    none (or none readable). ``drop_dominated``: the tiers' ladder without the rungs its estimates say
-    another matches or beats for no more cost (:meth:`~regret_gateway.ladder.Ladder.undominated`)."""
+    none (or none readable). ``drop_dominated``: the tiers' ladder without the rungs it flags as dominated
+    (:meth:`~regret_gateway.ladder.Ladder.undominated`)."""
     data = ((getattr(artifact, "metrics", None) or {}).get("data") or {}).get("budget_ladder") or {}
     published = data.get(kind)
     rungs = (published.get(team) or published.get("*")) if isinstance(published, dict) else None

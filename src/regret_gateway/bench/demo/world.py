@@ -69,7 +69,7 @@ class DemoConfig:
     budget_requests: int = 4000  # that team's requests on a day without the surge
     budget_level: float = 0.5  # its daily budget: this share of the way from the cheapest model's spend to the best's
     budget_ladder: str = "tiers"  # what it is steered along (budget.ladder: tiers | frontier)
-    budget_drop_dominated: bool = True  # leave out tiers a cheaper rung is estimated to match (budget.drop_dominated)
+    budget_drop_dominated: bool = True  # leave out tiers published as dominated (budget.drop_dominated)
     budget_platform: int = 2000  # the other teams' requests a day, from the day before the first (0: none)
 
     @property

@@ -224,3 +224,25 @@ def test_each_models_cost_is_fitted_as_a_line_in_the_prompts_tokens(engine):
     assert lines["large"].per_token == pytest.approx(1e-5, rel=0.02) and lines["large"].fixed == pytest.approx(0.002, abs=2e-4)
     assert lines["large"].rows == 300 and lines["large"].cost(100_000) == pytest.approx(1.002, rel=0.02)
     assert lines["tiny"].per_token >= 0 and lines["tiny"].cost(100_000) == pytest.approx(1e-4, rel=0.05)
+
+
+def test_after_a_retrain_publishes_another_ladder_the_team_keeps_its_lambda_not_its_rungs_number(engine):
+    """A team stepped to standard (position 1 of the tiers' ladder) keeps standard's lambda when the next
+    router leaves premium out (standard is then rung 0): its next step starts from standard, not from the
+    rung that now has number 1 (economy). On an unchanged ladder a position between two rungs of the same
+    lambda (economy and the cheapest model) stays where it is."""
+    s = settings(usd=10.0)
+    full = tier_ladder(s)  # premium 0, standard 100, economy 1000, the cheapest model 1000
+    shorter = Ladder(full.rungs[1:])
+    assert step_team(engine, s, "a", DAY + timedelta(hours=1), full).position == 1.0  # its own tier, standard
+    spend(engine, 40, 0.05, start=DAY + timedelta(hours=1, minutes=1))  # over pace: half a rung toward cheap
+    moved = step_team(engine, s, "a", DAY + timedelta(hours=1, minutes=2), shorter)
+    assert moved.state == "stepped" and moved.position == 0.5 and moved.lam == pytest.approx(550.0)  # from standard
+    # back on the full ladder from lambda 550 (1.5), then past economy toward the cheapest model (both at
+    # lambda 1000): there, on one ladder, the position holds
+    for k in (3, 5):
+        spend(engine, 40, 0.05, start=DAY + timedelta(hours=1, minutes=k))
+        last = step_team(engine, s, "a", DAY + timedelta(hours=1, minutes=k + 1), full)
+    assert last.position == 2.5 and last.lam == 1000.0
+    waiting = step_team(engine, s, "a", DAY + timedelta(hours=1, minutes=10), full)  # no requests since
+    assert waiting.state == "stepped" and waiting.position == 2.5

@@ -7,6 +7,7 @@ budget route)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -81,13 +82,24 @@ def _expected_requests(session: Session, key: str, now: datetime, start: datetim
     return requests_left(now, start, end, so_far, previous, platform)
 
 
+def _placed(ladder: Ladder, steering: Steering) -> float:
+    """Where ``steering``'s position lies on ``ladder``: the position itself where the ladder gives it the
+    lambda it was stepped at; else (a retrain has published another ladder since: a tier left out or back,
+    another frontier) the first position of that lambda, so that the team keeps its price of a dollar, not
+    its rung's number."""
+    position = min(steering.position, float(ladder.top))
+    same = math.isclose(ladder.lam(position), steering.lam, rel_tol=1e-9, abs_tol=1e-12)
+    return position if same else ladder.at_lam(steering.lam)
+
+
 def step_team(engine: Engine, settings: Settings, team: str, now: datetime, ladder: Ladder | None = None) -> Steering:
     """Take ``team``'s controller step at ``now`` if its last one is ``budget.interval_s`` old (or from an
     earlier period), else read where it stands; returns the position every replica now routes at.
     ``ladder``: the team's (default: :func:`~regret_gateway.ladder.tier_ladder`); where its rungs carry
     forecast costs (the published router's, for this team), a team's first period starts where they spend
     the budget over as many requests as the previous period held (where the store holds that period), else
-    at its tier's lambda."""
+    at its tier's lambda. A position stepped on another ladder than ``ladder`` moves to the same lambda on it
+    (:func:`_placed`)."""
     spec = settings.teams[team]
     budget, key = spec.budget, team_key(team)
     assert budget is not None and key is not None, f"team {team!r} has no budget"
@@ -111,7 +123,7 @@ def step_team(engine: Engine, settings: Settings, team: str, now: datetime, ladd
                 position = position if forecast_start is None else forecast_start
             mean, since = position, start
         else:  # the requests since the last step were routed at its position
-            position, since = min(current.position, top), current.updated_at  # a new ladder may be shorter
+            position, since = _placed(ladder, current), current.updated_at
         window_usd, window_n = team_spend(session, key, max(since, start), now)
         if current is not None and current.period_start == start:
             earlier = max(so_far - window_n, 0)
@@ -120,7 +132,7 @@ def step_team(engine: Engine, settings: Settings, team: str, now: datetime, ladd
             position, budget_usd=budget.usd, spent_usd=spent, window_usd=window_usd, window_requests=window_n,
             expected_requests=_expected_requests(session, key, now, start, end, so_far), top=top,
         )  # fmt: skip
-        if current is not None and current.period_start == start and state == "waiting":
+        if current is not None and current.period_start == start and state == "waiting" and position == current.position:
             return current  # the window keeps growing until it holds enough requests
         lam = ladder.lam(position)
         values = {"period_start": start, "position": position, "lam": lam, "state": state, "updated_at": now,

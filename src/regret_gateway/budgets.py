@@ -85,13 +85,14 @@ class BudgetStatus:
     @property
     def unmeetable(self) -> str | None:
         """Why the budget cannot be met, or None: spent already; routed to the cheapest model; or routed
-        at the dearest tier and still projected under the budget."""
+        at the ladder's dearest rung (a tier, or what is left after dominated tiers) and still projected under
+        the budget."""
         if self.spent_usd >= self.budget.usd:
             return "spent: every request goes to the cheapest model until the period ends"
         if self.ladder_end == "cheapest":
             return "the cheapest model alone spends more than the budget leaves"
         if self.ladder_end == "dearest" and self.projected_usd < 0.95 * self.budget.usd:
-            return "the dearest tier spends less than the budget: the rest is left unspent"
+            return "the ladder's dearest rung spends less than the budget: the rest is left unspent"
         return None
 
     def to_dict(self) -> dict:

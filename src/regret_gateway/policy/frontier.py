@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from regret_gateway.causal.stats import percentile_interval
 from regret_gateway.config import Settings
 from regret_gateway.ladder import CHEAPEST, Ladder, Rung, frontier_ladder
 from regret_gateway.ope import ALPHA, DR, LoggedData
@@ -36,21 +37,34 @@ def _rows(data: LoggedData, rows: np.ndarray) -> LoggedData:
 
 def flag_dominated(rungs: list[Rung], actions: list[np.ndarray], data: LoggedData, *, n_boot: int = N_BOOT,
                    alpha: float = ALPHA, seed: int = 0) -> list[Rung]:  # fmt: skip
-    """``rungs`` (dearest first), each flagged ``dominated`` where another rung estimated to cost no more
-    (``actions``: each rung's choices on the rows of ``data``) either makes the same choice on every row and
-    lies further down, or is confidently better: the lower end of the paired bootstrap interval of its
-    quality gain (the gate's, :meth:`~regret_gateway.ope.LoggedData.gain`) above 0, at ``alpha`` shared
-    among the rungs it is tested against. A point estimate is not enough: a learned tier valued on the rows
-    the gate chose it on is flattered by them, and a dearer tier a point behind it may be the better one."""
+    """``rungs`` (dearest first, with their estimated cost), each flagged ``dominated`` where another rung
+    (``actions``: each rung's choices on the rows of ``data``) makes the same choice on every row and lies
+    further down, or where another rung that costs no more, or a random mix of two others that costs the
+    same, is confidently better: the lower end of the paired bootstrap interval of the quality gain (over
+    the gate's resamples, :meth:`~regret_gateway.ope.LoggedData.bootstrap`) above 0, at ``alpha`` shared
+    among the comparisons made. A point estimate is not enough: a learned tier valued on the rows the gate
+    chose it on is flattered by them, and a dearer tier a point behind it may be the better one."""
+    boot, shifts = data.bootstrap(n_boot, seed), data.shifts(n_boot, seed)
+    quality = [data.outcomes(a, 0.0)[1].dr(boot, shifts) for a in actions]  # (B,) per rung: the resamples
+    usd = [float(r.usd) for r in rungs]  # type: ignore[arg-type]
+
+    def rivals_at_its_cost(j: int, rivals: list[int]):
+        """Each rival that costs no more than rung j, and each mix of two that costs what j does."""
+        for i in rivals:
+            if usd[i] <= usd[j]:
+                yield quality[i]
+                for k in rivals:
+                    if usd[i] < usd[j] < usd[k]:
+                        s = (usd[j] - usd[i]) / (usd[k] - usd[i])
+                        yield (1.0 - s) * quality[i] + s * quality[k]
+
     out = []
     for j, rung in enumerate(rungs):
-        rivals = [i for i in range(len(rungs)) if i != j and rungs[i].usd <= rung.usd]  # type: ignore[operator]
-        same = [i for i in rivals if np.array_equal(actions[i], actions[j])]
-        tested = [i for i in rivals if i not in same]
-        family = alpha / max(1, len(tested))
-        dominated = any(i > j for i in same) or any(
-            data.gain(actions[i], actions[j], 0.0, n_boot=n_boot, alpha=family, seed=seed)[1][0] > 0 for i in tested
-        )
+        others = [i for i in range(len(rungs)) if i != j]
+        same = [i for i in others if np.array_equal(actions[i], actions[j])]
+        found = list(rivals_at_its_cost(j, [i for i in others if i not in same]))
+        family = alpha / max(1, len(found))
+        dominated = any(i > j for i in same) or any(percentile_interval(q - quality[j], family)[0] > 0 for q in found)
         out.append(replace(rung, dominated=dominated))
     return out
 

@@ -75,8 +75,9 @@ class BudgetSpec(_Strict):
     along a ladder (:mod:`regret_gateway.ladder`) so that its spend lands on the budget, one controller step
     every ``interval_s`` seconds: the tiers by lambda, then the cheapest model (``ladder: tiers``), or the
     frontier of cost and quality the active router publishes for the team (``frontier``). On the tiers'
-    ladder, a rung the active router publishes as dominated (another rung costing no more is confidently
-    better on the held-out rows, or serves it exactly further down) is left out (``drop_dominated: false``
+    ladder, a rung the active router publishes as dominated (another rung costing no more, or a mix of two
+    costing the same, is confidently better on the held-out rows, or one further down serves it exactly)
+    is left out (``drop_dominated: false``
     keeps every tier)."""
 
     usd: float = Field(gt=0.0, allow_inf_nan=False)

@@ -9,8 +9,8 @@ Two ladders:
 
 * :func:`tier_ladder`, the default: the configured tiers by lambda, then the cheapest model. Where the
   active router publishes it with each rung's estimated cost and quality on the team's traffic, a rung that
-  another rung costing no more beats with confidence (or that one further down serves exactly) is left
-  out (:meth:`Ladder.undominated`; the budget's ``drop_dominated``): a team is not steered up to a dearer
+  another rung costing no more, or a mix of two costing the same, beats with confidence (or that one
+  further down serves exactly) is left out (:meth:`Ladder.undominated`; the budget's ``drop_dominated``): a team is not steered up to a dearer
   tier that the logs show to be worse.
 * :func:`frontier_ladder`, what retrain publishes for a budgeted team (``data.budget_ladder``,
   :mod:`regret_gateway.policy.frontier`): from the candidates' estimated cost and quality per request on
@@ -43,7 +43,7 @@ class Rung:
     lam: float
     usd: float | None = None  # expected cost per request on the team's traffic, where estimated
     quality: float | None = None  # expected quality per request, where estimated
-    dominated: bool = False  # another rung that costs no more is confidently better, or the same further down
+    dominated: bool = False  # a rung (or mix of two) that costs no more is confidently better, or the same further down
 
     @property
     def label(self) -> str:

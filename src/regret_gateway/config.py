@@ -77,8 +77,7 @@ class BudgetSpec(_Strict):
     frontier of cost and quality the active router publishes for the team (``frontier``). On the tiers'
     ladder, a rung the active router publishes as dominated (another rung costing no more, or a mix of two
     costing the same, is confidently better on the held-out rows, or one further down serves it exactly)
-    is left out (``drop_dominated: false``
-    keeps every tier)."""
+    is left out (``drop_dominated: false`` keeps every tier)."""
 
     usd: float = Field(gt=0.0, allow_inf_nan=False)
     per: Literal["day", "week", "month"] = "month"

@@ -10,8 +10,8 @@ Two ladders:
 * :func:`tier_ladder`, the default: the configured tiers by lambda, then the cheapest model. Where the
   active router publishes it with each rung's estimated cost and quality on the team's traffic, a rung that
   another rung costing no more, or a mix of two costing the same, beats with confidence (or that one
-  further down serves exactly) is left out (:meth:`Ladder.undominated`; the budget's ``drop_dominated``): a team is not steered up to a dearer
-  tier that the logs show to be worse.
+  further down serves exactly) is left out (:meth:`Ladder.undominated`; the budget's ``drop_dominated``):
+  a team is not steered up to a dearer tier that the logs show to be worse.
 * :func:`frontier_ladder`, what retrain publishes for a budgeted team (``data.budget_ladder``,
   :mod:`regret_gateway.policy.frontier`): from the candidates' estimated cost and quality per request on
   the team's traffic (each tier's policy and each model, valued off-policy on the logs), the vertices of

@@ -84,8 +84,9 @@ def ladders(settings: Settings, policy: ServablePolicy, X: np.ndarray, data: Log
 
     model_actions = {name: np.full(len(X), t) for t, name in enumerate(names) if name in settings.models}
     models = [point("model", name, 0.0, a) for name, a in model_actions.items()]
-    tier_actions = [policy.choose(X, spec.lam) for _, spec in settings.tiers_by_lambda()]
-    tiers = [point("tier", name, spec.lam, a) for (name, spec), a in zip(settings.tiers_by_lambda(), tier_actions)]
+    by_lambda = settings.tiers_by_lambda()
+    tier_actions = [policy.choose(X, spec.lam) for _, spec in by_lambda]
+    tiers = [point("tier", name, spec.lam, a) for (name, spec), a in zip(by_lambda, tier_actions)]
     cheapest = min(models, key=lambda r: r.usd)  # type: ignore[arg-type, return-value]
     ladder = [*tiers, Rung(CHEAPEST, "", tiers[-1].lam, cheapest.usd, cheapest.quality)]
     ladder_actions = [*tier_actions, model_actions[cheapest.name]]

@@ -165,8 +165,9 @@ def _hindsight(day: BudgetDay, world, gateway, rows: np.ndarray, chosen: np.ndar
         rung = gateway.router.rung_distributions(world.X[rows], BUDGET_TIER, ladder, gateway.steerer.cheapest)
         return np.concatenate([rung, rung[-1:]])
 
-    day.ladder = gateway.steerer.ladder(BUDGET_TEAM).to_json()
-    rung = rungs_of(gateway.steerer.ladder(BUDGET_TEAM))
+    steered = gateway.steerer.ladder(BUDGET_TEAM)
+    day.ladder = steered.to_json()
+    rung = rungs_of(steered)
     u = np.asarray(day.request_positions)
     j_u = np.minimum(u.astype(int), len(rung) - 2)
     p_u = (1 - (u - j_u))[:, None] * rung[j_u, idx] + (u - j_u)[:, None] * rung[j_u + 1, idx]

@@ -29,7 +29,7 @@ from datetime import datetime, timedelta, timezone
 
 from regret_gateway.config import BudgetSpec
 
-RATE_WINDOW = timedelta(days=1)  # the projection extrapolates the spend rate of the last day (or the period so far)
+RATE_WINDOW = timedelta(days=1)  # the projection prices the requests left at this window's cost per request
 GAIN = 0.5  # rungs the position moves per e-fold between the recent cost per request and the affordable one
 MAX_STEP = 0.5  # the most rungs one step moves
 MIN_REQUESTS = 20  # a step waits until the team's requests since the last step number this many
@@ -66,6 +66,8 @@ class BudgetStatus:
     route: str = ""  # where the ladder position sends the team's requests (:meth:`regret_gateway.ladder.Ladder.describe`)
     state: str | None = None  # the controller's last step (store/steering.py): None before the first
     ladder_end: str | None = None  # "dearest" or "cheapest" where the position is at an end of the ladder
+    recent_requests: int = 0  # the team's requests with an outcome in the rate window (``recent_usd``'s)
+    expected_requests: float | None = None  # the requests the controller expects before ``end`` (:func:`requests_left`)
 
     @property
     def rate_window_s(self) -> float:
@@ -73,7 +75,12 @@ class BudgetStatus:
 
     @property
     def projected_usd(self) -> float:
-        """The spend at the period's end if the rate of the last day (or of the period so far) goes on."""
+        """The spend at the period's end: the requests the controller expects for the rest of the period
+        (``expected_requests``: the same span of the previous period, ...) at what the rate window's requests
+        cost each; without that forecast, or with no request in the window, the window's spend rate in time
+        carried on to the end."""
+        if self.expected_requests is not None and self.recent_requests > 0:
+            return self.spent_usd + self.expected_requests * self.recent_usd / self.recent_requests
         window = self.rate_window_s
         left = max(0.0, (self.end - self.now).total_seconds())
         return self.spent_usd + (self.recent_usd / window * left if window > 0 else 0.0)

@@ -326,3 +326,29 @@ def test_a_teams_budget_counts_its_requests_in_the_current_period_only(engine):
     assert status.projected_usd == pytest.approx(1e-3 + 1e-3 / 12 * (29.5 * 24))
     line = status.line()
     assert "budget $0.00 per month" in line and "spent $0.0010 (50.0%) on 4 requests" in line and "projected over" in line
+
+
+def test_the_projection_prices_the_requests_the_controller_expects_not_the_rate_so_far(engine):
+    """On a daily budget at 06:00, the projection expects as many requests as the rest of the team's day
+    before held (its busy hours are ahead), each at what the last day's requests cost: not the quiet
+    night's rate carried on to midnight."""
+    from regret_gateway.config import Settings
+    from regret_gateway.store.steering import budget_status
+
+    def at(i: int, when: datetime) -> DecisionRecord:  # a request costing $0.001
+        d = dataclasses.replace(decision(i), created_at=when)
+        return dataclasses.replace(d, outcome=dataclasses.replace(d.outcome, cost_usd=1e-3))
+
+    day0, day1 = T0, T0 + timedelta(days=1)
+    yesterday = [at(i, day0 + timedelta(hours=1 + i)) for i in range(2)]  # 2 at night ...
+    yesterday += [at(10 + i, day0 + timedelta(hours=8, minutes=30 * i)) for i in range(10)]  # ... 10 from 08:00
+    with Session(engine) as s, s.begin():
+        record_decisions(s, yesterday + [at(20 + i, day1 + timedelta(hours=1 + i)) for i in range(2)])
+    settings = Settings(models=("small", "large"), default_tier="standard", tiers={"standard": {"lam": 100.0}},
+                        teams={"a": {"tier": "standard", "budget": {"usd": 0.011, "per": "day"}}})  # fmt: skip
+    with Session(engine) as s:
+        status = budget_status(s, settings, "a", day1 + timedelta(hours=6))
+    assert status.spent_usd == pytest.approx(2e-3) and status.expected_requests == 10
+    # today's requests so far cost $0.001 each and 10 more are expected: $0.012, over the $0.011 budget
+    assert status.projected_usd == pytest.approx(2e-3 + 10 * 1e-3)
+    assert "projected over" in status.line()

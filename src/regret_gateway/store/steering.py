@@ -195,20 +195,22 @@ def cheapest_model(costs: dict[str, float], models: list[str]) -> str | None:
 
 
 def budget_status(session: Session, settings: Settings, team: str, now: datetime, ladder: Ladder | None = None) -> BudgetStatus:
-    """Where ``team``'s budget (in ``settings``: it must have one) stands at ``now``: its spend, and the
-    lambda and route its requests are steered to on ``ladder`` (default: the tiers'; its tier's until the
-    first step of the period)."""
+    """Where ``team``'s budget (in ``settings``: it must have one) stands at ``now``: its spend, its
+    projection (the requests the controller expects, at the last day's cost per request), and the lambda and
+    route its requests are steered to on ``ladder`` (default: the tiers'; its tier's until the first step of
+    the period)."""
     spec = settings.teams[team]
     budget, key = spec.budget, team_key(team)
     assert budget is not None and key is not None, f"team {team!r} has no budget"
     start, end = period_bounds(budget.per, now)
     spent, requests = team_spend(session, key, start, now)
-    recent, _ = team_spend(session, key, max(start, now - RATE_WINDOW), now)
+    recent, recent_n = team_spend(session, key, max(start, now - RATE_WINDOW), now)
+    expected = _expected_requests(session, key, now, start, end, requests)
     ladder = ladder or tier_ladder(settings)
     steering = read_steering(session, team)
     if steering is None or steering.period_start != start:
         return BudgetStatus(team, budget, start, end, now, spent, recent, requests, settings.tiers[spec.tier].lam,
-                            f"tier {spec.tier}")  # fmt: skip
+                            f"tier {spec.tier}", recent_requests=recent_n, expected_requests=expected)  # fmt: skip
     ladder_end = "dearest" if steering.position <= 0 else "cheapest" if steering.position >= ladder.top else None
     return BudgetStatus(team, budget, start, end, now, spent, recent, requests, steering.lam,
-                        ladder.describe(steering.position), steering.state, ladder_end)  # fmt: skip
+                        ladder.describe(steering.position), steering.state, ladder_end, recent_n, expected)  # fmt: skip

@@ -49,6 +49,7 @@ from regret_gateway.causal.stats import bootstrap_counts, dr_term, effective_sam
 from regret_gateway.data import TargetErrors
 
 Shifts = tuple[np.ndarray, np.ndarray]  # (slope, intercept), each (B, G): TargetErrors.shifts
+ALPHA = 0.05  # every interval is at 1 - ALPHA (two-sided), the gate's too (select), where it is shared among the challengers
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ class OffPolicyEstimator:
         return float(self._values(d, np.ones((1, len(d.y))))[0])
 
     def interval(
-        self, d: LoggedOutcomes, counts: np.ndarray, alpha: float = 0.05, shifts: Shifts | None = None
+        self, d: LoggedOutcomes, counts: np.ndarray, alpha: float = ALPHA, shifts: Shifts | None = None
     ) -> tuple[float, float]:
         return percentile_interval(self._values(d, counts, shifts), alpha)
 
@@ -181,7 +182,6 @@ class SelfNormalizedIPS(OffPolicyEstimator):
 
 
 DR, SNIPS = DoublyRobustOPE(), SelfNormalizedIPS()
-ALPHA = 0.05  # the gate's chance of a false gain (select), shared among the challengers
 
 
 @dataclass(frozen=True)
@@ -254,7 +254,7 @@ class LoggedData:
         return (LoggedOutcomes(self.quality - lam * self.cost, q_hat - lam * c_hat, w, s, actions, k, e),
                 LoggedOutcomes(self.quality, q_hat, w, s, actions, k, e), LoggedOutcomes(self.cost, c_hat, w, s, actions, k))  # fmt: skip
 
-    def value(self, actions: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = 0.05, seed: int = 0) -> PolicyValue:
+    def value(self, actions: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = ALPHA, seed: int = 0) -> PolicyValue:
         """DR and SNIPS value (with bootstrap intervals), DR quality and cost, ESS, match rate."""
         utility, quality, cost = self.outcomes(actions, lam)
         boot = self.bootstrap(n_boot, seed)
@@ -267,7 +267,7 @@ class LoggedData:
         )  # fmt: skip
 
     def gain(
-        self, actions: np.ndarray, reference: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = 0.05, seed: int = 0
+        self, actions: np.ndarray, reference: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = ALPHA, seed: int = 0
     ) -> tuple[float, tuple[float, float]]:
         """DR value of ``actions`` minus that of ``reference`` and its paired bootstrap interval (the same
         resampled rows for both policies, so the noise they share cancels)."""

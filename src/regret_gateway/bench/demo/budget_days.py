@@ -159,6 +159,7 @@ def _hindsight(day: BudgetDay, world, gateway, rows: np.ndarray, chosen: np.ndar
     n = len(rows)
     idx = np.arange(n)
     s_spend, s_quality = float(C[idx, chosen].sum()), float(Q[idx, chosen].sum())
+    # every request was answered: the hook refuses one by raising (a 4xx), which would have stopped the day
     day.spend["steered"], day.quality["steered"], day.answered["steered"] = s_spend, 100 * s_quality / n, 1.0
 
     def rungs_of(ladder: Ladder) -> np.ndarray:  # (rungs + 1, n, T), a copy of the last: the top mixes it with itself

@@ -1,6 +1,6 @@
 """The judge-calibration replays side by side: after the last round, per seed, noise and tier, what the
-teams got with direct scores and with the judge under each arm; and the judge's error the last retrain
-measured (pooled over models).
+teams got with direct scores and with the judge under each arm, and what the tier served after the last
+retrain; and the judge's error the last retrain measured (pooled over models).
 
     python docs/experiments/scripts/judge_calibration.py RUNS_DIR SEEDS NOISES [ARMS]
     # RUNS_DIR holds direct-s{seed} and {arm}-n{noise}-s{seed} (demo --out folders) for every arm;
@@ -8,7 +8,7 @@ measured (pooled over models).
     # self-agreement (--judge-repeat), taken as it is; "panel": two judges (--judge-panel 2) corrected by users;
     # "fit": corrected by users, the outcome networks fitted through the judge's error (judge_error=True; 0a31e6b)
     # "cold": corrected by users, the first router held until every model's rows are worth 650 true scores
-    # (--cold-start-rows 650)
+    # (--cold-start-rows 650); "again": direct feedback with --routing-seed 1 (folders again-s{seed}), the yardstick
 """
 
 from __future__ import annotations
@@ -27,7 +27,13 @@ LABELS = {
     "panel": "panel of two, corrected by users",
     "fit": "corrected by users, networks fitted through the error",
     "cold": "corrected by users, cold start of 650 rows' worth",
+    "again": "direct, another routing seed",
 }
+
+
+def run_folder(base: Path, kind: str, noise: str, seed: str) -> Path:
+    """Where one arm's run lies: ``again`` (direct feedback with ``--routing-seed 1``) has no noise."""
+    return base / (f"again-s{seed}" if kind == "again" else f"{kind}-n{noise}-s{seed}")
 
 
 def last_round(folder: Path) -> dict[str, dict[str, float]]:
@@ -48,6 +54,13 @@ def measured_error(folder: Path) -> str:
     return "-"
 
 
+def served(folder: Path) -> dict[str, str]:
+    """What each tier served after the last retrain (a constant by its model's name)."""
+    reports = sorted(folder.glob("regret-demo-*/reports/retrain-*.json"))
+    tiers = json.loads(reports[-1].read_text())["tiers"] if reports else []
+    return {t["tier"]: t["served"].removeprefix("constant:") for t in tiers}
+
+
 def main(root: str, seeds: str, noises: str, arms: str = "users,self,raw") -> None:
     base = Path(root)
     tiers = ("premium", "standard", "economy")
@@ -60,7 +73,7 @@ def main(root: str, seeds: str, noises: str, arms: str = "users,self,raw") -> No
     for noise in noises.split(","):
         for seed in seeds.split(","):
             direct = last_round(base / f"direct-s{seed}")
-            runs = {k: last_round(base / f"{k}-n{noise}-s{seed}") for k in kinds}
+            runs = {k: last_round(run_folder(base, k, noise, seed)) for k in kinds}
             for tier in tiers:
                 d = direct[tier]["gateway"]  # utility x100, what the teams got
                 got = [runs[k][tier]["gateway"] for k in kinds]
@@ -69,14 +82,22 @@ def main(root: str, seeds: str, noises: str, arms: str = "users,self,raw") -> No
                 print(f"| {noise} | {seed} | {tier} | {d:.1f} | " + " | ".join(f"{g:.1f}" for g in got) + " | "
                       + " | ".join(f"{g - d:+.1f}" for g in got) + " |")  # fmt: skip
             for k in kinds:
-                if k != "raw":
-                    errors.append((noise, seed, LABELS[k], measured_error(base / f"{k}-n{noise}-s{seed}")))
+                if k not in ("raw", "again"):
+                    errors.append((noise, seed, LABELS[k], measured_error(run_folder(base, k, noise, seed))))
     print()
     print("| noise | judge | mean gap to direct (per tier-seed) | worst | tier-seeds within 2 points |")
     print("|---:|---|---:|---:|---:|")
     for (noise, kind), g in gaps.items():
         a = np.array(g)
         print(f"| {noise} | {LABELS[kind]} | {a.mean():+.2f} | {a.min():+.1f} | {int((a >= -2).sum())}/{len(a)} |")
+    print()
+    print("| noise | seed | tier | direct: served | " + " | ".join(f"{LABELS[k]}: served" for k in kinds) + " |")
+    print("|---:|---:|---|" + "---|" * (1 + len(kinds)))
+    for noise in noises.split(","):
+        for seed in seeds.split(","):
+            got = [served(base / f"direct-s{seed}")] + [served(run_folder(base, k, noise, seed)) for k in kinds]
+            for tier in tiers:
+                print(f"| {noise} | {seed} | {tier} | " + " | ".join(g.get(tier, "-") for g in got) + " |")
     print()
     print("| true flip rate | seed | arm | measured by the last retrain (pooled over models) |")
     print("|---:|---:|---|---|")

@@ -95,7 +95,10 @@ def test_20k_decisions_survive_an_outage(engine, flaky, tmp_path):
     assert stats.dropped == 0
     assert stats.outages >= 1 and stats.spilled > 0 and stats.replayed >= stats.spilled
     assert stats.max_queue_depth <= 1000
-    assert peak < 0.25 * footprint + id_window, f"peak {peak / 1e6:.1f} MB vs {footprint / 1e6:.1f} MB for all records"
+    # a writer that held the outage's 10,000 records would peak at half the footprint; tracemalloc also counts
+    # what other threads allocate meanwhile (once, in the full suite on a loaded machine, the bounded writer
+    # peaked at 7.3 MB: 0.26 of a 22.2 MB footprint beside the id window)
+    assert peak < 0.3 * footprint + id_window, f"peak {peak / 1e6:.1f} MB vs {footprint / 1e6:.1f} MB for all records"
     assert not list((tmp_path / "spill").iterdir())
 
 

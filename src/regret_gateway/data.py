@@ -166,14 +166,6 @@ class TargetErrors:
     def subset(self, index: np.ndarray) -> "TargetErrors":
         return replace(self, group=self.group[index], raw=self.raw[index])
 
-    def worth(self) -> np.ndarray:
-        """(n,) what each row's target is worth in true scores: 1 where it is the score as observed, and
-        ``(1 - false_pass - false_fail)^2`` where it is a corrected judge score -- the judge shrinks every
-        quality gap by that span while the scores stay as spread, so showing a gap takes 1 / span^2 as many
-        of its scores (0.64 at 10% flips, 0.36 at 20%)."""
-        span = 1.0 - self.false_pass - self.false_fail  # the correction's own divisor (>= 0.2 where applied)
-        return np.where(self.group >= 0, span[np.maximum(self.group, 0)] ** 2, 1.0)
-
     def shifts(self, n_boot: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """(slope, intercept), each (n_boot, G): resample b moves the target of a row of correction g by
         ``slope[b, g] * raw + intercept[b, g]``: the correction redrawn (binomially, as for pass/fail scores)
@@ -306,13 +298,6 @@ class LoggedFeedback:
     def counts(self) -> np.ndarray:
         """(T,) number of logged rows per model."""
         return np.bincount(self.action, minlength=self.n_models)
-
-    def scored_counts(self) -> np.ndarray:
-        """(T,) the logged rows per model in true scores: a corrected judge score counts what it is worth
-        (:meth:`TargetErrors.worth`), every other row 1 (:meth:`counts` where no judge score is corrected)."""
-        if self.target_errors is None:
-            return self.counts().astype(float)
-        return np.bincount(self.action, weights=self.target_errors.worth(), minlength=self.n_models)
 
     def require_all_models(self, minimum: int = 1) -> None:
         """Raise if some model has fewer than ``minimum`` logged rows (its outcome cannot be learned)."""

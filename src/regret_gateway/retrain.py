@@ -92,7 +92,7 @@ class RetrainOptions:
     precision: str = "auto"  # the mini-batch fits' products (past 5,000 rows): auto | float32 | bfloat16 (nn.training)
     min_rows: int = 200
     min_rows_per_model: int = 20
-    cold_start_rows: int = 0  # before the first router (none active): every model needs this many rows' worth (check_data)
+    cold_start_rows: int = 0  # before the first router (none active): every model needs this many scored rows (check_data)
     min_ess_per_model: float = 10.0
     n_boot: int = N_BOOT
     seed: int = 0
@@ -122,11 +122,12 @@ class RetrainResult:
 
 def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOptions, *, first: bool = False) -> dict:
     """Diagnostics of the training logs; raises :class:`RetrainRefused` when they cannot support a router.
-    ``first``: no router is active yet, so every model also needs ``opts.cold_start_rows`` rows' worth of true
-    scores (:meth:`LoggedFeedback.scored_counts`: a corrected judge score counts less): the constant each tier
-    starts from is chosen on the cold start's rows and stays until another is proven better
+    ``first``: no router is active yet, so every model also needs ``opts.cold_start_rows`` scored rows: the
+    constant each tier starts from is chosen on the cold start's rows and stays until another is proven better
     (:func:`regret_gateway.policy.candidates.evaluate`), so a longer cold start chooses it better
-    (docs/experiments/closed-loop.md), and a noisy judge's cold start needs more rows (docs/experiments/judge.md)."""
+    (docs/experiments/closed-loop.md). A judge's score counts as one row like a user's: counted at its worth in
+    true scores, a noisy judge's cold start lasted 1 / (1 - false pass - false fail)^2 times as long, and the
+    teams paid for the uniform rounds more than the better first choice gave back (docs/experiments/judge.md)."""
     left_out = ", ".join(f"{k}={v}" for k, v in skipped.items() if v) or "none"
     if logged is None or logged.n_samples == 0:
         raise RetrainRefused(
@@ -142,16 +143,13 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
         raise RetrainRefused(f"too few logged rows for {', '.join(few)}; every model needs {need}. "
                              "Raise exploration (tier epsilon) or remove the model from `models`.")  # fmt: skip
     if first and opts.cold_start_rows > need:
-        need, worth = opts.cold_start_rows, logged.scored_counts()
-        judged = logged.target_errors is not None  # some judge scores were corrected: their worth is shown
-        few = [f"{m} ({int(c)}" + (f", worth {w:.0f})" if judged else ")")
-               for m, c, w in zip(logged.model_names, counts, worth) if w < need]  # fmt: skip
+        need = opts.cold_start_rows
+        few = [f"{m} ({int(c)})" for m, c in zip(logged.model_names, counts) if c < need]
         if few:
             raise RetrainRefused(
                 f"too few logged rows for {', '.join(few)}; before the first router every model needs {need} "
                 "(cold_start_rows): the constant each tier starts from is chosen on them and kept until another is "
                 "proven better. Let the cold start log more and retrain later."
-                + (" A corrected judge score counts (1 - false pass - false fail)^2 of a true score." if judged else "")
             )
     info = {
         "rows": int(logged.n_samples),

@@ -39,8 +39,8 @@ def demo(
         0,
         "--cold-start-rows",
         min=0,
-        help="As retrain --cold-start-rows: the first router waits until every model has this many logged rows' "
-        "worth of true scores (the loop explores uniformly until then; a corrected judge score counts less).",
+        help="As retrain --cold-start-rows: the first router waits until every model has this many scored rows "
+        "(the loop explores uniformly until then).",
     ),
     seed: int = typer.Option(0, "--seed"),
     routing_seed: Optional[int] = typer.Option(

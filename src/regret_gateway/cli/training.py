@@ -131,10 +131,9 @@ def retrain_cmd(
         "--cold-start-rows",
         min=0,
         help="Before the first router is published (none active): refuse until every model has this many logged "
-        "rows' worth of true scores (a judge score corrected for its measured error counts (1 - false pass - false "
-        "fail)^2: 0.36 at 20% wrong). The constant each tier starts from is chosen on the cold start's rows and kept "
-        "until another is proven better, so more rows choose it better (docs/operations.md) [default: 0, the usual "
-        "20 a model].",
+        "rows with a quality score (a user's or the judge's). The constant each tier starts from is chosen on the "
+        "cold start's rows and kept until another is proven better, so more rows choose it better "
+        "(docs/operations.md) [default: 0, the usual 20 a model].",
     ),
     every: Optional[str] = typer.Option(None, "--every", help="Repeat forever every DURATION (e.g. 6h); without it, run once."),
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: the new version's folder)."),

@@ -8,7 +8,9 @@ retrain; and the judge's error the last retrain measured (pooled over models).
     # self-agreement (--judge-repeat), taken as it is; "panel": two judges (--judge-panel 2) corrected by users;
     # "fit": corrected by users, the outcome networks fitted through the judge's error (judge_error=True; 0a31e6b)
     # "cold": corrected by users, the first router held until every model's rows are worth 650 true scores
-    # (--cold-start-rows 650); "again": direct feedback with --routing-seed 1 (folders again-s{seed}), the yardstick
+    # (--cold-start-rows 650); "again": direct feedback with --routing-seed 1 (folders again-s{seed}), the yardstick;
+    # "rows": corrected by users, the cold start counting the judge's scores as rows (the users arm at ade06ee; "users"
+    # with --cold-start-rows before it counted them at their worth in true scores)
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ LABELS = {
     "fit": "corrected by users, networks fitted through the error",
     "cold": "corrected by users, cold start of 650 rows' worth",
     "again": "direct, another routing seed",
+    "rows": "corrected by users, cold start counted in rows",
 }
 
 

@@ -330,7 +330,7 @@ def test_a_teams_budget_counts_its_requests_in_the_current_period_only(engine):
 
 def test_the_projection_prices_the_requests_the_controller_expects_not_the_rate_so_far(engine):
     """On a daily budget at 06:00, the projection expects as many requests as the rest of the team's day
-    before held (its busy hours are ahead), each at what the last day's requests cost: not the quiet
+    before held (its busy hours are ahead), each at what its requests of the day so far cost: not the quiet
     night's rate carried on to midnight."""
     from regret_gateway.config import Settings
     from regret_gateway.store.steering import budget_status

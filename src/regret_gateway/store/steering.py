@@ -196,7 +196,7 @@ def cheapest_model(costs: dict[str, float], models: list[str]) -> str | None:
 
 def budget_status(session: Session, settings: Settings, team: str, now: datetime, ladder: Ladder | None = None) -> BudgetStatus:
     """Where ``team``'s budget (in ``settings``: it must have one) stands at ``now``: its spend, its
-    projection (the requests the controller expects, at the last day's cost per request), and the lambda and
+    projection (the requests the controller expects, at the rate window's cost per request), and the lambda and
     route its requests are steered to on ``ladder`` (default: the tiers'; its tier's until the first step of
     the period)."""
     spec = settings.teams[team]

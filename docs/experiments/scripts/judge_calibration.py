@@ -2,10 +2,13 @@
 teams got with direct scores and with the judge under each arm, and what the tier served after the last
 retrain; and the judge's error the last retrain measured (pooled over models).
 
-    python docs/experiments/scripts/judge_calibration.py RUNS_DIR SEEDS NOISES [ARMS]
+    python docs/experiments/scripts/judge_calibration.py RUNS_DIR[,RUNS_DIR...] SEEDS NOISES [ARMS]
     # RUNS_DIR holds direct-s{seed} and {arm}-n{noise}-s{seed} (demo --out folders) for every arm;
+    # several RUNS_DIRs, one per routing draw (demo --routing-seed), each arm paired with its own draw's
+    # direct run: then also every arm's paired gaps over the draws and per tier-seed averaged over them;
     # ARMS default "users,self,raw": corrected by users' scores (--user-share), by the judge's
     # self-agreement (--judge-repeat), taken as it is; "panel": two judges (--judge-panel 2) corrected by users;
+# "panel3": three judges (--judge-panel 3) corrected by users;
     # "fit": corrected by users, the outcome networks fitted through the judge's error (judge_error=True; 0a31e6b)
     # "cold": corrected by users, the first router held until every model's rows are worth 650 true scores
     # (--cold-start-rows 650); "again": direct feedback with --routing-seed 1 (folders again-s{seed}), the yardstick;
@@ -27,6 +30,7 @@ LABELS = {
     "raw": "as it is",
     "cal": "corrected",
     "panel": "panel of two, corrected by users",
+    "panel3": "panel of three, corrected by users",
     "fit": "corrected by users, networks fitted through the error",
     "cold": "corrected by users, cold start of 650 rows' worth",
     "again": "direct, another routing seed",
@@ -64,8 +68,31 @@ def served(folder: Path) -> dict[str, str]:
     return {t["tier"]: t["served"].removeprefix("constant:") for t in tiers}
 
 
+def over_draws(roots: list[Path], seeds: str, noises: str, kinds: list[str]) -> None:
+    """Each arm against direct feedback of the same routing draw (one RUNS_DIR a draw): every tier-run's gap,
+    and each tier-seed's gap averaged over the draws."""
+    tiers = ("premium", "standard", "economy")
+    print("| noise | arm | tier-runs | mean gap to direct, same draw | at most 2 below | within 2 | "
+          "tier-seeds at most 2 below, mean of the draws |")  # fmt: skip
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for noise in noises.split(","):
+        for k in kinds:
+            gap = np.array([[[last_round(run_folder(base, k, noise, seed))[t]["gateway"]
+                              - last_round(base / f"direct-s{seed}")[t]["gateway"] for t in tiers]
+                             for seed in seeds.split(",")] for base in roots])  # fmt: skip
+            runs, mean = gap.ravel(), gap.mean(0).ravel()
+            print(
+                f"| {noise} | {LABELS[k]} | {runs.size} | {runs.mean():+.2f} | {int((runs >= -2).sum())}/{runs.size} | "
+                f"{int((abs(runs) <= 2).sum())}/{runs.size} | {int((mean >= -2).sum())}/{mean.size} |"
+            )
+
+
 def main(root: str, seeds: str, noises: str, arms: str = "users,self,raw") -> None:
-    base = Path(root)
+    roots = [Path(r) for r in root.split(",")]
+    if len(roots) > 1:
+        over_draws(roots, seeds, noises, arms.split(","))
+        print()
+    base = roots[0]
     tiers = ("premium", "standard", "economy")
     kinds = arms.split(",")
     print("| noise | seed | tier | direct: teams | " + " | ".join(f"{LABELS[k]}: teams" for k in kinds) + " | "

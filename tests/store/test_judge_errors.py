@@ -113,6 +113,28 @@ def test_a_judge_never_wrong_one_way_is_measured_at_zero_and_its_uncertainty_red
     assert np.isfinite(slope).all() and abs(np.median(slope + intercept)) < 0.02  # a pass's target: centred
 
 
+def test_the_pairs_say_what_a_judged_answer_is_worth_and_a_panel_is_worth_more_than_one_judge(engine):
+    """On the pairs, the share of the judge's score variance the users' scores explain: a judged answer's
+    worth in user scores. Every answer of model ``one`` judged by one judge wrong 20% of the time, of model
+    ``panel`` by the mean of three such judges: the same error rates (the same correction), but the panel's
+    mean teaches like (1 - 2e)^2 v / ((1 - 2e)^2 v + e(1 - e) / 3) = 63% of a user score, one judge's 36%."""
+    rng, n, e = np.random.default_rng(5), 3000, 0.2
+    truth = (rng.random(2 * n) < 0.5).astype(float)
+    verdicts = np.where(rng.random((3, 2 * n)) < e, 1 - truth, truth)
+    judged = np.concatenate([verdicts[0, :n], verdicts[:, n:].mean(0)])
+    models = np.array(["one"] * n + ["panel"] * n)
+    _store(engine, "p", models, [(i, judged[i], "judge") for i in range(2 * n)] + [(i, truth[i], "user") for i in range(2 * n)])
+    with Session(engine) as s:
+        errors = judge_errors(s)
+    v = truth.var()
+    for model, k in (("one", 1), ("panel", 3)):
+        assert errors[model].false_pass == pytest.approx(e, abs=0.03) and errors[model].false_fail == pytest.approx(e, abs=0.03)
+        expected = (1 - 2 * e) ** 2 * v / ((1 - 2 * e) ** 2 * v + e * (1 - e) / k)
+        assert errors[model].worth == pytest.approx(expected, abs=0.04), model
+    assert errors["panel"].worth > errors["one"].worth + 0.2
+    assert f"worth {100 * errors['one'].worth:.0f}% of a user score" in errors["one"].describe()
+
+
 def test_without_user_scores_the_judge_is_uncalibrated_and_used_as_it_is(engine):
     log_judged(engine, 600, user_share=0.0)
     with Session(engine) as s:

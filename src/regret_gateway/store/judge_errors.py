@@ -11,6 +11,11 @@ model's answer then stands for the truth through ``(s - false_pass) / (1 - false
 expectation is the truth's wherever the judge's expected score is linear in the truth (a pass/fail truth,
 whatever the judge's two error rates: the flip correction of its confusion; or a graded truth the judge
 reports, or reports as 1 - u, at rates that do not depend on u).
+How much a corrected judge score teaches is the share of its scores' variance the users' scores explain
+on the pairs (the line's R^2, ``worth``): the corrected score's variance is the user score's over R^2, so N
+judged answers estimate a model's quality about as precisely as R^2 N user-scored ones -- (1 - 2e)^2 for one
+judge flipping a balanced pass/fail verdict at rate e (36% at e = 0.2), more for a panel whose mean
+averages independent errors (63% for three such judges).
 The corrected scores may leave [0, 1]; the estimators take them as the rows' outcomes
 (``LoggedFeedback.target``). A model with too few pairs of either kind is corrected by the pooled estimate
 over all models; without enough pairs at all, the judge is uncalibrated and its scores are used as they are.
@@ -50,6 +55,7 @@ class JudgeError:
     user_passed: int
     false_pass: float | None  # the judge's expected score where the user scored 0 (pass/fail: its mean there)
     false_fail: float | None  # 1 - its expected score where the user scored 1
+    worth: float | None = None  # the line's R^2: a judged answer teaches like this share of a user-scored one
 
     @property
     def pairs(self) -> int:
@@ -69,8 +75,9 @@ class JudgeError:
     def describe(self) -> str:
         if self.false_pass is None or self.false_fail is None:
             return f"{self.model}: {self.pairs} pairs (user failed {self.user_failed}, passed {self.user_passed})"
+        worth = "" if self.worth is None else f", a judged answer worth {100 * self.worth:.0f}% of a user score"
         return (f"{self.model}: {self.pairs} pairs, false pass {100 * self.false_pass:.1f}%, false fail "
-                f"{100 * self.false_fail:.1f}%{'' if self.usable else ' (too few pairs to correct)'}")  # fmt: skip
+                f"{100 * self.false_fail:.1f}%{worth}{'' if self.usable else ' (too few pairs to correct)'}")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -113,12 +120,14 @@ def _error(model: str, user: np.ndarray, judge: np.ndarray) -> JudgeError:
     spread = float(np.var(user))
     if spread <= 0.0:
         return JudgeError(model, int(failed.sum()), int((~failed).sum()), None, None)
+    slope = float(np.mean((user - user.mean()) * (judge - judge.mean()))) / spread
+    judge_spread = float(np.var(judge))
+    worth = min(1.0, slope**2 * spread / judge_spread) if judge_spread > 0 else None  # R^2 (module doc)
     if np.isin(user, (0.0, 1.0)).all():  # pass/fail: the line through the two means, exact (no -2e-16 rates)
         return JudgeError(model, int(failed.sum()), int((~failed).sum()), float(judge[failed].mean()),
-                          1.0 - float(judge[~failed].mean()))  # fmt: skip
-    slope = float(np.mean((user - user.mean()) * (judge - judge.mean()))) / spread
+                          1.0 - float(judge[~failed].mean()), worth)  # fmt: skip
     intercept = float(judge.mean()) - slope * float(user.mean())
-    return JudgeError(model, int(failed.sum()), int((~failed).sum()), intercept, 1.0 - intercept - slope)
+    return JudgeError(model, int(failed.sum()), int((~failed).sum()), intercept, 1.0 - intercept - slope, worth)
 
 
 def _per_model(models: np.ndarray, first: np.ndarray, second: np.ndarray, measure) -> dict:

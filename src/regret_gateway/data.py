@@ -150,16 +150,26 @@ class TargetErrors:
     users' scores rests on ``failed[g]`` pairs (its false-pass rate) and ``passed[g]`` (its false-fail rate);
     one from self-agreement (``repeats[g]`` > 0) on that many answers judged twice, disagreeing at
     ``disagree[g]``. :meth:`shifts` redraws each estimate as the data it rests on could have come out, so the
-    gate's bootstrap carries the estimate's uncertainty into its intervals (``ope.LoggedData``)."""
+    gate's bootstrap carries the estimate's uncertainty into its intervals (``ope.LoggedData``).
+
+    A users' estimate partially pooled over models (``store.judge_errors``) is ``own_weight`` times the
+    model's rate on its own pairs (``own_false_pass`` / ``own_false_fail``) plus the rest times the rate on
+    every pair (``pooled``: false pass, false fail, user-failed and user-passed pairs); the pooled rate is
+    redrawn once per resample for every correction, so a judge equally wrong on every model moves every
+    model's targets together, as its one error would."""
 
     group: np.ndarray  # (n,) int
     raw: np.ndarray  # (n,) the scores before correction
-    false_pass: np.ndarray  # (G,)
+    false_pass: np.ndarray  # (G,) the rates used
     false_fail: np.ndarray
     failed: np.ndarray  # (G,) user-failed pairs (0 for self-agreement)
     passed: np.ndarray
     repeats: np.ndarray  # (G,) answers judged twice (0 for users' estimates)
     disagree: np.ndarray
+    own_false_pass: np.ndarray | None = None  # (G,) the rates on the group's own pairs (None: the rates used)
+    own_false_fail: np.ndarray | None = None
+    own_weight: np.ndarray | None = None  # (G, 2) the weight of the own false pass, false fail (None: 1)
+    pooled: tuple[float, float, int, int] | None = None  # false pass, false fail, failed, passed on every pair
 
     MIN_SEPARATION = 0.1  # a redrawn 1 - false pass - false fail is held above this (the correction's divisor)
 
@@ -180,12 +190,21 @@ class TargetErrors:
             p = min(max(rate, 0.0), 1.0)
             return rng.binomial(n, p, n_boot) / n + (rate - p)
 
+        own_fp = self.false_pass if self.own_false_pass is None else self.own_false_pass
+        own_ff = self.false_fail if self.own_false_fail is None else self.own_false_fail
+        weight = np.ones((G, 2)) if self.own_weight is None else self.own_weight
+        if self.pooled is not None:
+            pooled_fp, pooled_ff = redrawn(self.pooled[0], self.pooled[2]), redrawn(self.pooled[1], self.pooled[3])
         for g in range(G):
             if self.repeats[g] > 0:
                 fp[:, g] = ff[:, g] = flip_rate(rng.binomial(int(self.repeats[g]), self.disagree[g], n_boot) / self.repeats[g])
-            else:
-                fp[:, g] = redrawn(float(self.false_pass[g]), int(self.failed[g]))
-                ff[:, g] = redrawn(float(self.false_fail[g]), int(self.passed[g]))
+                continue
+            w_fp, w_ff = weight[g]
+            fp[:, g] = w_fp * redrawn(float(own_fp[g]), int(self.failed[g])) if w_fp > 0 else 0.0
+            ff[:, g] = w_ff * redrawn(float(own_ff[g]), int(self.passed[g])) if w_ff > 0 else 0.0
+            if self.pooled is not None:
+                fp[:, g] += (1 - w_fp) * pooled_fp
+                ff[:, g] += (1 - w_ff) * pooled_ff
         slope = 1.0 / np.maximum(1.0 - fp - ff, self.MIN_SEPARATION)
         slope0 = 1.0 / (1.0 - self.false_pass - self.false_fail)
         return slope - slope0, -fp * slope + self.false_pass * slope0

@@ -52,7 +52,9 @@ def log_judged(engine, n: int, user_share: float, seed: int = 0, repeat_share: f
 
 
 def test_a_judge_that_favours_one_model_is_caught_and_corrected_on_the_overlap(engine):
-    truth = log_judged(engine, 4000, user_share=0.25)
+    # half the requests scored by users as well: model a's corrected mean moves by its false pass's error
+    # divided by 1 - 0.5 - 0.1, so a quarter's ~220 failed pairs would leave it ~0.06 off by chance alone
+    truth = log_judged(engine, 4000, user_share=0.5)
     with Session(engine) as s:
         errors = judge_errors(s)
         ts = training_set(s, feedback=("judge",))  # learn from the judge alone; the users' scores calibrate it
@@ -103,7 +105,9 @@ def test_a_judge_never_wrong_one_way_is_measured_at_zero_and_its_uncertainty_red
     with Session(engine) as s:
         errors = judge_errors(s)
         ts = training_set(s, feedback=("judge",))
-    assert errors["b"].false_pass == 0.0 and errors["b"].user_failed >= 20
+    # on its own pairs exactly 0; pooled partially with the other models' (a's 0.5) it stays near 0
+    assert errors["b"].own is not None and errors["b"].own[0] == 0.0 and errors["b"].user_failed >= 20
+    assert 0.0 <= errors["b"].false_pass < 0.02
     slope, intercept = ts.logged.target_errors.shifts(200, seed=0)
     assert np.isfinite(slope).all() and np.isfinite(intercept).all()
     graded = TargetErrors(group=np.zeros(4, dtype=int), raw=np.ones(4), false_pass=np.array([-0.03]),
@@ -133,6 +137,34 @@ def test_the_pairs_say_what_a_judged_answer_is_worth_and_a_panel_is_worth_more_t
         assert errors[model].worth == pytest.approx(expected, abs=0.04), model
     assert errors["panel"].worth > errors["one"].worth + 0.2
     assert f"worth {100 * errors['one'].worth:.0f}% of a user score" in errors["one"].describe()
+
+
+def test_a_judge_equally_wrong_on_every_model_corrects_each_by_the_pooled_rates(engine):
+    """Users score 5% of the answers: a few dozen pairs a model, whose own error rates come out up to ~10
+    points off the judge's true 20%. Divided by 1 - 2e, that would move a model's corrected quality by up to
+    ~15 points and reorder models of equal quality; pooled partially with every pair (the models' rates
+    differ by no more than their noise), each model is corrected by about the pooled rates, its quality
+    estimated within 5 points, and the gate's bootstrap redraws one error for all of them."""
+    rng, e, n = np.random.default_rng(3), 0.2, 9000
+    names = np.array([f"m{k}" for k in range(6)])
+    models = names[rng.integers(6, size=n)]
+    truth = (rng.random(n) < 0.6).astype(float)
+    judged = np.where(rng.random(n) < e, 1 - truth, truth)
+    users = np.flatnonzero(rng.random(n) < 0.05)
+    _store(engine, "q", models, [(i, judged[i], "judge") for i in range(n)] + [(int(i), truth[i], "user") for i in users])
+    with Session(engine) as s:
+        errors = judge_errors(s)
+        ts = training_set(s, feedback=("judge",))
+    lg = ts.logged
+    for t, m in enumerate(lg.model_names):
+        assert lg.quality_target[lg.action == t].mean() == pytest.approx(truth[models == m].mean(), abs=0.05), m
+    own = np.array([errors[m].own or (errors[m].false_pass, errors[m].false_fail) for m in names])
+    assert np.abs(own - e).max() > 0.06  # the noise pooling removes: some model's own rate is far off
+    for m in names:
+        assert errors[m].usable and errors[m].own_weight[0] < 0.3 and errors[m].own_weight[1] < 0.3, errors[m]
+        assert abs(errors[m].false_pass - errors[POOLED].false_pass) < 0.03, errors[m]
+    slope, _ = lg.target_errors.shifts(400, seed=0)
+    assert slope.shape[1] == len(names) and np.corrcoef(slope.T).min() > 0.8  # one pooled draw moves them all
 
 
 def test_without_user_scores_the_judge_is_uncalibrated_and_used_as_it_is(engine):

@@ -20,6 +20,16 @@ The corrected scores may leave [0, 1]; the estimators take them as the rows' out
 (``LoggedFeedback.target``). A model with too few pairs of either kind is corrected by the pooled estimate
 over all models; without enough pairs at all, the judge is uncalibrated and its scores are used as they are.
 
+One model's rates rest on its own pairs, a few dozen where users score a few percent of the traffic: at
+20 pairs a rate is off by ~9 points, and divided by 1 - false pass - false fail that moves the model's
+corrected quality by ~15, enough to rank any model first. So each model's rates are *partially pooled*
+(empirical Bayes, DerSimonian-Laird): the model's own rate weighted by tau^2 / (tau^2 + v), v its
+sampling variance (the judge's score variance on that side of the line over its pairs), tau^2 how much
+the models' true rates differ beyond their sampling noise (estimated from all models' spread), the rest
+by the rate on every pair. A judge equally wrong on every model (tau^2 ~ 0) corrects every model by the
+pooled rates, which moves every model's quality alike and leaves their order as it is; a judge that
+favours a model (its rate far outside the others' noise) keeps that model's own rate.
+
 Where no user scores, the judge's *self-agreement* stands in: the answers it judged twice (``judge.repeat``)
 disagree (one pass, one fail) at a rate d, and a judge that flips each verdict independently at rate e,
 either way, disagrees with itself at d = 2e(1 - e), so e = (1 - sqrt(1 - 2d)) / 2 is both its false-pass and
@@ -32,7 +42,7 @@ then by self-agreement (its own, else pooled), else not at all.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -56,6 +66,9 @@ class JudgeError:
     false_pass: float | None  # the judge's expected score where the user scored 0 (pass/fail: its mean there)
     false_fail: float | None  # 1 - its expected score where the user scored 1
     worth: float | None = None  # the line's R^2: a judged answer teaches like this share of a user-scored one
+    own: tuple[float, float] | None = None  # partially pooled (module doc): the rates on the model's own pairs,
+    own_weight: tuple[float, float] = (1.0, 1.0)  # their weights in false_pass, false_fail (the rest: ``pooled``'s)
+    pooled: "JudgeError | None" = None  # the estimate on every pair
 
     @property
     def pairs(self) -> int:
@@ -76,8 +89,10 @@ class JudgeError:
         if self.false_pass is None or self.false_fail is None:
             return f"{self.model}: {self.pairs} pairs (user failed {self.user_failed}, passed {self.user_passed})"
         worth = "" if self.worth is None else f", a judged answer worth {100 * self.worth:.0f}% of a user score"
+        own = "" if self.own is None else (f" (on its own pairs {100 * self.own[0]:.1f}% and {100 * self.own[1]:.1f}%, "
+                                           "pooled with every model's)")  # fmt: skip
         return (f"{self.model}: {self.pairs} pairs, false pass {100 * self.false_pass:.1f}%, false fail "
-                f"{100 * self.false_fail:.1f}%{worth}{'' if self.usable else ' (too few pairs to correct)'}")  # fmt: skip
+                f"{100 * self.false_fail:.1f}%{own}{worth}{'' if self.usable else ' (too few pairs to correct)'}")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -141,10 +156,47 @@ def _per_model(models: np.ndarray, first: np.ndarray, second: np.ndarray, measur
     return out
 
 
+def _shrunk(rates: np.ndarray, counts: np.ndarray, center: float, spread: float) -> np.ndarray:
+    """The weight of each model's own rate (``rates``, on ``counts`` pairs, each score of variance ``spread``)
+    against ``center``: tau^2 / (tau^2 + v), DerSimonian-Laird's tau^2 of the rates' spread beyond their
+    sampling variances v = spread / count (module doc)."""
+    v = max(spread, 1e-12) / np.maximum(counts, 1)
+    w = 1.0 / v
+    q = float((w * (rates - center) ** 2).sum())
+    scale = float(w.sum() - (w**2).sum() / w.sum())
+    tau2 = max(0.0, (q - (len(rates) - 1)) / scale) if len(rates) > 1 and scale > 0 else 0.0
+    return tau2 / (tau2 + v)
+
+
+def _partially_pooled(errors: dict[str, JudgeError], user: np.ndarray, judge: np.ndarray) -> dict[str, JudgeError]:
+    """Each model's rates partially pooled with every pair's (module doc)."""
+    pooled = errors.get(POOLED)
+    own = [e for m, e in errors.items() if m != POOLED and e.false_pass is not None and e.false_fail is not None]
+    if pooled is None or pooled.false_pass is None or pooled.false_fail is None or not own:
+        return errors
+    failed = user < 0.5
+    if np.isin(user, (0.0, 1.0)).all():  # each side's score variance around its rate
+        spread_fp, spread_ff = float(np.var(judge[failed])), float(np.var(judge[~failed]))
+    else:  # graded: the variance around the line
+        line = pooled.false_pass + (1.0 - pooled.false_pass - pooled.false_fail) * user
+        spread_fp = spread_ff = float(np.var(judge - line))
+    fp, ff = (np.array([e.false_pass for e in own]), np.array([e.false_fail for e in own]))
+    w_fp = _shrunk(fp, np.array([e.user_failed for e in own]), pooled.false_pass, spread_fp)
+    w_ff = _shrunk(ff, np.array([e.user_passed for e in own]), pooled.false_fail, spread_ff)
+    out = dict(errors)
+    for e, a, b, wa, wb in zip(own, fp, ff, w_fp, w_ff):
+        out[e.model] = replace(e, false_pass=float(pooled.false_pass + wa * (a - pooled.false_pass)),
+                               false_fail=float(pooled.false_fail + wb * (b - pooled.false_fail)),
+                               own=(float(a), float(b)), own_weight=(float(wa), float(wb)), pooled=pooled)  # fmt: skip
+    return out
+
+
 def judge_errors(session: Session, window: Sequence = ()) -> dict[str, JudgeError]:
     """Per model judged (and ``"*"`` pooled), the judge's error on the requests of ``window`` (conditions on
-    :class:`Decision`) that a user scored as well; {} where there are none."""
-    return _per_model(*judged_by_users(session, window), _error)
+    :class:`Decision`) that a user scored as well, each model's partially pooled with every pair's (module
+    doc); {} where there are none."""
+    models, user, judge = judged_by_users(session, window)
+    return _partially_pooled(_per_model(models, user, judge, _error), user, judge)
 
 
 def _agreement(model: str, first: np.ndarray, repeat: np.ndarray) -> SelfAgreement:
@@ -175,6 +227,29 @@ def _evidence(e: Estimate) -> tuple[int, int, int, float]:
     return (e.user_failed, e.user_passed, 0, 0.0) if isinstance(e, JudgeError) else (0, 0, e.repeats, e.disagree)
 
 
+def _pooled_of(applied: Sequence[Estimate]) -> JudgeError | None:
+    """The users' estimate on every pair that the applied estimates pool with (or are), if any."""
+    for e in applied:
+        if isinstance(e, JudgeError) and (found := e if e.model == POOLED else e.pooled) is not None:
+            return found
+    return None
+
+
+def _own_part(e: Estimate, pooled: JudgeError | None) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(its own false pass and false fail, their weights): a partially pooled model's; the pooled estimate's
+    weight 0 (all the pooled draw); self-agreement's and an unpooled estimate's weight 1."""
+    if isinstance(e, JudgeError) and e.own is not None:
+        return e.own, e.own_weight
+    assert e.false_pass is not None and e.false_fail is not None  # an applied estimate is usable
+    return (e.false_pass, e.false_fail), ((0.0, 0.0) if pooled is not None and e is pooled else (1.0, 1.0))
+
+
+def _rates(e: JudgeError) -> tuple[float, float, int, int]:
+    """(false pass, false fail, user-failed pairs, user-passed pairs) of an estimate with rates."""
+    assert e.false_pass is not None and e.false_fail is not None
+    return e.false_pass, e.false_fail, e.user_failed, e.user_passed
+
+
 def corrected_targets(models: Sequence[str], sources: Sequence[str], scores: np.ndarray,
                       *estimates: dict[str, Estimate]) -> tuple[np.ndarray | None, dict[str, int], TargetErrors | None]:  # fmt: skip
     """The rows' outcomes with every judge score corrected by :func:`estimate_for` its model (``estimates``
@@ -202,7 +277,12 @@ def corrected_targets(models: Sequence[str], sources: Sequence[str], scores: np.
     if not used:
         return None, {}, None
     failed, passed, repeats, disagree = zip(*(_evidence(e) for e in applied))
+    pooled = _pooled_of(applied)
+    own, weight = zip(*(_own_part(e, pooled) for e in applied))
     errors = TargetErrors(group=group, raw=raw, false_pass=np.array([e.false_pass for e in applied], dtype=float),
                           false_fail=np.array([e.false_fail for e in applied], dtype=float), failed=np.array(failed),
-                          passed=np.array(passed), repeats=np.array(repeats), disagree=np.array(disagree))  # fmt: skip
+                          passed=np.array(passed), repeats=np.array(repeats), disagree=np.array(disagree),
+                          own_false_pass=np.array([o[0] for o in own], dtype=float),
+                          own_false_fail=np.array([o[1] for o in own], dtype=float), own_weight=np.array(weight, dtype=float),
+                          pooled=None if pooled is None else _rates(pooled))  # fmt: skip
     return target, used, errors

@@ -170,6 +170,7 @@ class TargetErrors:
     own_false_fail: np.ndarray | None = None
     own_weight: np.ndarray | None = None  # (G, 2) the weight of the own false pass, false fail (None: 1)
     pooled: tuple[float, float, int, int] | None = None  # false pass, false fail, failed, passed on every pair
+    pooled_repeats: tuple[int, float] | None = None  # self-agreement on every model: repeats, disagreement
 
     MIN_SEPARATION = 0.1  # a redrawn 1 - false pass - false fail is held above this (the correction's divisor)
 
@@ -195,11 +196,16 @@ class TargetErrors:
         weight = np.ones((G, 2)) if self.own_weight is None else self.own_weight
         if self.pooled is not None:
             pooled_fp, pooled_ff = redrawn(self.pooled[0], self.pooled[2]), redrawn(self.pooled[1], self.pooled[3])
+        if self.pooled_repeats is not None:
+            pooled_flip = flip_rate(rng.binomial(self.pooled_repeats[0], self.pooled_repeats[1], n_boot) / self.pooled_repeats[0])
         for g in range(G):
-            if self.repeats[g] > 0:
-                fp[:, g] = ff[:, g] = flip_rate(rng.binomial(int(self.repeats[g]), self.disagree[g], n_boot) / self.repeats[g])
-                continue
             w_fp, w_ff = weight[g]
+            if self.repeats[g] > 0:  # self-agreement: one rate, both ways
+                own = (
+                    flip_rate(rng.binomial(int(self.repeats[g]), self.disagree[g], n_boot) / self.repeats[g]) if w_fp > 0 else 0.0
+                )
+                fp[:, g] = ff[:, g] = w_fp * own + ((1 - w_fp) * pooled_flip if self.pooled_repeats is not None else 0.0)
+                continue
             fp[:, g] = w_fp * redrawn(float(own_fp[g]), int(self.failed[g])) if w_fp > 0 else 0.0
             ff[:, g] = w_ff * redrawn(float(own_ff[g]), int(self.passed[g])) if w_ff > 0 else 0.0
             if self.pooled is not None:

@@ -167,6 +167,35 @@ def test_a_judge_equally_wrong_on_every_model_corrects_each_by_the_pooled_rates(
     assert slope.shape[1] == len(names) and np.corrcoef(slope.T).min() > 0.8  # one pooled draw moves them all
 
 
+def test_a_judge_equally_inconsistent_on_every_model_corrects_each_by_the_pooled_self_agreement(engine):
+    """No user scores; the judge scores a drawn 4.5% of its answers twice: ~70 repeats a model, whose own
+    implied flip rates scatter by several points around the true 20% (unpooled, one model's quality came
+    out 9 points off). Pooled partially with every repeat,
+    each model is corrected by about the pooled rate and its quality estimated within 5 points; the gate's
+    bootstrap redraws one rate for all of them."""
+    rng, e, n = np.random.default_rng(0), 0.2, 9000
+    names = np.array([f"m{k}" for k in range(6)])
+    models = names[rng.integers(6, size=n)]
+    truth = (rng.random(n) < 0.6).astype(float)
+    judged = np.where(rng.random(n) < e, 1 - truth, truth)
+    repeated = np.flatnonzero(rng.random(n) < 0.045)
+    again = np.where(rng.random(len(repeated)) < e, 1 - truth[repeated], truth[repeated])
+    _store(engine, "r", models, [(i, judged[i], "judge") for i in range(n)]
+           + [(int(i), a, "judge-repeat") for i, a in zip(repeated, again)])  # fmt: skip
+    with Session(engine) as s:
+        agreement = self_agreement(s)
+        ts = training_set(s, feedback=("judge",))
+    lg = ts.logged
+    for t, m in enumerate(lg.model_names):
+        assert lg.quality_target[lg.action == t].mean() == pytest.approx(truth[models == m].mean(), abs=0.05), m
+    assert max(abs(agreement[m].own_rate - e) for m in names) > 0.05  # the scatter pooling removes
+    for m in names:
+        assert agreement[m].usable and agreement[m].own_weight < 0.3, agreement[m]
+        assert abs(agreement[m].flip_rate - agreement[POOLED].flip_rate) < 0.03, agreement[m]
+    slope, _ = lg.target_errors.shifts(400, seed=0)
+    assert slope.shape[1] == len(names) and np.corrcoef(slope.T).min() > 0.5  # independent draws: ~0
+
+
 def test_without_user_scores_the_judge_is_uncalibrated_and_used_as_it_is(engine):
     log_judged(engine, 600, user_share=0.0)
     with Session(engine) as s:

@@ -103,11 +103,19 @@ class SelfAgreement:
     model: str
     repeats: int  # answers judged twice
     disagree: float  # share whose two scores fall on either side of 0.5
+    pooled_rate: float | None = None  # partially pooled (module doc): the rate used, else its own
+    own_weight: float = 1.0  # the weight of its own rate in it (the rest: ``pooled``'s)
+    pooled: "SelfAgreement | None" = None
+
+    @property
+    def own_rate(self) -> float:
+        """e with 2e(1 - e) = ``disagree`` (:func:`~regret_gateway.data.flip_rate`): on its own repeats."""
+        return float(flip_rate(self.disagree))
 
     @property
     def flip_rate(self) -> float:
-        """e with 2e(1 - e) = ``disagree`` (:func:`~regret_gateway.data.flip_rate`)."""
-        return float(flip_rate(self.disagree))
+        """The rate that corrects its scores: its own, or partially pooled with every model's."""
+        return self.own_rate if self.pooled_rate is None else self.pooled_rate
 
     @property
     def false_pass(self) -> float:
@@ -125,8 +133,9 @@ class SelfAgreement:
         return corrected_score(score, self.flip_rate, self.flip_rate)
 
     def describe(self) -> str:
+        own = "" if self.pooled_rate is None else f" (on its own repeats {100 * self.own_rate:.1f}%, pooled with every model's)"
         return (f"{self.model}: {self.repeats} judged twice, same pass/fail {100 * (1 - self.disagree):.1f}%, "
-                f"implied error {100 * self.flip_rate:.1f}% either way{'' if self.usable else ' (too few to correct)'}")  # fmt: skip
+                f"implied error {100 * self.flip_rate:.1f}% either way{own}{'' if self.usable else ' (too few to correct)'}")  # fmt: skip
 
 
 def _error(model: str, user: np.ndarray, judge: np.ndarray) -> JudgeError:
@@ -203,10 +212,26 @@ def _agreement(model: str, first: np.ndarray, repeat: np.ndarray) -> SelfAgreeme
     return SelfAgreement(model, len(first), float(((first >= 0.5) != (repeat >= 0.5)).mean()))
 
 
+def _agreement_pooled(agreement: dict[str, SelfAgreement]) -> dict[str, SelfAgreement]:
+    """Each model's flip rate partially pooled with every repeat's (module doc): a rate's sampling variance
+    is its disagreement's, d (1 - d) / repeats, times (de/dd)^2 = 1 / (2 (1 - 2e))^2."""
+    pooled = agreement.get(POOLED)
+    own = [a for m, a in agreement.items() if m != POOLED]
+    if pooled is None or not own or pooled.own_rate >= 0.5:
+        return agreement
+    d, e = pooled.disagree, pooled.own_rate
+    rates = np.array([a.own_rate for a in own])
+    weight = _shrunk(rates, np.array([a.repeats for a in own]), e, d * (1 - d) / (2 * (1 - 2 * e)) ** 2)
+    out = dict(agreement)
+    for a, rate, w in zip(own, rates, weight):
+        out[a.model] = replace(a, pooled_rate=float(e + w * (rate - e)), own_weight=float(w), pooled=pooled)
+    return out
+
+
 def self_agreement(session: Session, window: Sequence = ()) -> dict[str, SelfAgreement]:
     """Per model judged (and ``"*"`` pooled), the judge against itself on the answers of ``window`` it judged
-    twice; {} where there are none."""
-    return _per_model(*judged_twice(session, window), _agreement)
+    twice, each model's rate partially pooled with every repeat's (module doc); {} where there are none."""
+    return _agreement_pooled(_per_model(*judged_twice(session, window), _agreement))
 
 
 Estimate = JudgeError | SelfAgreement
@@ -236,12 +261,23 @@ def _pooled_of(applied: Sequence[Estimate]) -> JudgeError | None:
 
 
 def _own_part(e: Estimate, pooled: JudgeError | None) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(its own false pass and false fail, their weights): a partially pooled model's; the pooled estimate's
-    weight 0 (all the pooled draw); self-agreement's and an unpooled estimate's weight 1."""
-    if isinstance(e, JudgeError) and e.own is not None:
+    """(its own false pass and false fail, their weights): a partially pooled model's; a pooled estimate's
+    weight 0 (all the pooled draw); an unpooled estimate's weight 1."""
+    if isinstance(e, SelfAgreement):
+        w = 0.0 if e.model == POOLED else e.own_weight
+        return (e.own_rate, e.own_rate), (w, w)
+    if e.own is not None:
         return e.own, e.own_weight
     assert e.false_pass is not None and e.false_fail is not None  # an applied estimate is usable
     return (e.false_pass, e.false_fail), ((0.0, 0.0) if pooled is not None and e is pooled else (1.0, 1.0))
+
+
+def _pooled_repeats(applied: Sequence[Estimate]) -> tuple[int, float] | None:
+    """(answers judged twice, their disagreement) on every model, where self-agreement corrects any group."""
+    for e in applied:
+        if isinstance(e, SelfAgreement) and (found := e if e.model == POOLED else e.pooled) is not None:
+            return found.repeats, found.disagree
+    return None
 
 
 def _rates(e: JudgeError) -> tuple[float, float, int, int]:
@@ -284,5 +320,5 @@ def corrected_targets(models: Sequence[str], sources: Sequence[str], scores: np.
                           passed=np.array(passed), repeats=np.array(repeats), disagree=np.array(disagree),
                           own_false_pass=np.array([o[0] for o in own], dtype=float),
                           own_false_fail=np.array([o[1] for o in own], dtype=float), own_weight=np.array(weight, dtype=float),
-                          pooled=None if pooled is None else _rates(pooled))  # fmt: skip
+                          pooled=None if pooled is None else _rates(pooled), pooled_repeats=_pooled_repeats(applied))  # fmt: skip
     return target, used, errors

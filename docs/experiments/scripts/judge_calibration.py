@@ -14,7 +14,7 @@ retrain; and the judge's error the last retrain measured (pooled over models).
     # (--cold-start-rows 650); "again": direct feedback with --routing-seed 1 (folders again-s{seed}), the yardstick;
     # "rows": corrected by users, the cold start counting the judge's scores as rows (the users arm at ade06ee; "users"
     # with --cold-start-rows before it counted them at their worth in true scores); "pooled": corrected by users,
-# each model's error rates partially pooled over models (the users arm from 4e95a09)
+# each model's error rates partially pooled over models (the users arm from 4e95a09); "ppanel3": panel3 from 4e95a09
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ LABELS = {
     "again": "direct, another routing seed",
     "rows": "corrected by users, cold start counted in rows",
     "pooled": "corrected by users, rates pooled over models",
+    "ppanel3": "panel of three, corrected by users, rates pooled over models",
 }
 
 

@@ -154,9 +154,10 @@ class TargetErrors:
 
     A users' estimate partially pooled over models (``store.judge_errors``) is ``own_weight`` times the
     model's rate on its own pairs (``own_false_pass`` / ``own_false_fail``) plus the rest times the rate on
-    every pair (``pooled``: false pass, false fail, user-failed and user-passed pairs); the pooled rate is
-    redrawn once per resample for every correction, so a judge equally wrong on every model moves every
-    model's targets together, as its one error would."""
+    every pair (``pooled``: false pass, false fail, user-failed and user-passed pairs); self-agreement's, of
+    its own repeats and every model's (``pooled_repeats``: answers judged twice, their disagreement). A pooled
+    rate is redrawn once per resample for every correction, so a judge equally wrong on every model moves
+    every model's targets together, as its one error would."""
 
     group: np.ndarray  # (n,) int
     raw: np.ndarray  # (n,) the scores before correction

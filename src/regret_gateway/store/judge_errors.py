@@ -36,7 +36,8 @@ either way, disagrees with itself at d = 2e(1 - e), so e = (1 - sqrt(1 - 2d)) / 
 its false-fail rate. That sees only the judge's inconsistency: a judge wrong the same way every time (one
 that favours a model, or misreads a kind of question) agrees with itself and is not caught; only users'
 scores catch it, and they come first: a model is corrected by the users' estimate (its own, else pooled),
-then by self-agreement (its own, else pooled), else not at all.
+then by self-agreement (its own, else pooled), else not at all; a model's own self-agreement rate is pooled
+partially with every model's like its users' rates.
 """
 
 from __future__ import annotations

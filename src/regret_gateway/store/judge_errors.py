@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -236,6 +237,7 @@ def self_agreement(session: Session, window: Sequence = ()) -> dict[str, SelfAgr
 
 
 Estimate = JudgeError | SelfAgreement
+E = TypeVar("E", JudgeError, SelfAgreement)
 
 
 def estimate_for(model: str, *estimates: dict[str, Estimate]) -> tuple[str, Estimate] | None:
@@ -253,16 +255,16 @@ def _evidence(e: Estimate) -> tuple[int, int, int, float]:
     return (e.user_failed, e.user_passed, 0, 0.0) if isinstance(e, JudgeError) else (0, 0, e.repeats, e.disagree)
 
 
-def _pooled_of(applied: Sequence[Estimate]) -> JudgeError | None:
-    """The users' estimate on every pair that the applied estimates pool with (or are), if any."""
+def _pooled_of(applied: Sequence[Estimate], kind: type[E]) -> E | None:
+    """The ``kind`` estimate on every model that the applied ones of that kind pool with (or are), if any."""
     for e in applied:
-        if isinstance(e, JudgeError) and (found := e if e.model == POOLED else e.pooled) is not None:
+        if isinstance(e, kind) and (found := e if e.model == POOLED else e.pooled) is not None:
             return found
     return None
 
 
-def _own_part(e: Estimate, pooled: JudgeError | None) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(its own false pass and false fail, their weights): a partially pooled model's; a pooled estimate's
+def _own_part(e: Estimate) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(its own false pass and false fail, their weights): a partially pooled model's; the pooled estimate's
     weight 0 (all the pooled draw); an unpooled estimate's weight 1."""
     if isinstance(e, SelfAgreement):
         w = 0.0 if e.model == POOLED else e.own_weight
@@ -270,15 +272,7 @@ def _own_part(e: Estimate, pooled: JudgeError | None) -> tuple[tuple[float, floa
     if e.own is not None:
         return e.own, e.own_weight
     assert e.false_pass is not None and e.false_fail is not None  # an applied estimate is usable
-    return (e.false_pass, e.false_fail), ((0.0, 0.0) if pooled is not None and e is pooled else (1.0, 1.0))
-
-
-def _pooled_repeats(applied: Sequence[Estimate]) -> tuple[int, float] | None:
-    """(answers judged twice, their disagreement) on every model, where self-agreement corrects any group."""
-    for e in applied:
-        if isinstance(e, SelfAgreement) and (found := e if e.model == POOLED else e.pooled) is not None:
-            return found.repeats, found.disagree
-    return None
+    return (e.false_pass, e.false_fail), ((0.0, 0.0) if e.model == POOLED else (1.0, 1.0))
 
 
 def _rates(e: JudgeError) -> tuple[float, float, int, int]:
@@ -314,12 +308,13 @@ def corrected_targets(models: Sequence[str], sources: Sequence[str], scores: np.
     if not used:
         return None, {}, None
     failed, passed, repeats, disagree = zip(*(_evidence(e) for e in applied))
-    pooled = _pooled_of(applied)
-    own, weight = zip(*(_own_part(e, pooled) for e in applied))
+    pooled, repeated = _pooled_of(applied, JudgeError), _pooled_of(applied, SelfAgreement)
+    own, weight = zip(*(_own_part(e) for e in applied))
     errors = TargetErrors(group=group, raw=raw, false_pass=np.array([e.false_pass for e in applied], dtype=float),
                           false_fail=np.array([e.false_fail for e in applied], dtype=float), failed=np.array(failed),
                           passed=np.array(passed), repeats=np.array(repeats), disagree=np.array(disagree),
                           own_false_pass=np.array([o[0] for o in own], dtype=float),
                           own_false_fail=np.array([o[1] for o in own], dtype=float), own_weight=np.array(weight, dtype=float),
-                          pooled=None if pooled is None else _rates(pooled), pooled_repeats=_pooled_repeats(applied))  # fmt: skip
+                          pooled=None if pooled is None else _rates(pooled),
+                          pooled_repeats=None if repeated is None else (repeated.repeats, repeated.disagree))  # fmt: skip
     return target, used, errors

@@ -197,3 +197,33 @@ def test_an_artifact_that_would_fail_every_routed_request_is_refused_at_load(tmp
     with pytest.raises(ArtifactError, match="must be 1-64 printable characters"):
         save_artifact(tmp_path, policy=router.to_policy(), tiers={"p": 0.0}, embedder={"model": "m"}, version=long_id + "x")
     assert load_artifact(good, models=MODELS).version == good.name  # the checks pass a sound artifact
+
+
+@pytest.mark.parametrize("pointer", ["absolute", "dotdot", "link"])
+def test_an_active_pointer_out_of_the_artifacts_folder_is_refused_once_and_never_served(tmp_path, router, pointer, monkeypatch):
+    """ACTIVE may only name a version folder of the artifacts directory: an absolute path, ``../..`` or a
+    link to a router elsewhere is refused, and not loaded again at every check."""
+    from regret_gateway.config import Settings
+    from regret_gateway.gateway import decisions
+
+    elsewhere = tmp_path / "elsewhere"
+    outside = save_artifact(elsewhere, policy=router.to_policy(), tiers={"p": 0.0}, embedder={"model": "m"})
+    root = tmp_path / "artifacts"
+    root.mkdir()
+    if pointer == "absolute":
+        named = str(outside)
+    elif pointer == "dotdot":
+        named = f"../elsewhere/{outside.name}"
+    else:
+        (root / outside.name).symlink_to(outside)
+        named = outside.name
+    (root / "ACTIVE").write_text(named + "\n")
+    loads = []
+    real_load = decisions.load_artifact
+    monkeypatch.setattr(decisions, "load_artifact", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+    settings = Settings(models=MODELS, default_tier="p", tiers={"p": {"lam": 0.0}}, artifacts_dir=str(root),
+                        embedder={"model": "m"})  # fmt: skip
+    active = decisions.ActiveRouter(settings)
+    for _ in range(10):
+        assert not active.refresh()
+    assert active.artifact is None and loads == []

@@ -144,6 +144,48 @@ def test_a_shallower_encoder_has_its_own_verified_export(exported, tmp_path):
     assert (a * full.encode(PROMPTS)).sum(1).max() < 0.9
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("tampering", ["replaced", "link out", "no checksum"])
+def test_a_cached_graph_that_is_not_the_verified_one_is_exported_again(exported, tmp_path, monkeypatch, tampering):
+    """A cached ``model.onnx`` is served only if it is the graph that was verified (its SHA-256 in
+    ``export.json``) and a file of the cache folder itself: another graph, a link to one outside the folder
+    (even the same bytes) or a report without its checksum is removed and exported again (here: the export
+    reuses the verified bytes, to save minutes)."""
+    import json
+    import shutil
+
+    cache, genuine = exported
+    verified = Path(genuine.backend_report["path"])
+    folder = tmp_path / "cache" / verified.parent.name
+    shutil.copytree(verified.parent, folder)
+    graph = folder / "model.onnx"
+    if tampering == "replaced":
+        graph.write_bytes(os.urandom(4096))
+    elif tampering == "link out":
+        outside = tmp_path / "outside.onnx"
+        shutil.copy(verified, outside)
+        graph.unlink()
+        graph.symlink_to(outside)
+    else:
+        report = json.loads((folder / "export.json").read_text())
+        report.pop("files")
+        (folder / "export.json").write_text(json.dumps(report))
+    exports = []
+
+    def reuse(encoder, tokenizer, target, graph_kind, quantize):
+        exports.append(graph_kind)
+        target.write_bytes(verified.read_bytes())
+
+    monkeypatch.setattr(onnx_encoder, "_export", reuse)
+    healed = Embedder(device="cpu", onnx_cache=tmp_path / "cache", progress=False)
+    assert np.allclose(healed.encode(PROMPTS), genuine.encode(PROMPTS), atol=1e-6)
+    assert healed.backend_used == "onnx" and exports == ["fused"]
+    assert not graph.is_symlink() and graph.read_bytes() == verified.read_bytes()
+    again = Embedder(device="cpu", onnx_cache=tmp_path / "cache", progress=False)
+    again.encode(["x"])
+    assert exports == ["fused"]  # healed once: the new export is trusted
+
+
 def test_an_export_that_fails_keeps_torch(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("exporter exploded")

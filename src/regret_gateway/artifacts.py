@@ -156,10 +156,26 @@ def activate(root: str | Path, version: str) -> None:
 
 
 def active_version_id(root: str | Path) -> str | None:
+    """The version ``root/ACTIVE`` names (None: no ACTIVE yet). The pointer is read as text, not trusted:
+    see :func:`version_folder` for what may be loaded from it."""
     try:
         return (Path(root) / ACTIVE).read_text().strip() or None
     except FileNotFoundError:
         return None
+
+
+def version_folder(root: str | Path, version: str) -> Path:
+    """The folder of ``version`` in the artifacts directory ``root``: a version id (no path separator, not
+    ``.`` or ``..``) whose folder is a real directory directly inside ``root`` (not a link out of it).
+    ArtifactError otherwise: an ``ACTIVE`` that names an absolute path, ``../..`` or a link elsewhere is
+    refused, never loaded."""
+    root = Path(root)
+    if not version_id_ok(version) or version in (".", ".."):
+        raise ArtifactError(f"{root / ACTIVE} names {version[:80]!r}, which is not a version id of {root}")
+    folder = root / version
+    if folder.is_symlink() or folder.resolve().parent != root.resolve():
+        raise ArtifactError(f"{root / ACTIVE} names {version!r}, a link out of {root}: only its own version folders are served")
+    return folder
 
 
 def _check_manifest(path: Path, manifest: object) -> dict:

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from regret_gateway.files import sha256_file
+from regret_gateway.files import file_matches, sha256_file
 
 FORMAT = 1
 META = "encoder.json"
@@ -138,6 +138,6 @@ def read_exported(folder: str | Path, *, model: str, layers: int | None, quantiz
     if (have := {k: meta.get(k) for k in wanted}) != wanted:
         raise ExportError(f"embedder.exported: {folder} holds the encoder of {have}, the configuration asks for {wanted}")
     for name in (GRAPH, TOKENIZER):
-        if not (folder / name).is_file() or sha256_file(folder / name) != meta.get("files", {}).get(name):
-            raise ExportError(f"embedder.exported: {folder / name} is missing or does not match its checksum")
+        if not file_matches(folder, name, (meta.get("files") or {}).get(name)):
+            raise ExportError(f"embedder.exported: {folder / name} is missing, a link, or does not match its checksum")
     return meta

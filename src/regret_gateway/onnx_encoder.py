@@ -15,7 +15,9 @@ optimisations) or ``None`` with the reason when it cannot or may not be used; th
 - Cache: ``cache_root/<folder name>-<key>/`` where the key hashes every file of the model folder, the
   torch version, :data:`EXPORT_VERSION` and the options; a changed model, exporter or option gets a new
   export. The export is written to a temporary folder and renamed into place, so concurrent workers never
-  read a half written file.
+  read a half written file. ``export.json`` records the SHA-256 of ``model.onnx``: a cached graph is served
+  only if it is a regular file of the folder (no link) with that checksum; a replaced, corrupted or
+  linked one is removed, with one log line, and exported again.
 - Verification at export: the ONNX and torch embeddings of :data:`CHECK_PROMPTS` (short and ~200-token
   prompts, batched and alone) must agree to a cosine of at least :data:`MIN_COSINE` (the int8 opt-in: at
   least :data:`MIN_COSINE_INT8`); otherwise the export is refused, the refusal is cached with its measured
@@ -36,9 +38,11 @@ from typing import Any, Callable
 
 import numpy as np
 
+from regret_gateway.files import file_matches, sha256_file
+
 log = logging.getLogger(__name__)
 
-EXPORT_VERSION = "2"  # bump when the export or the verification changes: cached exports are redone
+EXPORT_VERSION = "3"  # bump when the export or the verification changes: cached exports are redone
 MIN_COSINE = 0.9999
 MIN_COSINE_INT8 = 0.99
 CHECK_PROMPTS = (
@@ -228,6 +232,25 @@ def _export(encoder: Any, tokenizer, target: Path, graph: str, quantize: bool) -
     fp32.unlink()
 
 
+GRAPH = "model.onnx"  # the verified graph in a cache folder
+
+
+def _cached_report(folder: Path) -> dict | None:
+    """The cached export's report, or None (logged once: it is exported again) where it cannot be trusted:
+    unreadable, or a verified graph that is missing, a link, or not the bytes that were verified."""
+    try:
+        report = json.loads((folder / "export.json").read_text())
+    except (OSError, ValueError):
+        report = None
+    if isinstance(report, dict) and report.get("status") != "verified" and "status" in report:
+        return report
+    if isinstance(report, dict) and file_matches(folder, GRAPH, (report.get("files") or {}).get(GRAPH)):
+        return report
+    log.warning("regret-gateway: the cached ONNX encoder in %s is replaced, corrupted or a link (its %s does not match "
+                "the checksum of its export); it is removed and exported again", folder, GRAPH)  # fmt: skip
+    return None
+
+
 def load_onnx_encoder(
     model_path: str | Path,
     cache_root: str | Path,
@@ -253,10 +276,12 @@ def load_onnx_encoder(
     folder = Path(cache_root) / f"{Path(model_path).name}-{key}"
     report_file = folder / "export.json"
     if report_file.is_file():
-        report = json.loads(report_file.read_text())
-        if report["status"] != "verified":
+        report = _cached_report(folder)
+        if report is not None and report["status"] != "verified":
             return None, report
-        return OnnxEncoder(folder / "model.onnx", threads), report
+        if report is not None:
+            return OnnxEncoder(folder / GRAPH, threads), report
+        shutil.rmtree(folder, ignore_errors=True)  # healed: exported again below
 
     def torch_hidden(batch: dict[str, np.ndarray]) -> np.ndarray:
         return eager_hidden(torch_encoder(), batch)
@@ -278,11 +303,11 @@ def load_onnx_encoder(
                 continue
             if cosines[graph] >= threshold:
                 chosen = graph
-                path.rename(tmp / "model.onnx")
+                path.rename(tmp / GRAPH)
                 break
             notes[graph] = f"min cosine to torch {cosines[graph]:.6f} (need >= {threshold})"
         for leftover in tmp.glob("*.onnx*"):
-            if leftover.name != "model.onnx":
+            if leftover.name != GRAPH:
                 leftover.unlink()
         if chosen is None and not cosines:  # no graph could be exported and run
             report = {"status": "failed", "reason": "; ".join(f"{g}: {n}" for g, n in notes.items()), "quantize": quantize}
@@ -297,7 +322,7 @@ def load_onnx_encoder(
             "quantize": quantize,
             "graph": graph,
             "reason": f"min cosine to torch {cosine:.6f} on {len(CHECK_PROMPTS)} prompts (need >= {threshold})",
-            "path": str(folder / "model.onnx"),
+            "path": str(folder / GRAPH),
         }
         if "fused" in notes:
             report["fusion"] = notes["fused"]
@@ -305,6 +330,8 @@ def load_onnx_encoder(
             log.warning("regret-gateway: ONNX export of %s refused (%s); embedding with torch", model_path, report["reason"])
         elif "fused" in notes:
             log.info("regret-gateway: the plain ONNX graph of %s is served (fused graph: %s)", model_path, notes["fused"])
+        if chosen:
+            report["files"] = {GRAPH: sha256_file(tmp / GRAPH)}
         (tmp / "export.json").write_text(json.dumps(report, indent=2))
         try:
             os.rename(tmp, folder)
@@ -315,4 +342,4 @@ def load_onnx_encoder(
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    return (OnnxEncoder(folder / "model.onnx", threads) if chosen else None), report
+    return (OnnxEncoder(folder / GRAPH, threads) if chosen else None), report

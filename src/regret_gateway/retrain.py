@@ -52,7 +52,15 @@ import numpy as np
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from regret_gateway.artifacts import ArtifactError, RouterArtifact, activate, active_version_id, load_artifact, save_artifact
+from regret_gateway.artifacts import (
+    ArtifactError,
+    RouterArtifact,
+    activate,
+    active_version_id,
+    load_artifact,
+    save_artifact,
+    version_folder,
+)
 from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.config import Settings
 from regret_gateway.data import LoggedFeedback
@@ -229,7 +237,9 @@ def _active(settings: Settings, active_id: str | None, data_info: dict) -> Route
         return None
     try:
         return load_artifact(
-            Path(settings.artifacts_dir) / active_id, models=settings.models, embedder_model=settings.embedder.embedding_id
+            version_folder(settings.artifacts_dir, active_id),
+            models=settings.models,
+            embedder_model=settings.embedder.embedding_id,
         )
     except ArtifactError as exc:
         data_info["active_unreadable"] = str(exc)

@@ -68,7 +68,7 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
     """The active router version and its age, rows logged since, feedback coverage by source (user, LLM judge,
     imports), the judge's spend and its agreement with user scores, fallback and exploration counts; per team
     with a budget, its spend in the budget's period so far and where it is headed."""
-    from regret_gateway.artifacts import ArtifactError, active_version_id, load_artifact
+    from regret_gateway.artifacts import ArtifactError, active_version_id, load_artifact, version_folder
     from regret_gateway.config import load_settings
     from regret_gateway.gateway.steering import published_ladder
     from regret_gateway.store.engine import make_engine
@@ -87,7 +87,7 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
         typer.echo("active router: none (cold start: uniform exploration)")
     else:
         try:
-            art = load_artifact(Path(settings.artifacts_dir) / version)
+            art = load_artifact(version_folder(settings.artifacts_dir, version))
             since = datetime.fromisoformat(art.created_at)
             age = datetime.now(timezone.utc) - since
             typer.echo(

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from regret_gateway.artifacts import ArtifactError, RouterArtifact, active_version_id, load_artifact
+from regret_gateway.artifacts import ArtifactError, RouterArtifact, active_version_id, load_artifact, version_folder
 from regret_gateway.config import Settings
 from regret_gateway.ladder import CHEAPEST, Ladder, Rung, tier_ladder
 
@@ -125,7 +125,7 @@ class ActiveRouter:
         with self._lock:
             try:
                 artifact = load_artifact(
-                    self.root / version,
+                    version_folder(self.root, version),
                     models=self.settings.models,
                     embedder_model=self.settings.embedder.embedding_id,
                     embedding_dim=self.embedding_dim,

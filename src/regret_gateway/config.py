@@ -297,6 +297,9 @@ class Settings(_Strict):
     allow_direct_models: bool = True
     api_keys: dict[str, str] = Field(default_factory=dict)  # key -> team, for proxies without a database
     judge: JudgeSpec = Field(default_factory=JudgeSpec)  # the sampled LLM judge (off by default)
+    # Set by `serve --mock-upstream` (not by hand): every decision is marked as a mock's answer, which
+    # retrain and budgets leave out
+    mock_upstream: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> "Settings":

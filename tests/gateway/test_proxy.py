@@ -939,3 +939,31 @@ def test_an_overloaded_embedder_sheds_requests_to_their_fallback_at_once(routed)
     d = decision(client, "support", r.headers["x-regret-request-id"])
     assert d["mode"] == "fallback" and d["propensity"] == 1.0 and d["embedding_model"] == "none"
     assert gateway.counters["shed"] == 1 and gateway.batcher.batches == 0  # nothing was embedded
+
+
+def sse_completion(request: httpx.Request) -> httpx.Response:
+    """An upstream that streams its answer and never sends usage, whatever the request asks."""
+    body = json.loads(request.content)
+    head = {"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": int(time.time()), "model": body["model"]}
+    words = [f"word{i} " for i in range(12)]
+    chunks = [{**head, "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]} for w in words]
+    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    return httpx.Response(200, content=text.encode(), headers={"content-type": "text/event-stream"})
+
+
+def test_a_stream_from_an_upstream_that_sends_no_usage_is_priced_by_its_counted_tokens(proxy):
+    """The OpenAI SDK's default stream (no ``stream_options``) from an upstream that never reports usage:
+    the outcome carries the tokens LiteLLM counts on the assembled stream and their price, not $0."""
+    client, route, gateway, _ = proxy
+    route.side_effect = sse_completion
+    try:
+        r = chat(client, "support", CODE_PROMPT, stream=True)
+        assert r.status_code == 200 and "word11" in r.text
+        d = with_outcome(client, "support", r.headers["x-regret-request-id"])
+    finally:
+        route.side_effect = completion
+    outcome = d["outcome"]
+    assert outcome["status"] == "success" and outcome["completion_tokens"] and outcome["prompt_tokens"]
+    p = PRICE[d["chosen_model"]]
+    assert outcome["cost_usd"] == pytest.approx(p * (outcome["prompt_tokens"] + outcome["completion_tokens"]))

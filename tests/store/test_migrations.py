@@ -17,10 +17,18 @@ def test_migrations_match_the_orm(engine):
 
 
 def test_status_and_downgrade(db_url):
-    assert status(db_url)["current"] is None and status(db_url)["pending"] == ["0001", "0002", "0003", "0004", "0005", "0006"]
+    assert status(db_url)["current"] is None and status(db_url)["pending"] == [
+        "0001",
+        "0002",
+        "0003",
+        "0004",
+        "0005",
+        "0006",
+        "0007",
+    ]
     upgrade(db_url)
     st = status(db_url)
-    assert st["up_to_date"] and st["current"] == st["head"] == "0006" and st["pending"] == []
+    assert st["up_to_date"] and st["current"] == st["head"] == "0007" and st["pending"] == []
     command.downgrade(alembic_config(db_url), "base")
     eng = create_engine(db_url)
     assert set(inspect(eng).get_table_names()) == {"alembic_version"}

@@ -4,15 +4,17 @@ returns, and the LiteLLM proxy config that puts the regret-gateway hook in front
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
 
 
 def free_port() -> int:
@@ -74,31 +76,51 @@ def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 240.0) -> Non
     raise RuntimeError(f"proxy on {port} did not start in {timeout:g}s")
 
 
-def mock_upstream(respond: Callable[[str, str], tuple[str, int, int]]) -> FastAPI:
+def mock_upstream(respond: Callable[[str, str], tuple[str, int, int]],
+                  pace: Callable[[int], Awaitable[None]] | None = None) -> FastAPI:  # fmt: skip
     """An OpenAI-compatible upstream: ``respond(model, last_user_text) -> (content, prompt_tokens,
-    completion_tokens)``."""
+    completion_tokens)``. A ``stream: true`` request is answered as OpenAI streams: server-sent events, one
+    chunk per word of the content, a last chunk with the finish reason, then (where the request asks for it
+    with ``stream_options.include_usage``) a usage chunk, then ``[DONE]``. ``pace(k)`` is awaited before the
+    k-th chunk (a test holds a stream open there)."""
     app = FastAPI()
 
     @app.post("/v1/chat/completions")
-    async def complete(request: Request) -> dict:
+    async def complete(request: Request):
         body = await request.json()
         messages = body.get("messages") or [{}]
         text = next((m.get("content", "") for m in reversed(messages) if m.get("role") == "user"), "")
         content, prompt_tokens, completion_tokens = respond(body["model"], text if isinstance(text, str) else str(text))
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
+        head = {"id": f"chatcmpl-{time.time_ns()}", "created": int(time.time()), "model": body["model"]}
+        if body.get("stream") is True:
+            with_usage = isinstance(body.get("stream_options"), dict) and body["stream_options"].get("include_usage") is True
+            return StreamingResponse(_sse(head, content, usage if with_usage else None, pace), media_type="text/event-stream")
         return {
-            "id": f"chatcmpl-{time.time_ns()}",
+            **head,
             "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body["model"],
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
+            "usage": usage,
         }
 
     return app
+
+
+async def _sse(head: dict, content: str, usage: dict | None, pace: Callable[[int], Awaitable[None]] | None):
+    """The server-sent events of a streamed chat completion (see :func:`mock_upstream`)."""
+    words = content.split(" ")
+    deltas = [{"role": "assistant", "content": words[0]}, *({"content": " " + w} for w in words[1:])]
+    chunks = [{**head, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d, "finish_reason": None}]}
+              for d in deltas]  # fmt: skip
+    chunks.append({**head, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    if usage is not None:
+        chunks.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": usage})
+    for k, chunk in enumerate(chunks):
+        if pace is not None:
+            await pace(k)
+        yield f"data: {json.dumps(chunk)}\n\n"
+    yield "data: [DONE]\n\n"
 
 
 def proxy_config(
@@ -154,7 +176,8 @@ def mock_deployment(config: dict, api_base: str) -> dict:
     """``config`` (a LiteLLM proxy config) with every deployment of its ``model_list`` sent to the mock
     upstream at ``api_base`` under its own ``model_name``, priced as LiteLLM prices the real model (its
     bundled cost map), else at :data:`MOCK_PRICES`: the router and its logs see the real models' costs,
-    and no provider key is needed."""
+    and no provider key is needed. Its ``regret_gateway:`` section says ``mock_upstream: true``: every
+    decision is marked as a mock's answer, which retrain and budgets leave out."""
     from regret_gateway.gateway import bundled_cost_map
 
     bundled_cost_map()
@@ -174,4 +197,6 @@ def mock_deployment(config: dict, api_base: str) -> dict:
         mocked = {"model": f"openai/{entry['model_name']}", "api_base": api_base, "api_key": "sk-mock",
                   "input_cost_per_token": p_in, "output_cost_per_token": p_out}  # fmt: skip
         deployments.append({**entry, "litellm_params": mocked})
-    return {**config, "model_list": deployments}
+    section = config.get("regret_gateway")
+    marked = {"regret_gateway": {**section, "mock_upstream": True}} if isinstance(section, dict) else {}
+    return {**config, "model_list": deployments, **marked}

@@ -58,7 +58,9 @@ def serve(
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="regret-gateway-mock-")))
             mocked = folder / "config.yaml"
             mocked.write_text(yaml.safe_dump(mock_deployment(read_yaml(config), f"http://127.0.0.1:{up}/v1")))
-            typer.echo(f"--mock-upstream: every model of {config} is answered by a mock at 127.0.0.1:{up}", err=True)
+            typer.secho(f"--mock-upstream: every model of {config} is answered by a MOCK at 127.0.0.1:{up}, not the real "
+                        f"model. Its decisions are marked `mock` in the store: retrain does not learn from them and no "
+                        f"team budget is charged for them.", err=True, fg=typer.colors.YELLOW, bold=True)  # fmt: skip
             config = mocked
         run(config, host=host, port=port)
 

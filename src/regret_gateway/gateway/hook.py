@@ -55,7 +55,8 @@ from regret_gateway.tokens import count_message_tokens
 log = logging.getLogger(__name__)
 
 REQUEST_ID_HEADER = "x-regret-request-id"  # the response header with the gateway's id of a routed request
-MODEL_HEADER = "x-regret-model"  # the response header with the model the request was routed to
+MODEL_HEADER = "x-regret-model"  # the response header with the model that answered (a LiteLLM fallback's, if one did)
+CHOSEN_HEADER = "x-regret-chosen-model"  # the response header with the model the router chose
 TIER_HEADER = "x-regret-tier"  # the response header with the tier it was routed for
 NO_EMBEDDING = "none"  # embedding_model of fallback decisions made before an embedding existed
 _MAX_PENDING = 100_000  # decisions waiting for their success/failure event
@@ -87,12 +88,54 @@ def answer_text(response) -> str:
     return content if isinstance(content, str) else ""
 
 
+def _count_stream_usage(data: dict) -> None:
+    """Have a routed stream's cost and tokens counted: LiteLLM asks the upstream for the stream's usage
+    (``stream_options.include_usage``) only where the client did or the *requested* model supports it --
+    decided on the virtual model's name, before this hook routes -- and without usage it logs a stream at
+    $0 and no tokens. Ask for it for the routed model; where the client did not, LiteLLM strips the usage
+    chunk from what the client receives (``_litellm_strip_stream_usage``), and where the upstream sends none
+    LiteLLM counts the assembled stream's tokens itself."""
+    options = data.get("stream_options")
+    options = dict(options) if isinstance(options, dict) else {}
+    if options.get("include_usage") is True:
+        return
+    data["stream_options"] = {**options, "include_usage": True}
+    data["_litellm_strip_stream_usage"] = True
+
+
+@dataclass
+class _Stream:
+    """Where a routed stream stands: its outcome is logged once both the stream has ended (to its last chunk,
+    or with the client gone) and LiteLLM's success event has brought its cost and tokens."""
+
+    ended: bool = False
+    left: bool = False  # the client closed it before the last chunk
+    success: tuple | None = None  # the success event's (slo, response_cost, messages, response_obj), if it came first
+
+
 @dataclass
 class _Pending:
     record: DecisionRecord
     started: float
     failures: int = 0  # upstream attempts that failed so far (LiteLLM may retry them)
     error: str | None = None  # the last one's error
+    stream: _Stream | None = None  # set when the answer is streamed (the streaming iterator hook)
+
+
+STREAM_GRACE_S = 30.0  # how long a stream the client left waits for LiteLLM's success event (its cost) before it is logged
+
+
+def answered_by(source) -> str | None:
+    """The model group whose answer this is, as LiteLLM reports it: a success event's standard logging
+    object (``model_group``), or a response's hidden ``x-litellm-model-group`` header. A LiteLLM fallback's
+    group where one answered for the routed model; None where it is not said."""
+    if isinstance(source, dict):
+        group = source.get("model_group")
+    else:
+        hidden = getattr(source, "_hidden_params", None)
+        headers = (hidden.get("additional_headers") or {}) if isinstance(hidden, dict) else {}
+        group = headers.get("x-litellm-model-group") if isinstance(headers, dict) else None
+    return group if isinstance(group, str) and group else None
 
 
 class RegretRouterHook(CustomLogger):
@@ -188,6 +231,8 @@ class RegretRouterHook(CustomLogger):
         if choice.mode in ("fallback", "exploration", "cold_start"):
             gw.counters[choice.mode] += 1
         data["model"] = choice.model
+        if data.get("stream") is True:
+            _count_stream_usage(data)
         metadata["regret_gateway"] = {
             "request_id": request_id,
             "tier": tier,
@@ -229,6 +274,7 @@ class RegretRouterHook(CustomLogger):
                 prompt_text=text if s.store.store_prompts else None,
                 scores=choice.scores,
                 created_at=gw.now(),
+                mock=s.mock_upstream,
             )
         except (ValueError, TypeError) as exc:
             log.error("regret-gateway: decision %s cannot be logged (%s); tier %s falls back", request_id, exc, tier)
@@ -250,28 +296,72 @@ class RegretRouterHook(CustomLogger):
 
     async def async_post_call_response_headers_hook(self, data, user_api_key_dict, response, request_headers=None,
                                                     litellm_call_info=None):  # fmt: skip
-        """Tell the client its request's id (the id feedback and the audit take), the model that answered and
-        the tier it was routed for."""
+        """Tell the client its request's id (the id feedback and the audit take), the model that answered (a
+        LiteLLM fallback's, where one answered for the router's choice), the router's choice and the tier it
+        was routed for."""
         routing = self._routing(data)
         if not routing.get("request_id"):
             return None
-        return {REQUEST_ID_HEADER: routing["request_id"], MODEL_HEADER: str(routing.get("model", "")),
-                TIER_HEADER: str(routing.get("tier", ""))}  # fmt: skip
+        chosen = str(routing.get("model", ""))
+        return {REQUEST_ID_HEADER: routing["request_id"], MODEL_HEADER: answered_by(response) or chosen,
+                CHOSEN_HEADER: chosen, TIER_HEADER: str(routing.get("tier", ""))}  # fmt: skip
+
+    async def async_post_call_streaming_iterator_hook(self, user_api_key_dict, response, request_data: dict):
+        """A routed stream passes through unchanged; what is noted is how it ended: to its last chunk, or with
+        the client gone (Starlette closes the proxy's generator, which closes this one). Its outcome waits
+        for both that and LiteLLM's success event (:meth:`_finish`)."""
+        request_id = self._request_id(request_data)
+        pending = self._pending.get(request_id or "")
+        if pending is None:
+            async for item in response:
+                yield item
+            return
+        pending.stream = stream = _Stream()
+        completed = False
+        try:
+            async for item in response:
+                yield item
+            completed = True
+        finally:
+            stream.ended, stream.left = True, not completed
+            self._stream_ended(request_id, stream)
+
+    def _stream_ended(self, request_id, stream: _Stream) -> None:
+        if self._pending.get(request_id) is None:
+            return  # logged already (a failure mid-stream)
+        if stream.success is not None:
+            slo, cost, messages, response_obj = stream.success
+            self._finish(request_id, "success", slo, response_cost=cost, messages=messages, response_obj=response_obj)
+        elif stream.left:  # LiteLLM bills a stream the client left in a success event; past the grace, log it without
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            loop.call_later(STREAM_GRACE_S, self._finish, request_id, "client_left", {})
 
     def _finish(self, call_id: str | None, status: str, slo: dict, *, response_cost=None, error: str | None = None,
                 messages=None, response_obj=None) -> None:  # fmt: skip
-        """Log the outcome the client received, once: the decision is submitted again with it."""
-        pending = self._pending.pop(call_id, None) if call_id else None
+        """Log the outcome the client received, once: the decision is submitted again with it. A streamed
+        answer's success event may come before the stream has ended: it waits for that end, and a stream the
+        client closed before its last chunk is logged as ``client_left`` with what it cost."""
+        pending = self._pending.get(call_id) if call_id else None
         if pending is None or call_id is None:
             return  # not a routed request (or one whose outcome is logged already)
-        cost = (slo.get("response_cost", response_cost) or 0.0) if status == "success" else 0.0
+        if pending.stream is not None and status == "success":
+            if not pending.stream.ended:
+                pending.stream.success = (slo, response_cost, messages, response_obj)
+                return
+            status = "client_left" if pending.stream.left else status
+        del self._pending[call_id]
+        answered = status in ("success", "client_left")
+        cost = (slo.get("response_cost", response_cost) or 0.0) if answered else 0.0
         start, end = slo.get("startTime"), slo.get("endTime")
         latency_ms = (
             1000.0 * (end - start)
-            if status == "success" and isinstance(start, (int, float)) and isinstance(end, (int, float))
+            if answered and isinstance(start, (int, float)) and isinstance(end, (int, float))
             else 1000.0 * (time.monotonic() - pending.started)
         )
-        retries = pending.failures if status == "success" else max(0, pending.failures - 1)
+        retries = pending.failures if answered else max(0, pending.failures - 1)
         try:
             outcome = OutcomeRecord(
                 request_id=call_id,
@@ -282,6 +372,7 @@ class RegretRouterHook(CustomLogger):
                 latency_ms=max(0.0, latency_ms),
                 error=(error or pending.error) if status == "failure" else None,
                 retries=retries,
+                answered_model=answered_by(slo) if answered else None,
             )
         except ValueError as exc:
             log.error("regret-gateway: outcome of %s not recorded (%s); the decision is", call_id, exc)
@@ -289,8 +380,14 @@ class RegretRouterHook(CustomLogger):
         gw = self.gateway
         if retries:
             gw.counters["retried"] += 1
-        gw.writer.submit(dataclasses.replace(pending.record, outcome=outcome))
-        if status == "success" and gw.judge is not None:
+        r0 = pending.record
+        gw.writer.submit(dataclasses.replace(r0, outcome=outcome))
+        if (
+            status == "success"
+            and gw.judge is not None
+            and outcome is not None
+            and outcome.answered_model in (None, r0.chosen_model)
+        ):
             r = pending.record
             gw.judge.consider(call_id, r.team, r.tier, routed_text(messages), answer_text(response_obj))
 

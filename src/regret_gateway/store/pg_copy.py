@@ -2,7 +2,7 @@
 
 Each column is sent in the type's binary form, taken from the ORM column's type (the migrations create the
 same types; a test compares them): text as UTF-8, ``double precision`` and ``integer`` big-endian,
-``timestamptz`` as microseconds since 2000-01-01 UTC, ``bytea`` as its bytes, ``json`` as its text. No
+``timestamptz`` as microseconds since 2000-01-01 UTC, ``bytea`` as its bytes, ``json`` as its text, ``boolean`` as one byte. No
 per-row statement, no hex text for the 1.5 KB embeddings for the server to parse.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, Integer, LargeBinary, String, Table
+from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, LargeBinary, String, Table
 
 HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)  # signature, flags, header extension length
 TRAILER = struct.pack(">h", -1)
@@ -53,7 +53,13 @@ def _json(value: Any) -> bytes:
     return _text(json.dumps(value, separators=(",", ":")))
 
 
+def _bool(value: Any) -> bytes:
+    return b"\x00\x00\x00\x01" + (b"\x01" if value else b"\x00")
+
+
 def _encoder(column_type: Any) -> Callable[[Any], bytes]:
+    if isinstance(column_type, Boolean):
+        return _bool
     if isinstance(column_type, DateTime):
         return _timestamp
     if isinstance(column_type, Float):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from regret_gateway.store.records import (
@@ -57,10 +57,12 @@ class OutcomeView:
     status: str
     error: str | None
     retries: int | None  # failed upstream attempts before the one the client got
+    answered_model: str | None  # the model group that answered (a LiteLLM fallback's, where not the chosen model)
 
     @classmethod
     def of(cls, o: Outcome) -> "OutcomeView":
-        return cls(o.cost_usd, o.prompt_tokens, o.completion_tokens, o.latency_ms, o.status, o.error, o.retries)
+        return cls(o.cost_usd, o.prompt_tokens, o.completion_tokens, o.latency_ms, o.status, o.error, o.retries,
+                   o.answered_model)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class DecisionView:
     mode: str
     scores: dict | None  # the router's per-model scores
     embedding_model: str
+    mock: bool  # answered by `serve --mock-upstream`'s mock
     outcome: OutcomeView | None
     feedback: FeedbackView | None
     feedback_by_source: dict[str, FeedbackView]
@@ -91,6 +94,7 @@ def get_decision(session: Session, request_id: str) -> DecisionView | None:
         return None
     row = session.execute(
         select(Decision, Outcome)
+        .select_from(Decision)
         .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
         .where(Decision.request_id == request_id)
     ).first()
@@ -114,6 +118,7 @@ def get_decision(session: Session, request_id: str) -> DecisionView | None:
         mode=d.mode,
         scores=d.scores,
         embedding_model=d.embedding_model,
+        mock=bool(d.mock),
         outcome=None if o is None else OutcomeView.of(o),
         feedback=next(iter(by_source.values()), None),
         feedback_by_source=by_source,
@@ -158,6 +163,9 @@ class TrafficSummary:
     agreement: JudgeAgreement
     by_mode: dict[str, int]
     by_tier: dict[str, int]
+    by_status: dict[str, int]  # outcomes by status: success, failure, client_left (a stream the client closed)
+    answered_by_other: int = 0  # successes a LiteLLM fallback's model answered (not the router's choice)
+    mock: int = 0  # requests `serve --mock-upstream`'s mock answered (never training data or budget spend)
 
     @property
     def feedback_coverage(self) -> float:
@@ -185,6 +193,10 @@ class TrafficSummary:
             out.append("judge vs user: no request scored by both yet (the evidence that the judge can be trusted here)")
         out.append("by mode: " + ", ".join(f"{k}={v}" for k, v in self.by_mode.items()))
         out.append("by tier: " + ", ".join(f"{k}={v}" for k, v in self.by_tier.items()))
+        out.append("outcomes: " + ", ".join(f"{k}={v}" for k, v in sorted(self.by_status.items()))
+                   + f"; answered by a LiteLLM fallback's model {self.answered_by_other}")  # fmt: skip
+        if self.mock:
+            out.append(f"mock answers (serve --mock-upstream; not trained on, not budget spend): {self.mock}")
         return out
 
 
@@ -195,7 +207,9 @@ def scored_by_both(session: Session, first: str, second: str, window: Sequence =
 
     a, b = aliased(Feedback), aliased(Feedback)
     rows = session.execute(
-        select(Decision.chosen_model, a.score, b.score)
+        select(func.coalesce(Outcome.answered_model, Decision.chosen_model), a.score, b.score)
+        .select_from(Decision)
+        .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
         .join(a, (a.request_id == Decision.request_id) & (a.source == first))
         .join(b, (b.request_id == Decision.request_id) & (b.source == second))
         .where(*window)
@@ -218,7 +232,6 @@ def judged_twice(session: Session, window: Sequence = ()) -> tuple[np.ndarray, n
 def traffic_summary(session: Session, *, since: datetime | None = None) -> TrafficSummary:
     """Counts for `regret-gateway status`: requests, outcomes, feedback coverage (in all and by source),
     the judge's spend, and how judge and user scores agree where a request has both."""
-    from sqlalchemy import func
 
     where = [] if since is None else [Decision.created_at >= since]
     total = session.scalar(select(func.count()).select_from(Decision).where(*where)) or 0
@@ -240,14 +253,20 @@ def traffic_summary(session: Session, *, since: datetime | None = None) -> Traff
     if len(u):
         agreement = JudgeAgreement(len(u), float(np.abs(u - j).mean()), float(((u >= 0.5) == (j >= 0.5)).mean()),
                                    float((j - u).mean()))  # fmt: skip
-    return TrafficSummary(total, outcome, scored, by_source, agreement, by_mode, by_tier)
+    by_status = dict(session.execute(select(Outcome.status, func.count()).join(Decision).where(*where)
+                                     .group_by(Outcome.status)).all())  # fmt: skip
+    other = session.scalar(select(func.count()).select_from(Decision).join(Outcome).where(
+        *where, Outcome.answered_model.is_not(None), Outcome.answered_model != Decision.chosen_model)) or 0  # fmt: skip
+    mock = session.scalar(select(func.count()).select_from(Decision).where(*where, Decision.mock.is_(True))) or 0
+    return TrafficSummary(total, outcome, scored, by_source, agreement, by_mode, by_tier, by_status, int(other), int(mock))
 
 
 def team_spend(session: Session, team: str, since: datetime, until: datetime | None = None) -> tuple[float, int]:
-    """(dollars, requests): what the outcomes of ``team``'s requests made in [since, until) cost."""
-    from sqlalchemy import func
+    """(dollars, requests): what the outcomes of ``team``'s requests made in [since, until) cost -- at the
+    price of the model that answered (LiteLLM's ``response_cost``; a stream the client left is charged what
+    it streamed) -- leaving out the mock's answers of ``serve --mock-upstream``."""
 
-    where = [Decision.team == team, Decision.created_at >= since]
+    where = [Decision.team == team, Decision.created_at >= since, Decision.mock.is_(False)]
     if until is not None:
         where.append(Decision.created_at < until)
     usd, n = session.execute(

@@ -54,7 +54,15 @@ def _require_request_id(rid) -> None:
 
 
 MAX_TEXT = {"prompt_text": 100_000, "error": 2_000}  # free-text fields are cut to these many characters
-MAX_NAME = {"team": 128, "tier": 64, "router_version": 64, "embedding_model": 256, "chosen_model": 256, "source": 32}
+MAX_NAME = {
+    "team": 128,
+    "tier": 64,
+    "router_version": 64,
+    "embedding_model": 256,
+    "chosen_model": 256,
+    "answered_model": 256,
+    "source": 32,
+}
 
 
 def team_key(team: str | None) -> str | None:
@@ -114,6 +122,7 @@ class OutcomeRecord:
     error: str | None = None
     created_at: datetime | None = None
     retries: int | None = None  # failed upstream attempts (LiteLLM's retries) before the one the client got
+    answered_model: str | None = None  # the model group whose answer the client got (a LiteLLM fallback's)
 
     def __post_init__(self) -> None:
         rid = self.request_id
@@ -149,6 +158,7 @@ class OutcomeRecord:
             "status": self.status,
             "error": self.error,
             "retries": None if self.retries is None else int(self.retries),
+            "answered_model": self.answered_model,
         }
 
 
@@ -173,6 +183,7 @@ class DecisionRecord:
     scores: dict[str, float] | None = None
     created_at: datetime | None = None
     outcome: OutcomeRecord | None = field(default=None)
+    mock: bool = False  # answered by `serve --mock-upstream`'s mock: kept out of retrain and budgets
 
     def __post_init__(self) -> None:
         rid = self.request_id
@@ -217,6 +228,7 @@ class DecisionRecord:
             "prompt_hash": self.prompt_hash,
             "prompt_text": self.prompt_text,
             "scores": None if self.scores is None else {k: float(v) for k, v in self.scores.items()},
+            "mock": bool(self.mock),
         }
 
     # The spill file is JSON lines: one record per line, embedding as base64 float32.

@@ -13,13 +13,28 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from sqlalchemy import JSON, CheckConstraint, DateTime, Float, ForeignKey, Index, Integer, LargeBinary, String, Text
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    false,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 # How a decision was made: the router's policy, epsilon exploration, the fail-open fallback, the
 # uniform/default choice before any router was trained, or a historical log imported without propensity.
 DECISION_MODES = ("policy", "exploration", "fallback", "cold_start", "imported")
-OUTCOME_STATUSES = ("success", "failure")
+# What the client got: an answer, an error, or the start of a stream it closed before the end (its cost is
+# kept; it is not a quality observation).
+OUTCOME_STATUSES = ("success", "failure", "client_left")
 
 
 def utcnow() -> datetime:
@@ -63,6 +78,8 @@ class Decision(Base):
     prompt_hash: Mapped[str] = mapped_column(String(64))  # sha256 hex of the routed text
     prompt_text: Mapped[str | None] = mapped_column(Text)  # only when the deployment opts in
     scores: Mapped[dict | None] = mapped_column(JSON)  # the router's per-model scores (audit)
+    # answered by `serve --mock-upstream`'s mock, not the model: never training data, never budget spend
+    mock: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
 
 class Outcome(Base):
@@ -81,6 +98,9 @@ class Outcome(Base):
     status: Mapped[str] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
     retries: Mapped[int | None] = mapped_column(Integer)  # failed upstream attempts before the one the client got
+    # the model group whose answer the client got (LiteLLM's; another than the decision's chosen_model where a
+    # LiteLLM fallback answered); None where none answered or it is not known
+    answered_model: Mapped[str | None] = mapped_column(String(256))
 
 
 class Feedback(Base):

@@ -55,7 +55,7 @@ def read_steering(session: Session, team: str) -> Steering | None:
 def _requests_held(session: Session, key: str, since: datetime, until: datetime) -> int | None:
     """The team's requests in [since, until), or None where the store holds none of its traffic from before
     ``since`` (so that it cannot tell how many there were)."""
-    first = session.scalar(select(func.min(Decision.created_at)).where(Decision.team == key))
+    first = session.scalar(select(func.min(Decision.created_at)).where(Decision.team == key, Decision.mock.is_(False)))
     if first is None or _utc(first) > since:
         return None
     return team_spend(session, key, since, until)[1]
@@ -65,11 +65,12 @@ def _platform_shape(session: Session, now: datetime, start: datetime, end: datet
     """Every team's requests in the previous period before and after ``now``'s place in it, or None where
     the store holds no traffic from before that period began (so that it cannot tell its shape)."""
     span = end - start
-    first = session.scalar(select(func.min(Decision.created_at)))
+    first = session.scalar(select(func.min(Decision.created_at)).where(Decision.mock.is_(False)))
     if first is None or _utc(first) > start - span:
         return None
     before, after = (
-        session.scalar(select(func.count()).select_from(Decision).where(Decision.created_at >= a, Decision.created_at < b))
+        session.scalar(select(func.count()).select_from(Decision).where(Decision.created_at >= a, Decision.created_at < b,
+                                                                         Decision.mock.is_(False)))
         for a, b in ((start - span, now - span), (now - span, start))
     )  # fmt: skip
     return int(before or 0), int(after or 0)
@@ -159,15 +160,19 @@ def step_team(engine: Engine, settings: Settings, team: str, now: datetime, ladd
     return Steering(key, start, position, lam, state, now, mean)
 
 
+# The model whose answer (and price) an outcome is: a LiteLLM fallback's, where one answered for the chosen model.
+answering = func.coalesce(Outcome.answered_model, Decision.chosen_model)
+
+
 def model_costs(session: Session, models: list[str], now: datetime) -> dict[str, float]:
-    """Each configured model's mean cost per answer over the last COST_LOOKBACK (any team); a model without a
-    recorded cost is left out."""
+    """Each configured model's mean cost per answer over the last COST_LOOKBACK (any team; by the model that
+    answered, never a mock's); a model without a recorded cost is left out."""
     rows = session.execute(
-        select(Decision.chosen_model, func.avg(Outcome.cost_usd))
+        select(answering, func.avg(Outcome.cost_usd))
         .select_from(Decision)
         .join(Outcome)
-        .where(Decision.created_at >= now - COST_LOOKBACK, Outcome.status == "success")
-        .group_by(Decision.chosen_model)
+        .where(Decision.created_at >= now - COST_LOOKBACK, Outcome.status == "success", Decision.mock.is_(False))
+        .group_by(answering)
     ).all()
     return {m: float(c) for m, c in rows if m in models and c is not None}
 
@@ -178,11 +183,16 @@ def cost_lines(session: Session, models: list[str], now: datetime) -> dict[str, 
     the same size, is left out."""
     x, y = cast(Outcome.prompt_tokens, Float), cast(Outcome.cost_usd, Float)
     rows = session.execute(
-        select(Decision.chosen_model, func.count(), func.sum(x), func.sum(y), func.sum(x * x), func.sum(x * y))
+        select(answering, func.count(), func.sum(x), func.sum(y), func.sum(x * x), func.sum(x * y))
         .select_from(Decision)
         .join(Outcome)
-        .where(Decision.created_at >= now - COST_LOOKBACK, Outcome.status == "success", Outcome.prompt_tokens.is_not(None))
-        .group_by(Decision.chosen_model)
+        .where(
+            Decision.created_at >= now - COST_LOOKBACK,
+            Outcome.status == "success",
+            Outcome.prompt_tokens.is_not(None),
+            Decision.mock.is_(False),
+        )  # fmt: skip
+        .group_by(answering)
     ).all()
     lines = {m: line_from_sums(int(n), float(sx), float(sy), float(sxx), float(sxy)) for m, n, sx, sy, sxx, sxy in rows
              if m in models and n}  # fmt: skip

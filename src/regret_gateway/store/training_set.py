@@ -98,10 +98,14 @@ def training_set(
 
     A request's quality score is the best-ranked of its sources (``feedback``: the sources to use, in
     order, e.g. ``("user", "judge")``; None: every source, user first and the judge last, see
-    :func:`source_rank`). Rows are kept when the request succeeded, has a quality score from one of them, was embedded by ``embedding_model``
-    (default: the most frequent one in the window), was not a fail-open fallback and chose one of
-    ``model_names`` (default: every model seen, sorted). The rest are counted in ``skipped``:
-    ``no_outcome``, ``failed``, ``no_feedback``, ``fallback``, ``other_embedder``, ``unknown_model``.
+    :func:`source_rank`). Rows are kept when the request succeeded with an answer of the model the router
+    chose, has a quality score from one of them, was embedded by ``embedding_model`` (default: the most
+    frequent one in the window), was not a fail-open fallback, not answered by ``serve --mock-upstream``'s
+    mock, and chose one of ``model_names`` (default: every model seen, sorted). The rest are counted in
+    ``skipped``: ``mock``, ``no_outcome``, ``client_left`` (a stream the client closed before its end: its
+    cost is real, its answer not whole), ``failed``, ``answered_by_other`` (a LiteLLM fallback's model
+    answered: its score is not the chosen model's, and the chosen model's failure may be an outage, not its
+    quality), ``no_feedback``, ``fallback``, ``other_embedder``, ``unknown_model``.
     Where more rows are usable than ``max_rows``, a stratified sample of them is kept (:func:`sample_rows`;
     ``sampled_from`` says of how many). A row scored by the LLM judge takes, as its ``target``, the judge's
     score corrected by the judge's error measured on the window's user-scored requests, else by its
@@ -142,23 +146,32 @@ def training_set(
             Decision.router_version,
             Outcome.cost_usd,
             Outcome.status,
+            Outcome.answered_model,
+            Decision.mock,
         )
         .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
         .where(*window)
     )  # in the table's order (a sequential read; the created_at index order reads the table at random), sorted below
-    skipped = {"no_outcome": 0, "failed": 0, "no_feedback": 0, "fallback": 0, "other_embedder": 0, "unknown_model": 0}
+    skipped = {"no_outcome": 0, "failed": 0, "client_left": 0, "answered_by_other": 0, "mock": 0, "no_feedback": 0,
+               "fallback": 0, "other_embedder": 0, "unknown_model": 0}  # fmt: skip
     candidates = []  # successful, scored, routed rows: the embedder is chosen among them
     for r in session.execute(q.execution_options(yield_per=READ_CHUNK)):
-        if r.cost_usd is None:
+        if r.mock:  # `serve --mock-upstream` answered, not the model
+            skipped["mock"] += 1
+        elif r.cost_usd is None:
             skipped["no_outcome"] += 1
+        elif r.status == "client_left":  # a stream the client closed: its cost is real, its answer is not whole
+            skipped["client_left"] += 1
         elif r.status != "success":
             skipped["failed"] += 1
+        elif r.answered_model is not None and r.answered_model != r.chosen_model:  # a LiteLLM fallback answered
+            skipped["answered_by_other"] += 1
         elif r.request_id not in best:
             skipped["no_feedback"] += 1
         elif r.mode == "fallback":  # routing failed: not a draw of the logging policy
             skipped["fallback"] += 1
         else:
-            candidates.append(tuple(r))
+            candidates.append(tuple(r)[:13])
     names = [c[5] for c in candidates]
     if embedding_model is None and names:
         embedder, counts = np.unique(names, return_counts=True)

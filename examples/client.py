@@ -19,8 +19,9 @@ print(
     f"request id {raw.headers.get('x-regret-request-id')}"
 )
 
-# A request may ask for another tier if its team allows it (research may use economy):
-cheap = client.chat.completions.with_raw_response.create(
-    model="regret-router", messages=[{"role": "user", "content": prompt}], extra_body={"regret_tier": "economy"}
+# Streamed, as chat apps ask; a request may ask for another tier if its team allows it (research may use economy):
+stream = client.chat.completions.with_raw_response.create(
+    model="regret-router", messages=[{"role": "user", "content": prompt}], stream=True, extra_body={"regret_tier": "economy"}
 )
-print(f"economy tier answered by {cheap.headers.get('x-regret-model')}")
+text = "".join(chunk.choices[0].delta.content or "" for chunk in stream.parse() if chunk.choices)
+print(f"economy tier, streamed, answered by {stream.headers.get('x-regret-model')}: {text[:60]}")

@@ -205,9 +205,9 @@ def test_db_upgrade_status_export(tmp_path):
 
     url = f"sqlite:///{tmp_path}/gw.db"
     status = runner.invoke(app, ["db", "status", "--url", url])
-    assert status.exit_code == 1 and "pending migrations: 0001, 0002, 0003, 0004, 0005, 0006" in status.output
+    assert status.exit_code == 1 and "pending migrations: 0001, 0002, 0003, 0004, 0005, 0006, 0007" in status.output
     up = runner.invoke(app, ["db", "upgrade", "--url", url])
-    assert up.exit_code == 0 and "at revision 0006" in up.output
+    assert up.exit_code == 0 and "at revision 0007" in up.output
     engine = make_engine(url)
     with Session(engine) as s, s.begin():
         record_decisions(
@@ -305,12 +305,40 @@ def test_feedback_import_all_or_nothing(tmp_path):
     engine.dispose()
 
 
+def migrated(tmp_path) -> None:
+    """The store a gateway that started once leaves: ``tmp_path/gw.db``, migrated, empty."""
+    from regret_gateway.store.migrate import upgrade
+
+    upgrade(f"sqlite:///{tmp_path}/gw.db")
+
+
+def test_status_and_retrain_on_a_missing_or_unmigrated_store_say_what_to_do_and_write_nothing(tmp_path, monkeypatch):
+    """Run where nothing was logged (no --config: the default store in the current folder), then on a store
+    never migrated: one line that says what to run, exit 2, and no file or folder left behind."""
+    import sqlite3
+
+    monkeypatch.chdir(tmp_path)
+    for command in ("status", "retrain"):
+        result = runner.invoke(app, [command])
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith(f"error: `{command}`: no store at regret-gateway.db") and "db upgrade" in result.output
+        assert len(result.output.strip().splitlines()) == 1 and list(tmp_path.iterdir()) == []
+    sqlite3.connect(tmp_path / "regret-gateway.db").close()  # a file, but no schema
+    for command in ("status", "retrain"):
+        result = runner.invoke(app, [command])
+        assert result.exit_code == 2 and "is at schema revision none" in result.output, result.output
+        assert "run `regret-gateway db upgrade --url sqlite:///regret-gateway.db`" in result.output
+        assert "Traceback" not in result.output and "SELECT" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["regret-gateway.db"]
+
+
 def test_retrain_refuses_an_empty_store_and_status_reports_cold_start(tmp_path):
     cfg = tmp_path / "settings.yaml"
     cfg.write_text(
         f"models: [a, b]\ndefault_tier: std\ntiers: {{std: {{lam: 100}}}}\n"
         f"store: {{url: 'sqlite:///{tmp_path}/gw.db'}}\nartifacts_dir: {tmp_path}/artifacts\n"
     )
+    migrated(tmp_path)
     result = runner.invoke(app, ["retrain", "--config", str(cfg)])
     assert result.exit_code == 2 and "refused: no usable rows" in result.output
     assert " reading the logs\n" in result.stderr and " read 0 usable rows in " in result.stderr  # its progress
@@ -342,6 +370,7 @@ def test_retrain_threads_sets_the_fits_threads(tmp_path, monkeypatch):
     cfg.write_text(
         f"models: [a, b]\ndefault_tier: std\ntiers: {{std: {{lam: 100}}}}\nstore: {{url: 'sqlite:///{tmp_path}/gw.db'}}\n"
     )
+    migrated(tmp_path)
     try:
         torch.set_num_threads(2)  # not already what the option asks for, whatever this machine's default
         result = runner.invoke(app, ["retrain", "--config", str(cfg), "--threads", "1"])
@@ -365,6 +394,7 @@ def _retrain_options_seen(tmp_path, monkeypatch, field: str):
     cfg.write_text(
         f"models: [a, b]\ndefault_tier: std\ntiers: {{std: {{lam: 100}}}}\nstore: {{url: 'sqlite:///{tmp_path}/gw.db'}}\n"
     )
+    migrated(tmp_path)
     return (lambda *args: runner.invoke(app, ["retrain", "--config", str(cfg), *args])), seen
 
 

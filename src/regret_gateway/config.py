@@ -212,6 +212,25 @@ class StoreSpec(_Strict):
     hash_key: str | None = None
 
 
+class TrustSpec(_Strict):
+    """Whose user scores train the router (retrain reads every team's scores into one fit that every tier is
+    chosen from, so a team's scores reach the tiers other teams use). The judge's scores and imports are
+    the operator's own and are not checked here. See docs/operations.md, "Whose scores train the router"."""
+
+    # the teams whose users' scores may train the router; None: every team's (each still checked below)
+    teams: tuple[str, ...] | None = None
+    # where several teams score, the most of the window's user scores one team's may be: a team past it keeps
+    # a share of its scores drawn by request id (so that nothing about the scores decides which)
+    max_team_share: float = Field(default=0.5, gt=0, le=1)
+    # leave out the scores of a team that disagrees with everyone else's (other teams' users and the judge) on
+    # the same models: on some model its mean differs by at least `min_gap`, beyond chance at `alpha`
+    check_agreement: bool = True
+    min_gap: float = Field(default=0.2, gt=0, le=1)
+    alpha: float = Field(default=0.001, gt=0, lt=1)
+    min_rows: int = Field(default=20, ge=2)  # a team's scores on a model, and the others', needed to compare them
+    exempt: tuple[str, ...] = ()  # teams never checked (vouched for: e.g. their prompts differ from everyone else's)
+
+
 class JudgeSpec(_Strict):
     """The sampled LLM judge (``gateway/judge.py``): scores a share of routed answers with a model of the
     proxy's ``model_list`` and records each as feedback with source ``judge``. Off unless ``model`` is set
@@ -297,6 +316,7 @@ class Settings(_Strict):
     allow_direct_models: bool = True
     api_keys: dict[str, str] = Field(default_factory=dict)  # key -> team, for proxies without a database
     judge: JudgeSpec = Field(default_factory=JudgeSpec)  # the sampled LLM judge (off by default)
+    trust: TrustSpec = Field(default_factory=TrustSpec)  # whose user scores train the router
     # Set by `serve --mock-upstream` (not by hand): every decision is marked as a mock's answer, which
     # retrain and budgets leave out
     mock_upstream: bool = False

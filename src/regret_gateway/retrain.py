@@ -229,6 +229,7 @@ def _read(settings: Settings, engine: Engine, opts: RetrainOptions):
             feedback=opts.feedback,
             max_rows=opts.max_rows,
             calibrate_judge=opts.calibrate_judge,
+            trust=settings.trust,
         )
 
 
@@ -284,16 +285,17 @@ def retrain(
     ts = _read(settings, engine, opts)
     timings["read"] = time.perf_counter() - t0
     say(f"read {ts.n_rows:,} usable rows in {timings['read']:.1f} s")
+    trust = [check.line() for check in ts.team_checks.values()]  # whose user scores train (regret_gateway.trust)
     try:
         if len(settings.models) < 2:
             raise RetrainRefused("`models` must list at least 2 models")
         data_info = {**check_data(ts.logged, ts.skipped, opts, first=active_id is None), "rows_by_source": ts.rows_by_source(),
                      "feedback_spend_usd": ts.spend_by_source, "sampled_from": ts.sampled_from,
-                     "judge": judge_calibration(ts)}  # fmt: skip
+                     "judge": judge_calibration(ts), "trust": trust}  # fmt: skip
     except RetrainRefused as exc:
         result = RetrainResult("refused", str(exc), active_before=active_id,
                                data={"left_out": ts.skipped, "rows": ts.n_rows, "rows_by_source": ts.rows_by_source(),
-                                     "feedback_spend_usd": ts.spend_by_source})  # fmt: skip
+                                     "feedback_spend_usd": ts.spend_by_source, "trust": trust})  # fmt: skip
         _write_report(result, opts.out or root / "reports")
         return result
     logged = ts.logged

@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "regret_gateway"
 
 # Lower layers first; a module may import its own layer and the layers below it, never above.
 LAYERS: list[tuple[str, ...]] = [
-    ("config", "budgets", "ladder", "context", "data", "tables", "files", "tokens", "prices"),
+    ("config", "budgets", "ladder", "context", "data", "tables", "files", "tokens", "prices", "trust"),
     ("nn", "store"),
     ("servable", "embedding", "onnx_encoder", "torch_encoder", "exported_encoder"),
     ("artifacts", "causal"),

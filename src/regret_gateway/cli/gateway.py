@@ -78,6 +78,7 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
     from regret_gateway.store.queries import traffic_summary
     from regret_gateway.store.schema import Decision
     from regret_gateway.store.steering import budget_status
+    from regret_gateway.store.training_set import team_checks
 
     try:
         settings = load_settings(config, store_url=url)
@@ -106,6 +107,7 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
             summary = traffic_summary(session, since=since)
             window = [] if since is None else [Decision.created_at >= since]
             errors, agreement = judge_errors(session, window), self_agreement(session, window)
+            trust = team_checks(session, settings.trust, since)
             now = datetime.now(timezone.utc)
             budgets = [
                 budget_status(
@@ -124,6 +126,8 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
         typer.echo("judge's error against user scores, per model judged: " + "; ".join(e.describe() for e in errors.values()))
     if agreement:  # the judge against itself where it judged an answer twice: what retrain corrects by without users
         typer.echo("judge against itself, per model judged: " + "; ".join(a.describe() for a in agreement.values()))
+    for check in trust.values():  # whose user scores train the router (docs/operations.md)
+        typer.secho(check.line(), fg=typer.colors.RED if check.kept == 0 else None)
     for line in budgets:
         typer.echo(line)
 

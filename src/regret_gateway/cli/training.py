@@ -206,6 +206,8 @@ def retrain_cmd(
         typer.secho(f"{datetime.now():%Y-%m-%d %H:%M:%S} {result.status}: {result.reason}", fg=color)
         if result.tiers:
             typer.echo(report_table(result))
+        for line in result.data.get("trust") or ():
+            typer.secho(line, fg=typer.colors.RED if "flagged" in line else None)
         if result.data.get("rows"):
             by_source = ", ".join(f"{k} {v}" for k, v in (result.data.get("rows_by_source") or {}).items())
             typer.echo(f"rows: {result.data['rows']} (scored by: {by_source or '-'}; left out: {result.data.get('left_out')})")

@@ -10,14 +10,16 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from regret_gateway.config import TrustSpec
 from regret_gateway.data import LoggedFeedback
 from regret_gateway.store.judge_errors import JudgeError, SelfAgreement, corrected_targets, judge_errors, self_agreement
-from regret_gateway.store.queries import source_rank
+from regret_gateway.store.queries import JUDGE_SOURCE, USER_SOURCE, source_rank
 from regret_gateway.store.schema import Decision, Feedback, Outcome
 from regret_gateway.tables import write_columns
+from regret_gateway.trust import TeamCheck, check_teams
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class TrainingSet:
     judge_errors: dict[str, JudgeError] = field(default_factory=dict)  # measured on the window's user-scored requests
     judge_self_agreement: dict[str, SelfAgreement] = field(default_factory=dict)  # on the answers it judged twice
     judge_corrected: dict[str, int] = field(default_factory=dict)  # rows whose judge score each estimate corrected
+    team_checks: dict[str, TeamCheck] = field(default_factory=dict)  # whose user scores train (regret_gateway.trust)
 
     @property
     def n_rows(self) -> int:
@@ -93,6 +96,7 @@ def training_set(
     feedback: Sequence[str] | None = None,
     max_rows: int | None = None,
     calibrate_judge: bool = True,
+    trust: TrustSpec | None = None,
 ) -> TrainingSet:
     """Decisions joined with their outcome and current feedback, as :class:`LoggedFeedback`.
 
@@ -110,7 +114,10 @@ def training_set(
     ``sampled_from`` says of how many). A row scored by the LLM judge takes, as its ``target``, the judge's
     score corrected by the judge's error measured on the window's user-scored requests, else by its
     self-agreement on the answers it judged twice (:mod:`~regret_gateway.store.judge_errors`;
-    ``calibrate_judge=False``: measured, not applied).
+    ``calibrate_judge=False``: measured, not applied). With ``trust`` (the deployment's ``trust:`` section),
+    a user score that may not train -- a team not listed, flagged as disagreeing with everyone else, or past
+    its share (:mod:`regret_gateway.trust`) -- is left out: the request takes its next source's score, if any
+    (``team_checks`` says what each team's scores came to).
 
     Memory stays bounded by what is kept: the window is read twice in chunks, first without the embeddings
     (which rows are usable and kept), then only the kept rows' embeddings, into one float32 array."""
@@ -124,13 +131,15 @@ def training_set(
     rank = source_rank(feedback)
     best: dict[str, tuple[int, str, float]] = {}  # request id -> (rank, source, score) of its best-ranked score
     spend: dict[str, float] = {}
-    scores = select(Feedback.request_id, Feedback.source, Feedback.score, Feedback.cost_usd).join(Decision).where(*window)
-    for rid, src, score, cost in session.execute(scores.execution_options(yield_per=READ_CHUNK)):
+    read = _scores(session, window)
+    untrusted, checks = _untrusted_user_scores(read, trust)
+    for rid, src, score, cost, _, _ in read:
         if cost:
             spend[src] = spend.get(src, 0.0) + cost
         k = rank(src)
-        if k is not None and (rid not in best or (k, src) < best[rid][:2]):
+        if k is not None and (rid not in best or (k, src) < best[rid][:2]) and not (src == USER_SOURCE and rid in untrusted):
             best[rid] = (k, src, score)
+    del read
     q = (
         select(
             Decision.request_id,
@@ -193,7 +202,9 @@ def training_set(
         zip(*kept) if kept else ((),) * 13
     )
     logged = None
-    errors, agreement = judge_errors(session, window), self_agreement(session, window)
+    left_out = [t for t, c in checks.items() if c.kept == 0]  # their scores do not measure the judge's error either
+    judged = window + ([Decision.team.not_in(left_out)] if left_out else [])
+    errors, agreement = judge_errors(session, judged), self_agreement(session, window)
     corrected: dict[str, int] = {}
     sources = tuple(best[r][1] for r in ids)
     if kept:
@@ -232,7 +243,39 @@ def training_set(
         judge_errors=errors,
         judge_self_agreement=agreement,
         judge_corrected=corrected,
+        team_checks=checks,
     )
+
+
+def _scores(session: Session, window: list) -> list:
+    """The window's scores: (request id, source, score, cost, team, the model that answered) each."""
+    answered = func.coalesce(Outcome.answered_model, Decision.chosen_model)
+    scores = (
+        select(Feedback.request_id, Feedback.source, Feedback.score, Feedback.cost_usd, Decision.team, answered)
+        .select_from(Feedback)
+        .join(Decision, Decision.request_id == Feedback.request_id)
+        .outerjoin(Outcome, Outcome.request_id == Feedback.request_id)
+        .where(*window)
+    )
+    return list(session.execute(scores.execution_options(yield_per=READ_CHUNK)))
+
+
+def team_checks(session: Session, trust: TrustSpec, since: datetime | None = None) -> dict[str, TeamCheck]:
+    """Each scoring team's check under ``trust`` over the requests since ``since`` (what `status` shows)."""
+    return _untrusted_user_scores(_scores(session, [] if since is None else [Decision.created_at >= since]), trust)[1]
+
+
+def _untrusted_user_scores(read: Sequence, trust: TrustSpec | None) -> tuple[set[str], dict[str, TeamCheck]]:
+    """The request ids whose user score does not train under ``trust`` (:func:`regret_gateway.trust.check_teams`),
+    and each scoring team's check; nothing left out where ``trust`` is None. ``read``: the window's scores as
+    (request id, source, score, cost, team, model that answered)."""
+    if trust is None:
+        return set(), {}
+    rows = [r for r in read if r[1] in (USER_SOURCE, JUDGE_SOURCE)]
+    if not any(r[1] == USER_SOURCE for r in rows):
+        return set(), {}
+    return check_teams([r[0] for r in rows], [r[4] for r in rows], [r[5] for r in rows], np.array([r[2] for r in rows]),
+                       np.array([r[1] == USER_SOURCE for r in rows]), trust)  # fmt: skip
 
 
 def _embeddings(session: Session, window: list, position: dict[str, int], dim: int) -> np.ndarray:

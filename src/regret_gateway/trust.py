@@ -1,0 +1,131 @@
+"""Whose scores train the router: every team's user scores are checked against everyone else's on the
+same models, capped in share, and left out where the deployment does not trust them (``trust:`` config).
+
+Retrain fits one model of every model's quality from the whole window and chooses every tier's policy
+from it, so a team's scores change what the tiers other teams use are served. Three rules bound that:
+
+- ``trust.teams``: only the listed teams' user scores train (default: every team's);
+- agreement: a team whose mean score on some model differs from everyone else's (other teams' users and
+  the LLM judge) on that model by at least ``min_gap``, beyond chance (a two-sample z test, Bonferroni
+  over every team and model compared, at ``alpha``), is flagged and its scores left out -- unless
+  ``trust.exempt`` vouches for it. A team whose prompts really differ from everyone else's can be flagged
+  too: its flag says by how much and on which model, for an operator to judge;
+- cap: where several teams score, no team's scores are more than ``max_team_share`` of the user scores
+  that train; a team past it keeps a share of its scores chosen by a hash of the request id.
+
+Numpy only; the store reads the scores (:func:`regret_gateway.store.training_set.training_set`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from regret_gateway.config import TrustSpec
+
+VAR_FLOOR = 0.01  # a score's variance is taken as at least this: a team that gives one score to everything has none
+
+
+@dataclass(frozen=True)
+class TeamCheck:
+    """One team's user scores in the window, checked (``status`` and the retrain report show it)."""
+
+    team: str
+    rows: int  # its user scores in the window
+    kept: int  # of them, those that train
+    verdict: str  # trusted | not listed | flagged | exempt | capped
+    model: str | None = None  # where it disagrees most with everyone else
+    gap: float | None = None  # its mean score there minus everyone else's
+    z: float | None = None
+
+    def line(self) -> str:
+        where = "" if self.model is None else f"; on {self.model} {self.gap:+.2f} against everyone else (z {self.z:.1f})"
+        return f"team {self.team}: {self.rows} user scores, {self.kept} train ({self.verdict}{where})"
+
+
+def _hash_order(ids: list[str]) -> np.ndarray:
+    keys = [int.from_bytes(hashlib.blake2b(r.encode(), digest_size=8).digest(), "little") for r in ids]
+    return np.argsort(np.array(keys, dtype=np.uint64), kind="stable")
+
+
+def _disagreement(team: str, teams: np.ndarray, models: np.ndarray, scores: np.ndarray, is_user: np.ndarray,
+                  reference: np.ndarray, spec: TrustSpec) -> tuple[str | None, float, float, int]:  # fmt: skip
+    """(model, gap, z, sources) where ``team``'s user scores differ most (in z) from the ``reference`` scores of
+    the same model, at least ``min_gap``; ``sources``: how many others made that reference (each team, the judge)."""
+    best: tuple[str | None, float, float, int] = (None, 0.0, 0.0, 0)
+    mine = is_user & (teams == team)
+    for m in np.unique(models[mine]):
+        ref = reference & ~mine & (models == m)
+        a, b = scores[mine & (models == m)], scores[ref]
+        if len(a) < spec.min_rows or len(b) < spec.min_rows:
+            continue
+        se = np.sqrt(max(a.var(ddof=1), VAR_FLOOR) / len(a) + max(b.var(ddof=1), VAR_FLOOR) / len(b))
+        gap = float(a.mean() - b.mean())
+        z = abs(gap) / se
+        if abs(gap) >= spec.min_gap and z > best[2]:
+            sources = len({(t if u else "judge") for t, u in zip(teams[ref], is_user[ref])})
+            best = (str(m), gap, float(z), sources)
+    return best
+
+
+def check_teams(request_ids: list[str], teams: list[str | None], models: list[str], scores: np.ndarray,
+                is_user: np.ndarray, spec: TrustSpec) -> tuple[set[str], dict[str, TeamCheck]]:  # fmt: skip
+    """(the request ids whose user score does not train, every scoring team's :class:`TeamCheck`).
+
+    Args: one entry per score of the window: its request id, the team that asked, the model that answered,
+    the score in [0, 1], and whether it is a user's (``False``: the judge's, a reference for everyone).
+
+    The agreement check goes worst first: the team that disagrees most (in z) with everyone else is flagged,
+    its scores leave the reference, and the others are checked again. Where the only other source on that
+    model is one other team, which of the two is right cannot be told: both are flagged."""
+    team_arr = np.array([t if t is not None else "" for t in teams], dtype=object)
+    model_arr, scores = np.array(models, dtype=object), np.asarray(scores, dtype=float)
+    is_user = np.asarray(is_user, dtype=bool)
+    scoring = sorted({t for t, u in zip(team_arr, is_user) if u})
+    listed = None if spec.teams is None else set(spec.teams)
+    rows = {t: int((is_user & (team_arr == t)).sum()) for t in scoring}
+    verdicts = {
+        t: TeamCheck(t, rows[t], 0, "not listed in trust.teams") for t in scoring if listed is not None and t not in listed
+    }
+    checked = [t for t in scoring if t not in verdicts and t not in spec.exempt]
+    reference = ~is_user | np.isin(team_arr, checked)  # the judge and the teams checked (an exempt team's prompts differ)
+    tests = max(1, sum(len(np.unique(model_arr[is_user & (team_arr == t)])) for t in checked))
+    z_crit = NormalDist().inv_cdf(1 - spec.alpha / (2 * tests))
+    found = {t: (None, 0.0, 0.0, 0) for t in scoring}
+    while spec.check_agreement and checked:
+        found.update({t: _disagreement(t, team_arr, model_arr, scores, is_user, reference, spec) for t in checked})
+        worst = max(checked, key=lambda t: found[t][2])
+        model, gap, z, sources = found[worst]
+        if model is None or z < z_crit:
+            break
+        other = {t for t in checked if t != worst and found[t][0] == model and found[t][2] >= z_crit}
+        pair = sources == 1 and len(other) == 1  # it and one other team disagree, and nobody else scored the model
+        for t in ({worst} | other) if pair else {worst}:
+            why = "flagged: disagrees with the only other team on that model, neither trains" if pair else "flagged: left out"
+            m, g, zz, _ = found[t]
+            verdicts[t] = TeamCheck(t, rows[t], 0, why, m, g, zz)
+            checked.remove(t)
+            reference &= ~(is_user & (team_arr == t))
+    for t in scoring:
+        if t not in verdicts:
+            m, g, zz, _ = found[t]
+            verdicts[t] = TeamCheck(t, rows[t], rows[t], "exempt" if t in spec.exempt else "trusted", m,
+                                    g if m else None, zz if m else None)  # fmt: skip
+    out: set[str] = set()
+    ids = np.array(request_ids, dtype=object)
+    for t, check in verdicts.items():
+        if check.kept == 0:
+            out.update(ids[is_user & (team_arr == t)])
+    kept = {t: c.kept for t, c in verdicts.items()}
+    share = spec.max_team_share
+    if share < 1 and sum(1 for k in kept.values() if k) >= 2:
+        for t, c in list(verdicts.items()):
+            limit = int(share / (1 - share) * (sum(kept.values()) - kept[t]))
+            if c.kept > limit:
+                mine = list(ids[is_user & (team_arr == t)])
+                out.update(mine[i] for i in _hash_order(mine)[limit:])
+                verdicts[t] = TeamCheck(t, c.rows, limit, f"capped at {share:.0%} of the user scores", c.model, c.gap, c.z)
+    return out, dict(sorted(verdicts.items()))

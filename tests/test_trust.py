@@ -1,0 +1,78 @@
+"""Whose user scores train the router (regret_gateway/trust.py): a team that scores against everyone else
+is left out, honest teams are not, the cap and the trusted list hold."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from regret_gateway.config import TrustSpec
+from regret_gateway.trust import check_teams
+
+MODELS = ("a", "b", "c")
+QUALITY = {"a": 0.4, "b": 0.8, "c": 0.3}  # the true chance that each model's answer is good
+
+
+def scores(rng, team: str, n: int, *, attack: bool = False, judge: bool = False):
+    """``n`` requests of ``team`` routed uniformly, scored honestly (or by the probe's attack: 1 for a, 0 for
+    the rest); ``judge``: scored by the judge instead of the team's users."""
+    models = rng.choice(MODELS, n)
+    values = np.array([(1.0 if m == "a" else 0.0) if attack else float(rng.random() < QUALITY[m]) for m in models])
+    ids = [f"{team}-{'j' if judge else 'u'}{i}" for i in range(n)]
+    return ids, [team] * n, list(models), values, np.full(n, not judge)
+
+
+def check(parts, spec=TrustSpec()):
+    ids, teams, models, values, users = (sum((list(p[k]) for p in parts), []) for k in range(5))
+    return check_teams(ids, teams, models, np.array(values), np.array(users), spec)
+
+
+def test_a_team_scoring_against_everyone_else_is_left_out_and_honest_teams_are_not():
+    rng = np.random.default_rng(0)
+    out, verdicts = check([scores(rng, "h1", 400), scores(rng, "h2", 400), scores(rng, "x", 600, attack=True)])
+    assert verdicts["x"].kept == 0 and verdicts["x"].verdict.startswith("flagged") and abs(verdicts["x"].gap) > 0.2
+    assert verdicts["h1"].kept == 400 and verdicts["h2"].kept == 400
+    assert out == {f"x-u{i}" for i in range(600)}
+
+
+def test_the_judge_tells_which_of_two_teams_is_right_and_without_it_neither_trains():
+    rng = np.random.default_rng(1)
+    honest, attacker = scores(rng, "h", 400), scores(rng, "x", 600, attack=True)
+    _, with_judge = check([honest, attacker, scores(rng, "h", 150, judge=True)])
+    assert with_judge["x"].kept == 0 and with_judge["h"].verdict == "trusted"
+    out, alone = check([honest, attacker])
+    assert alone["x"].kept == 0 and alone["h"].kept == 0 and "neither trains" in alone["h"].verdict
+    assert len(out) == 1000
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_honest_teams_are_never_flagged(seed):
+    rng = np.random.default_rng(100 + seed)
+    out, verdicts = check(
+        [scores(rng, f"h{k}", int(rng.integers(100, 600))) for k in range(4)] + [scores(rng, "j", 200, judge=True)]
+    )
+    assert out == set() and all(v.verdict == "trusted" for v in verdicts.values())
+
+
+def test_only_listed_teams_train_and_an_exempt_team_is_not_checked():
+    rng = np.random.default_rng(2)
+    parts = [scores(rng, "h1", 300), scores(rng, "h2", 300), scores(rng, "x", 300, attack=True)]
+    out, verdicts = check(parts, TrustSpec(teams=("h1",), max_team_share=1.0))
+    assert verdicts["h2"].verdict == verdicts["x"].verdict == "not listed in trust.teams" and verdicts["h1"].kept == 300
+    assert len(out) == 600
+    out, verdicts = check(parts, TrustSpec(exempt=("x",), max_team_share=1.0))
+    assert verdicts["x"].verdict == "exempt" and verdicts["x"].kept == 300 and out == set()
+
+
+def test_no_team_is_more_than_its_share_of_the_scores_that_train():
+    rng = np.random.default_rng(3)
+    parts = [scores(rng, "big", 900), scores(rng, "small", 100), scores(rng, "other", 200)]
+    out, verdicts = check(parts, TrustSpec(max_team_share=0.5))
+    assert verdicts["big"].kept == 300 and "capped" in verdicts["big"].verdict and len(out) == 600
+    assert all(i.startswith("big-") for i in out)
+    order = rng.permutation(1200)
+    shuffled = [tuple(np.concatenate([np.asarray(p[k], dtype=object) for p in parts])[order] for k in range(5))]
+    again, _ = check(shuffled, TrustSpec(max_team_share=0.5))
+    assert again == out  # chosen by request id, not by the rows' order
+    alone, verdicts = check([scores(rng, "big", 900)])
+    assert alone == set() and verdicts["big"].kept == 900  # one team: nobody else to protect

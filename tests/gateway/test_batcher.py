@@ -269,12 +269,14 @@ def test_a_text_that_would_make_an_earlier_texts_batch_miss_its_deadline_is_shed
     asyncio.run(main())
 
 
-def test_an_idle_encoder_embeds_at_once_whatever_its_estimates_say(monkeypatch):
-    """Estimates learnt under a burst (here: one text took 100 s) must not shed the quiet traffic after it:
-    nothing else is queued or in flight, so the text is embedded, and the batch that runs refreshes them."""
+def test_an_idle_encoder_that_overran_the_budget_sheds_until_one_text_a_second_measures_it_again(monkeypatch):
+    """A forward pass measured far over the budget (here: one text took 100 s -- the CPU taken by others, or
+    a burst): the next idle text of that size is shed at once rather than wait out its budget and burn CPU;
+    once PROBE_S has passed one is embedded all the same, and its fast pass clears the way for the rest."""
     import types
 
     import regret_gateway.gateway.batcher as batcher_module
+    from regret_gateway.gateway.batcher import PROBE_S, Overloaded
 
     clock = [0.0]
     monkeypatch.setattr(batcher_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
@@ -287,9 +289,85 @@ def test_an_idle_encoder_embeds_at_once_whatever_its_estimates_say(monkeypatch):
 
     async def main():
         await batcher.embed("t-0", budget=0.25)
-        for i in range(1, 4):
+        with pytest.raises(Overloaded):
+            await batcher.embed("t-1", budget=0.25)
+        assert (await batcher.embed("t-1"))[0] == 1.0  # without a budget nothing is shed
+        clock[0] += PROBE_S
+        for i in range(2, 5):  # the first measures again (0.01 s): the quiet traffic after it is embedded
             await batcher.embed(f"t-{i}", budget=0.25)
-        assert batcher.shed == 0 and batcher.batches == 4
+        assert batcher.shed == 1 and batcher.batches == 5
+
+    asyncio.run(main())
+
+
+def test_a_queued_text_is_predicted_to_wait_at_least_what_queued_rows_really_took(monkeypatch):
+    """The encoder's own timings say a batch is quick, but queued rows came back 0.4 s after they were queued
+    (the event loop starved by other processes, say): a text that would queue behind a batch is shed at once
+    on that measurement, where the prediction alone would have queued it."""
+    import types
+
+    import regret_gateway.gateway.batcher as batcher_module
+    from regret_gateway.gateway.batcher import Overloaded
+
+    clock = [0.0]
+    monkeypatch.setattr(batcher_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    go = threading.Semaphore(0)
+
+    def encode(texts):
+        if texts != ["t-0"]:
+            assert go.acquire(timeout=10)
+        clock[0] += 0.01  # the forward pass itself is quick
+        return np.ones((len(texts), 1))
+
+    batcher = EmbeddingBatcher(encode)
+
+    async def main():
+        await batcher.embed("t-0", budget=0.25)
+        first = asyncio.ensure_future(batcher.embed("a-0", budget=10.0))
+        await until(lambda: in_flight(batcher, "a-0"))
+        queued = asyncio.ensure_future(batcher.embed("b-0", budget=10.0))
+        await until(lambda: is_queued(batcher, "b-0"))
+        clock[0] += 0.4  # b-0 waits 0.4 s in the queue (as measured) before its batch runs
+        go.release()
+        go.release()
+        await asyncio.gather(first, queued)
+        assert batcher._sojourn_s is not None and batcher._sojourn_s > 0.1
+        stuck = asyncio.ensure_future(batcher.embed("c-0", budget=10.0))
+        await until(lambda: in_flight(batcher, "c-0"))
+        wait, slack = batcher._predict(batcher.tokens("c-1"), 0.25)
+        assert slack > 0.1  # the encoder's timings alone would queue it
+        with pytest.raises(Overloaded):
+            await batcher.embed("c-1", budget=0.25)
+        go.release()
+        await stuck
+
+    asyncio.run(main())
+
+
+def test_a_text_every_caller_gave_up_on_is_not_embedded():
+    """Callers past their timeout have fallen back: their queued text is dropped before its batch runs (it
+    would only take CPU from the requests still waiting); a text someone still waits for is embedded."""
+    release = threading.Event()
+    calls: list[list[str]] = []
+
+    def encode(texts):
+        calls.append(list(texts))
+        if texts == ["t-0"]:
+            assert release.wait(10)
+        return np.array([[float(t.split("-")[1])] for t in texts])
+
+    batcher = EmbeddingBatcher(encode)
+
+    async def main():
+        stuck = asyncio.ensure_future(batcher.embed("t-0"))
+        await until(lambda: in_flight(batcher, "t-0"))
+        gave_up = asyncio.ensure_future(batcher.embed("t-1", timeout=0.001))
+        waits = asyncio.ensure_future(batcher.embed("t-2"))
+        with pytest.raises(TimeoutError):
+            await gave_up
+        release.set()
+        await asyncio.gather(stuck, waits)
+        assert calls == [["t-0"], ["t-2"]] and batcher.abandoned == 1
 
     asyncio.run(main())
 

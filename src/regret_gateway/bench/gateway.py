@@ -28,7 +28,7 @@ import numpy as np
 import yaml
 
 from regret_gateway.bench.gateway_result import GatewayBench, HookCost, LoadRow, Pooled
-from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config
+from regret_gateway.bench.local import LocalServer, cpu_hogs, free_port, mock_upstream, proxy_config
 
 if TYPE_CHECKING:
     from regret_gateway.gateway.runtime import GatewayStats
@@ -196,6 +196,7 @@ def run_gateway_bench(
     threads: tuple[int, ...] = (),
     layers: tuple[int, ...] = (),
     budget: float | None = None,
+    cpu_hog: int = 0,
 ) -> GatewayBench:
     """Rows of {prompts, target, backend, concurrency, p50_ms, p99_ms, rps, ...}: plain LiteLLM and the hook
     with each embedding backend (one gateway per backend, all loaded at start, swapped into the same proxy
@@ -212,7 +213,9 @@ def run_gateway_bench(
     settings' default).
     ``threads``: ONNX forward-pass threads to compare, one ONNX gateway each (empty: ONNX Runtime's
     default). ``layers``: shallower encoders to compare beside the full one (``embedder.layers``), one ONNX
-    gateway each, each with a router published for its own embedding."""
+    gateway each, each with a router published for its own embedding. ``cpu_hog``: that many processes
+    keep a core busy each for the whole run (:func:`~regret_gateway.bench.local.cpu_hogs`): the hook and
+    plain LiteLLM measured on a machine whose CPU other work takes."""
 
     from regret_gateway.embedding import resolve_device
     from regret_gateway.gateway.app import attach
@@ -220,10 +223,13 @@ def run_gateway_bench(
     resolved = resolve_device(device)
     makers = PROMPT_SETS
     named = variants(backends, resolved, threads, layers)
-    with bench_proxy(named, embedder=embedder, device=device, max_length=max_length, budget=budget) as (
-        proxy_port,
-        app,
-        gateways,
+    with (
+        bench_proxy(named, embedder=embedder, device=device, max_length=max_length, budget=budget) as (
+            proxy_port,
+            app,
+            gateways,
+        ),
+        cpu_hogs(cpu_hog),
     ):
         rows: list[LoadRow] = []
         hooks: dict[str, GatewayStats] = {}

@@ -10,7 +10,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -74,6 +75,25 @@ def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 240.0) -> Non
             pass
         time.sleep(0.2)
     raise RuntimeError(f"proxy on {port} did not start in {timeout:g}s")
+
+
+HOG_MAX_S = 3600.0  # a CPU hog stops by itself after this long, whatever happens to the run that started it
+
+
+@contextmanager
+def cpu_hogs(n: int, max_seconds: float = HOG_MAX_S) -> Iterator[list[subprocess.Popen]]:
+    """``n`` processes that keep a core busy each (a tight loop), for as long as the ``with`` block runs (and
+    at most ``max_seconds``): a benchmark beside other work that takes the machine's CPU."""
+    code = f"import time\nend = time.monotonic() + {float(max_seconds)}\nwhile time.monotonic() < end:\n    pass\n"
+    hogs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(n)]  # fmt: skip
+    try:
+        yield hogs
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait(10)
 
 
 def mock_upstream(respond: Callable[[str, str], tuple[str, int, int]],

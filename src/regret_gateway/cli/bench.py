@@ -97,6 +97,13 @@ def bench_gateway(
         "--layers",
         help="Shallower encoders to compare beside the full one, e.g. 3 (embedder.layers: the first N transformer layers; one ONNX gateway each).",
     ),
+    cpu_hog: int = typer.Option(
+        0,
+        "--cpu-hog",
+        min=0,
+        help="Start this many processes that each keep a core busy for the whole run (stopped at its end): the hook "
+        "and plain LiteLLM on a machine whose CPU other work takes.",
+    ),
 ) -> None:
     """Latency the hook adds: plain LiteLLM vs the regret-gateway hook with each embedding backend
     (torch, ONNX Runtime; on a CUDA machine torch on the GPU too), against a local mock upstream, for short and ~200-token
@@ -118,11 +125,11 @@ def bench_gateway(
         _fail(ValueError(f"unknown --backends/--prompts values: {bad}"))
     result = run_gateway_bench(
         requests=requests, concurrencies=levels, embedder=embedder, device=device, backends=chosen, lengths=lengths,
-        max_length=max_length, repeats=repeats, threads=counts, layers=depths, budget=budget,
+        max_length=max_length, repeats=repeats, threads=counts, layers=depths, budget=budget, cpu_hog=cpu_hog,
     )  # fmt: skip
     typer.echo(
         f"embedding device: {result.device}; backends: {result.backends}; max_length: {max_length}; "
-        f"{repeats} alternating repeats per cell, pooled"
+        f"{repeats} alternating repeats per cell, pooled" + (f"; {cpu_hog} CPU hogs beside it" if cpu_hog else "")
     )
     typer.echo(result.table())
 

@@ -23,8 +23,16 @@ percentile of the prediction's error). One that would not is first cut to its fi
 if that fits (the router reads less of it, at a small cost in routing quality,
 docs/experiments/gateway-overhead.md); if not, it is not queued: :class:`Overloaded` is raised at once,
 and the request goes to its fallback without waiting (cheap, never slow). A text that finds the encoder
-idle is always embedded at once: until the first batch is timed nothing is shed, and estimates made under
+idle is embedded at once: until the first batch is timed nothing is shed, and estimates made under
 a burst cannot shed the traffic after it (each batch that runs refreshes them).
+
+What the prediction misses -- CPU that other processes take, an event loop starved of it -- is caught by
+what is measured: each batch records how long its oldest text really took from its queueing to its
+callers (queue age plus the batch's wall time). A text queued behind others is predicted to wait at
+least what queued rows took lately; a text that finds the encoder idle is shed when, at the last idle
+batch's measured speed, its forward pass would take longer than its budget -- except one every ``PROBE_S`` (its batch measures again, so the traffic after
+a burst or a busy spell is embedded again within a second). A text whose every caller has given up (past
+its timeout) is dropped before its batch runs: embedding it would take CPU from the requests still waiting.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ CHARS_PER_TOKEN = 4  # a rough count of a text's tokens before it is tokenised (
 OVERHEAD_UNITS = 32  # a forward pass's fixed cost, in token-rows
 RATE_WEIGHT = 0.3  # weight of the newest batch in the moving average of seconds per unit
 MARGIN_QUANTILE, MARGIN_STEP = 0.95, 0.002  # the margin tracks this quantile of how late a queued row comes back
+PROBE_S = 1.0  # while forward passes overrun the budget as measured, an idle encoder embeds one text per PROBE_S
 
 
 class Overloaded(RuntimeError):
@@ -69,8 +78,8 @@ class EmbeddingBatcher:
         self.max_tokens = max_tokens
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
         # (key, text, estimated tokens, deadline: when its first caller stops waiting, when its row was predicted
-        # to come back) queued for the next batch
-        self._pending: list[tuple[bytes, str, int, float, float]] = []
+        # to come back, when it was queued) queued for the next batch
+        self._pending: list[tuple[bytes, str, int, float, float, float]] = []
         self._waiters: dict[bytes, list[asyncio.Future]] = {}  # texts queued or being embedded: who waits for each
         self._busy = False
         self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="regret-gateway-encoder")
@@ -79,6 +88,13 @@ class EmbeddingBatcher:
         self._rates: dict[bool, float | None] = {False: None, True: None}
         self._lag_s = 0.0  # learnt too: how long a finished batch waits for the event loop to take it back
         self._margin_s = 0.0  # and how much later than predicted a row comes back (its 95th percentile)
+        # measured, not predicted: how long a row queued behind others took from its queueing to its caller
+        # (queue age and the batch's wall time, whatever took the CPU: other processes too); and when the last
+        # batch came back
+        self._sojourn_s: float | None = None
+        self._last_idle_rate: float | None = None  # seconds per unit of the last batch that found the encoder idle
+        self._last_back = float("-inf")
+        self.abandoned = 0  # texts dropped before their batch ran: every caller had given up on them
         self._inflight_units = 0
         self._inflight_started = 0.0
         self._inflight_busy = False
@@ -146,10 +162,18 @@ class EmbeddingBatcher:
             return hit
         tokens = self.tokens(text)
         deadline = float("inf") if budget is None else time.perf_counter() + budget
-        idle = not self._busy and not self._pending  # then it is embedded at once, whatever stale estimates say
+        idle = not self._busy and not self._pending  # then it is embedded at once, unless measured to overrun
         due = float("inf")  # when its row is predicted to come back (not predicted: idle, or no budget)
+        if key not in self._waiters and budget is not None and idle and (took := self._overrun(tokens, budget)):
+            self.shed += 1
+            raise Overloaded(
+                f"its forward pass would take ~{took:.3f} s as the last one was measured: over the {budget:g} s budget"
+            )
         if key not in self._waiters and budget is not None and not idle:
             wait, slack = self._predict(tokens, budget)
+            measured = self._sojourn_s  # what queued rows really took lately: the prediction is at least that
+            if measured is not None and measured > wait:
+                wait, slack = measured, slack - (measured - wait)
             if slack < self._margin_s:
                 short = text[: short_tokens * CHARS_PER_TOKEN] if short_tokens else text
                 cut = self._predict(self.tokens(short), budget) if len(short) < len(text) else (wait, slack)
@@ -168,7 +192,7 @@ class EmbeddingBatcher:
             waiters.append(fut)
         else:
             self._waiters[key] = [fut]
-            self._pending.append((key, text, tokens, deadline, due))
+            self._pending.append((key, text, tokens, deadline, due, time.perf_counter()))
             if not self._busy:
                 self._next(loop)
         if timeout is None:
@@ -179,9 +203,33 @@ class EmbeddingBatcher:
         finally:
             expiry.cancel()
 
+    def _overrun(self, tokens: int, budget: float) -> float | None:
+        """How long a text of ``tokens`` that finds the encoder idle would take, where that is past ``budget``
+        as the last idle batch was measured (its wall time per unit, whatever took the CPU) and a batch came
+        back less than PROBE_S ago; else None (it is embedded). Past PROBE_S one text is embedded all the
+        same: its batch measures again (the traffic after a burst or a busy spell)."""
+        if self._last_idle_rate is None or time.perf_counter() - self._last_back >= PROBE_S:
+            return None
+        took = self._units(1, tokens) * self._last_idle_rate + self._lag_s
+        return took if took > budget else None
+
+    def _live(self, entry: tuple) -> bool:
+        """Whether anyone still waits for this queued text (callers past their timeout have given up)."""
+        waiters = self._waiters.get(entry[0], [])
+        if any(not f.done() for f in waiters):
+            return True
+        self._waiters.pop(entry[0], None)
+        self.abandoned += 1
+        return False
+
     def _next(self, loop: asyncio.AbstractEventLoop, busy: bool = False) -> None:
         """Send the next batch of pending texts to the worker thread; its rows come back through :meth:`_done`.
-        ``busy``: it starts right after another batch (a backlog): ``encode_busy`` runs it."""
+        ``busy``: it starts right after another batch (a backlog): ``encode_busy`` runs it. Texts every caller
+        has given up on are dropped first: embedding them would only take CPU from the rest."""
+        self._pending = [p for p in self._pending if self._live(p)]
+        if not self._pending:
+            self._busy = False
+            return
         batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
         self._busy = True
         self.batches += 1
@@ -217,7 +265,7 @@ class EmbeddingBatcher:
     def _done(
         self,
         loop: asyncio.AbstractEventLoop,
-        batch: list[tuple[bytes, str, int, float, float]],
+        batch: list[tuple[bytes, str, int, float, float, float]],
         result: concurrent.futures.Future,
         busy: bool = False,
     ) -> None:
@@ -232,7 +280,13 @@ class EmbeddingBatcher:
             self._rates[busy] = rate if old is None else (1 - RATE_WEIGHT) * old + RATE_WEIGHT * rate
             self._lag_s = (1 - RATE_WEIGHT) * self._lag_s + RATE_WEIGHT * lag
             back = now + self._lag_s  # when its callers will have their rows (one more hop)
-            for *_, due in batch:
+            self._last_back = back
+            if busy:  # measured: its oldest text's queueing to its callers' rows
+                sojourn, old_sojourn = back - min(b[5] for b in batch), self._sojourn_s
+                self._sojourn_s = sojourn if old_sojourn is None else (1 - RATE_WEIGHT) * old_sojourn + RATE_WEIGHT * sojourn
+            else:
+                self._last_idle_rate = rate
+            for *_, due, _queued in batch:
                 if due != float("inf"):  # a quantile by stochastic approximation: up when later than it, else down
                     late = (back - due) > self._margin_s
                     self._margin_s = max(0.0, self._margin_s + MARGIN_STEP * (late - (1 - MARGIN_QUANTILE)))

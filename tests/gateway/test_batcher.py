@@ -438,3 +438,38 @@ def test_rows_that_come_back_later_than_predicted_grow_a_margin_that_sheds_earli
         await stuck
 
     asyncio.run(main())
+
+
+def test_probes_that_overrun_too_come_twice_as_rarely(monkeypatch):
+    """Under a sustained hog every probe overruns: the wait before the next one doubles (1 s, 2 s, 4 s ...),
+    so a busy machine pays for few wasted forward passes; a probe that fits resets it."""
+    import types
+
+    import regret_gateway.gateway.batcher as batcher_module
+    from regret_gateway.gateway.batcher import PROBE_S, Overloaded
+
+    clock = [0.0]
+    monkeypatch.setattr(batcher_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    slow = [True]
+
+    def encode(texts):
+        clock[0] += 1.0 if slow[0] else 0.01
+        return np.ones((len(texts), 1))
+
+    batcher = EmbeddingBatcher(encode)
+
+    async def main():
+        await batcher.embed("t-0", budget=0.25)  # overran: the next probe in 2 s
+        for k, wait in enumerate((2 * PROBE_S, 4 * PROBE_S)):
+            clock[0] += wait - 0.01
+            with pytest.raises(Overloaded):
+                await batcher.embed(f"early-{k}", budget=0.25)
+            clock[0] += 0.01
+            await batcher.embed(f"probe-{k}", budget=0.25)  # embedded, overruns again
+        slow[0] = False
+        clock[0] += 8 * PROBE_S
+        await batcher.embed("fits", budget=0.25)
+        await batcher.embed("after", budget=0.25)  # at once: the probe that fitted reset the wait
+        assert batcher.shed == 2 and batcher.batches == 5
+
+    asyncio.run(main())

@@ -30,8 +30,9 @@ What the prediction misses -- CPU that other processes take, an event loop starv
 what is measured: each batch records how long its oldest text really took from its queueing to its
 callers (queue age plus the batch's wall time). A text queued behind others is predicted to wait at
 least what queued rows took lately; a text that finds the encoder idle is shed when, at the last idle
-batch's measured speed, its forward pass would take longer than its budget -- except one every ``PROBE_S`` (its batch measures again, so the traffic after
-a burst or a busy spell is embedded again within a second). A text whose every caller has given up (past
+batch's measured speed, its forward pass would take longer than its budget -- except one every ``PROBE_S``,
+twice as rarely after each probe that overran too, up to ``PROBE_MAX_S`` (its batch measures again, so the
+traffic after a burst is embedded again within a second, and a sustained hog costs few wasted passes). A text whose every caller has given up (past
 its timeout) is dropped before its batch runs: embedding it would take CPU from the requests still waiting.
 """
 
@@ -50,7 +51,9 @@ CHARS_PER_TOKEN = 4  # a rough count of a text's tokens before it is tokenised (
 OVERHEAD_UNITS = 32  # a forward pass's fixed cost, in token-rows
 RATE_WEIGHT = 0.3  # weight of the newest batch in the moving average of seconds per unit
 MARGIN_QUANTILE, MARGIN_STEP = 0.95, 0.002  # the margin tracks this quantile of how late a queued row comes back
-PROBE_S = 1.0  # while forward passes overrun the budget as measured, an idle encoder embeds one text per PROBE_S
+# while forward passes overrun the budget as measured, an idle encoder embeds one text per PROBE_S, and twice as
+# rarely after each probe that overran too (up to PROBE_MAX_S): under a sustained hog, probes cost little CPU
+PROBE_S, PROBE_MAX_S = 1.0, 16.0
 
 
 class Overloaded(RuntimeError):
@@ -93,6 +96,7 @@ class EmbeddingBatcher:
         # batch came back
         self._sojourn_s: float | None = None
         self._last_idle_rate: float | None = None  # seconds per unit of the last batch that found the encoder idle
+        self._probe_s = PROBE_S  # how long an overrunning idle encoder waits before it embeds a text again
         self._last_back = float("-inf")
         self.abandoned = 0  # texts dropped before their batch ran: every caller had given up on them
         self._inflight_units = 0
@@ -206,9 +210,9 @@ class EmbeddingBatcher:
     def _overrun(self, tokens: int, budget: float) -> float | None:
         """How long a text of ``tokens`` that finds the encoder idle would take, where that is past ``budget``
         as the last idle batch was measured (its wall time per unit, whatever took the CPU) and a batch came
-        back less than PROBE_S ago; else None (it is embedded). Past PROBE_S one text is embedded all the
+        back less than the probe interval ago; else None (it is embedded). Past it one text is embedded all the
         same: its batch measures again (the traffic after a burst or a busy spell)."""
-        if self._last_idle_rate is None or time.perf_counter() - self._last_back >= PROBE_S:
+        if self._last_idle_rate is None or time.perf_counter() - self._last_back >= self._probe_s:
             return None
         took = self._units(1, tokens) * self._last_idle_rate + self._lag_s
         return took if took > budget else None
@@ -286,6 +290,8 @@ class EmbeddingBatcher:
                 self._sojourn_s = sojourn if old_sojourn is None else (1 - RATE_WEIGHT) * old_sojourn + RATE_WEIGHT * sojourn
             else:
                 self._last_idle_rate = rate
+                overran = back > min(b[3] for b in batch)  # past its caller's deadline, as measured
+                self._probe_s = min(PROBE_MAX_S, 2 * self._probe_s) if overran else PROBE_S
             for *_, due, _queued in batch:
                 if due != float("inf"):  # a quantile by stochastic approximation: up when later than it, else down
                     late = (back - due) > self._margin_s

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 
 import httpx
@@ -11,7 +10,7 @@ import yaml
 from sqlalchemy import create_engine, func, select
 from sqlalchemy.orm import Session
 
-from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config, serve_process, wait_ready
+from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config, serve_env, serve_process, wait_ready
 
 pytestmark = pytest.mark.slow  # starts the LiteLLM proxy in a process of its own
 
@@ -34,12 +33,7 @@ def test_sigterm_writes_every_queued_decision_before_the_process_ends(tmp_path):
     }
     cfg = proxy_config(section, {"a": (1e-6, 1e-6), "b": (2e-6, 2e-6)}, f"http://127.0.0.1:{upstream_port}/v1", custom_auth=True)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    env = {
-        **os.environ,
-        "LITELLM_MASTER_KEY": MASTER,
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "DISABLE_AIOHTTP_TRANSPORT": "True",
-    }
+    env = serve_env(MASTER)
     log = open(tmp_path / "serve.log", "w")  # noqa: SIM115 - closed below
     with LocalServer(mock_upstream(lambda model, text: (f"answer from {model}", 12, 3)), upstream_port):
         proc = serve_process(tmp_path / "config.yaml", port, env, log)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import threading
 import time
 
@@ -17,7 +16,7 @@ from fastapi import HTTPException
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
-from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config, serve_process, wait_ready
+from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config, serve_env, serve_process, wait_ready
 
 pytestmark = pytest.mark.slow  # starts the LiteLLM proxy in a process of its own
 
@@ -66,12 +65,7 @@ def served(tmp_path_factory):
     cfg = proxy_config(section, PRICES, f"http://127.0.0.1:{upstream_port}/v1", custom_auth=True)
     cfg["router_settings"] = {"fallbacks": [{"c": ["a"]}], "num_retries": 0}
     (tmp / "config.yaml").write_text(yaml.safe_dump(cfg))
-    env = {
-        **os.environ,
-        "LITELLM_MASTER_KEY": MASTER,
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "DISABLE_AIOHTTP_TRANSPORT": "True",
-    }
+    env = serve_env(MASTER)
     log = open(tmp / "serve.log", "w")  # noqa: SIM115 - closed below
     with LocalServer(mock_upstream(respond, pace), upstream_port):
         proc = serve_process(tmp / "config.yaml", port, env, log)

@@ -5,6 +5,7 @@ returns, and the LiteLLM proxy config that puts the regret-gateway hook in front
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -49,6 +50,13 @@ class LocalServer:
     def __exit__(self, *exc) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+def serve_env(master_key: str) -> dict[str, str]:
+    """This process's environment for a ``serve`` process of a test or benchmark: ``master_key`` as LiteLLM's
+    master key, LiteLLM's bundled cost map (no network), httpx as its transport (what respx sees)."""
+    return {**os.environ, "LITELLM_MASTER_KEY": master_key, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "DISABLE_AIOHTTP_TRANSPORT": "True"}  # fmt: skip
 
 
 def serve_process(config: str | Path, port: int, env: dict, output=subprocess.PIPE) -> subprocess.Popen:

@@ -300,8 +300,8 @@ def test_an_idle_encoder_that_overran_the_budget_sheds_until_one_text_a_second_m
     asyncio.run(main())
 
 
-def test_a_queued_text_is_predicted_to_wait_at_least_what_queued_rows_really_took(monkeypatch):
-    """The encoder's own timings say a batch is quick, but queued rows came back 0.4 s after they were queued
+def test_a_queued_text_is_predicted_as_late_as_queued_rows_really_came_back(monkeypatch):
+    """The encoder's own timings say a batch is quick, but a queued row came back 1 s later than predicted
     (the event loop starved by other processes, say): a text that would queue behind a batch is shed at once
     on that measurement, where the prediction alone would have queued it."""
     import types
@@ -327,11 +327,11 @@ def test_a_queued_text_is_predicted_to_wait_at_least_what_queued_rows_really_too
         await until(lambda: in_flight(batcher, "a-0"))
         queued = asyncio.ensure_future(batcher.embed("b-0", budget=10.0))
         await until(lambda: is_queued(batcher, "b-0"))
-        clock[0] += 0.4  # b-0 waits 0.4 s in the queue (as measured) before its batch runs
+        clock[0] += 1.0  # b-0 waits 1 s longer in the queue than predicted (as measured) before its batch runs
         go.release()
         go.release()
         await asyncio.gather(first, queued)
-        assert batcher._sojourn_s is not None and batcher._sojourn_s > 0.1
+        assert batcher._late_s > 0.25
         stuck = asyncio.ensure_future(batcher.embed("c-0", budget=10.0))
         await until(lambda: in_flight(batcher, "c-0"))
         wait, slack = batcher._predict(batcher.tokens("c-1"), 0.25)

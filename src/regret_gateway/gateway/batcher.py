@@ -27,13 +27,14 @@ idle is embedded at once: until the first batch is timed nothing is shed, and es
 a burst cannot shed the traffic after it (each batch that runs refreshes them).
 
 What the prediction misses -- CPU that other processes take, an event loop starved of it -- is caught by
-what is measured: each batch records how long its oldest text really took from its queueing to its
-callers (queue age plus the batch's wall time). A text queued behind others is predicted to wait at
-least what queued rows took lately; a text that finds the encoder idle is shed when, at the last idle
-batch's measured speed, its forward pass would take longer than its budget -- except one every ``PROBE_S``,
-twice as rarely after each probe that overran too, up to ``PROBE_MAX_S`` (its batch measures again, so the
-traffic after a burst is embedded again within a second, and a sustained hog costs few wasted passes). A text whose every caller has given up (past
-its timeout) is dropped before its batch runs: embedding it would take CPU from the requests still waiting.
+what is measured: each batch records how much later than predicted its queued texts really came back to
+their callers (their queue age plus the batch's wall time; a moving average of each batch's mean). A text
+queued behind others is predicted to come back that much later too, where it is later. A text that finds the encoder idle is shed when, at the last idle batch's
+measured speed, its forward pass would take longer than its budget -- except one every ``PROBE_S``, twice
+as rarely after each probe that overran too, up to ``PROBE_MAX_S``: its batch measures again, so the
+traffic after a burst is embedded again within a second, and a sustained hog costs few wasted passes. A
+text whose every caller has given up (past its timeout) is dropped before its batch runs: embedding it
+would take CPU from the requests still waiting.
 """
 
 from __future__ import annotations
@@ -91,10 +92,10 @@ class EmbeddingBatcher:
         self._rates: dict[bool, float | None] = {False: None, True: None}
         self._lag_s = 0.0  # learnt too: how long a finished batch waits for the event loop to take it back
         self._margin_s = 0.0  # and how much later than predicted a row comes back (its 95th percentile)
-        # measured, not predicted: how long a row queued behind others took from its queueing to its caller
-        # (queue age and the batch's wall time, whatever took the CPU: other processes too); and when the last
-        # batch came back
-        self._sojourn_s: float | None = None
+        # measured, not predicted: how much later than predicted a queued row really came back to its caller
+        # (its queue age and its batch's wall time, whatever took the CPU: other processes too), a moving
+        # average of each batch's mean; and when the last batch came back
+        self._late_s = 0.0
         self._last_idle_rate: float | None = None  # seconds per unit of the last batch that found the encoder idle
         self._probe_s = PROBE_S  # how long an overrunning idle encoder waits before it embeds a text again
         self._last_back = float("-inf")
@@ -175,9 +176,8 @@ class EmbeddingBatcher:
             )
         if key not in self._waiters and budget is not None and not idle:
             wait, slack = self._predict(tokens, budget)
-            measured = self._sojourn_s  # what queued rows really took lately: the prediction is at least that
-            if measured is not None and measured > wait:
-                wait, slack = measured, slack - (measured - wait)
+            if self._late_s > 0.0:  # queued rows came back later than predicted lately: so will this one
+                wait, slack = wait + self._late_s, slack - self._late_s
             if slack < self._margin_s:
                 short = text[: short_tokens * CHARS_PER_TOKEN] if short_tokens else text
                 cut = self._predict(self.tokens(short), budget) if len(short) < len(text) else (wait, slack)
@@ -285,10 +285,10 @@ class EmbeddingBatcher:
             self._lag_s = (1 - RATE_WEIGHT) * self._lag_s + RATE_WEIGHT * lag
             back = now + self._lag_s  # when its callers will have their rows (one more hop)
             self._last_back = back
-            if busy:  # measured: its oldest text's queueing to its callers' rows
-                sojourn, old_sojourn = back - min(b[5] for b in batch), self._sojourn_s
-                self._sojourn_s = sojourn if old_sojourn is None else (1 - RATE_WEIGHT) * old_sojourn + RATE_WEIGHT * sojourn
-            else:
+            lateness = [back - due for *_, due, _queued in batch if due != float("inf")]
+            if lateness:  # its queued rows, measured against their predictions
+                self._late_s = (1 - RATE_WEIGHT) * self._late_s + RATE_WEIGHT * float(np.mean(lateness))
+            if not busy:
                 self._last_idle_rate = rate
                 overran = back > min(b[3] for b in batch)  # past its caller's deadline, as measured
                 self._probe_s = min(PROBE_MAX_S, 2 * self._probe_s) if overran else PROBE_S

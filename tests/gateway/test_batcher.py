@@ -300,50 +300,6 @@ def test_an_idle_encoder_that_overran_the_budget_sheds_until_one_text_a_second_m
     asyncio.run(main())
 
 
-def test_a_queued_text_is_predicted_as_late_as_queued_rows_really_came_back(monkeypatch):
-    """The encoder's own timings say a batch is quick, but a queued row came back 1 s later than predicted
-    (the event loop starved by other processes, say): a text that would queue behind a batch is shed at once
-    on that measurement, where the prediction alone would have queued it."""
-    import types
-
-    import regret_gateway.gateway.batcher as batcher_module
-    from regret_gateway.gateway.batcher import Overloaded
-
-    clock = [0.0]
-    monkeypatch.setattr(batcher_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
-    go = threading.Semaphore(0)
-
-    def encode(texts):
-        if texts != ["t-0"]:
-            assert go.acquire(timeout=10)
-        clock[0] += 0.01  # the forward pass itself is quick
-        return np.ones((len(texts), 1))
-
-    batcher = EmbeddingBatcher(encode)
-
-    async def main():
-        await batcher.embed("t-0", budget=0.25)
-        first = asyncio.ensure_future(batcher.embed("a-0", budget=10.0))
-        await until(lambda: in_flight(batcher, "a-0"))
-        queued = asyncio.ensure_future(batcher.embed("b-0", budget=10.0))
-        await until(lambda: is_queued(batcher, "b-0"))
-        clock[0] += 1.0  # b-0 waits 1 s longer in the queue than predicted (as measured) before its batch runs
-        go.release()
-        go.release()
-        await asyncio.gather(first, queued)
-        assert batcher._late_s > 0.25
-        stuck = asyncio.ensure_future(batcher.embed("c-0", budget=10.0))
-        await until(lambda: in_flight(batcher, "c-0"))
-        wait, slack = batcher._predict(batcher.tokens("c-1"), 0.25)
-        assert slack > 0.1  # the encoder's timings alone would queue it
-        with pytest.raises(Overloaded):
-            await batcher.embed("c-1", budget=0.25)
-        go.release()
-        await stuck
-
-    asyncio.run(main())
-
-
 def test_a_text_every_caller_gave_up_on_is_not_embedded():
     """Callers past their timeout have fallen back: their queued text is dropped before its batch runs (it
     would only take CPU from the requests still waiting); a text someone still waits for is embedded."""

@@ -24,13 +24,13 @@ if that fits (the router reads less of it, at a small cost in routing quality,
 docs/experiments/gateway-overhead.md); if not, it is not queued: :class:`Overloaded` is raised at once,
 and the request goes to its fallback without waiting (cheap, never slow). A text that finds the encoder
 idle is embedded at once: until the first batch is timed nothing is shed, and estimates made under
-a burst cannot shed the traffic after it (each batch that runs refreshes them).
+a burst cannot shed the traffic after it (each batch that runs refreshes them) -- unless it is measured
+to overrun (below).
 
-What the prediction misses -- CPU that other processes take, an event loop starved of it -- is caught by
-what is measured: each batch records how much later than predicted its queued texts really came back to
-their callers (their queue age plus the batch's wall time; a moving average of each batch's mean). A text
-queued behind others is predicted to come back that much later too, where it is later. A text that finds the encoder idle is shed when, at the last idle batch's
-measured speed, its forward pass would take longer than its budget -- except one every ``PROBE_S``, twice
+What the prediction misses -- CPU that other processes take -- is caught by what is measured: how late
+queued rows really came back (the margin above, a quantile, so that a few outliers under a saturated
+event loop do not shed an ordinary burst), and each idle batch's wall time. A text that finds the encoder
+idle is shed when, at the last idle batch's measured speed, its forward pass would take longer than its budget -- except one every ``PROBE_S``, twice
 as rarely after each probe that overran too, up to ``PROBE_MAX_S``: its batch measures again, so the
 traffic after a burst is embedded again within a second, and a sustained hog costs few wasted passes. A
 text whose every caller has given up (past its timeout) is dropped before its batch runs: embedding it
@@ -92,14 +92,11 @@ class EmbeddingBatcher:
         self._rates: dict[bool, float | None] = {False: None, True: None}
         self._lag_s = 0.0  # learnt too: how long a finished batch waits for the event loop to take it back
         self._margin_s = 0.0  # and how much later than predicted a row comes back (its 95th percentile)
-        # measured, not predicted: how much later than predicted a queued row really came back to its caller
-        # (its queue age and its batch's wall time, whatever took the CPU: other processes too), a moving
-        # average of each batch's mean; and when the last batch came back
-        self._late_s = 0.0
+        self._last_back = float("-inf")  # when the last batch came back
         self._last_idle_rate: float | None = None  # seconds per unit of the last batch that found the encoder idle
         self._probe_s = PROBE_S  # how long an overrunning idle encoder waits before it embeds a text again
-        self._last_back = float("-inf")
         self.abandoned = 0  # texts dropped before their batch ran: every caller had given up on them
+        self.shed_idle = 0  # of the shed, texts that found the encoder idle (its last idle pass overran)
         self._inflight_units = 0
         self._inflight_started = 0.0
         self._inflight_busy = False
@@ -171,13 +168,12 @@ class EmbeddingBatcher:
         due = float("inf")  # when its row is predicted to come back (not predicted: idle, or no budget)
         if key not in self._waiters and budget is not None and idle and (took := self._overrun(tokens, budget)):
             self.shed += 1
+            self.shed_idle += 1
             raise Overloaded(
                 f"its forward pass would take ~{took:.3f} s as the last one was measured: over the {budget:g} s budget"
             )
         if key not in self._waiters and budget is not None and not idle:
             wait, slack = self._predict(tokens, budget)
-            if self._late_s > 0.0:  # queued rows came back later than predicted lately: so will this one
-                wait, slack = wait + self._late_s, slack - self._late_s
             if slack < self._margin_s:
                 short = text[: short_tokens * CHARS_PER_TOKEN] if short_tokens else text
                 cut = self._predict(self.tokens(short), budget) if len(short) < len(text) else (wait, slack)
@@ -285,9 +281,6 @@ class EmbeddingBatcher:
             self._lag_s = (1 - RATE_WEIGHT) * self._lag_s + RATE_WEIGHT * lag
             back = now + self._lag_s  # when its callers will have their rows (one more hop)
             self._last_back = back
-            lateness = [back - due for *_, due, _queued in batch if due != float("inf")]
-            if lateness:  # its queued rows, measured against their predictions
-                self._late_s = (1 - RATE_WEIGHT) * self._late_s + RATE_WEIGHT * float(np.mean(lateness))
             if not busy:
                 self._last_idle_rate = rate
                 overran = back > min(b[3] for b in batch)  # past its caller's deadline, as measured

@@ -216,7 +216,7 @@ def test_under_overload_a_long_text_is_read_from_its_first_tokens_before_it_is_s
     long_a, long_b, long_c = ("a " * 2000, "b " * 2000, "c " * 2000)
 
     async def main():
-        await batcher.embed(long_a, budget=0.25)  # the encoder was idle: embedded whole, and timed
+        await batcher.embed(long_a, budget=0.5)  # the encoder was idle: embedded whole (in time), and timed
         stuck = asyncio.ensure_future(batcher.embed("t-1", budget=0.25))
         await until(lambda: in_flight(batcher, "t-1"))
         cut = asyncio.ensure_future(batcher.embed(long_b, budget=0.25, short_tokens=64))

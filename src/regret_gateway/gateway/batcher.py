@@ -29,8 +29,8 @@ to overrun (below).
 
 What the prediction misses -- CPU that other processes take -- is caught by what is measured: how late
 queued rows really came back (the margin above, a quantile, so that a few outliers under a saturated
-event loop do not shed an ordinary burst), and each idle batch's wall time. A text that finds the encoder
-idle is shed when, at the last idle batch's measured speed, its forward pass would take longer than its budget -- except one every ``PROBE_S``, twice
+event loop do not shed an ordinary burst), and whether an idle batch came back in time. A text that finds the encoder
+idle is shed when the last idle batch came back past its caller's deadline -- except one every ``PROBE_S``, twice
 as rarely after each probe that overran too, up to ``PROBE_MAX_S``: its batch measures again, so the
 traffic after a burst is embedded again within a second, and a sustained hog costs few wasted passes. A
 text whose every caller has given up (past its timeout) is dropped before its batch runs: embedding it
@@ -93,7 +93,7 @@ class EmbeddingBatcher:
         self._lag_s = 0.0  # learnt too: how long a finished batch waits for the event loop to take it back
         self._margin_s = 0.0  # and how much later than predicted a row comes back (its 95th percentile)
         self._last_back = float("-inf")  # when the last batch came back
-        self._last_idle_rate: float | None = None  # seconds per unit of the last batch that found the encoder idle
+        self._idle_overran = False  # the last batch that found the encoder idle came back past its caller's deadline
         self._probe_s = PROBE_S  # how long an overrunning idle encoder waits before it embeds a text again
         self.abandoned = 0  # texts dropped before their batch ran: every caller had given up on them
         self.shed_idle = 0  # of the shed, texts that found the encoder idle (its last idle pass overran)
@@ -166,12 +166,11 @@ class EmbeddingBatcher:
         deadline = float("inf") if budget is None else time.perf_counter() + budget
         idle = not self._busy and not self._pending  # then it is embedded at once, unless measured to overrun
         due = float("inf")  # when its row is predicted to come back (not predicted: idle, or no budget)
-        if key not in self._waiters and budget is not None and idle and (took := self._overrun(tokens, budget)):
+        if key not in self._waiters and budget is not None and idle and self._overrunning():
             self.shed += 1
             self.shed_idle += 1
-            raise Overloaded(
-                f"its forward pass would take ~{took:.3f} s as the last one was measured: over the {budget:g} s budget"
-            )
+            raise Overloaded(f"the last forward pass on an idle encoder came back past its deadline, as measured; "
+                             f"the next is in {self._probe_s:g} s")  # fmt: skip
         if key not in self._waiters and budget is not None and not idle:
             wait, slack = self._predict(tokens, budget)
             if slack < self._margin_s:
@@ -203,15 +202,11 @@ class EmbeddingBatcher:
         finally:
             expiry.cancel()
 
-    def _overrun(self, tokens: int, budget: float) -> float | None:
-        """How long a text of ``tokens`` that finds the encoder idle would take, where that is past ``budget``
-        as the last idle batch was measured (its wall time per unit, whatever took the CPU) and a batch came
-        back less than the probe interval ago; else None (it is embedded). Past it one text is embedded all the
-        same: its batch measures again (the traffic after a burst or a busy spell)."""
-        if self._last_idle_rate is None or time.perf_counter() - self._last_back >= self._probe_s:
-            return None
-        took = self._units(1, tokens) * self._last_idle_rate + self._lag_s
-        return took if took > budget else None
+    def _overrunning(self) -> bool:
+        """Whether a text that finds the encoder idle is shed: the last idle batch came back past its caller's
+        deadline, as measured (whatever took the CPU), less than the probe interval ago. Past it one text is
+        embedded all the same (twice as rarely after each probe that overran too): its batch measures again."""
+        return self._idle_overran and time.perf_counter() - self._last_back < self._probe_s
 
     def _live(self, entry: tuple) -> bool:
         """Whether anyone still waits for this queued text (callers past their timeout have given up)."""
@@ -282,9 +277,8 @@ class EmbeddingBatcher:
             back = now + self._lag_s  # when its callers will have their rows (one more hop)
             self._last_back = back
             if not busy:
-                self._last_idle_rate = rate
-                overran = back > min(b[3] for b in batch)  # past its caller's deadline, as measured
-                self._probe_s = min(PROBE_MAX_S, 2 * self._probe_s) if overran else PROBE_S
+                self._idle_overran = back > min(b[3] for b in batch)  # past its caller's deadline, as measured
+                self._probe_s = min(PROBE_MAX_S, 2 * self._probe_s) if self._idle_overran else PROBE_S
             for *_, due, _queued in batch:
                 if due != float("inf"):  # a quantile by stochastic approximation: up when later than it, else down
                     late = (back - due) > self._margin_s

@@ -23,7 +23,10 @@ client as the ``x-regret-request-id`` header. The decision goes to the store's b
 the outcome the client received it is submitted again (LiteLLM's ``response_cost``, tokens, latency,
 status, failed attempts before it) -- the decision insert is idempotent, the outcome is added. An upstream
 attempt that fails is not an outcome yet: LiteLLM may retry it. The outcome is the success event (of a
-retry, perhaps) or, when the proxy answers the client with an error, the post-call failure hook. With a ``judge:`` section,
+retry, perhaps) or, when the proxy answers the client with an error, the post-call failure hook; it names
+the model group that answered (a LiteLLM fallback's, where one answered for the routed model). A routed
+stream asks the upstream for its usage (its cost), and its outcome waits for the stream's end as well:
+``client_left`` where the client closed it first. With a ``judge:`` section,
 the success event also offers the prompt and answer to the sampled LLM judge (``gateway/judge.py``).
 """
 

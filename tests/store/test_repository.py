@@ -245,6 +245,9 @@ def test_training_set_joins_filters_and_counts(engine):
         assert ts.n_rows == 8 and ts.skipped == {
             "no_outcome": 1,
             "failed": 1,
+            "client_left": 0,
+            "answered_by_other": 0,
+            "mock": 0,
             "no_feedback": 2,
             "fallback": 0,
             "other_embedder": 0,

@@ -46,9 +46,15 @@ class TeamCheck:
         return f"team {self.team}: {self.rows} user scores, {self.kept} train ({self.verdict}{where})"
 
 
+def request_id_keys(ids) -> np.ndarray:
+    """(n,) uint64: a hash of each request id -- the order in which a sample keeps rows without reading
+    anything about them (the cap here, the store's window sample)."""
+    return np.array([int.from_bytes(hashlib.blake2b(r.encode(), digest_size=8).digest(), "little") for r in ids],
+                    dtype=np.uint64)  # fmt: skip
+
+
 def _hash_order(ids: list[str]) -> np.ndarray:
-    keys = [int.from_bytes(hashlib.blake2b(r.encode(), digest_size=8).digest(), "little") for r in ids]
-    return np.argsort(np.array(keys, dtype=np.uint64), kind="stable")
+    return np.argsort(request_id_keys(ids), kind="stable")
 
 
 def _disagreement(team: str, teams: np.ndarray, models: np.ndarray, scores: np.ndarray, is_user: np.ndarray,

@@ -3,7 +3,6 @@ with what was left out and why, and its export for offline work."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,7 +18,7 @@ from regret_gateway.store.judge_errors import JudgeError, SelfAgreement, correct
 from regret_gateway.store.queries import JUDGE_SOURCE, USER_SOURCE, source_rank
 from regret_gateway.store.schema import Decision, Feedback, Outcome
 from regret_gateway.tables import write_columns
-from regret_gateway.trust import TeamCheck, check_teams
+from regret_gateway.trust import TeamCheck, check_teams, request_id_keys
 
 
 @dataclass(frozen=True)
@@ -72,8 +71,7 @@ def sample_rows(request_ids: Sequence[str], strata: Sequence[tuple], max_rows: i
     if n <= max_rows:
         return np.arange(n)
     rate = max_rows / n
-    key = np.array([int.from_bytes(hashlib.blake2b(r.encode(), digest_size=8).digest(), "little") for r in request_ids],
-                   dtype=np.uint64)  # fmt: skip
+    key = request_id_keys(request_ids)
     groups: dict[tuple, list[int]] = {}
     for i, stratum in enumerate(strata):
         groups.setdefault(stratum, []).append(i)

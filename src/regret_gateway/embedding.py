@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Sequence
@@ -37,6 +38,9 @@ def default_cache_dir(kind: str = "embeddings") -> Path:
 
 
 BACKENDS = ("auto", "onnx", "torch")
+KINDS = ("static", "transformer")  # the encoder: a token-vector lookup and a mean, or the model's forward pass
+DEFAULT_KIND = "static"
+DEFAULT_STATIC_DIMS = 256
 # what to do where torch and transformers are missing (`serve`'s preflight and the embedder say the same)
 TORCH_EXTRA_HINT = ("pip install 'regret-gateway[torch]', or serve a published encoder (`regret-gateway export-encoder` "
                     "where torch is installed; `embedder.exported`)")  # fmt: skip
@@ -90,7 +94,14 @@ class Embedder:
         progress: show a progress bar while encoding.
         exported: a published encoder's folder (``regret-gateway export-encoder``): its ONNX graph and
             tokenizer are read with ONNX Runtime and ``tokenizers`` alone, on CPU; it must be the encoder of
-            ``model`` (with ``layers`` and ``quantize``), so the embedding and its id are the same.
+            ``model`` (with ``layers`` and ``quantize``), so the embedding and its id are the same. With
+            ``kind="static"``: a published static encoder of ``model`` at ``static_dims``.
+        kind: ``"static"`` (default): the static encoder distilled from ``model``
+            (:mod:`regret_gateway.static_encoder`: a lookup of each token's vector and their mean, numpy and
+            ``tokenizers`` only; distilled once into ``onnx_cache`` where torch is installed, or read from
+            ``exported``); ``"transformer"``: the model's forward pass (ONNX Runtime on CPU, torch on CUDA).
+            ``layers``, ``quantize``, ``fuse``, ``trace``, ``backend`` and ``device`` are the transformer's.
+        static_dims: the static encoder's dimensions (PCA of the model's).
     """
 
     def __init__(
@@ -112,14 +123,20 @@ class Embedder:
         fuse: bool = True,
         trace: bool = True,
         exported: str | Path | None = None,
+        kind: str = DEFAULT_KIND,
+        static_dims: int = DEFAULT_STATIC_DIMS,
     ) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"`kind` must be one of {KINDS}, got {kind!r}")
+        if kind == "static" and (layers is not None or quantize):
+            raise ValueError("`layers` and `quantize` are options of the transformer encoder (kind: transformer), not of the static one")
         if backend not in BACKENDS:
             raise ValueError(f"`backend` must be one of {BACKENDS}, got {backend!r}")
         if batch_size < 1:
             raise ValueError(f"`batch_size` must be >= 1, got {batch_size}")
         if layers is not None and layers < 1:
             raise ValueError(f"`layers` must be >= 1, got {layers}")
-        if exported is not None and (backend == "torch" or device not in ("auto", "cpu")):
+        if kind == "transformer" and exported is not None and (backend == "torch" or device not in ("auto", "cpu")):
             raise ValueError(f"embedder.exported: a published encoder runs on ONNX Runtime's CPU provider; backend {backend!r} "
                              f"and device {device!r} need the model itself (unset embedder.exported)")  # fmt: skip
         if template is not None:
@@ -140,6 +157,9 @@ class Embedder:
         self.fuse = fuse
         self.trace = trace
         self.exported = Path(exported) if exported is not None else None
+        self.kind = kind
+        self.static_dims = static_dims
+        self._static: Any = None  # the StaticEncoder, where kind is static
         self._tokenizer: Any = None
         self._encoder: Any = None
         self._traced: Any = None  # the verified TorchScript trace of _encoder, where torch serves it traced
@@ -147,7 +167,7 @@ class Embedder:
         self._onnx_busy: Any = None  # the same graph with busy_threads, built on the first busy pass
         self._dim: int | None = None
         self._device: str | None = None
-        self.backend_used: str | None = None  # torch | onnx | onnx-int8, once loaded
+        self.backend_used: str | None = None  # static | torch | onnx | onnx-int8, once loaded
         self.backend_report: dict = {}  # the ONNX export's status, agreement with torch and reason
         self.trace_report: dict = {}  # the torch trace's status, agreement with the eager model and reason
 
@@ -168,12 +188,17 @@ class Embedder:
             trace=e.trace,
             onnx_cache=e.onnx_cache or Path(settings.artifacts_dir) / "encoders",
             exported=e.exported,
+            kind=e.kind,
+            static_dims=e.static_dims,
             progress=progress,
         )
 
     # -- loading -------------------------------------------------------------------------------
     def _load(self) -> None:
         if self.backend_used is not None:
+            return
+        if self.kind == "static":
+            self._load_static()
             return
         if self.exported is not None:
             self._load_exported()
@@ -231,6 +256,31 @@ class Embedder:
 
                 self._traced, self.trace_report = trace_encoder(self._encoder, self._tokenizer, self._device, self.max_length)
 
+    def _load_static(self) -> None:
+        """The static encoder: the published one in :attr:`exported` (numpy and ``tokenizers``), else the one
+        distilled from the model into the encoders' cache (torch and transformers, the first time only)."""
+        from regret_gateway.static_encoder import StaticEncoder, read_static
+
+        if self.exported is not None:
+            meta = read_static(self.exported, model=self.model, dims=self.static_dims)
+            self._static = StaticEncoder(self.exported, meta)
+            self.backend_report = {"status": "published", "path": str(self.exported), "reason": str(self.exported)}
+        else:
+            try:
+                import torch  # noqa: F401
+                import transformers  # noqa: F401
+            except ImportError:
+                raise ImportError(f"distilling the static encoder of {self.model!r} needs torch and transformers: {TORCH_EXTRA_HINT}") from None
+            from regret_gateway.static_distill import load_static_encoder
+
+            path = resolve_model_path(self.model)
+            if not Path(path).is_dir():
+                raise FileNotFoundError(f"cannot distil a static encoder from '{self.model}': not a local model folder")
+            self._static, self.backend_report = load_static_encoder(path, self.onnx_cache, model=self.model, dims=self.static_dims,
+                                                                    progress=self.progress)  # fmt: skip
+        self._dim, self._device = self._static.dim, "cpu"
+        self.backend_used = "static"
+
     def _load_exported(self) -> None:
         """The published encoder in :attr:`exported`: ONNX Runtime and ``tokenizers``, no torch."""
         from regret_gateway.exported_encoder import GRAPH, TOKENIZER, ExportedTokenizer, read_exported
@@ -254,6 +304,15 @@ class Embedder:
 
         if self.exported is not None:
             raise ExportError("this embedder already reads a published encoder (embedder.exported): export from the model")
+        if self.kind == "static":
+            self._load()
+            folder = Path(folder)
+            if folder.exists():
+                raise ExportError(f"{folder} already exists: remove it or choose another --out")
+            tmp = folder.parent / f".{folder.name}-{os.getpid()}"
+            shutil.copytree(self._static.path, tmp)  # checked when it was loaded
+            os.rename(tmp, folder)
+            return json.loads((folder / "encoder.json").read_text())
         if self.backend == "torch" or resolve_device(self.device) != "cpu":
             raise ExportError("a published encoder is the CPU ONNX graph: export with device cpu and backend auto or onnx")
         self._load()
@@ -293,6 +352,7 @@ class Embedder:
                     self.template,
                     self.max_length,
                     self.normalize,
+                    *([f"static-{self.static_dims}"] if self.kind == "static" else []),
                     *(["int8"] if self.quantize else []),
                     *([f"layers-{self.layers}"] if self.layers is not None else []),
                 ]
@@ -374,6 +434,8 @@ class Embedder:
         """Pooled embeddings of one batch, on the loaded backend (one tokenizer call, one pooling formula)."""
         from regret_gateway.onnx_encoder import mean_pool
 
+        if self._static is not None:
+            return self._static.embed(texts, self.max_length, self.normalize)
         batch = dict(self._tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np"))
         if self._onnx is not None:
             session = self._busy_session() if busy and self.busy_threads is not None else self._onnx

@@ -132,6 +132,8 @@ def read_exported(folder: str | Path, *, model: str, layers: int | None, quantiz
         ) from None
     except (OSError, json.JSONDecodeError) as exc:
         raise ExportError(f"embedder.exported: {folder / META} cannot be read ({exc})") from None
+    if isinstance(meta, dict) and meta.get("kind") == "static":
+        raise ExportError(f"embedder.exported: {folder} is a static encoder: set `embedder.kind: static` to serve it")
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise ExportError(f"embedder.exported: {folder / META} is not a format-{FORMAT} published encoder")
     wanted = {"model": model, "layers": layers, "quantize": quantize}

@@ -20,3 +20,14 @@ def file_matches(folder: str | Path, name: str, expected: object) -> bool:
     folder is read in its place -- whose SHA-256 is ``expected``."""
     path = Path(folder) / name
     return not path.is_symlink() and path.is_file() and isinstance(expected, str) and sha256_file(path) == expected
+
+
+def update_with_tree(h: "hashlib._Hash", root: str | Path) -> None:  # h: a hashlib hash
+    """Feed every file of the folder ``root`` (its path in the folder and its bytes, in name order) to ``h``:
+    what identifies a local model folder in the encoders' cache keys."""
+    root = Path(root)
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(root)).encode() + b"\0")
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)

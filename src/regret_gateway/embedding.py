@@ -38,6 +38,9 @@ def default_cache_dir(kind: str = "embeddings") -> Path:
 
 
 BACKENDS = ("auto", "onnx", "torch")
+# the encoders' cache (ONNX exports, distilled static encoders) where `embedder.onnx_cache` is unset: this variable,
+# else <artifacts_dir>/encoders (one distillation shared by every deployment that sets it)
+ENCODER_CACHE_ENV = "REGRET_GATEWAY_ENCODER_CACHE"
 KINDS = ("static", "transformer")  # the encoder: a token-vector lookup and a mean, or the model's forward pass
 DEFAULT_KIND = "static"
 DEFAULT_STATIC_DIMS = 256
@@ -73,7 +76,8 @@ class Embedder:
             encoder is exported from the local model once, verified against torch and cached
             (:mod:`regret_gateway.onnx_encoder`); when it cannot be used the embedder keeps torch and says
             why in :attr:`backend_report`.
-        onnx_cache: folder of the ONNX exports (default ``~/.cache/regret-gateway/onnx``).
+        onnx_cache: folder of the encoders' cache: ONNX exports and distilled static encoders (default
+            ``$REGRET_GATEWAY_ENCODER_CACHE``, else ``~/.cache/regret-gateway/onnx``).
         quantize: opt-in dynamic int8 quantisation of the ONNX encoder's weights.
         fuse: serve the fused ONNX graph where the model allows it (attention, layer norms and GELUs fused
             by ONNX Runtime's transformer optimiser; the same embedding, verified alike); False: the plain
@@ -129,7 +133,9 @@ class Embedder:
         if kind not in KINDS:
             raise ValueError(f"`kind` must be one of {KINDS}, got {kind!r}")
         if kind == "static" and (layers is not None or quantize):
-            raise ValueError("`layers` and `quantize` are options of the transformer encoder (kind: transformer), not of the static one")
+            raise ValueError(
+                "`layers` and `quantize` are options of the transformer encoder (kind: transformer), not of the static one"
+            )
         if backend not in BACKENDS:
             raise ValueError(f"`backend` must be one of {BACKENDS}, got {backend!r}")
         if batch_size < 1:
@@ -150,7 +156,7 @@ class Embedder:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.progress = progress
         self.backend = backend
-        self.onnx_cache = Path(onnx_cache) if onnx_cache is not None else default_cache_dir("onnx")
+        self.onnx_cache = Path(onnx_cache or os.environ.get(ENCODER_CACHE_ENV) or default_cache_dir("onnx"))
         self.quantize = quantize
         self.threads = threads  # of one ONNX forward pass; None: ONNX Runtime's default (every core)
         self.layers = layers
@@ -186,7 +192,7 @@ class Embedder:
             layers=e.layers,
             fuse=e.fuse,
             trace=e.trace,
-            onnx_cache=e.onnx_cache or Path(settings.artifacts_dir) / "encoders",
+            onnx_cache=e.onnx_cache or os.environ.get(ENCODER_CACHE_ENV) or Path(settings.artifacts_dir) / "encoders",
             exported=e.exported,
             kind=e.kind,
             static_dims=e.static_dims,
@@ -270,7 +276,9 @@ class Embedder:
                 import torch  # noqa: F401
                 import transformers  # noqa: F401
             except ImportError:
-                raise ImportError(f"distilling the static encoder of {self.model!r} needs torch and transformers: {TORCH_EXTRA_HINT}") from None
+                raise ImportError(
+                    f"distilling the static encoder of {self.model!r} needs torch and transformers: {TORCH_EXTRA_HINT}"
+                ) from None
             from regret_gateway.static_distill import load_static_encoder
 
             path = resolve_model_path(self.model)

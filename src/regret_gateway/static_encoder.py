@@ -160,7 +160,9 @@ def read_static(folder: str | Path, *, model: str, dims: int) -> dict[str, Any]:
     except (OSError, json.JSONDecodeError) as exc:
         raise StaticError(f"{folder / META} cannot be read ({exc})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("kind") != KIND:
-        raise StaticError(f"{folder} is not a format-{FORMAT} static encoder (kind {meta.get('kind') if isinstance(meta, dict) else None!r})")
+        raise StaticError(
+            f"{folder} is not a format-{FORMAT} static encoder (kind {meta.get('kind') if isinstance(meta, dict) else None!r})"
+        )
     wanted = {"model": model, "dim": dims}
     if (have := {k: meta.get(k) for k in wanted}) != wanted:
         raise StaticError(f"{folder} holds the static encoder of {have}, the configuration asks for {wanted}")
@@ -168,4 +170,3 @@ def read_static(folder: str | Path, *, model: str, dims: int) -> dict[str, Any]:
         if not file_matches(folder, name, (meta.get("files") or {}).get(name)):
             raise StaticError(f"{folder / name} is missing, a link, or does not match its checksum")
     return meta
-

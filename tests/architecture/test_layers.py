@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "regret_gateway"
 LAYERS: list[tuple[str, ...]] = [
     ("config", "budgets", "ladder", "context", "data", "tables", "files", "tokens", "prices", "trust"),
     ("nn", "store"),
-    ("servable", "embedding", "onnx_encoder", "torch_encoder", "exported_encoder"),
+    ("servable", "embedding", "onnx_encoder", "torch_encoder", "exported_encoder", "static_encoder", "static_distill"),
     ("artifacts", "causal"),
     ("ope", "policy"),
     ("evaluation", "gateway"),

@@ -413,3 +413,6 @@ def test_the_verdict_names_the_tiers_whose_held_out_greedy_choices_fall_below_th
     assert "BELOW on standard)" in mixed and "NOT above on the mean" in mixed, mixed
     level = verdict([stats("premium", 60.0), stats("standard", 61.0), stats("economy", 60.0)])
     assert ">= on every tier)" in level and "(+0.3; above on the mean" in level, level
+    # the last line says it in words
+    assert mixed.splitlines()[-1].startswith("verdict: NOT MET") and "below it on standard" in mixed.splitlines()[-1]
+    assert level.splitlines()[-1].startswith("verdict: MET") and "+0.3" in level.splitlines()[-1]

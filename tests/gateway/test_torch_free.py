@@ -1,6 +1,7 @@
 """The gateway serves without torch or transformers: a router that retrain published (numpy and JSON) and a
-published encoder (ONNX Runtime and tokenizers) route a request through the hook in a process where
-importing torch or transformers fails."""
+published encoder -- the static one (numpy and tokenizers: not even ONNX Runtime is loaded) or the ONNX
+graph (ONNX Runtime and tokenizers) -- route a request through the hook in a process where importing torch
+or transformers fails."""
 
 from __future__ import annotations
 
@@ -51,15 +52,17 @@ print(json.dumps({**report, "modules": sorted(k for k, v in sys.modules.items() 
 
 
 @pytest.mark.slow
-def test_a_published_router_and_encoder_route_without_torch(tmp_path, encoder):
+@pytest.mark.parametrize("kind", ["static", "transformer"])
+def test_a_published_router_and_encoder_route_without_torch(tmp_path, kind):
     bench = load_benchmark(write_world(tmp_path / "world.csv", n=1200, seed=5))
-    X = encoder(list(bench.prompts))
+    X = Embedder(device="cpu", kind=kind, progress=False).encode(list(bench.prompts))
     rng = np.random.default_rng(0)
     actions = rng.integers(bench.quality.shape[1], size=len(X))
     settings = Settings(
         models=bench.model_names,
         tiers={"standard": TierSpec(lam=200.0, epsilon=0.0)},
         default_tier="standard",
+        embedder={"kind": kind},
         artifacts_dir=str(tmp_path / "artifacts"),
         store=StoreSpec(url=f"sqlite:///{tmp_path}/gw.db", spill_dir=str(tmp_path / "spill")),
     )
@@ -77,8 +80,8 @@ def test_a_published_router_and_encoder_route_without_torch(tmp_path, encoder):
     engine.dispose()
     assert result.status == "published", result.reason
 
-    meta = Embedder(device="cpu", progress=False).export(tmp_path / "encoder")
-    assert meta["model"] == settings.embedder.embedding_id and meta["dim"] == X.shape[1]
+    meta = Embedder.from_settings(settings).export(tmp_path / "encoder")
+    assert meta["model"] == settings.embedder.model and meta["dim"] == X.shape[1]
     served = settings.model_copy(
         update={"embedder": settings.embedder.model_copy(update={"exported": str(tmp_path / "encoder")})}
     )
@@ -90,3 +93,6 @@ def test_a_published_router_and_encoder_route_without_torch(tmp_path, encoder):
     loaded = [m for m in out["modules"] if m.split(".")[0] in ("torch", "transformers", "xgboost")]
     loaded += [m for m in out["modules"] if m.startswith(("regret_gateway.causal", "regret_gateway.policy", "regret_gateway.nn"))]
     assert not loaded, f"the serving path loaded: {loaded[:20]}"
+    assert out["backend"].startswith("static" if kind == "static" else "onnx"), out["backend"]
+    if kind == "static":  # a lookup and a mean: no ONNX Runtime either
+        assert not [m for m in out["modules"] if m.split(".")[0] == "onnxruntime"]

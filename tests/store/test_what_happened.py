@@ -50,3 +50,35 @@ def test_mock_left_and_fallback_rows_are_kept_out_of_training_and_budgets_charge
     assert summary.mock == 1 and summary.answered_by_other == 1 and summary.by_status["client_left"] == 1
     assert any("mock answers" in line for line in summary.lines("in total"))
     assert audit is not None and audit.chosen_model == "c" and audit.outcome is not None and audit.outcome.answered_model == "a"
+
+
+def test_logs_of_the_static_encoder_and_of_minilms_forward_pass_never_meet_in_one_fit(engine):
+    """Each encoder is its own embedding id (and size): retrain's training set for the static encoder reads
+    its rows only and counts MiniLM's as another embedder's, and the other way round."""
+    from regret_gateway.config import EmbedderSpec
+
+    static, minilm = EmbedderSpec(kind="static"), EmbedderSpec(kind="transformer")
+    rows = [
+        DecisionRecord(
+            f"s{i}",
+            "t",
+            0.0,
+            static.embedding_id,
+            np.full(256, 0.1, dtype=np.float32),
+            "ab"[i % 2],
+            0.5,
+            team="team",
+            created_at=NOW,
+            outcome=OutcomeRecord(f"s{i}", 1.0, created_at=NOW),
+        )
+        for i in range(6)
+    ]
+    rows += [DecisionRecord(f"m{i}", "t", 0.0, minilm.embedding_id, np.full(384, 0.1, dtype=np.float32), "ab"[i % 2], 0.5,
+                            team="team", created_at=NOW, outcome=OutcomeRecord(f"m{i}", 1.0, created_at=NOW)) for i in range(4)]  # fmt: skip
+    with Session(engine) as session, session.begin():
+        record_decisions(session, rows)
+        record_feedback(session, [FeedbackRecord(r.request_id, 1.0, created_at=NOW) for r in rows])
+    with Session(engine) as session:
+        for spec, n, other, dim in ((static, 6, 4, 256), (minilm, 4, 6, 384)):
+            got = training_set(session, embedding_model=spec.embedding_id)
+            assert got.logged is not None and got.logged.X.shape == (n, dim) and got.skipped["other_embedder"] == other

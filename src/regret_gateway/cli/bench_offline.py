@@ -43,6 +43,7 @@ def bench_offline(
         help="static (embedder.kind's default: the static encoder distilled from the model, a token-vector lookup "
         "and a mean) | transformer (the model's forward pass).",
     ),
+    static_dims: int = typer.Option(256, "--static-dims", min=8, help="The static encoder's dimensions (embedder.static_dims)."),
     lambdas: str = typer.Option(
         "0,100,200,300,400,500,600,700,800,900,1000", "--lambdas", help="Comma-separated cost weights lambda."
     ),
@@ -124,7 +125,7 @@ def bench_offline(
         "--log-draws",
         help="Log each training prompt K times, each an independent draw of the logging policy (K times the "
         "traffic; the test prompts are never logged): one point of the learning curve. Several, e.g. 1,3,10: "
-        "the curve, one run per K on the same embeddings and splits, written to OUT/k-<K>/.",
+        "the curve, one run per K on the same embeddings and splits, written to OUT/k-K/ (K the number).",
     ),
 ) -> None:
     """Reproduce the paper's offline experiment on a full-feedback benchmark.
@@ -182,6 +183,7 @@ def bench_offline(
         max_length=max_length,
         layers=layers,
         kind=encoder,
+        static_dims=static_dims,
     )
     try:
         X = emb.encode_unique(bench.prompts, datasets=bench.groups.tolist())
@@ -198,7 +200,7 @@ def bench_offline(
     for k in draws:
         begun = time.perf_counter()
         run = run_offline(bench, X, replace(config, log_draws=k))
-        run.dataset.update(context=context, size_feature=size_feature, encoder=encoder, embedding=emb.backend_used,
+        run.dataset.update(context=context, size_feature=size_feature, encoder=encoder, static_dims=static_dims, embedding=emb.backend_used,
                            max_length=max_length)  # fmt: skip
         results = summarize(run, {"embedding_seconds": t_embed, "total_seconds": time.perf_counter() - begun + t_embed})
         paths = write_outputs(results, out if len(draws) == 1 else out / f"k-{k}")

@@ -70,6 +70,11 @@ def demo(
     ),
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Output folder (closed_loop.json/.md/.png)."),
     device: str = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda."),
+    encoder: str = typer.Option(
+        "static",
+        "--encoder",
+        help="The gateway's encoder (embedder.kind): static (the default) | transformer (MiniLM's forward pass).",
+    ),
     lambdas: str = typer.Option(
         "0,200,1000",
         "--lambdas",
@@ -218,6 +223,7 @@ def demo(
             traffic_share=traffic_share,
             out=out,
             device=device,
+            encoder=encoder,
             lambdas=(tier_lams[0], tier_lams[1], tier_lams[2]),
             replay=replay,
             paper_template=paper_template,

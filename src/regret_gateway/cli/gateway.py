@@ -136,22 +136,34 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
 def export_encoder_cmd(
     config: Optional[Path] = CONFIG_OPTION,
     out: Optional[Path] = typer.Option(None, "--out", help="Folder to write (must not exist; default <artifacts_dir>/encoder)."),
+    kind: Optional[str] = typer.Option(
+        None,
+        "--kind",
+        help="static: the static encoder distilled from the model (vectors + tokenizer, model2vec's layout) | "
+        "transformer: the verified ONNX graph + tokenizer. Default: the config's embedder.kind.",
+    ),
 ) -> None:
     """Publish the configured embedding model as a CPU encoder a gateway serves without torch or transformers:
-    its verified ONNX graph and its tokenizer in one folder. Run it where torch is installed (the `torch` extra),
-    then set `embedder.exported` to the folder in the gateway's config."""
+    the static encoder distilled from it (numpy and tokenizers serve it), or its verified ONNX graph (ONNX
+    Runtime), with its tokenizer and checksums in one folder. Run it where torch is installed (the `torch`
+    extra), then set `embedder.exported` (and the same `embedder.kind`) in the gateway's config."""
     from regret_gateway.config import load_settings
-    from regret_gateway.embedding import Embedder
+    from regret_gateway.embedding import KINDS, Embedder
     from regret_gateway.exported_encoder import ExportError
 
     _require_extra("export-encoder", "torch", ("torch", "transformers"))
+    if kind is not None and kind not in KINDS:
+        _fail(ValueError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}"))
     try:
         settings = load_settings(config)
         folder = out or Path(settings.artifacts_dir) / "encoder"
-        meta = Embedder.from_settings(settings.model_copy(update={"embedder": settings.embedder.model_copy(update={"exported": None})}),
-                                      progress=True).export(folder)  # fmt: skip
+        spec = settings.embedder.model_copy(update={"exported": None, **({"kind": kind} if kind else {})})
+        meta = Embedder.from_settings(settings.model_copy(update={"embedder": spec}), progress=True).export(folder)
     except (ExportError, ValueError, FileNotFoundError) as exc:
         _fail(exc)
-    typer.echo(f"published encoder of {meta['model']} ({meta['dim']}-d, {meta['graph']} graph, min cosine to torch "
-               f"{meta['cosine']:.6f}) in {folder}")  # fmt: skip
-    typer.echo(f"serve it without torch: set `embedder: {{exported: {folder}}}` in the gateway's config")
+    if spec.kind == "static":
+        typer.echo(f"published the static encoder of {meta['model']} ({meta['dim']}-d) in {folder}")
+    else:
+        typer.echo(f"published encoder of {meta['model']} ({meta['dim']}-d, {meta['graph']} graph, min cosine to torch "
+                   f"{meta['cosine']:.6f}) in {folder}")  # fmt: skip
+    typer.echo(f"serve it without torch: set `embedder: {{kind: {spec.kind}, exported: {folder}}}` in the gateway's config")

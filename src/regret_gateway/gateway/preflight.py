@@ -9,8 +9,9 @@ the key, instead of failing requests (or dying with a traceback) later.
 - every ``os.environ/VAR`` the gateway reads is set: the proxy's ``general_settings.master_key``
   (LiteLLM refuses to start without it) and each team key of ``regret_gateway.api_keys`` (a key that is
   not set would be the empty string);
-- the embedder can load: a published encoder (``embedder.exported``) is whole and is the configured
-  model's; without one, torch and transformers are installed (the ``torch`` extra).
+- the embedder can load: a published encoder (``embedder.exported``: the static one with ``kind: static``,
+  the ONNX graph with ``kind: transformer``) is whole and is the configured model's; without one, torch and
+  transformers are installed (the ``torch`` extra) to distil or load it.
 """
 
 from __future__ import annotations
@@ -51,15 +52,26 @@ def check_embedder(settings: Settings) -> None:
         Embedder.from_settings(settings)  # its arguments checked, nothing loaded
     except ValueError as exc:
         raise DeploymentError(str(exc)) from None
-    if e.exported is not None:
+    if e.exported is not None and e.kind == "static":
+        from regret_gateway.static_encoder import StaticError, read_static
+
+        try:
+            read_static(e.exported, model=e.model, dims=e.static_dims)
+        except StaticError as exc:
+            raise DeploymentError(f"embedder.exported: {exc}") from None
+    elif e.exported is not None:
         from regret_gateway.exported_encoder import ExportError, read_exported
 
+        if importlib.util.find_spec("onnxruntime") is None:
+            raise DeploymentError("embedder.exported: a published ONNX encoder runs on ONNX Runtime: pip install "
+                                  "'regret-gateway[onnx]' (or publish and serve the static encoder: `export-encoder --kind static`)")  # fmt: skip
         try:
             read_exported(e.exported, model=e.model, layers=e.layers, quantize=e.quantize)
         except ExportError as exc:
             raise DeploymentError(str(exc)) from None
     elif not all(importlib.util.find_spec(m) for m in ("torch", "transformers")):
-        raise DeploymentError(f"embedder.model: loading {e.model!r} needs torch and transformers: {TORCH_EXTRA_HINT}")
+        what = "distilling the static encoder of" if e.kind == "static" else "loading"
+        raise DeploymentError(f"embedder.model: {what} {e.model!r} needs torch and transformers: {TORCH_EXTRA_HINT}")
 
 
 def _unset(value: object) -> str | None:

@@ -210,7 +210,7 @@ class Gateway:
 
     @property
     def embedding_backend(self) -> str | None:
-        """What runs the configured embedder (torch / onnx / onnx-int8), once loaded."""
+        """What runs the configured embedder (static / torch / onnx / onnx-int8), once loaded."""
         return getattr(getattr(self._encode, "__self__", None), "backend_used", None)
 
     @property
@@ -221,7 +221,7 @@ class Gateway:
     @property
     def embedding_threads(self) -> int | None:
         """Threads of one ONNX forward pass as configured (None: ONNX Runtime's default, torch, or not loaded)."""
-        if self.embedding_backend in (None, "torch"):
+        if self.embedding_backend in (None, "torch", "static"):
             return None
         return getattr(getattr(self._encode, "__self__", None), "threads", None)
 
@@ -324,7 +324,7 @@ class GatewayStats:
     retried: int  # answered after LiteLLM retried the upstream call
     router_version: str | None
     router_reloads: int
-    embedding_backend: str | None  # torch / onnx / onnx-int8, once loaded
+    embedding_backend: str | None  # static / torch / onnx / onnx-int8, once loaded
     embedding_batches: int
     embedding_cache_hits: int
     embedding_shortened: int  # read from their first overload_max_length tokens

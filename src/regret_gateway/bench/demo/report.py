@@ -81,6 +81,14 @@ def verdict(table: list[RoundStats]) -> str:
             f"{'BELOW on ' + ', '.join(below) if below else '>= on every tier'}), full-information router "
             f"{held['held-out full-info']:.1f}"
         )
+        if above > 0 and not below:
+            lines.append(f"verdict: MET -- on prompts it never sent, the router's own choices beat the best single model by "
+                         f"{above:+.1f} on the mean over tiers and are at least as good on every tier: it learned from its own logs")  # fmt: skip
+        else:
+            why = [f"not above the best single model on the mean ({above:+.1f})"] if above <= 0 else []
+            why += [f"below it on {', '.join(below)}"] if below else []
+            lines.append(f"verdict: NOT MET -- on prompts it never sent the router's own choices are {' and '.join(why)}: "
+                         "its logs did not yet teach it to beat one fixed model there")  # fmt: skip
     return "\n".join(lines)
 
 

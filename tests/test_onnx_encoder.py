@@ -205,4 +205,4 @@ def test_bad_backend_choices_are_refused():
     with pytest.raises(ValueError, match="`backend` must be one of"):
         Embedder(backend="tensorrt")
     with pytest.raises(ValueError, match="the onnx backend runs on CPU"):
-        Embedder(device="cuda", backend="onnx", progress=False).encode(["x"])
+        Embedder(device="cuda", kind="transformer", backend="onnx", progress=False).encode(["x"])

@@ -31,11 +31,11 @@ def _python_calls_into(prefix: str, fn) -> int:
 
 @pytest.fixture(scope="module")
 def eager():
-    return Embedder(device="cpu", backend="torch", trace=False, progress=False)
+    return Embedder(device="cpu", kind="transformer", backend="torch", trace=False, progress=False)
 
 
 def test_torch_serves_the_verified_trace_and_embeds_as_the_eager_model(eager):
-    traced = Embedder(device="cpu", backend="torch", progress=False)
+    traced = Embedder(device="cpu", kind="transformer", backend="torch", progress=False)
     X = traced.encode(TEXTS)  # one padded batch: lengths the trace did not see
     assert traced.traced and traced.trace_report["status"] == "verified"
     assert traced.trace_report["cosine"] >= traced.trace_report["threshold"] == 0.9999
@@ -54,7 +54,7 @@ def test_a_trace_that_disagrees_with_the_eager_model_is_refused_and_the_eager_mo
     from regret_gateway import onnx_encoder
 
     monkeypatch.setattr(onnx_encoder, "MIN_COSINE", 1.01)  # no trace can agree this well
-    refused = Embedder(device="cpu", backend="torch", progress=False)
+    refused = Embedder(device="cpu", kind="transformer", backend="torch", progress=False)
     X = refused.encode(TEXTS)
     assert not refused.traced
     assert refused.trace_report["status"] == "refused" and "need >= 1.01" in refused.trace_report["reason"]
@@ -68,7 +68,7 @@ def test_a_model_that_cannot_be_traced_is_served_eager_with_the_reason(monkeypat
         raise RuntimeError("this model's forward pass cannot be traced")
 
     monkeypatch.setattr(torch.jit, "trace", cannot)
-    failed = Embedder(device="cpu", backend="torch", progress=False)
+    failed = Embedder(device="cpu", kind="transformer", backend="torch", progress=False)
     X = failed.encode(TEXTS)
     assert not failed.traced
     assert failed.trace_report == {"status": "failed", "reason": "RuntimeError: this model's forward pass cannot be traced"}

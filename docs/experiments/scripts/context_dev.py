@@ -21,7 +21,7 @@ from regret_gateway.policy.registry import make_router
 data_path, trials, lams = sys.argv[1], int(sys.argv[2]), [float(x) for x in sys.argv[3].split(",")]
 limit = int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[4] != "-" else None
 bench = load_benchmark(data_path, limit=limit, seed=0)
-plain = Embedder(progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts)
+plain = Embedder(kind="transformer", progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts)
 with_context = ContextCode("{dataset}").append(plain, [{"dataset": g} for g in bench.groups.tolist()])
 lambdas = np.array(lams)
 for variant, X in (("plain", plain), ("context", with_context)):

@@ -1,6 +1,7 @@
 """The embedding step alone, outside the proxy: one request's encode (tokenise, forward pass, pooling) with
-each encoder the machine has -- torch on CPU, ONNX Runtime on CPU and, where CUDA is present, torch on the
-GPU -- for the gateway bench's short (~20-token) and long (~190-token) prompts, p50/p99 over fresh prompts,
+each encoder the machine has -- the static encoder, torch on CPU, ONNX Runtime on CPU and, where CUDA is
+present, torch on the GPU -- for the gateway bench's short (~20-token), long (~190-token) and xlong
+(~1,000-token) prompts, p50/p99 over fresh prompts,
 the CPU time (every thread) per request, and a batch of 64 (what the hook's batcher sends under load). Side
 by side in one run; ``--rounds R`` measures every encoder R times in turn (the machine's drift shows
 between rounds, not between encoders). ONNX Runtime runs the fused graph (the default) and the plain one
@@ -10,6 +11,7 @@ one request's encode while another Python thread runs without pause -- what the 
 under load -- which each encoder waits on whenever it gives up the GIL and takes it back.
 
     python docs/experiments/scripts/encoder_latency.py [--calls 200] [--rounds 1] [--layers 2,3] [--busy]
+        [--encoders 'static on cpu,onnx on cpu']
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 
 import numpy as np
 
-from regret_gateway.bench.gateway import _long_prompts, _prompts
+from regret_gateway.bench.gateway import _long_prompts, _prompts, _xlong_prompts
 from regret_gateway.embedding import Embedder, default_cache_dir
 
 
@@ -31,24 +33,32 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="times every encoder is measured, in turn")
     ap.add_argument("--layers", default="", help="shallower ONNX encoders to add, e.g. 2,3")
     ap.add_argument("--busy", action="store_true", help="also time one request beside a busy Python thread")
+    ap.add_argument("--encoders", default="", help="only these CPU encoders, e.g. 'static on cpu,onnx on cpu'")
     args = ap.parse_args()
     import torch
 
     encoders = {
-        "torch on cpu": Embedder(device="cpu", backend="torch", progress=False),
-        "torch on cpu, eager": Embedder(device="cpu", backend="torch", trace=False, progress=False),
-        "onnx on cpu": Embedder(device="cpu", backend="onnx", onnx_cache=default_cache_dir("onnx"), progress=False),
+        "static on cpu": Embedder(device="cpu", kind="static", progress=False),
+        "torch on cpu": Embedder(device="cpu", kind="transformer", backend="torch", progress=False),
+        "torch on cpu, eager": Embedder(device="cpu", kind="transformer", backend="torch", trace=False, progress=False),
+        "onnx on cpu": Embedder(
+            device="cpu", kind="transformer", backend="onnx", onnx_cache=default_cache_dir("onnx"), progress=False
+        ),
         "onnx on cpu, plain graph": Embedder(
-            device="cpu", backend="onnx", fuse=False, onnx_cache=default_cache_dir("onnx"), progress=False
+            device="cpu", kind="transformer", backend="onnx", fuse=False, onnx_cache=default_cache_dir("onnx"), progress=False
         ),
     }
     for n in (int(x) for x in args.layers.split(",") if x):
         encoders[f"onnx on cpu, {n} layers"] = Embedder(
-            device="cpu", backend="onnx", layers=n, onnx_cache=default_cache_dir("onnx"), progress=False
+            device="cpu", kind="transformer", backend="onnx", layers=n, onnx_cache=default_cache_dir("onnx"), progress=False
         )
+    if args.encoders:
+        encoders = {k: v for k, v in encoders.items() if k in args.encoders.split(",")}
     if torch.cuda.is_available():
-        encoders["torch on cuda"] = Embedder(device="cuda", backend="torch", progress=False)
-        encoders["torch on cuda, eager"] = Embedder(device="cuda", backend="torch", trace=False, progress=False)
+        encoders["torch on cuda"] = Embedder(device="cuda", kind="transformer", backend="torch", progress=False)
+        encoders["torch on cuda, eager"] = Embedder(
+            device="cuda", kind="transformer", backend="torch", trace=False, progress=False
+        )
     print(f"torch threads {torch.get_num_threads()}; cuda: {torch.cuda.get_device_name() if torch.cuda.is_available() else '-'}")
     busy_head = (" beside a busy thread p50 ms |", "---:|") if args.busy else ("", "")
     print(
@@ -57,7 +67,7 @@ def main() -> None:
     )
     print("|---:|---|---|---:|---:|---:|---:|---:|" + busy_head[1])
     for r, (name, encoder), (length, make) in itertools.product(
-        range(1, args.rounds + 1), encoders.items(), (("short", _prompts), ("long", _long_prompts))
+        range(1, args.rounds + 1), encoders.items(), (("short", _prompts), ("long", _long_prompts), ("xlong", _xlong_prompts))
     ):
         texts = make(args.calls + 64 * 6, 7 + r)
         for t in texts[:20]:  # warm-up (CUDA kernels, ONNX Runtime's arena)

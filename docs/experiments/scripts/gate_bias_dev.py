@@ -22,7 +22,7 @@ from regret_gateway.policy.candidates import FIXED, evaluate, learned_candidates
 data_path, trials, lams = sys.argv[1], int(sys.argv[2]), [float(x) for x in sys.argv[3].split(",")]
 limit = int(sys.argv[4]) if len(sys.argv) > 4 else None
 bench = load_benchmark(data_path, limit=limit, seed=0)
-X = Embedder(progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts)
+X = Embedder(kind="transformer", progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts)
 full = bench.full_feedback(X)
 for trial in range(trials):
     cfg = OfflineConfig(lambdas=tuple(lams), methods=("r-and-c",), propensity="logged", evaluate_on="dev")

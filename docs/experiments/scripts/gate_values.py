@@ -20,7 +20,7 @@ from regret_gateway.tokens import count_tokens
 path, trial, draws = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 lams = [float(x) for x in sys.argv[4].split(",")]
 bench = load_benchmark(path, seed=0)
-X = Embedder(progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts, datasets=bench.groups.tolist())
+X = Embedder(kind="transformer", progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts, datasets=bench.groups.tolist())
 size = SizeFeature()
 cfg = OfflineConfig(lambdas=tuple(lams), methods=("r-and-c",), propensity="logged", evaluate_on="dev", log_draws=draws)
 split = make_trial(bench, bench.full_feedback(size.append(X, count_tokens(bench.prompts))), cfg, trial)

@@ -25,7 +25,7 @@ data_path, trials, draws = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 lams = [float(x) for x in sys.argv[4].split(",")]
 limit = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] != "-" else None
 bench = load_benchmark(data_path, limit=limit, seed=0)
-X = Embedder(progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts, datasets=bench.groups.tolist())
+X = Embedder(kind="transformer", progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts, datasets=bench.groups.tolist())
 size = SizeFeature()
 variants = {"embedding": X, "embedding+size": size.append(X, count_tokens(bench.prompts))}
 for trial in range(trials):

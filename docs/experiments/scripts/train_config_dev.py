@@ -59,7 +59,7 @@ data_path, trials, lams = args[0], int(args[1]), [float(x) for x in args[2].spli
 sizes = [int(x) for x in args[3].split(",")]
 limit = int(args[4]) if len(args) > 4 else None
 bench = load_benchmark(data_path, limit=limit, seed=0)
-X = Embedder(progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts)
+X = Embedder(kind="transformer", progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts)
 full = bench.full_feedback(X)
 outside_test = np.flatnonzero(bench.split != "test")
 for trial in range(trials):

@@ -73,11 +73,11 @@ def backend_agreement(
     bench = load_benchmark(data, limit=limit, seed=seed)
     texts = list(bench.prompts)
     embedders = {  # the reference first: torch on CPU
-        "torch": Embedder(device="cpu", backend="torch", progress=True),
-        "onnx": Embedder(device="cpu", backend="onnx", onnx_cache=onnx_cache or default_cache_dir("onnx"), progress=True),
+        "torch": Embedder(device="cpu", kind="transformer", backend="torch", progress=True),
+        "onnx": Embedder(device="cpu", kind="transformer", backend="onnx", onnx_cache=onnx_cache or default_cache_dir("onnx"), progress=True),
     }
     if torch.cuda.is_available():
-        embedders["torch-cuda"] = Embedder(device="cuda", backend="torch", progress=True)
+        embedders["torch-cuda"] = Embedder(device="cuda", kind="transformer", backend="torch", progress=True)
     X, seconds = {}, {}
     for name, embedder in embedders.items():
         embedder.encode(["warm-up"])

@@ -74,7 +74,9 @@ def backend_agreement(
     texts = list(bench.prompts)
     embedders = {  # the reference first: torch on CPU
         "torch": Embedder(device="cpu", kind="transformer", backend="torch", progress=True),
-        "onnx": Embedder(device="cpu", kind="transformer", backend="onnx", onnx_cache=onnx_cache or default_cache_dir("onnx"), progress=True),
+        "onnx": Embedder(
+            device="cpu", kind="transformer", backend="onnx", onnx_cache=onnx_cache or default_cache_dir("onnx"), progress=True
+        ),
     }
     if torch.cuda.is_available():
         embedders["torch-cuda"] = Embedder(device="cuda", kind="transformer", backend="torch", progress=True)

@@ -429,3 +429,34 @@ def test_probes_that_overrun_too_come_twice_as_rarely(monkeypatch):
         assert batcher.shed == 2 and batcher.batches == 5
 
     asyncio.run(main())
+
+
+def test_an_inline_encoder_embeds_on_the_callers_loop_and_is_never_shed():
+    """The static encoder (``inline``) embeds each text at once on the caller's event loop: no worker thread,
+    no batch, and no shedding however late the loop's hops have been (a saturated proxy) -- while the same
+    batcher without ``inline`` sheds that text."""
+    threads: list[str] = []
+
+    def encode(texts):
+        threads.append(threading.current_thread().name)
+        return np.ones((len(texts), 4), dtype=np.float32)
+
+    async def main(inline: bool):
+        batcher = EmbeddingBatcher(encode, cache_size=10, inline=(lambda: True) if inline else None)
+        await batcher.embed("warm the rates up", budget=1.0)
+        batcher._lag_s = 5.0  # every hop of the loop has been taking 5 s
+        batcher._busy, batcher._pending = True, [(b"k", "queued", 10, float("inf"), float("inf"), 0.0)]  # one in flight
+        try:
+            return batcher, await batcher.embed("a prompt under a saturated loop", budget=0.25)
+        finally:
+            batcher._busy, batcher._pending = False, []
+            batcher.close()
+
+    batcher, row = asyncio.run(main(inline=True))
+    assert row.shape == (4,) and batcher.inlined == 2 and batcher.batches == 0 and batcher.shed == 0
+    assert set(threads) == {threading.main_thread().name}
+    assert np.array_equal(batcher._cached(batcher._key("a prompt under a saturated loop")), row)
+    from regret_gateway.gateway.batcher import Overloaded
+
+    with pytest.raises(Overloaded):
+        asyncio.run(main(inline=False))

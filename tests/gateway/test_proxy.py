@@ -971,3 +971,24 @@ def test_a_stream_from_an_upstream_that_sends_no_usage_is_priced_by_its_counted_
     assert outcome["status"] == "success" and outcome["completion_tokens"] and outcome["prompt_tokens"]
     p = PRICE[d["chosen_model"]]
     assert outcome["cost_usd"] == pytest.approx(p * (outcome["prompt_tokens"] + outcome["completion_tokens"]))
+
+
+def test_the_gateways_own_static_encoder_embeds_on_the_loop_without_batches(app_client, tmp_path):
+    """With its own embedder of the default kind (static), the gateway embeds each routed request on the
+    proxy's event loop (``embedding_inlined``): no worker thread, no batch, nothing shed."""
+    from regret_gateway.config import Settings
+    from regret_gateway.gateway.app import attach
+    from regret_gateway.gateway.runtime import Gateway
+
+    app, client, route = app_client
+    gateway = Gateway(Settings.model_validate(gateway_config(tmp_path)["regret_gateway"]), seed=0)
+    attach(app, gateway)
+    gateway.start()
+    try:
+        for i in range(3):
+            assert chat(client, "support", f"{CODE_PROMPT} ({i})").status_code == 200
+        stats = gateway.stats()
+        assert stats.embedding_backend == "static" and stats.embedding_inlined == 3
+        assert stats.embedding_batches == 0 and stats.shed == 0 and stats.fallback == 0
+    finally:
+        gateway.close()

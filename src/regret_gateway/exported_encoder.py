@@ -19,16 +19,14 @@ at 16 tokens), so the published encoder gives the embeddings the router was trai
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from regret_gateway.files import file_matches, sha256_file
+from regret_gateway.files import file_matches, new_folder, sha256_file
 
 FORMAT = 1
 META = "encoder.json"
@@ -89,9 +87,7 @@ def write_exported(folder: str | Path, *, graph: Path, tokenizer: Any, source: d
         raise ExportError(f"{folder} already exists: remove it or choose another --out")
     if not getattr(tokenizer, "is_fast", False):
         raise ExportError(f"the tokenizer of {source.get('model')!r} has no fast (tokenizers) form to publish")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    try:
+    with new_folder(folder) as tmp:
         shutil.copyfile(graph, tmp / GRAPH)
         tokenizer.backend_tokenizer.save(str(tmp / TOKENIZER))
         meta = {
@@ -113,10 +109,6 @@ def write_exported(folder: str | Path, *, graph: Path, tokenizer: Any, source: d
                         raise ExportError(f"the published tokenizer's {name} differ from transformers' at {length} tokens")
         meta["files"] = {name: sha256_file(tmp / name) for name in (GRAPH, TOKENIZER)}
         (tmp / META).write_text(json.dumps(meta, indent=2))
-        os.rename(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return meta
 
 

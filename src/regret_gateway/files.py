@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -13,6 +18,21 @@ def sha256_file(path: str | Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+@contextmanager
+def new_folder(folder: str | Path) -> Iterator[Path]:
+    """A temporary sibling of ``folder`` to fill; renamed into place when the block ends (so no reader ever sees
+    it half written), removed if the block raises."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        yield tmp
+        os.rename(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def file_matches(folder: str | Path, name: str, expected: object) -> bool:

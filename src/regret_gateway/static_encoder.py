@@ -19,16 +19,13 @@ A text is tokenized without special tokens; its first ``max_length`` tokens are 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import struct
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from regret_gateway.files import file_matches, sha256_file
+from regret_gateway.files import file_matches, new_folder, sha256_file
 
 FORMAT = 1
 KIND = "static"
@@ -126,9 +123,7 @@ def write_static(folder: str | Path, *, vectors: np.ndarray, tokenizer: Any, sou
         raise StaticError(f"the tokenizer of {source.get('model')!r} has no fast (tokenizers) form to publish")
     if vectors.ndim != 2 or vectors.shape[0] != len(tokenizer):
         raise StaticError(f"{vectors.shape[0]} vectors for a vocabulary of {len(tokenizer)} tokens")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    try:
+    with new_folder(folder) as tmp:
         save_vectors(tmp / VECTORS, vectors)
         tokenizer.backend_tokenizer.save(str(tmp / TOKENIZER))
         dims = int(vectors.shape[1])
@@ -143,10 +138,6 @@ def write_static(folder: str | Path, *, vectors: np.ndarray, tokenizer: Any, sou
                 raise StaticError(f"the published tokenizer's ids differ from transformers' on {text[:40]!r}")
         meta["files"] = {name: sha256_file(tmp / name) for name in FILES}
         (tmp / META).write_text(json.dumps(meta, indent=2))
-        os.rename(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return meta
 
 

@@ -24,7 +24,7 @@ def _one_encoder_cache(tmp_path_factory):
     one cache (REGRET_GATEWAY_ENCODER_CACHE), instead of once per artifacts folder."""
     import os
 
-    from regret_gateway.embedding import ENCODER_CACHE_ENV
+    from regret_gateway.encoders.embedder import ENCODER_CACHE_ENV
 
     old = os.environ.get(ENCODER_CACHE_ENV)
     os.environ[ENCODER_CACHE_ENV] = str(tmp_path_factory.mktemp("encoders"))
@@ -56,6 +56,6 @@ def world() -> FullFeedback:
 def encoder(_one_encoder_cache):
     """The default encoder (the static one distilled from the bundled MiniLM), loaded once per test session:
     what a gateway with the default settings embeds with."""
-    from regret_gateway.embedding import Embedder
+    from regret_gateway.encoders.embedder import Embedder
 
     return Embedder(device="cpu", progress=False).encode

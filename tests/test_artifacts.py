@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from regret_gateway.artifacts import ArtifactError, activate, active_version_id, load_artifact, save_artifact
+from regret_gateway.ladder import CHEAPEST, BudgetLadders, Ladder, Rung
 from regret_gateway.nn.training import TrainConfig
 from regret_gateway.policy.registry import make_router
-from regret_gateway.servable import ConstantPolicy, RMIntervalPolicy, from_state
+from regret_gateway.servable import Candidate, ConstantPolicy, PublishedRouter, RMIntervalPolicy, ServedTier, from_state
 from tests.policy.test_methods import setting  # noqa: F401  (module fixture)
 
 MODELS = ("small-a", "small-b", "large")
@@ -25,18 +26,24 @@ def router(setting):  # noqa: F811
 
 def test_round_trip_routes_identically_for_any_lambda(tmp_path, router, setting):  # noqa: F811
     _, _, test, _ = setting
-    path = save_artifact(tmp_path, policy=router.to_policy(), tiers={"p": 0.0, "e": 200.0}, embedder={"model": "m"})
+    path = save_artifact(
+        tmp_path, router=PublishedRouter.serving(router.to_policy(), {"p": 0.0, "e": 200.0}), embedder={"model": "m"}
+    )
     assert active_version_id(tmp_path) is None
     activate(tmp_path, path.name)
     assert active_version_id(tmp_path) == path.name
     art = load_artifact(path, models=MODELS, embedder_model="m")
+    assert art.tiers == {"p": 0.0, "e": 200.0}
     for lam in (0.0, 57.0, 200.0, 900.0):  # tier, between tiers (interval net), beyond the last tier
-        np.testing.assert_allclose(art.logits(test.X, lam), router.route_logits(test.X, lam), rtol=1e-6)
+        np.testing.assert_allclose(art.router.logits("e", test.X, lam), router.route_logits(test.X, lam), rtol=1e-6)
+    np.testing.assert_allclose(art.router.logits("e", test.X), router.route_logits(test.X, 200.0), rtol=1e-6)  # its own lambda
     assert json.loads((path / "manifest.json").read_text())["embedder"]["dim"] == test.X.shape[1]
 
 
 def test_corrupted_or_incompatible_bundles_are_refused(tmp_path, router):
-    path = save_artifact(tmp_path, policy=router.to_policy(), tiers={"p": 0.0, "e": 200.0}, embedder={"model": "m"})
+    path = save_artifact(
+        tmp_path, router=PublishedRouter.serving(router.to_policy(), {"p": 0.0, "e": 200.0}), embedder={"model": "m"}
+    )
     with pytest.raises(ArtifactError, match="routes to models the gateway does not serve"):
         load_artifact(path, models=("small-a", "large"))
     with pytest.raises(ArtifactError, match="trained on embeddings of 'm'"):
@@ -59,14 +66,16 @@ def test_any_servable_policy_is_published_and_served(tmp_path, router, setting):
     """A constant model and R&C's outcome networks are published and served like RM-Interval."""
     data, _, test, _ = setting
     constant = ConstantPolicy(MODELS, "large")
-    path = save_artifact(tmp_path, policy=constant, tiers={"p": 0.0}, embedder={"model": "m"})
+    path = save_artifact(tmp_path, router=PublishedRouter.serving(constant, {"p": 0.0}), embedder={"model": "m"})
     art = load_artifact(path, models=MODELS)
-    assert art.policy.kind == "constant" and set(art.policy.choose(test.X[:50], 123.0).tolist()) == {2}
+    assert art.router.tiers["p"].candidate == Candidate("constant", "large")
+    assert set(art.router.choose("p", test.X[:50], 123.0).tolist()) == {2}
     rc = make_router("r-and-c").fit(data, [0.0])
-    path = save_artifact(tmp_path, policy=rc.to_policy(), tiers={"p": 0.0}, embedder={"model": "m"})
-    served = load_artifact(path, models=MODELS).policy
+    path = save_artifact(tmp_path, router=PublishedRouter.serving(rc.to_policy(), {"p": 0.0}), embedder={"model": "m"})
+    served = load_artifact(path, models=MODELS).router
+    assert served.tiers["p"].candidate == Candidate("r-and-c")
     for lam in (0.0, 300.0):
-        assert np.array_equal(served.choose(test.X, lam), rc.predict(test.X, [lam])[0])
+        assert np.array_equal(served.choose("p", test.X, lam), rc.predict(test.X, [lam])[0])
 
 
 def test_a_policy_refuses_inputs_of_the_wrong_size(router):
@@ -78,74 +87,88 @@ def test_a_policy_refuses_inputs_of_the_wrong_size(router):
         policy.logits(np.zeros((2, 8), dtype=np.float32), -1.0)
 
 
-def test_a_per_tier_policy_routes_each_tier_with_its_own_policy(tmp_path, router, setting):  # noqa: F811
-    """What retrain publishes: one policy per tier; between two tiers served by the same policy that
-    policy (RM-Interval's interval net), otherwise the nearest tier's; a shared policy is stored once."""
-    from regret_gateway.servable import Candidate, PerTierPolicy
-
+def test_each_tier_is_served_by_its_name_even_two_of_one_lambda(tmp_path, router, setting):  # noqa: F811
+    """What retrain publishes: one policy per tier, found by the tier's name -- two tiers of one lambda each
+    serve their own; a name the bundle does not hold is not served by a neighbour; a shared policy is
+    stored once."""
     _, _, test, _ = setting
     rm = router.to_policy()
     constant = ConstantPolicy(MODELS, "large")
-    policy = PerTierPolicy(
-        [0.0, 200.0, 1000.0],
-        [rm, rm, constant],
-        [Candidate("rm-interval"), Candidate("rm-interval"), Candidate("constant", "large")],
+    published = PublishedRouter(
+        {
+            "premium": ServedTier(0.0, Candidate("rm-interval"), rm),
+            "standard": ServedTier(200.0, Candidate("rm-interval"), rm),
+            "batch": ServedTier(200.0, Candidate("constant", "large"), constant),
+        }
     )
-    path = save_artifact(tmp_path, policy=policy, tiers={"p": 0.0, "s": 200.0, "e": 1000.0}, embedder={"model": "m"})
-    served = load_artifact(path, models=MODELS).policy
-    assert isinstance(served, PerTierPolicy) and len(served.state()["policies"]) == 2
-    np.testing.assert_allclose(served.logits(test.X, 57.0), rm.logits(test.X, 57.0), rtol=1e-6)  # interval net
-    assert set(served.choose(test.X, 1000.0).tolist()) == {2} and set(served.choose(test.X, 700.0).tolist()) == {2}
-    assert np.array_equal(served.choose(test.X, 500.0), rm.choose(test.X, 500.0))  # nearer to 200 than to 1000
+    path = save_artifact(tmp_path, router=published, embedder={"model": "m"})
+    served = load_artifact(path, models=MODELS).router
+    assert len(served.state()["policies"]) == 2 and served.tiers["premium"].policy is served.tiers["standard"].policy
+    assert np.array_equal(served.choose("standard", test.X), rm.choose(test.X, 200.0))
+    assert not np.array_equal(served.choose("standard", test.X), served.choose("batch", test.X))  # one lambda, two policies
+    assert set(served.choose("batch", test.X).tolist()) == {2}
+    assert served.tier("economy") is None
+    with pytest.raises(KeyError, match="holds no tier 'economy'"):
+        served.logits("economy", test.X)
     with pytest.raises(ValueError, match="same models"):
-        PerTierPolicy(
-            [0.0, 1.0], [rm, ConstantPolicy(("x", "y", "z"), "x")], [Candidate("rm-interval"), Candidate("constant", "x")]
-        )
-    assert served.utility_estimates(test.X, 0.0) is None  # RM-Interval's logits and a constant are not utilities
+        PublishedRouter({"a": ServedTier(0.0, Candidate("rm-interval"), rm),
+                         "b": ServedTier(1.0, Candidate("constant", "x"), ConstantPolicy(("x", "y", "z"), "x"))})  # fmt: skip
+    assert served.utility_estimates(test.X, 0.0, "standard") is None  # RM-Interval's logits and a constant are not utilities
 
 
-def test_a_per_tier_policy_carries_its_utility_estimator_through_an_artifact(tmp_path, router, setting):  # noqa: F811
-    """Exploration's estimates survive save and load exactly, for every tier whatever it serves."""
-    from regret_gateway.servable import Candidate, PerTierPolicy
-
+def test_a_published_router_carries_its_utility_estimator_and_ladders_through_an_artifact(tmp_path, router, setting):  # noqa: F811
+    """Exploration's estimates survive save and load exactly, for every tier whatever it serves; so do the
+    budget ladders, as typed values."""
     data, _, test, _ = setting
     estimator = make_router("r-and-c").fit(data, [0.0]).to_policy()
-    policy = PerTierPolicy(
-        [0.0, 500.0],
-        [router.to_policy(), ConstantPolicy(MODELS, "large")],
-        [Candidate("rm-interval"), Candidate("constant", "large")],
-        estimator,
-    )
-    path = save_artifact(tmp_path, policy=policy, tiers={"p": 0.0, "e": 500.0}, embedder={"model": "m"})
-    served = load_artifact(path, models=MODELS)
+    ladders = BudgetLadders(tiers={"*": Ladder((Rung("tier", "p", 0.0, 0.01, 0.8), Rung(CHEAPEST, "", 500.0, 0.001, 0.5)))})
+    published = PublishedRouter(
+        {"p": ServedTier(0.0, Candidate("rm-interval"), router.to_policy()),
+         "e": ServedTier(500.0, Candidate("constant", "large"), ConstantPolicy(MODELS, "large"))},
+        estimator, ladders,
+    )  # fmt: skip
+    path = save_artifact(tmp_path, router=published, embedder={"model": "m"})
+    served = load_artifact(path, models=MODELS).router
     for lam in (0.0, 500.0):
         np.testing.assert_allclose(served.utility_estimates(test.X, lam), estimator.logits(test.X, lam), rtol=1e-6)
-    assert np.array_equal(served.logits(test.X, 500.0).argmax(1), np.full(test.n_samples, 2))  # routing unchanged
+    assert np.array_equal(served.choose("e", test.X), np.full(test.n_samples, 2))  # routing unchanged
+    assert served.ladders == ladders and served.ladders.of("any-team", "tiers") == ladders.tiers["*"]
+    assert served.ladders.of("any-team", "frontier") is None
     # an estimator that is also a tier's policy is stored once and comes back as that same policy
-    shared = PerTierPolicy(
-        [0.0, 500.0],
-        [estimator, ConstantPolicy(MODELS, "large")],
-        [Candidate("r-and-c"), Candidate("constant", "large")],
+    shared = PublishedRouter(
+        {"p": ServedTier(0.0, Candidate("r-and-c"), estimator),
+         "e": ServedTier(500.0, Candidate("constant", "large"), ConstantPolicy(MODELS, "large"))},
         estimator,
-    )
+    )  # fmt: skip
     assert len(shared.state()["policies"]) == 2
-    path = save_artifact(tmp_path, policy=shared, tiers={"p": 0.0, "e": 500.0}, embedder={"model": "m"})
-    back = load_artifact(path, models=MODELS).policy
-    assert back.estimator is back.policies[0]
+    path = save_artifact(tmp_path, router=shared, embedder={"model": "m"})
+    back = load_artifact(path, models=MODELS).router
+    assert back.estimator is back.tiers["p"].policy
+
+
+def test_an_artifact_of_an_older_format_is_refused_in_one_line(tmp_path, router):
+    """A format-2 bundle (tiers by lambda) is refused with the command that replaces it, not misread."""
+    path = save_artifact(tmp_path, router=PublishedRouter.serving(router.to_policy(), {"p": 0.0}), embedder={"model": "m"})
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["format"] = 2
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match=r"a format-2 router \(tiers by lambda\).*run `regret-gateway retrain`") as info:
+        load_artifact(path)
+    assert "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize(
     "manifest, message",
     [
         ([1, 2], "must be an object"),
-        ({"format": 2, "version": "v", "tiers": {}, "embedder": {}, "files": {}, "policy": {}}, r"model_names \(list\)"),
+        ({"format": 3, "version": "v", "embedder": {}, "files": {}, "router": {}}, r"model_names \(list\)"),
         (
-            {"format": 2, "version": "v", "model_names": ["a", "b"], "tiers": {}, "embedder": "m", "files": {}, "policy": {}},
+            {"format": 3, "version": "v", "model_names": ["a", "b"], "embedder": "m", "files": {}, "router": {}},
             r"embedder \(dict\)",
         ),
-        ({"format": 2, "version": "v", "model_names": ["a", "b"], "tiers": {}, "embedder": {}, "files": {}}, r"policy \(dict\)"),
+        ({"format": 3, "version": "v", "model_names": ["a", "b"], "embedder": {}, "files": {}}, r"router \(dict\)"),
         (
-            {"format": 2, "version": "v", "model_names": ["a"], "tiers": {}, "embedder": {}, "files": {}, "policy": {}},
+            {"format": 3, "version": "v", "model_names": ["a"], "embedder": {}, "files": {}, "router": {}},
             "at least 2 distinct",
         ),
         # a router published before the numpy format: refused in one line that says what to do
@@ -160,8 +183,8 @@ def test_a_manifest_of_the_wrong_shape_is_refused(tmp_path, manifest, message):
 
 
 def test_an_artifact_for_another_embedding_size_is_refused(tmp_path, router):
-    path = save_artifact(tmp_path, policy=router.to_policy(), tiers={"p": 0.0}, embedder={"model": "m"})
-    assert load_artifact(path, embedding_dim=8).policy.dim == 8
+    path = save_artifact(tmp_path, router=PublishedRouter.serving(router.to_policy(), {"p": 0.0}), embedder={"model": "m"})
+    assert load_artifact(path, embedding_dim=8).router.dim == 8
     with pytest.raises(ArtifactError, match="reads 8-d embeddings, the gateway's embedder gives 384-d"):
         load_artifact(path, embedding_dim=384)
 
@@ -182,11 +205,13 @@ def test_an_artifact_that_would_fail_every_routed_request_is_refused_at_load(tmp
     the artifact is loaded (not served until every decision record is refused)."""
     state = copy.deepcopy(router.to_policy().state())  # the state shares the fitted router's arrays
     _first_array(state).fill(float("nan"))
-    path = save_artifact(tmp_path, policy=from_state(state, MODELS), tiers={"p": 0.0, "e": 200.0}, embedder={"model": "m"})
+    path = save_artifact(
+        tmp_path, router=PublishedRouter.serving(from_state(state, MODELS), {"p": 0.0, "e": 200.0}), embedder={"model": "m"}
+    )
     with pytest.raises(ArtifactError, match="lambda 0 are not finite"):
         load_artifact(path, models=MODELS)
     long_id = "v" * 65
-    good = save_artifact(tmp_path, policy=router.to_policy(), tiers={"p": 0.0}, embedder={"model": "m"})
+    good = save_artifact(tmp_path, router=PublishedRouter.serving(router.to_policy(), {"p": 0.0}), embedder={"model": "m"})
     manifest = json.loads((good / "manifest.json").read_text())
     (tmp_path / long_id).mkdir()
     for name in ("weights.npz", "manifest.json"):
@@ -195,7 +220,12 @@ def test_an_artifact_that_would_fail_every_routed_request_is_refused_at_load(tmp
     with pytest.raises(ArtifactError, match="printable id of <= 64 characters"):
         load_artifact(tmp_path / long_id, models=MODELS)
     with pytest.raises(ArtifactError, match="must be 1-64 printable characters"):
-        save_artifact(tmp_path, policy=router.to_policy(), tiers={"p": 0.0}, embedder={"model": "m"}, version=long_id + "x")
+        save_artifact(
+            tmp_path,
+            router=PublishedRouter.serving(router.to_policy(), {"p": 0.0}),
+            embedder={"model": "m"},
+            version=long_id + "x",
+        )
     assert load_artifact(good, models=MODELS).version == good.name  # the checks pass a sound artifact
 
 
@@ -207,7 +237,7 @@ def test_an_active_pointer_out_of_the_artifacts_folder_is_refused_once_and_never
     from regret_gateway.gateway import decisions
 
     elsewhere = tmp_path / "elsewhere"
-    outside = save_artifact(elsewhere, policy=router.to_policy(), tiers={"p": 0.0}, embedder={"model": "m"})
+    outside = save_artifact(elsewhere, router=PublishedRouter.serving(router.to_policy(), {"p": 0.0}), embedder={"model": "m"})
     root = tmp_path / "artifacts"
     root.mkdir()
     if pointer == "absolute":

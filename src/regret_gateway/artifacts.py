@@ -3,17 +3,18 @@
 Layout of an artifact folder::
 
     <root>/ACTIVE                      the active version id (replaced atomically on publish)
-    <root>/<version>/manifest.json     format, version, created, model names, tiers {name: lambda},
-                                       embedder {model, template, id, dim}, metrics, sha256 of files, and
-                                       ``policy``: the servable policy's state (:mod:`regret_gateway.servable`:
-                                       its kind, e.g. RM-Interval's tier policies + interval nets) with every
-                                       array replaced by ``{"$array": name}``
+    <root>/<version>/manifest.json     format, version, created, model names, embedder {model, template,
+                                       id, dim}, metrics, sha256 of files, and ``router``: the published
+                                       router's state (:class:`~regret_gateway.servable.PublishedRouter`:
+                                       each tier by name with its lambda, candidate and policy -- of any
+                                       kind, :mod:`regret_gateway.servable` --, the utility estimator, the
+                                       budget ladders) with every array replaced by ``{"$array": name}``
     <root>/<version>/weights.npz       those arrays (numpy's ``.npz``, read with ``allow_pickle=False``)
 
 The format is numpy and JSON only: the gateway reads a router without torch. A version folder is written
 under a temporary name and renamed into place, so a reader never sees half of one. :func:`load_artifact`
 verifies the checksum and the shapes and refuses (``ArtifactError``) a corrupted or incompatible bundle,
-and a format-1 bundle (torch weights, written before format 2) with one line that says to retrain.
+and an older format (1: torch weights; 2: tiers by lambda) with one line that says to retrain.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ from typing import Any
 import numpy as np
 
 from regret_gateway.files import sha256_file
-from regret_gateway.servable import ServablePolicy, from_state
+from regret_gateway.servable import PublishedRouter
 
-FORMAT = 2
+FORMAT = 3
+OLD_FORMATS = {1: "torch weights", 2: "tiers by lambda"}  # what each older format was: refused with one line
 ACTIVE = "ACTIVE"
 WEIGHTS = "weights.npz"
 ARRAY = "$array"  # {"$array": name}: an array of weights.npz in the manifest's policy tree
@@ -44,25 +46,23 @@ class ArtifactError(ValueError):
 
 @dataclass(frozen=True)
 class RouterArtifact:
-    """A published router ready to serve: ``logits(X, lam)`` gives (n, T) scores over ``model_names`` for
-    any lambda >= 0 (how depends on the policy's kind, see :mod:`regret_gateway.servable`)."""
+    """A published router ready to serve: its tiers by name (:class:`~regret_gateway.servable.PublishedRouter`),
+    the version that names it, the embedder it reads, retrain's report of it."""
 
     version: str
-    model_names: tuple[str, ...]
-    tiers: dict[str, float]
+    router: PublishedRouter
     embedder: dict
-    policy: ServablePolicy
     metrics: dict = field(default_factory=dict)
     created_at: str = ""
 
-    def logits(self, X: np.ndarray, lam: float) -> np.ndarray:
-        return self.policy.logits(X, lam)
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        return self.router.model_names
 
-    def utility_estimates(self, X: np.ndarray, lam: float) -> np.ndarray | None:
-        return self.policy.utility_estimates(X, lam)
-
-    def logits_and_utilities(self, X: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray | None]:
-        return self.policy.logits_and_utilities(X, lam)
+    @property
+    def tiers(self) -> dict[str, float]:
+        """Each tier's name -> the lambda it was chosen for."""
+        return {name: t.lam for name, t in self.router.tiers.items()}
 
 
 def pack_state(state: Any) -> tuple[Any, dict[str, np.ndarray]]:
@@ -106,13 +106,14 @@ def new_version_id() -> str:
 def save_artifact(
     root: str | Path,
     *,
-    policy: ServablePolicy,
-    tiers: dict[str, float],
+    router: PublishedRouter,
     embedder: dict,
     metrics: dict | None = None,
     version: str | None = None,
 ) -> Path:
     """Write a new version folder under ``root`` (not yet active). Returns its path."""
+    if not isinstance(router, PublishedRouter):
+        raise TypeError(f"an artifact publishes a PublishedRouter (tiers by name), not a {type(router).__name__}")
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     version = version or new_version_id()
@@ -121,7 +122,7 @@ def save_artifact(
     final = root / version
     if final.exists():
         raise ArtifactError(f"version {version} already exists in {root}")
-    tree, arrays = pack_state(policy.state())
+    tree, arrays = pack_state(router.state())
     tmp = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=root))
     try:
         with open(tmp / WEIGHTS, "wb") as fh:
@@ -130,13 +131,11 @@ def save_artifact(
             "format": FORMAT,
             "version": version,
             "created_at": datetime.now(timezone.utc).isoformat(),
-            "model_names": list(policy.model_names),
-            "kind": policy.kind,
-            "tiers": {k: float(v) for k, v in tiers.items()},
-            "embedder": {**embedder, "dim": policy.dim},
+            "model_names": list(router.model_names),
+            "embedder": {**embedder, "dim": router.dim},
             "metrics": metrics or {},
             "files": {WEIGHTS: sha256_file(tmp / WEIGHTS)},
-            "policy": tree,
+            "router": tree,
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=float))
         os.rename(tmp, final)
@@ -182,12 +181,12 @@ def _check_manifest(path: Path, manifest: object) -> dict:
     """The manifest's shape, checked before anything in it is used (valid JSON of the wrong shape is refused)."""
     if not isinstance(manifest, dict):
         raise ArtifactError(f"{path}: manifest.json must be an object, got {type(manifest).__name__}")
-    if manifest.get("format") == 1:
-        raise ArtifactError(f"{path}: a format-1 router (torch weights), which this version no longer reads: "
-                            f"run `regret-gateway retrain` to publish a format-{FORMAT} one")  # fmt: skip
+    if (old := OLD_FORMATS.get(manifest.get("format"))) is not None:  # type: ignore[arg-type]
+        raise ArtifactError(f"{path}: a format-{manifest['format']} router ({old}), which this version no longer "
+                            f"reads: run `regret-gateway retrain` to publish a format-{FORMAT} one")  # fmt: skip
     if manifest.get("format") != FORMAT:
         raise ArtifactError(f"{path}: artifact format {manifest.get('format')!r}, this gateway reads format {FORMAT}")
-    shape = {"version": str, "model_names": list, "tiers": dict, "embedder": dict, "files": dict, "policy": dict}
+    shape = {"version": str, "model_names": list, "embedder": dict, "files": dict, "router": dict}
     wrong = [f"{key} ({kind.__name__})" for key, kind in shape.items() if not isinstance(manifest.get(key), kind)]
     if wrong:
         raise ArtifactError(f"{path}: manifest.json lacks or mistypes: {', '.join(wrong)}")
@@ -213,26 +212,30 @@ def version_id_ok(version: str) -> bool:
     )
 
 
-PROBE_ROWS = 8  # rows routed at load, at every tier's lambda: an artifact must give finite scores on them
+PROBE_ROWS = 8  # rows routed at load, for every tier at its lambda and the deployment's: finite scores on them
 
 
-def _probe(path: Path, policy: ServablePolicy, lams: set[float]) -> None:
-    """Route a few probe rows (zeros, and unit-norm random rows like normalised embeddings) at each lambda and
-    refuse an artifact whose scores or utility estimates are not finite (NaN or inf weights behind a valid
-    checksum): it would otherwise be served and fail every routed request."""
-    dim = policy.dim if policy.dim is not None else 8
+def _probe(path: Path, router: PublishedRouter, lams: set[float]) -> None:
+    """Route a few probe rows (zeros, and unit-norm random rows like normalised embeddings) for every tier at
+    its own lambda and at each of ``lams``, and refuse an artifact whose scores or utility estimates are not
+    finite (NaN or inf weights behind a valid checksum): it would otherwise be served and fail every routed
+    request."""
+    dim = router.dim if router.dim is not None else 8
     X = np.random.default_rng(0).standard_normal((PROBE_ROWS, dim)).astype(np.float32)
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     X[0] = 0.0
-    for lam in sorted(lams):
-        try:
-            logits, estimates = policy.logits_and_utilities(X, lam)
-        except Exception as exc:  # noqa: BLE001 - any failure here means an unusable bundle
-            raise ArtifactError(f"{path}: routing a probe row at lambda {lam:g} fails ({type(exc).__name__}: {exc})") from None
-        if logits.shape != (PROBE_ROWS, len(policy.model_names)) or not np.isfinite(logits).all():
-            raise ArtifactError(f"{path}: routing scores at lambda {lam:g} are not finite (NaN or inf in the weights?)")
-        if estimates is not None and not np.isfinite(estimates).all():
-            raise ArtifactError(f"{path}: utility estimates at lambda {lam:g} are not finite (NaN or inf in the weights?)")
+    for name, served in router.tiers.items():
+        for lam in sorted({served.lam, *lams}):
+            try:
+                logits, estimates = router.logits_and_utilities(name, X, lam)
+            except Exception as exc:  # noqa: BLE001 - any failure here means an unusable bundle
+                raise ArtifactError(f"{path}: routing a probe row of tier {name!r} at lambda {lam:g} fails "
+                                    f"({type(exc).__name__}: {exc})") from None  # fmt: skip
+            if logits.shape != (PROBE_ROWS, router.n_models) or not np.isfinite(logits).all():
+                raise ArtifactError(f"{path}: tier {name!r}'s routing scores at lambda {lam:g} are not finite "
+                                    "(NaN or inf in the weights?)")  # fmt: skip
+            if estimates is not None and not np.isfinite(estimates).all():
+                raise ArtifactError(f"{path}: utility estimates at lambda {lam:g} are not finite (NaN or inf in the weights?)")
 
 
 def load_artifact(
@@ -269,23 +272,20 @@ def load_artifact(
     try:
         with np.load(weights, allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}
-        policy = from_state(unpack_state(manifest.get("policy"), arrays), names)
+        router = PublishedRouter.from_state(unpack_state(manifest["router"], arrays), names)
     except Exception as exc:  # noqa: BLE001 - any failure here means an unusable bundle
         raise ArtifactError(f"{path}: weights cannot be loaded ({type(exc).__name__}: {exc})") from None
-    if policy.dim != manifest["embedder"].get("dim"):
+    if router.dim != manifest["embedder"].get("dim"):
         raise ArtifactError(
-            f"{path}: weights do not match the manifest (embedding size {policy.dim} vs {manifest['embedder'].get('dim')})"
+            f"{path}: weights do not match the manifest (embedding size {router.dim} vs {manifest['embedder'].get('dim')})"
         )
-    if embedding_dim is not None and policy.dim is not None and policy.dim != embedding_dim:
-        raise ArtifactError(f"{path}: reads {policy.dim}-d embeddings, the gateway's embedder gives {embedding_dim}-d")
-    tier_lams = {float(v) for v in manifest["tiers"].values() if isinstance(v, (int, float)) and np.isfinite(v) and v >= 0}
-    _probe(path, policy, {0.0, *tier_lams, *(float(v) for v in lams)})
+    if embedding_dim is not None and router.dim is not None and router.dim != embedding_dim:
+        raise ArtifactError(f"{path}: reads {router.dim}-d embeddings, the gateway's embedder gives {embedding_dim}-d")
+    _probe(path, router, {0.0, *(float(v) for v in lams)})
     return RouterArtifact(
         version=manifest["version"],
-        model_names=names,
-        tiers=manifest["tiers"],
+        router=router,
         embedder=manifest["embedder"],
-        policy=policy,
         metrics=manifest.get("metrics", {}),
         created_at=manifest.get("created_at", ""),
     )

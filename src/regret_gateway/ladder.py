@@ -12,7 +12,7 @@ Two ladders:
   another rung costing no more, or a mix of two costing the same, beats with confidence (or that one
   further down serves exactly) is left out (:meth:`Ladder.undominated`; the budget's ``drop_dominated``):
   a team is not steered up to a dearer tier that the logs show to be worse.
-* :func:`frontier_ladder`, what retrain publishes for a budgeted team (``data.budget_ladder``,
+* :func:`frontier_ladder`, what retrain publishes for a budgeted team (:class:`BudgetLadders`,
   :mod:`regret_gateway.policy.frontier`): from the candidates' estimated cost and quality per request on
   the team's traffic (each tier's policy and each model, valued off-policy on the logs), the vertices of
   their upper concave hull from the best to the cheapest -- so a mix of two neighbouring rungs is the best
@@ -26,8 +26,8 @@ A position's lambda interpolates them; it is logged with each decision.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 
 from regret_gateway.config import Settings
 
@@ -128,6 +128,35 @@ class Ladder:
     @classmethod
     def from_json(cls, rungs: Sequence[dict]) -> "Ladder":
         return cls(tuple(Rung(**r) for r in rungs))
+
+
+LADDER_KINDS = ("frontier", "tiers")  # the ladders retrain publishes for budgeted teams
+EVERYONE = "*"  # the team key of the ladder of every held-out request (a team retrain did not value gets it)
+
+
+@dataclass(frozen=True)
+class BudgetLadders:
+    """The ladders a published router carries for budgeted teams: per kind (:data:`LADDER_KINDS`: the
+    frontier, and the tiers' ladder with forecast costs and dominated rungs flagged) a ladder per team,
+    ``"*"`` (:data:`EVERYONE`) for the others."""
+
+    frontier: Mapping[str, Ladder] = field(default_factory=dict)
+    tiers: Mapping[str, Ladder] = field(default_factory=dict)
+
+    def of(self, team: str, kind: str) -> Ladder | None:
+        """``team``'s ladder of ``kind``, else everyone's; None where none is published."""
+        if kind not in LADDER_KINDS:
+            raise ValueError(f"a ladder's kind is one of {LADDER_KINDS}, got {kind!r}")
+        published: Mapping[str, Ladder] = getattr(self, kind)
+        return published.get(team) or published.get(EVERYONE)
+
+    def to_json(self) -> dict[str, dict[str, list[dict]]]:
+        return {kind: {team: ladder.to_json() for team, ladder in getattr(self, kind).items()} for kind in LADDER_KINDS}
+
+    @classmethod
+    def from_json(cls, tree: Mapping[str, Mapping[str, Sequence[dict]]]) -> "BudgetLadders":
+        return cls(**{kind: {str(team): Ladder.from_json(rungs) for team, rungs in (tree.get(kind) or {}).items()}
+                      for kind in LADDER_KINDS})  # fmt: skip
 
 
 def tier_ladder(settings: Settings, usd: Sequence[float] | None = None) -> Ladder:

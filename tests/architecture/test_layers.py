@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "regret_gateway"
 LAYERS: list[tuple[str, ...]] = [
     ("config", "budgets", "ladder", "context", "data", "tables", "files", "tokens", "prices", "trust"),
     ("nn", "store"),
-    ("servable", "embedding", "onnx_encoder", "torch_encoder", "exported_encoder", "static_encoder", "static_distill"),
+    ("servable", "encoders"),
     ("artifacts", "causal"),
     ("ope", "policy"),
     ("evaluation", "gateway"),
@@ -28,30 +28,39 @@ LAYERS: list[tuple[str, ...]] = [
 # bottom where it holds nothing, at the top where it re-exports).
 MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
     "causal": [("__init__", "stats", "outcome", "propensity"), ("estimators",)],
-    "servable": [("arrays", "base"), ("kinds",), ("__init__",)],
+    "config": [("specs",), ("embedder", "judge"), ("settings",), ("__init__",)],
+    "encoders": [
+        ("__init__", "models", "static", "onnx_runtime", "exported"),
+        ("distill", "torchscript"),
+        ("embedder",),
+        ("publish",),
+    ],
+    "servable": [("arrays", "policy"), ("kinds",), ("published",), ("__init__",)],
     "store": [
         ("__init__", "schema", "engine", "locks", "pg_copy"),
         ("records", "migrate"),
+        ("spill",),
         ("writes", "queries", "retention"),
         ("judge_errors",),
         ("writer", "training_set", "feedback_import", "steering"),
         ("export",),
     ],  # fmt: skip
     "policy": [
-        ("__init__", "base"),
+        ("__init__", "router"),
         ("methods", "cluster", "learner", "priced"),
         ("rm_interval", "regions"),
         ("registry", "candidates", "frontier"),
     ],
-    "evaluation": [("__init__", "loaders", "simulation", "world"), ("offline",), ("report",)],
+    "evaluation": [("__init__", "loaders", "simulation", "synthetic"), ("offline",), ("report",)],
     "gateway": [
-        ("__init__", "tiers", "decisions", "batcher", "judge", "preflight", "steering"),
+        ("__init__", "tiers", "decisions", "batcher", "judge", "preflight", "steering", "messages"),
         ("runtime",),
         ("hook",),
         ("auth", "routes"),
         ("app",),
     ],
-    "cli": [("base",), ("bench", "bench_offline", "db", "demo", "gateway", "training"), ("__init__",)],
+    "cli": [("options",), ("bench", "bench_offline", "db", "demo", "serve", "training"), ("__init__",)],
+    "retrain": [("options",), ("checks", "report"), ("publish",), ("pipeline",), ("schedule",), ("__init__",)],
 }
 SERVING_FORBIDDEN = (
     "regret_gateway.causal",
@@ -190,7 +199,7 @@ def test_the_serving_path_loads_no_training_code(tmp_path):
     from regret_gateway.artifacts import activate, save_artifact
     from regret_gateway.config import EmbedderSpec
     from regret_gateway.nn.networks import IntervalNets, StackedMLP
-    from regret_gateway.servable import IntervalArrays, MLPArrays, RMIntervalPolicy
+    from regret_gateway.servable import IntervalArrays, MLPArrays, PublishedRouter, RMIntervalPolicy
 
     torch.manual_seed(0)
     policy = RMIntervalPolicy(
@@ -198,8 +207,7 @@ def test_the_serving_path_loads_no_training_code(tmp_path):
     )
     path = save_artifact(
         tmp_path / "artifacts",
-        policy=policy,
-        tiers={"t": 0.0, "u": 200.0},
+        router=PublishedRouter.serving(policy, {"t": 0.0, "u": 200.0}),
         embedder={"model": EmbedderSpec(model="m").embedding_id},
     )  # what the script's settings embed
     activate(tmp_path / "artifacts", path.name)

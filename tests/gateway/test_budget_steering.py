@@ -4,7 +4,6 @@ mixture's propensity; the hook steps the team from the store and routes (and log
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
@@ -16,19 +15,23 @@ from sqlalchemy.orm import Session
 from regret_gateway.artifacts import RouterArtifact
 from regret_gateway.config import Settings
 from regret_gateway.gateway.decisions import ActiveRouter, exploration_distribution
-from regret_gateway.ladder import Ladder, Rung
-from regret_gateway.servable import Candidate, ConstantPolicy, PerTierPolicy
+from regret_gateway.ladder import BudgetLadders, Ladder, Rung
+from regret_gateway.servable import Candidate, ConstantPolicy, PublishedRouter, ServedTier
 
 MODELS = ("tiny", "small", "large")
 TIERS = {"premium": {"lam": 0.0, "epsilon": 0.1, "exploration": "uniform"},
          "economy": {"lam": 1000.0, "epsilon": 0.1, "exploration": "uniform"}}  # fmt: skip
 
 
-def constant_tiers() -> RouterArtifact:
+def constants(estimator=None, ladders: BudgetLadders | None = None) -> PublishedRouter:
     """premium serves `large`, economy `small`: each tier a constant."""
-    policy = PerTierPolicy([0.0, 1000.0], [ConstantPolicy(MODELS, "large"), ConstantPolicy(MODELS, "small")],
-                           [Candidate("constant", "large"), Candidate("constant", "small")])  # fmt: skip
-    return RouterArtifact("v1", MODELS, {"premium": 0.0, "economy": 1000.0}, {"model": "m"}, policy)
+    return PublishedRouter({"premium": ServedTier(0.0, Candidate("constant", "large"), ConstantPolicy(MODELS, "large")),
+                            "economy": ServedTier(1000.0, Candidate("constant", "small"), ConstantPolicy(MODELS, "small"))},
+                           estimator, ladders)  # fmt: skip
+
+
+def constant_tiers(ladders: BudgetLadders | None = None) -> RouterArtifact:
+    return RouterArtifact("v1", constants(ladders=ladders), {"model": "m"})
 
 
 def routes_by_the_mixture(rung: list[np.ndarray], position: float, **ladder) -> None:
@@ -134,10 +137,8 @@ def capped_router(estimated_costs: list[float]) -> ActiveRouter:
     from regret_gateway.servable import ClusterPolicy
 
     estimator = ClusterPolicy(MODELS, np.ones((1, 4)), np.array([[0.3, 0.6, 0.9]]), np.array([estimated_costs]))
-    policy = PerTierPolicy([0.0, 1000.0], [ConstantPolicy(MODELS, "large"), ConstantPolicy(MODELS, "small")],
-                           [Candidate("constant", "large"), Candidate("constant", "small")], estimator)  # fmt: skip
     active = ActiveRouter(Settings(models=MODELS, default_tier="premium", tiers=CAPPED))
-    active._artifact = RouterArtifact("v1", MODELS, {"premium": 0.0, "economy": 1000.0}, {"model": "m"}, policy)
+    active._artifact = RouterArtifact("v1", constants(estimator), {"model": "m"})
     return active
 
 
@@ -268,7 +269,7 @@ def test_a_tier_the_router_publishes_as_dominated_is_left_off_a_budgeted_teams_l
     )  # fmt: skip
     tiers = Ladder((Rung("tier", "premium", 0.0, 0.010, 0.60, dominated=True), Rung("tier", "economy", 1000.0, 0.002, 0.70),
                     Rung("cheapest", "", 1000.0, 0.0001, 0.30)))  # fmt: skip
-    artifact = dataclasses.replace(constant_tiers(), metrics={"data": {"budget_ladder": {"tiers": {"*": tiers.to_json()}}}})
+    artifact = constant_tiers(BudgetLadders(tiers={"*": tiers}))
     gateway = Gateway(settings, encode=lambda texts: np.ones((len(texts), 4), dtype=np.float32), seed=0,
                       clock=lambda: now).start()  # fmt: skip
     try:

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from regret_gateway.bench.local import proxy_config
 from regret_gateway.config import EmbedderSpec
+from regret_gateway.servable import PublishedRouter
 from tests.gateway.conftest import CODE_PROMPT, KEYS, MODELS, PRICE, TRANSLATE_PROMPT, USAGE, request_cost
 
 pytestmark = pytest.mark.slow  # the real LiteLLM proxy, in-process
@@ -119,8 +120,7 @@ def publish(tmp, trained_router, **kw):
 
     path = save_artifact(
         tmp / "artifacts",
-        policy=trained_router.to_policy(),
-        tiers={"premium": 0.0, "standard": 200.0, "economy": 1000.0},
+        router=PublishedRouter.serving(trained_router.to_policy(), {"premium": 0.0, "standard": 200.0, "economy": 1000.0}),
         embedder={"model": EmbedderSpec().embedding_id},
         **kw,
     )
@@ -195,14 +195,17 @@ def test_hot_swap_then_tiers_route_differently(proxy, trained_router):
         ("support", CODE_PROMPT),
         ("support", TRANSLATE_PROMPT),
     ]:
+        sent = time.monotonic()
         r = chat(client, team, text)
+        waited_ms = 1000 * (time.monotonic() - sent)
         assert r.status_code == 200, r.text
         routed[team, text] = upstream_model(route)
         d = with_outcome(client, team, r.headers["x-regret-request-id"])
         assert d["router_version"] == path.name and d["mode"] == "policy" and d["propensity"] == 1.0
         assert d["chosen_model"] == routed[team, text] and set(d["scores"]) == set(MODELS)
         assert d["tier"] == ("premium" if team == "research" else "economy")
-        assert d["outcome"]["status"] == "success" and d["outcome"]["latency_ms"] >= 0
+        # the upstream call's duration, as LiteLLM timed it: within the time the client waited for its answer
+        assert d["outcome"]["status"] == "success" and 0 < d["outcome"]["latency_ms"] <= waited_ms
         assert d["outcome"]["cost_usd"] == pytest.approx(request_cost(routed[team, text]))
     assert routed["research", CODE_PROMPT] == "large" and routed["research", TRANSLATE_PROMPT] == "large"
     assert routed["support", CODE_PROMPT] == "small-a" and routed["support", TRANSLATE_PROMPT] == "small-b"
@@ -309,8 +312,7 @@ def test_corrupted_version_is_refused_and_the_old_one_stays(routed, trained_rout
     current = hook.router.artifact.version
     bad = save_artifact(
         tmp / "artifacts",
-        policy=trained_router.to_policy(),
-        tiers={"premium": 0.0},
+        router=PublishedRouter.serving(trained_router.to_policy(), {"premium": 0.0}),
         embedder={"model": EmbedderSpec().embedding_id},
     )
     with open(bad / "weights.npz", "r+b") as fh:  # flip bytes: checksum mismatch
@@ -381,7 +383,7 @@ def test_uniform_exploration_rate_and_propensities_match_epsilon(trained_router,
     tier = TierSpec(lam=1000.0, epsilon=0.3, exploration="uniform")
     settings = Settings(models=MODELS, default_tier="t", tiers={"t": tier})
     active = ActiveRouter(settings)
-    active._artifact = RouterArtifact("v", MODELS, {"t": 1000.0}, {"model": "m"}, trained_router.to_policy())
+    active._artifact = RouterArtifact("v", PublishedRouter.serving(trained_router.to_policy(), {"t": 1000.0}), {"model": "m"})
     x = encoder([CODE_PROMPT])[0]
     rng = np.random.default_rng(0)
     choices = [active.choose(x, "t", rng) for _ in range(6000)]
@@ -446,7 +448,11 @@ def test_an_artifact_for_another_embedding_size_is_refused_and_the_old_one_stays
     small = RMIntervalPolicy(
         MODELS, [0.0, 1000.0], MLPArrays.of(StackedMLP(2, 8, 3, (4,))), IntervalArrays.of(IntervalNets(1, 3))
     )
-    bad = save_artifact(tmp / "artifacts", policy=small, tiers={"premium": 0.0}, embedder={"model": EmbedderSpec().embedding_id})
+    bad = save_artifact(
+        tmp / "artifacts",
+        router=PublishedRouter.serving(small, {"premium": 0.0}),
+        embedder={"model": EmbedderSpec().embedding_id},
+    )
     activate(tmp / "artifacts", bad.name)
     assert not hook.router.refresh() and not hook.router.refresh()  # refused once, then remembered
     r = chat(client, "support", TRANSLATE_PROMPT)

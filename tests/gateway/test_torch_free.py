@@ -14,9 +14,10 @@ import pytest
 from sqlalchemy.orm import Session
 
 from regret_gateway.config import Settings, StoreSpec, TierSpec
-from regret_gateway.embedding import Embedder
+from regret_gateway.encoders.embedder import Embedder
+from regret_gateway.encoders.publish import publish_encoder
 from regret_gateway.evaluation.loaders import load_benchmark
-from regret_gateway.evaluation.world import write_world
+from regret_gateway.evaluation.synthetic import write_world
 from regret_gateway.retrain import RetrainOptions, retrain
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
@@ -80,7 +81,7 @@ def test_a_published_router_and_encoder_route_without_torch(tmp_path, kind):
     engine.dispose()
     assert result.status == "published", result.reason
 
-    meta = Embedder.from_settings(settings).export(tmp_path / "encoder")
+    meta = publish_encoder(Embedder.from_settings(settings), tmp_path / "encoder")
     assert meta["model"] == settings.embedder.model and meta["dim"] == X.shape[1]
     served = settings.model_copy(
         update={"embedder": settings.embedder.model_copy(update={"exported": str(tmp_path / "encoder")})}

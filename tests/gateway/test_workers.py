@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config, serve_process, wait_ready
 from regret_gateway.config import EmbedderSpec
+from regret_gateway.servable import PublishedRouter
 from regret_gateway.store.engine import make_engine
 from tests.store.conftest import PG_URL, _pg_admin, with_search_path
 
@@ -39,7 +40,9 @@ def _publish(root, dim: int) -> str:
         MODELS, [0.0, 1000.0], MLPArrays.of(StackedMLP(2, dim, 3, (16,))), IntervalArrays.of(IntervalNets(1, 3))
     )
     path = save_artifact(
-        root, policy=policy, tiers={"premium": 0.0, "economy": 1000.0}, embedder={"model": EmbedderSpec().embedding_id}
+        root,
+        router=PublishedRouter.serving(policy, {"premium": 0.0, "economy": 1000.0}),
+        embedder={"model": EmbedderSpec().embedding_id},
     )
     activate(root, path.name)
     return path.name

@@ -9,9 +9,9 @@ from regret_gateway.causal.propensity import LoggedPropensity
 from regret_gateway.evaluation.offline import evaluate_actions, reference_actions
 from regret_gateway.evaluation.simulation import simulate_logs
 from regret_gateway.nn.training import TrainConfig
-from regret_gateway.policy.base import TrainingData
 from regret_gateway.policy.learner import fit_training_data
 from regret_gateway.policy.registry import make_router, method_names
+from regret_gateway.policy.router import TrainingData
 from tests.conftest import make_world
 
 FAST = TrainConfig(max_epochs=300, patience=30)

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from regret_gateway.artifacts import active_version_id
 from regret_gateway.config import Settings
 from regret_gateway.retrain import publish
-from regret_gateway.servable import ConstantPolicy
+from regret_gateway.servable import ConstantPolicy, PublishedRouter
 from regret_gateway.store.schema import RouterVersion
 
 MODELS = ("a", "b")
@@ -27,7 +27,7 @@ def test_concurrent_publishers_each_add_a_version_and_active_names_the_newest(en
         def one(start: threading.Barrier = start, errors: list = errors) -> None:
             try:
                 start.wait()
-                publish(settings, engine, ConstantPolicy(MODELS, "a"), [], {})
+                publish(settings, engine, PublishedRouter.serving(ConstantPolicy(MODELS, "a"), {"standard": 0.0}), [], {})
             except BaseException as exc:  # noqa: BLE001 - reported below
                 errors.append(exc)
 

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from regret_gateway.store.queries import get_decision, traffic_summary
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord, StoreInputError, UnknownRequestError
 from regret_gateway.store.schema import Decision, Feedback, Outcome, RouterVersion
-from regret_gateway.store.training_set import export_training_set, training_set
+from regret_gateway.store.training_set import Logger, export_training_set, training_set
 from regret_gateway.store.writes import record_decisions, record_feedback, record_outcomes, record_version
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -258,7 +258,8 @@ def test_training_set_joins_filters_and_counts(engine):
         assert list(lg.action) == [1, 0, 1, 0, 1, 0, 1, 0] and list(lg.quality) == [1, 0, 0, 1, 0, 0, 1, 0]
         np.testing.assert_allclose(lg.cost, [1e-4 * (i + 1) for i in range(8)])
         assert np.all(lg.propensity == 0.5) and np.all(lg.lam == 100.0)
-        assert ts.loggers == ("standard|cold-start",) * 4 + ("standard|v1",) * 4  # rows r0-r7: v1 from r4
+        assert ts.loggers == (Logger("standard", None),) * 4 + (Logger("standard", "v1"),) * 4  # rows r0-r7: v1 from r4
+        assert ts.logger_codes().tolist() == [0] * 4 + [1] * 4
         assert np.array_equal(lg.X[:, 0], np.arange(8, dtype=np.float32))
         assert ts.router_versions == (None,) * 4 + ("v1",) * 4  # which policy logged each row (None: cold start)
         # team filter, time window and a fixed model list

@@ -5,7 +5,7 @@ cross-fitted production fits."""
 
 import numpy as np
 
-from regret_gateway.embedding import Embedder, default_cache_dir
+from regret_gateway.encoders.embedder import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.offline import OfflineConfig, make_trial
 from regret_gateway.policy.candidates import out_of_fold_fits

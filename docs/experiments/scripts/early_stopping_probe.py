@@ -20,7 +20,7 @@ import regret_gateway.policy.rm_interval as tiers
 from regret_gateway.bench import retrain_timing as rt
 from regret_gateway.config import Settings, StoreSpec
 from regret_gateway.nn.training import TrainConfig
-from regret_gateway.retrain import RetrainOptions, _read
+from regret_gateway.retrain import RetrainOptions, read_training_set
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 
@@ -41,7 +41,7 @@ def main() -> None:
     rt._fill(engine, n, 384, 0)
     settings = Settings(models=rt.MODELS, tiers=rt.TIERS, default_tier="standard", artifacts_dir=f"{tmp}/a",
                         store=StoreSpec(url=url))  # fmt: skip
-    logged = _read(settings, engine, RetrainOptions()).logged
+    logged = read_training_set(settings, engine, RetrainOptions()).logged
     train, held = logged.subset(np.arange(int(0.8 * n))), logged.subset(np.arange(int(0.8 * n), n))
     log = []
 
@@ -54,7 +54,9 @@ def main() -> None:
         module.train_members = recorded
     reference = candidates._train_config
     for name, config in SCHEDULES.items():
-        candidates._train_config = reference if config is None else (lambda rows, c=config: c if rows > 5_000 else reference(rows))
+        candidates._train_config = (
+            reference if config is None else (lambda rows, c=config: c if rows > 5_000 else reference(rows))
+        )
         log.clear()
         t0 = time.perf_counter()
         learner = candidates.fit_router(train, LAMS)

@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from regret_gateway.bench.gateway import _long_prompts, _prompts, _xlong_prompts
-from regret_gateway.embedding import Embedder, default_cache_dir
+from regret_gateway.bench.hook_latency import _long_prompts, _prompts, _xlong_prompts
+from regret_gateway.encoders.embedder import Embedder, default_cache_dir
 
 
 def main() -> None:

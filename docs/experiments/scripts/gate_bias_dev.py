@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 from regret_gateway.config import TierSpec
-from regret_gateway.embedding import Embedder, default_cache_dir
+from regret_gateway.encoders.embedder import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.offline import OfflineConfig, make_trial
 from regret_gateway.policy.candidates import FIXED, evaluate, learned_candidates, out_of_fold_fits

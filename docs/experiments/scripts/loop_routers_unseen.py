@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from regret_gateway.artifacts import load_artifact
-from regret_gateway.embedding import Embedder, default_cache_dir
+from regret_gateway.encoders.embedder import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 
 bench = load_benchmark("../shared/data/llmrouter/llmrouter_train.csv.gz")

@@ -20,6 +20,7 @@ import regret_gateway.retrain as retrain_module
 from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.config import load_settings
 from regret_gateway.policy.regions import clustered_se
+from regret_gateway.retrain import pipeline
 from regret_gateway.store.engine import make_engine
 
 work, until = Path(sys.argv[1]), datetime.fromisoformat(sys.argv[2]).replace(tzinfo=timezone.utc)
@@ -52,7 +53,7 @@ def choose(quality, cost, logged, space, groups, b, lam, **kw):
     return choice
 
 
-candidates.held_out_rows = retrain_module.held_out_rows = held  # type: ignore[assignment]
+candidates.held_out_rows = pipeline.held_out_rows = held  # type: ignore[assignment]
 candidates.choose_regions = choose  # type: ignore[assignment]
 result = retrain_module.retrain(settings, make_engine(settings.store.url), retrain_module.RetrainOptions(until=until, n_boot=100))
 print(result.status, result.reason)

@@ -16,7 +16,7 @@ import numpy as np
 from dev_trials import utility_x100
 
 from regret_gateway.context import SizeFeature
-from regret_gateway.embedding import Embedder, default_cache_dir
+from regret_gateway.encoders.embedder import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.offline import OfflineConfig, make_trial, reference_actions, served_actions
 from regret_gateway.tokens import count_tokens

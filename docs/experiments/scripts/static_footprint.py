@@ -60,7 +60,8 @@ def publish(root: Path, kind: str) -> str:
 
     from regret_gateway.artifacts import activate, save_artifact
     from regret_gateway.config import Settings
-    from regret_gateway.embedding import Embedder
+    from regret_gateway.encoders.embedder import Embedder
+    from regret_gateway.encoders.publish import publish_encoder
     from regret_gateway.nn.networks import IntervalNets, StackedMLP
     from regret_gateway.servable import Candidate, IntervalArrays, MLPArrays, OutcomePolicy, PerTierPolicy, RMIntervalPolicy
 
@@ -69,7 +70,7 @@ def publish(root: Path, kind: str) -> str:
             "artifacts_dir": str(root / "artifacts"), "store": {"url": f"sqlite:///{root}/gw.db", "spill_dir": str(root / "spill")}}  # fmt: skip
     settings = Settings.model_validate({**base, "embedder": {"kind": kind, "device": "cpu", "onnx_cache": str(root / "cache")}})
     embedder = Embedder.from_settings(settings)
-    embedder.export(root / "encoder")
+    publish_encoder(embedder, root / "encoder")
     dim = embedder.dimension
     torch.manual_seed(0)
     nets, intervals = MLPArrays.of(StackedMLP(3, dim, 3)), IntervalArrays.of(IntervalNets(2, 3))

@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from regret_gateway.embedding import Embedder, default_cache_dir
+from regret_gateway.encoders.embedder import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.simulation import simulate_logs
 from regret_gateway.nn.training import TrainConfig

@@ -65,10 +65,10 @@ def backend_agreement(
     import torch
 
     from regret_gateway.data import FullFeedback
-    from regret_gateway.embedding import Embedder, default_cache_dir
+    from regret_gateway.encoders.embedder import Embedder, default_cache_dir
     from regret_gateway.evaluation.loaders import load_benchmark
-    from regret_gateway.policy.base import TrainingData
     from regret_gateway.policy.registry import make_router
+    from regret_gateway.policy.router import TrainingData
 
     bench = load_benchmark(data, limit=limit, seed=seed)
     texts = list(bench.prompts)

@@ -57,7 +57,7 @@ def _per_call_us(fn, n: int) -> tuple[float, float]:
 
 
 def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -> RoutingBench:
-    from regret_gateway.bench.gateway import MODELS, _publish_random_router
+    from regret_gateway.bench.hook_latency import MODELS, _publish_random_router
     from regret_gateway.config import EmbedderSpec, Settings
     from regret_gateway.gateway.decisions import ActiveRouter
     from regret_gateway.store.engine import make_engine
@@ -95,14 +95,16 @@ def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -
         artifact = router.artifact
         assert artifact is not None
         for n in (1, 32, batch):
-            p50, p99 = _per_call_us(lambda n=n: artifact.logits(X[:n], 200.0), max(20, calls // max(1, n // 32)))
+            p50, p99 = _per_call_us(
+                lambda n=n: artifact.router.logits("standard", X[:n], 200.0), max(20, calls // max(1, n // 32))
+            )
             rows.append(StepTiming(f"policy forward, batch {n}", p50, p99, n / (p50 / 1e6)))
         # the same tier network run by torch, as the gateway did before routing moved to numpy
         import torch
 
         from regret_gateway.nn.networks import StackedMLP
 
-        arrays = artifact.policy.policy_for(200.0).tier_arrays  # type: ignore[attr-defined]
+        arrays = artifact.router.tiers["standard"].policy.tier_arrays  # type: ignore[attr-defined]
         tier_net = StackedMLP.from_arrays(arrays.weights, arrays.biases)
         x1 = torch.as_tensor(X[:1])
         with torch.no_grad():

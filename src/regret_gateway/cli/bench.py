@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from regret_gateway.cli.base import _counts, _fail, _floats, bench_app
+from regret_gateway.cli.options import _counts, _fail, _floats, bench_app
 
 DEFAULT_PG_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
 
@@ -112,7 +112,7 @@ def bench_gateway(
     than one model: that row is printed too). Each cell is warmed up, then all three are measured in
     alternation --repeats times (so all see the same machine; at concurrency 1 they take turns every 10
     requests) and pooled; the backends take turns cell by cell."""
-    from regret_gateway.bench.gateway import BACKENDS, PROMPT_SETS, run_gateway_bench
+    from regret_gateway.bench.hook_latency import BACKENDS, PROMPT_SETS, run_gateway_bench
 
     levels = tuple(int(c) for c in _floats(concurrency, "--concurrency"))
     chosen = tuple(b.strip() for b in backends.split(",") if b.strip())

@@ -9,8 +9,8 @@ from typing import Optional
 
 import typer
 
-from regret_gateway.cli.base import _clip, _fail, _floats, _require_extra, bench_app
-from regret_gateway.embedding import default_cache_dir
+from regret_gateway.cli.options import _clip, _fail, _floats, _require_extra, bench_app
+from regret_gateway.encoders.embedder import default_cache_dir
 
 # The registry's names (policy/registry.py), written out so that --help imports no torch; a test keeps them equal.
 METHODS = (
@@ -135,7 +135,7 @@ def bench_offline(
     """
     _require_extra("bench offline", "train", ("xgboost", "matplotlib"))
     from regret_gateway.context import PAPER_TEMPLATE, ContextCode
-    from regret_gateway.embedding import Embedder
+    from regret_gateway.encoders.embedder import Embedder
     from regret_gateway.evaluation.loaders import load_benchmark
     from regret_gateway.evaluation.offline import OfflineConfig, run_offline
     from regret_gateway.evaluation.report import summarize, write_outputs

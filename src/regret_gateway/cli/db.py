@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from regret_gateway.cli.base import CONFIG_OPTION, URL_OPTION, _duration, _fail, _store_url, _utc, db_app
+from regret_gateway.cli.options import CONFIG_OPTION, URL_OPTION, _duration, _fail, _store_url, _utc, db_app
 
 
 @db_app.command("upgrade")

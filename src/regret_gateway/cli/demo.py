@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from regret_gateway.cli.base import _fail, _floats, _require_extra, app
+from regret_gateway.cli.options import _fail, _floats, _require_extra, app
 
 
 @app.command("demo")
@@ -255,6 +255,6 @@ def world_cmd(
     """Write the project's generated full-feedback world (five task families x three difficulties, four
     models, costs from tokens x list prices, recorded responses) -- the demo's default data, usable by
     `bench offline --data` and `demo --data`."""
-    from regret_gateway.evaluation.world import write_world
+    from regret_gateway.evaluation.synthetic import write_world
 
     typer.echo(f"wrote {write_world(out, n=n, seed=seed)}")

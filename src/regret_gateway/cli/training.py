@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from regret_gateway.cli.base import (
+from regret_gateway.cli.options import (
     CONFIG_OPTION,
     STORE_UNREACHABLE,
     URL_OPTION,
@@ -245,7 +245,7 @@ def import_logs_cmd(
     from sqlalchemy.exc import SQLAlchemyError
 
     from regret_gateway.config import load_settings
-    from regret_gateway.embedding import Embedder
+    from regret_gateway.encoders.embedder import Embedder
     from regret_gateway.importer import import_logs
     from regret_gateway.store.engine import make_engine
     from regret_gateway.store.migrate import upgrade

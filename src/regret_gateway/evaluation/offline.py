@@ -31,9 +31,9 @@ from regret_gateway.data import FullFeedback, LoggedFeedback
 from regret_gateway.evaluation.loaders import Benchmark
 from regret_gateway.evaluation.simulation import simulate_logs
 from regret_gateway.nn.training import OUTCOME_PRESET, preset
-from regret_gateway.policy.base import Router, TrainingData
 from regret_gateway.policy.learner import fit_training_data
 from regret_gateway.policy.registry import method_names, router_class
+from regret_gateway.policy.router import Router, TrainingData
 from regret_gateway.servable import Candidate
 
 REFERENCES = ("single-best", "oracle")
@@ -247,8 +247,9 @@ def served_actions(
 
     lams = [float(lam) for lam in lambdas]
     fits = out_of_fold_fits(logs, lams, folds=folds, every=cross_fitted, seed=seed, precision=precision)
-    rows, policy = evaluate(fits, [(f"lambda={lam:g}", TierSpec(lam=lam)) for lam in lams], None, seed=seed, size=size)
-    return np.stack([policy.choose(test_X, lam) for lam in lams]), [policy.candidate_for(lam) for lam in lams]
+    names = [f"lambda={lam:g}" for lam in lams]
+    rows, router = evaluate(fits, [(name, TierSpec(lam=lam)) for name, lam in zip(names, lams)], None, seed=seed, size=size)
+    return np.stack([router.choose(name, test_X) for name in names]), [router.tiers[name].candidate for name in names]
 
 
 def _diagnostics(nuisance: Nuisance, scores, logs, full_train: FullFeedback) -> dict[str, float]:

@@ -20,7 +20,9 @@ probability another model (:func:`exploration_distribution`):
 * ``uniform``: epsilon-greedy, each model epsilon / T and t* 1 - epsilon + epsilon / T.
 
 The logged propensity is the exact probability of the chosen model under that distribution.
-Cold start (no router yet): uniform over the models (p = 1/T), or a configured default model.
+Cold start (no router yet): uniform over the models (p = 1/T), or a configured default model. A tier the
+published router does not hold (a tier added to the config since the last retrain) goes to its fallback
+model (mode ``fallback``) until a retrain publishes a policy for it.
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ class ActiveRouter:
         self._lock = threading.Lock()
         self.reloads = 0
         self._column_map: tuple[RouterArtifact, np.ndarray] | None = None
+        self.unpublished = 0  # requests of a tier the active router holds no policy for: sent to their fallback
         self.model_costs: dict[str, float] = {}  # mean cost per answer in the store (the gateway's steerer sets it)
         self.cost_lines: dict[str, CostLine] = {}  # cost per answer as a line in the prompt's tokens (the same)
 
@@ -138,6 +141,9 @@ class ActiveRouter:
             self._artifact = artifact  # one reference assignment: requests see the old or the new router
             self.reloads += 1
             log.warning("regret-gateway: now routing with version %s (was %s)", version, current)
+            if missing := sorted(set(self.settings.tiers) - set(artifact.router.tiers)):
+                log.warning("regret-gateway: version %s holds no policy for tier(s) %s: their requests go to their "
+                            "fallback model until a retrain publishes one", version, ", ".join(missing))  # fmt: skip
             return True
 
     def _columns(self, artifact: RouterArtifact) -> np.ndarray:
@@ -158,9 +164,10 @@ class ActiveRouter:
         cap = spec.max_cost_per_request_usd
         if cap is None:
             return p, best, scores
-        return self._capped(p, best, scores, artifact, X, cap, spec.lam, prompt_tokens)
+        return self._capped(p, best, scores, artifact, X, cap, tier, prompt_tokens)
 
-    def predicted_costs(self, artifact: RouterArtifact | None, X: np.ndarray, prompt_tokens: float | None = None) -> np.ndarray:
+    def predicted_costs(self, artifact: RouterArtifact | None, X: np.ndarray, prompt_tokens: float | None = None,
+                        tier: str | None = None) -> np.ndarray:  # fmt: skip
         """(n, T) each configured model's predicted cost (USD) for the requests ``X`` (n, d): with the request's
         ``prompt_tokens``, the model's cost line in the store where it has one (``cost_lines``: what its
         answers cost for their prompts' sizes, so a long prompt is predicted dear); else the router's cost
@@ -169,22 +176,22 @@ class ActiveRouter:
         store's figures are set by the gateway's steerer."""
         models = self.settings.models
         out = np.tile([self.model_costs.get(m, np.nan) for m in models], (len(X), 1))
-        u0 = None if artifact is None else artifact.utility_estimates(X, 0.0)
+        u0 = None if artifact is None else artifact.router.utility_estimates(X, 0.0, tier)
         if artifact is not None and u0 is not None:
-            out[:, self._columns(artifact)] = u0 - artifact.utility_estimates(X, 1.0)  # type: ignore[operator]
+            out[:, self._columns(artifact)] = u0 - artifact.router.utility_estimates(X, 1.0, tier)  # type: ignore[operator]
         if prompt_tokens is not None:
             for t, m in enumerate(models):
                 if (line := self.cost_lines.get(m)) is not None:
                     out[:, t] = line.cost(prompt_tokens)
         return out
 
-    def _capped(self, p: np.ndarray, best: int, scores: dict | None, artifact, X: np.ndarray, cap: float, lam: float,
+    def _capped(self, p: np.ndarray, best: int, scores: dict | None, artifact, X: np.ndarray, cap: float, tier: str,
                 prompt_tokens: float | None = None):  # fmt: skip
         """``p`` without the models predicted to cost more than ``cap`` (every model's, if all do: the cheapest
         predicted stays); their probability goes to the allowed model the router scores highest (ties, as
-        under a constant: the one the utility estimates at ``lam`` rank first). Exact: the request is drawn
+        under a constant: the one the utility estimates at the tier's lambda rank first). Exact: the request is drawn
         from what is returned."""
-        costs = self.predicted_costs(artifact, X, prompt_tokens)[0]
+        costs = self.predicted_costs(artifact, X, prompt_tokens, tier)[0]
         allowed = ~(costs > cap)  # a model whose cost nothing predicts stays allowed
         if not allowed.any():
             allowed = costs == np.nanmin(costs)
@@ -196,7 +203,8 @@ class ActiveRouter:
             for m, v in (scores or {}).items():
                 score[models.index(m)] = v
             utility = np.zeros(len(models))
-            estimates = None if artifact is None else artifact.utility_estimates(X, lam)
+            lam = self.settings.tiers[tier].lam
+            estimates = None if artifact is None else artifact.router.utility_estimates(X, lam, tier)
             if estimates is not None:
                 utility[self._columns(artifact)] = estimates[0]
             best = int(max(np.flatnonzero(allowed), key=lambda t: (score[t], utility[t], p[t])))
@@ -215,10 +223,13 @@ class ActiveRouter:
                                              min_propensity=spec.min_propensity)  # fmt: skip
                 return p, best, None
             return np.full(T, 1.0 / T), 0, None
+        if artifact.router.tier(tier) is None:  # not published yet: the tier's fallback (choose() logs it as one)
+            best = settings.models.index(fallback_model(settings, tier))
+            return np.eye(T)[best], best, None
         if spec.epsilon > 0 and spec.exploration != "uniform":
-            logits, estimates = artifact.logits_and_utilities(X, spec.lam)
+            logits, estimates = artifact.router.logits_and_utilities(tier, X, spec.lam)
         else:
-            logits, estimates = artifact.logits(X, spec.lam), None
+            logits, estimates = artifact.router.logits(tier, X, spec.lam), None
         logits = logits[0]
         columns = self._columns(artifact)
         scores = {m: float(v) for m, v in zip(artifact.model_names, logits)}
@@ -250,6 +261,9 @@ class ActiveRouter:
             # the uniform cold start as _uncapped gives it, drawn as before distributions existed (a seed's replay unchanged)
             t = int(rng.integers(len(models)))
             return Choice(models[t], 1.0 / len(models), "cold_start", None)
+        if position is None and artifact is not None and artifact.router.tier(tier) is None:
+            self.unpublished += 1
+            return Choice(fallback_model(settings, tier), 1.0, "fallback", artifact.version)
         p, best, scores = self.distribution(X, tier, position=position, ladder=ladder, cheapest=cheapest, artifact=artifact,
                                             prompt_tokens=prompt_tokens)  # fmt: skip
         t = int(np.searchsorted(np.cumsum(p), rng.random(), side="right"))

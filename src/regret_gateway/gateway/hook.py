@@ -50,6 +50,7 @@ from regret_gateway.config import load_settings
 from regret_gateway.context import render
 from regret_gateway.gateway.batcher import Overloaded
 from regret_gateway.gateway.decisions import Choice, fallback_model
+from regret_gateway.gateway.messages import answer_text, answered_by, count_stream_usage, routed_text
 from regret_gateway.gateway.runtime import Gateway
 from regret_gateway.gateway.tiers import BadTierRequest, TierNotAllowed, resolve_tier
 from regret_gateway.store.records import DecisionRecord, OutcomeRecord, prompt_hash, team_key
@@ -63,47 +64,6 @@ CHOSEN_HEADER = "x-regret-chosen-model"  # the response header with the model th
 TIER_HEADER = "x-regret-tier"  # the response header with the tier it was routed for
 NO_EMBEDDING = "none"  # embedding_model of fallback decisions made before an embedding existed
 _MAX_PENDING = 100_000  # decisions waiting for their success/failure event
-
-
-def routed_text(messages: list | None) -> str:
-    """The text the router sees: the last user turn (and the system prompt, if any), as plain text."""
-    if not messages:
-        return ""
-
-    def content(m) -> str:
-        c = m.get("content") if isinstance(m, dict) else None
-        if isinstance(c, list):  # OpenAI content parts
-            return " ".join(p.get("text", "") for p in c if isinstance(p, dict))
-        return c if isinstance(c, str) else ""
-
-    users = [content(m) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
-    system = [content(m) for m in messages if isinstance(m, dict) and m.get("role") == "system"]
-    return "\n".join([*system[:1], *(users[-1:] or [content(messages[-1])])]).strip()
-
-
-def answer_text(response) -> str:
-    """The text of a chat completion's first choice ('' when there is none, e.g. a stream's summary)."""
-    try:
-        choice = response.choices[0]
-        content = choice.message.content if hasattr(choice, "message") else choice["message"]["content"]
-    except (AttributeError, IndexError, KeyError, TypeError):
-        return ""
-    return content if isinstance(content, str) else ""
-
-
-def _count_stream_usage(data: dict) -> None:
-    """Have a routed stream's cost and tokens counted: LiteLLM asks the upstream for the stream's usage
-    (``stream_options.include_usage``) only where the client did or the *requested* model supports it --
-    decided on the virtual model's name, before this hook routes -- and without usage it logs a stream at
-    $0 and no tokens. Ask for it for the routed model; where the client did not, LiteLLM strips the usage
-    chunk from what the client receives (``_litellm_strip_stream_usage``), and where the upstream sends none
-    LiteLLM counts the assembled stream's tokens itself."""
-    options = data.get("stream_options")
-    options = dict(options) if isinstance(options, dict) else {}
-    if options.get("include_usage") is True:
-        return
-    data["stream_options"] = {**options, "include_usage": True}
-    data["_litellm_strip_stream_usage"] = True
 
 
 @dataclass
@@ -126,19 +86,6 @@ class _Pending:
 
 
 STREAM_GRACE_S = 30.0  # how long a stream the client left waits for LiteLLM's success event (its cost) before it is logged
-
-
-def answered_by(source) -> str | None:
-    """The model group whose answer this is, as LiteLLM reports it: a success event's standard logging
-    object (``model_group``), or a response's hidden ``x-litellm-model-group`` header. A LiteLLM fallback's
-    group where one answered for the routed model; None where it is not said."""
-    if isinstance(source, dict):
-        group = source.get("model_group")
-    else:
-        hidden = getattr(source, "_hidden_params", None)
-        headers = (hidden.get("additional_headers") or {}) if isinstance(hidden, dict) else {}
-        group = headers.get("x-litellm-model-group") if isinstance(headers, dict) else None
-    return group if isinstance(group, str) and group else None
 
 
 class RegretRouterHook(CustomLogger):
@@ -235,7 +182,7 @@ class RegretRouterHook(CustomLogger):
             gw.counters[choice.mode] += 1
         data["model"] = choice.model
         if data.get("stream") is True:
-            _count_stream_usage(data)
+            count_stream_usage(data)
         metadata["regret_gateway"] = {
             "request_id": request_id,
             "tier": tier,

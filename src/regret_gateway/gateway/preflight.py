@@ -45,7 +45,7 @@ def check_embedder(settings: Settings) -> None:
     CPU, or a model to load without torch/transformers installed."""
     import importlib.util
 
-    from regret_gateway.embedding import TORCH_EXTRA_HINT, Embedder
+    from regret_gateway.encoders.embedder import TORCH_EXTRA_HINT, Embedder
 
     e = settings.embedder
     try:
@@ -53,14 +53,14 @@ def check_embedder(settings: Settings) -> None:
     except ValueError as exc:
         raise DeploymentError(str(exc)) from None
     if e.exported is not None and e.kind == "static":
-        from regret_gateway.static_encoder import StaticError, read_static
+        from regret_gateway.encoders.static import StaticError, read_static
 
         try:
             read_static(e.exported, model=e.model, dims=e.static_dims)
         except StaticError as exc:
             raise DeploymentError(f"embedder.exported: {exc}") from None
     elif e.exported is not None:
-        from regret_gateway.exported_encoder import ExportError, read_exported
+        from regret_gateway.encoders.exported import ExportError, read_exported
 
         if importlib.util.find_spec("onnxruntime") is None:
             raise DeploymentError("embedder.exported: a published ONNX encoder runs on ONNX Runtime: pip install "

@@ -135,8 +135,8 @@ class Gateway:
             self.judge = Judge(settings, self.writer.submit, complete=judge_complete, rng=judge_rng)
 
     def _budget_ladder(self, team: str, kind: str) -> Ladder | None:
-        """The active router's ``kind`` ladder for a budgeted team (``retrain`` publishes them:
-        ``data.budget_ladder``; a team it did not value gets everyone's, ``"*"``), without its dominated
+        """The active router's ``kind`` ladder for a budgeted team (``retrain`` publishes them beside the
+        tiers; a team it did not value gets everyone's), without its dominated
         rungs where the team's budget says so; None before any."""
         budget = self.settings.teams[team].budget
         return published_ladder(self.router.artifact, team, kind, budget is not None and budget.drop_dominated)
@@ -183,7 +183,7 @@ class Gateway:
             s = self.settings
             try:
                 if self._encode is None:
-                    from regret_gateway.embedding import Embedder
+                    from regret_gateway.encoders.embedder import Embedder
 
                     # the hook renders the request's context template (context.render) before embedding
                     self._encode = Embedder.from_settings(s).encode
@@ -300,6 +300,7 @@ class Gateway:
             **self.counters,
             router_version=getattr(self.router.artifact, "version", None),
             router_reloads=self.router.reloads,
+            unpublished_tier=self.router.unpublished,
             embedding_backend=self.embedding_backend,
             embedding_batches=self.batcher.batches,
             embedding_cache_hits=self.batcher.cache_hits,
@@ -327,6 +328,7 @@ class GatewayStats:
     retried: int  # answered after LiteLLM retried the upstream call
     router_version: str | None
     router_reloads: int
+    unpublished_tier: int  # of the fallbacks, a tier the active router holds no policy for (added since its retrain)
     embedding_backend: str | None  # static / torch / onnx / onnx-int8, once loaded
     embedding_batches: int
     embedding_cache_hits: int

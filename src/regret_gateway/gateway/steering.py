@@ -124,14 +124,8 @@ class Steerer:
 
 def published_ladder(artifact, team: str, kind: str, drop_dominated: bool = False) -> Ladder | None:
     """The ``kind`` ladder (``frontier`` or ``tiers``, the latter with forecast costs) ``artifact`` publishes
-    for ``team`` (``data.budget_ladder``: the team's own, else everyone's, ``"*"``); None where it publishes
-    none (or none readable). ``drop_dominated``: the tiers' ladder without the rungs it flags as dominated
-    (:meth:`~regret_gateway.ladder.Ladder.undominated`)."""
-    data = ((getattr(artifact, "metrics", None) or {}).get("data") or {}).get("budget_ladder") or {}
-    published = data.get(kind)
-    rungs = (published.get(team) or published.get("*")) if isinstance(published, dict) else None
-    try:
-        ladder = Ladder.from_json(rungs) if rungs else None
-    except (TypeError, ValueError):
-        return None
+    for ``team`` (:attr:`~regret_gateway.servable.PublishedRouter.ladders`: the team's own, else everyone's);
+    None where it publishes none. ``drop_dominated``: the tiers' ladder without the rungs it flags as
+    dominated (:meth:`~regret_gateway.ladder.Ladder.undominated`)."""
+    ladder = None if artifact is None else artifact.router.ladders.of(team, kind)
     return ladder.undominated() if ladder is not None and kind == "tiers" and drop_dominated else ladder

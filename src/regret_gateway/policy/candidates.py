@@ -30,7 +30,7 @@ from regret_gateway.data import LoggedFeedback
 from regret_gateway.ope import LoggedData, PolicyValue, Selection, select
 from regret_gateway.policy.cluster import SharedCentroids
 from regret_gateway.policy.regions import MAX_REGIONS, RegionChoice, choose_regions, fit_regions, region_policy
-from regret_gateway.servable import Candidate, ConstantPolicy, PerTierPolicy, ServablePolicy, unit_rows
+from regret_gateway.servable import Candidate, ConstantPolicy, PublishedRouter, ServablePolicy, ServedTier, unit_rows
 
 FOLDS = 5  # retrain's number of folds up to TWO_FOLDS_FROM rows (RetrainOptions.folds: default_folds)
 TWO_FOLDS_FROM = 60_000  # past this many rows retrain cross-fits with two folds (default_folds)
@@ -227,18 +227,11 @@ def learned_candidates(
     return policies, cluster.k_
 
 
-def _serving(active: RouterArtifact | None, lam: float, model_names: tuple[str, ...]) -> tuple[Candidate, ServablePolicy] | None:
-    """(candidate, policy) of what the active artifact serves at ``lam``, if it routes over the same models. An
-    artifact of one bare policy (not what retrain publishes) is a learned incumbent of its kind, or the
-    constant it is."""
-    if active is None or active.model_names != model_names:
-        return None
-    policy, version = active.policy, active.version
-    if isinstance(policy, PerTierPolicy):
-        return policy.candidate_for(lam).of_version(version), policy.policy_for(lam)
-    if isinstance(policy, ConstantPolicy):
-        return Candidate(FIXED, policy.model, version), policy
-    return None if policy.kind in Candidate.SAFE else (Candidate(policy.kind, version=version), policy)
+def _serving(active: RouterArtifact | None, tier: str, model_names: tuple[str, ...]) -> tuple[Candidate, ServablePolicy] | None:
+    """(candidate, policy) of what the active artifact serves tier ``tier``, if it holds that tier and routes
+    over the same models."""
+    served = None if active is None or active.model_names != model_names else active.router.tier(tier)
+    return None if served is None else (served.candidate.of_version(active.version), served.policy)  # type: ignore[union-attr]
 
 
 @dataclass(frozen=True)
@@ -269,7 +262,7 @@ def evaluate(
     regions: bool = True,
     held: HeldOutRows | None = None,
     size: SizeFeature | None = None,
-) -> tuple[list[TierEvaluation], PerTierPolicy]:
+) -> tuple[list[TierEvaluation], PublishedRouter]:
     """Per tier: every candidate's DR/SNIPS value on the held-out folds' rows (every row when cross-fitted)
     and the choice of what to serve (:func:`regret_gateway.ope.select`). A learned candidate's choice on
     fold k and the outcome models' predictions there come from ``fits.learners[k]``; the best constant
@@ -277,10 +270,10 @@ def evaluate(
     fold's and the fit's own -- (the most data for the fixed choice; that the evaluation rows chose it
     favours it in the comparison, which errs on the safe side). The safe default departs from it only in
     the regions the held-out rows' DR scores prove (:mod:`regret_gateway.policy.regions`). ``loggers``
-    (n,) names the policy that logged each row (tier and router version, :func:`regret_gateway.store.training_set.logger_labels`): each
+    (n,) names the policy that logged each row (tier and router version, :func:`regret_gateway.store.training_set.loggers_of`): each
     logger's DR correction is then weighted by what it knows about a candidate's choices
     (:mod:`regret_gateway.ope`); the bootstrap resamples prompts (rows with one embedding). Returns the
-    evaluations and the per-tier policy they describe -- the learned candidates of the first fold's fit
+    evaluations and the published router they describe (each tier by name) -- the learned candidates of the first fold's fit
     -- with its R&C outcome networks as the utility estimator (exploration reads it, whatever a tier
     serves). ``held``: the held-out rows where the caller has them already (:func:`held_out_rows` with the
     same ``loggers``). ``size``: the size feature the rows carry last, if they do: the priced router
@@ -317,9 +310,9 @@ def evaluate(
         for label in labels
     }
     gated: list[_Gated] = []  # per tier: the gate's choice among its candidates
-    for i, (_, spec) in enumerate(tiers):
+    for i, (name, spec) in enumerate(tiers):
         best = scores.best_constant(spec.lam)
-        prior = _serving(active, spec.lam, names)
+        prior = _serving(active, name, names)
         current = None if prior is None or prior[0].safe else prior  # a safe default is re-derived, not kept
         # the baseline is sticky: a tier serving a safe default keeps its constant (another constant must pass
         # the gate as a challenger); its regions are re-derived from these logs
@@ -356,7 +349,7 @@ def evaluate(
     published_choices = {
         label: dict(zip(ix, published[label].choices(hold.X, [lams[i] for i in ix]))) for label, ix in serving.items() if ix
     }
-    rows, served_policies, served_candidates = [], [], []
+    rows, served_tiers = [], {}
     for i, ((name, spec), g) in enumerate(zip(tiers, gated)):
         sel = g.sel
         chosen, chosen_policy = g.pool[sel.served]
@@ -370,7 +363,6 @@ def evaluate(
             TierEvaluation(name, spec.lam, sel.served, g.incumbent, reason, sel.values, sel.gain, sel.gain_ci, changing,
                            {m: float(v) for m, v in zip(names, mix)}, changed, g.choice.n_adopted, space.n_regions)
         )  # fmt: skip
-        served_policies.append(chosen_policy)
-        served_candidates.append(chosen.of_version(None))  # published in the new version
+        served_tiers[name] = ServedTier(spec.lam, chosen.of_version(None), chosen_policy)  # published in the new version
     estimator = published["r-and-c"]  # this retrain's outcome networks: every tier's utility estimates for exploration
-    return rows, PerTierPolicy(lams, served_policies, served_candidates, estimator)
+    return rows, PublishedRouter(served_tiers, estimator)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from regret_gateway.policy.base import Lambdas, Router, TrainingData, check_lambdas, row_regret
+from regret_gateway.policy.router import Lambdas, Router, TrainingData, check_lambdas, row_regret
 from regret_gateway.servable import ClusterPolicy, unit_rows
 
 

@@ -18,10 +18,10 @@ import numpy as np
 
 from regret_gateway.causal.stats import percentile_interval
 from regret_gateway.config import Settings
-from regret_gateway.ladder import CHEAPEST, Ladder, Rung, frontier_ladder
+from regret_gateway.ladder import CHEAPEST, EVERYONE, BudgetLadders, Ladder, Rung, frontier_ladder
 from regret_gateway.ope import ALPHA, DR, LoggedData
 from regret_gateway.policy.candidates import N_BOOT
-from regret_gateway.servable import ServablePolicy
+from regret_gateway.servable import PublishedRouter
 
 MIN_TEAM_ROWS = 1_000  # a budgeted team's frontier is valued on its own requests from this many; else on everyone's
 
@@ -69,14 +69,14 @@ def flag_dominated(rungs: list[Rung], actions: list[np.ndarray], data: LoggedDat
     return out
 
 
-def ladders(settings: Settings, policy: ServablePolicy, X: np.ndarray, data: LoggedData, *, n_boot: int = N_BOOT,
+def ladders(settings: Settings, router: PublishedRouter, X: np.ndarray, data: LoggedData, *, n_boot: int = N_BOOT,
             seed: int = 0) -> dict[str, Ladder]:  # fmt: skip
     """The two ladders of the held-out requests ``X`` (n, d) with their evaluation ``data`` (columns:
-    ``policy.model_names``), every rung with its estimated cost and quality per request: ``"frontier"``, the
-    upper hull of every model of ``policy`` and every tier's policy (valued as the module says), and
+    ``router.model_names``), every rung with its estimated cost and quality per request: ``"frontier"``, the
+    upper hull of every model of ``router`` and every tier's policy (valued as the module says), and
     ``"tiers"``, the tiers by lambda and then the cheapest model (the default ladder, with its forecast),
     each rung flagged where another dominates it (:func:`flag_dominated`)."""
-    names = list(policy.model_names)
+    names = list(router.model_names)
 
     def point(kind: str, name: str, lam: float, actions: np.ndarray) -> Rung:
         _, quality, cost = data.outcomes(actions, 0.0)
@@ -85,7 +85,7 @@ def ladders(settings: Settings, policy: ServablePolicy, X: np.ndarray, data: Log
     model_actions = {name: np.full(len(X), t) for t, name in enumerate(names) if name in settings.models}
     models = [point("model", name, 0.0, a) for name, a in model_actions.items()]
     by_lambda = settings.tiers_by_lambda()
-    tier_actions = [policy.choose(X, spec.lam) for _, spec in by_lambda]
+    tier_actions = [router.choose(name, X, spec.lam) for name, spec in by_lambda]
     tiers = [point("tier", name, spec.lam, a) for (name, spec), a in zip(by_lambda, tier_actions)]
     cheapest = min(models, key=lambda r: r.usd)  # type: ignore[arg-type, return-value]
     ladder = [*tiers, Rung(CHEAPEST, "", tiers[-1].lam, cheapest.usd, cheapest.quality)]
@@ -96,10 +96,10 @@ def ladders(settings: Settings, policy: ServablePolicy, X: np.ndarray, data: Log
     }
 
 
-def budget_ladders(settings: Settings, policy: ServablePolicy, X: np.ndarray, data: LoggedData,
+def budget_ladders(settings: Settings, router: PublishedRouter, X: np.ndarray, data: LoggedData,
                    team_rows: dict[str, np.ndarray], created_at: np.ndarray, *, n_boot: int = N_BOOT,
-                   seed: int = 0) -> dict[str, dict[str, list[dict]]]:  # fmt: skip
-    """What retrain publishes as ``data.budget_ladder``: per kind (``"frontier"``, ``"tiers"``:
+                   seed: int = 0) -> BudgetLadders:  # fmt: skip
+    """What retrain publishes beside the tiers (:attr:`PublishedRouter.ladders`): per kind (``"frontier"``, ``"tiers"``:
     :func:`ladders`) ``"*"``, the ladder of every held-out request ``X`` (for a team without enough requests
     of its own, or one added after this retrain), and per budgeted team with MIN_TEAM_ROWS held-out
     requests (``team_rows``: each budgeted team's rows), the ladder of those of its budget period's length
@@ -107,13 +107,13 @@ def budget_ladders(settings: Settings, policy: ServablePolicy, X: np.ndarray, da
     a team's first period starts."""
     from regret_gateway.budgets import period_bounds
 
-    out: dict[str, dict[str, list[dict]]] = {"frontier": {}, "tiers": {}}
+    out: dict[str, dict[str, Ladder]] = {"frontier": {}, "tiers": {}}
 
     def add(key: str, found: dict[str, Ladder]) -> None:
         for kind, ladder in found.items():
-            out[kind][key] = ladder.to_json()
+            out[kind][key] = ladder
 
-    add("*", ladders(settings, policy, X, data, n_boot=n_boot, seed=seed))
+    add(EVERYONE, ladders(settings, router, X, data, n_boot=n_boot, seed=seed))
     now = datetime.now(timezone.utc)
     for team, rows in team_rows.items():
         budget = settings.teams[team].budget
@@ -122,5 +122,5 @@ def budget_ladders(settings: Settings, policy: ServablePolicy, X: np.ndarray, da
         start, end = period_bounds(budget.per, now)
         recent = rows[created_at[rows] >= np.datetime64((now - (end - start)).replace(tzinfo=None), "us")]
         rows = recent if len(recent) >= MIN_TEAM_ROWS else rows
-        add(team, ladders(settings, policy, X[rows], _rows(data, rows), n_boot=n_boot, seed=seed))
-    return out
+        add(team, ladders(settings, router, X[rows], _rows(data, rows), n_boot=n_boot, seed=seed))
+    return BudgetLadders(**out)

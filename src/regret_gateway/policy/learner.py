@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from regret_gateway.causal.estimators import Nuisance
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.policy.base import Lambdas, Router, TrainingData
+from regret_gateway.policy.router import Lambdas, Router, TrainingData
 
 
 def fit_training_data(nuisance: Nuisance, logs: LoggedFeedback, val_logs: LoggedFeedback) -> TrainingData:
@@ -27,7 +27,7 @@ class Learner:
 
     Args:
         nuisance: the unfitted nuisance stage.
-        policy: the unfitted router (any :class:`~regret_gateway.policy.base.Router`).
+        policy: the unfitted router (any :class:`~regret_gateway.policy.router.Router`).
     """
 
     def __init__(self, *, nuisance: Nuisance, policy: Router) -> None:

@@ -1,6 +1,6 @@
-"""The routers of the paper behind one small interface (:class:`~regret_gateway.policy.base.Router`).
+"""The routers of the paper behind one small interface (:class:`~regret_gateway.policy.router.Router`).
 
-A router is fitted on a :class:`~regret_gateway.policy.base.TrainingData` (counterfactual scores of the
+A router is fitted on a :class:`~regret_gateway.policy.router.TrainingData` (counterfactual scores of the
 training rows and of the validation rows used for early stopping) for a list of lambdas, and
 ``predict(X, lambdas)`` returns (L, n) model indices. The registry name -> class is
 :mod:`regret_gateway.policy.registry`.
@@ -23,7 +23,7 @@ import torch
 from regret_gateway.nn import objectives
 from regret_gateway.nn.networks import StackedMLP
 from regret_gateway.nn.training import train_members
-from regret_gateway.policy.base import Lambdas, Router, TrainingData, check_lambdas, dr_regret
+from regret_gateway.policy.router import Lambdas, Router, TrainingData, check_lambdas, dr_regret
 from regret_gateway.servable import OutcomePolicy
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from regret_gateway.policy.base import Router
 from regret_gateway.policy.cluster import RMCluster
 from regret_gateway.policy.methods import (
     Baseline,
@@ -17,6 +16,7 @@ from regret_gateway.policy.methods import (
     RMSoftmax,
 )
 from regret_gateway.policy.rm_interval import RMInterval
+from regret_gateway.policy.router import Router
 
 ROUTERS: dict[str, type[Router]] = {
     cls.name: cls

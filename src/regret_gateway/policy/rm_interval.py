@@ -22,8 +22,8 @@ import torch
 from regret_gateway.nn import objectives
 from regret_gateway.nn.networks import IntervalNets, interval_ends
 from regret_gateway.nn.training import train_members
-from regret_gateway.policy.base import Lambdas, Router, TrainingData, check_lambdas
 from regret_gateway.policy.methods import RMSoftmax
+from regret_gateway.policy.router import Lambdas, Router, TrainingData, check_lambdas
 from regret_gateway.servable import IntervalArrays, MLPArrays, RMIntervalPolicy
 
 

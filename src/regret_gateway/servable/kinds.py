@@ -1,5 +1,5 @@
-"""The servable kinds but the per-tier composite: RM-Interval, R&C, the constant, RM-Cluster, the regional policy,
-the priced policy."""
+"""The servable kinds: RM-Interval, R&C, the constant, RM-Cluster, the regional policy, the priced policy; and
+:func:`from_state`, which rebuilds any of them from its ``state()``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 
 from regret_gateway.context import SizeFeature
 from regret_gateway.servable.arrays import IntervalArrays, MLPArrays, nearest_centroid, unit_rows
-from regret_gateway.servable.base import ServablePolicy, _same_tier
+from regret_gateway.servable.policy import ServablePolicy, _same_tier
 
 
 class RMIntervalPolicy(ServablePolicy):
@@ -233,3 +233,20 @@ class PricedPolicy(ServablePolicy):
     def _from_state(cls, state, model_names):
         return cls(model_names, state["quality"], state["fixed"], state["per_token"], float(state["size_weight"]),
                    None if state["d_in"] is None else int(state["d_in"]))  # fmt: skip
+
+
+KINDS: dict[str, type[ServablePolicy]] = {
+    cls.kind: cls for cls in (RMIntervalPolicy, OutcomePolicy, ConstantPolicy, ClusterPolicy, RegionPolicy, PricedPolicy)
+}
+
+
+def from_state(state: dict[str, Any], model_names: Sequence[str] | None = None) -> ServablePolicy:
+    """The policy that :meth:`ServablePolicy.state` described (raises on an unknown kind or bad shapes).
+    ``model_names`` default to the state's own."""
+    kind = state.get("kind")
+    if kind not in KINDS:
+        raise ValueError(f"unknown policy kind {kind!r}; this gateway serves {sorted(KINDS)}")
+    names = tuple(model_names if model_names is not None else state["model_names"])
+    if len(names) != int(state["n_models"]):
+        raise ValueError(f"the policy has {state['n_models']} outputs but {len(names)} model names")
+    return KINDS[kind]._from_state(state, names)

@@ -22,6 +22,20 @@ from regret_gateway.trust import TeamCheck, check_teams, request_id_keys
 
 
 @dataclass(frozen=True)
+class Logger:
+    """The randomised policy that logged a row: its ``tier`` under the router ``version`` that chose it (None:
+    the cold start, before any router); every imported row is one historical policy (:meth:`imported`:
+    neither tier nor version)."""
+
+    tier: str | None
+    version: str | None
+
+    @classmethod
+    def imported(cls) -> "Logger":
+        return cls(None, None)
+
+
+@dataclass(frozen=True)
 class TrainingSet:
     """Logged feedback built from the store, with what was left out and why."""
 
@@ -35,7 +49,7 @@ class TrainingSet:
     embedding_model: str | None
     skipped: dict[str, int] = field(default_factory=dict)
     sources: tuple[str, ...] = ()  # (n,) where each row's quality score came from
-    loggers: tuple[str, ...] = ()  # (n,) the policy that logged each row (:func:`logger_labels`)
+    loggers: tuple[Logger, ...] = ()  # (n,) the policy that logged each row (:func:`loggers_of`)
     spend_by_source: dict[str, float] = field(default_factory=dict)  # what the window's scores cost (the judge's calls)
     sampled_from: int | None = None  # usable rows before a window larger than max_rows was sampled (None: all kept)
     judge_errors: dict[str, JudgeError] = field(default_factory=dict)  # measured on the window's user-scored requests
@@ -46,6 +60,11 @@ class TrainingSet:
     @property
     def n_rows(self) -> int:
         return len(self.request_ids)
+
+    def logger_codes(self) -> np.ndarray:
+        """(n,) int: each row's logger as a number (one per distinct :class:`Logger`, in order of first row)."""
+        codes: dict[Logger, int] = {}
+        return np.array([codes.setdefault(lg, len(codes)) for lg in self.loggers], dtype=np.int64)
 
     def rows_by_source(self) -> dict[str, int]:
         names, counts = np.unique(np.array(self.sources, dtype=object), return_counts=True) if self.sources else ((), ())
@@ -236,7 +255,7 @@ def training_set(
         skipped=skipped,
         sources=sources,
         spend_by_source=spend,
-        loggers=logger_labels(tiers, versions, modes),
+        loggers=loggers_of(tiers, versions, modes),
         sampled_from=sampled_from,
         judge_errors=errors,
         judge_self_agreement=agreement,
@@ -292,12 +311,12 @@ def _embeddings(session: Session, window: list, position: dict[str, int], dim: i
     return X
 
 
-def logger_labels(tiers: Sequence[str], versions: Sequence[str | None], modes: Sequence[str]) -> tuple[str, ...]:
+def loggers_of(tiers: Sequence[str], versions: Sequence[str | None], modes: Sequence[str]) -> tuple[Logger, ...]:
     """(n,) the logging policy of each row, decided once as the store is read: its tier under the router
     version that chose it (cold start: no version); every imported row one historical policy. Rows of one
-    label were drawn from one randomised policy."""
-    return tuple("imported" if mode == "imported" else f"{tier}|{version or 'cold-start'}"
-                 for tier, version, mode in zip(tiers, versions, modes))  # fmt: skip
+    logger were drawn from one randomised policy."""
+    imported = Logger.imported()
+    return tuple(imported if mode == "imported" else Logger(tier, version) for tier, version, mode in zip(tiers, versions, modes))
 
 
 EXPORT_COLUMNS = ("request_id", "created_at", "team", "tier", "lam", "mode", "model", "propensity", "quality", "cost_usd")

@@ -18,7 +18,6 @@ contradicts the stored ones) is written aside to ``refused.jsonl`` in the spill 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
@@ -31,7 +30,8 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DataError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from regret_gateway.store.records import DecisionRecord, FeedbackRecord, StoreInputError, UnknownRequestError, record_from_json
+from regret_gateway.store.records import DecisionRecord, FeedbackRecord, StoreInputError, UnknownRequestError
+from regret_gateway.store.spill import append_records, read_records, spill_files
 from regret_gateway.store.writes import record_decisions, record_feedback, record_outcomes
 
 Record = DecisionRecord | FeedbackRecord
@@ -151,7 +151,7 @@ class BatchedWriter:
     def stats(self) -> WriterStats:
         with self._stats_lock:
             counts = dict(self._stats)
-        return WriterStats(**counts, queue_depth=self._queue.qsize(), pending_spill_files=len(self._spill_files()),
+        return WriterStats(**counts, queue_depth=self._queue.qsize(), pending_spill_files=len(spill_files(self.spill_dir)),
                            database_down=self._down_since is not None)  # fmt: skip
 
     def drain(self, timeout: float = 30.0) -> bool:
@@ -159,7 +159,7 @@ class BatchedWriter:
         False if that did not happen within ``timeout`` (e.g. the database is still down)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._queue.unfinished_tasks == 0 and not self._busy and not self._spill_files():
+            if self._queue.unfinished_tasks == 0 and not self._busy and not spill_files(self.spill_dir):
                 return True
             time.sleep(0.02)
         return False
@@ -193,7 +193,7 @@ class BatchedWriter:
             try:
                 if batch:
                     self._deliver(batch)
-                if self._spill_files() and time.monotonic() >= self._next_probe:
+                if spill_files(self.spill_dir) and time.monotonic() >= self._next_probe:
                     self._replay()
             except Exception:  # never let the thread die: log and keep going
                 log.exception("regret-gateway writer: unexpected error")
@@ -218,7 +218,7 @@ class BatchedWriter:
     def _take_batch(self) -> tuple[list[Record], bool]:
         batch: list[Record] = []
         wait = self.flush_interval_s
-        if self._spill_files():
+        if spill_files(self.spill_dir):
             wait = max(0.01, min(wait, self._next_probe - time.monotonic()))
         deadline = time.monotonic() + wait
         while len(batch) < self.batch_size:
@@ -308,7 +308,7 @@ class BatchedWriter:
             try:
                 self._count_written(1, self._write([record], alone=True), replayed=False)
             except UnknownRequestError:
-                if live and isinstance(record, FeedbackRecord) and self._spill_files():
+                if live and isinstance(record, FeedbackRecord) and spill_files(self.spill_dir):
                     self._append(self._spill_file, self._spill_lock, [record])
                     continue
                 self._refuse(record, "its request has no decision")
@@ -321,35 +321,13 @@ class BatchedWriter:
         self._append(self.spill_dir / "refused.jsonl", self._spill_lock, [record], counter="refused")
 
     def _append(self, path: Path, lock: threading.Lock, records: list[Record], counter: str = "spilled") -> None:
-        lines = "".join(json.dumps(r.to_json(), separators=(",", ":")) + "\n" for r in records)
-        try:
-            with lock, open(path, "a", encoding="utf-8") as fh:
-                fh.write(lines)
-                fh.flush()
-                os.fsync(fh.fileno())
-        except OSError:
-            log.exception("regret-gateway writer: could not spill %d records to %s; they are lost", len(records), path)
-            with self._stats_lock:
-                self._stats["dropped"] += len(records)
-            return
+        kept = append_records(path, lock, records)
         with self._stats_lock:
-            self._stats[counter] += len(records)
-
-    def _spill_files(self) -> list[Path]:
-        """Spill files to replay: ours, those being replayed, and those of processes that are gone."""
-        files = []
-        for path in sorted(self.spill_dir.glob("*.jsonl*")):
-            if path.name.startswith("refused"):
-                continue
-            pid = path.name.split("-")[1].split(".")[0] if "-" in path.name else ""
-            if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
-                continue  # a live worker's own file
-            files.append(path)
-        return files
+            self._stats[counter if kept else "dropped"] += len(records)
 
     def _replay(self) -> None:
         """Write every spill file back in chunks; a file is deleted only once all of it is committed."""
-        for path in self._spill_files():
+        for path in spill_files(self.spill_dir):
             if path.name.endswith(".jsonl"):  # freeze it: new spills go to a fresh file
                 lock = self._overflow_lock if path.name.startswith("overflow") else self._spill_lock
                 frozen = path.with_name(f"{path.name}.replaying-{time.time_ns()}")
@@ -364,23 +342,12 @@ class BatchedWriter:
 
     def _replay_file(self, path: Path) -> bool:
         chunk: list[Record] = []
-        try:
-            fh = open(path, encoding="utf-8")
-        except FileNotFoundError:  # another worker replayed it meanwhile
-            return True
-        with fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    chunk.append(record_from_json(json.loads(line)))
-                except (ValueError, TypeError, KeyError):
-                    log.error("regret-gateway writer: %s line %d is not a decision or score record; skipped", path, lineno)
-                    continue
-                if len(chunk) >= self.replay_chunk:
-                    if not self._replay_chunk(chunk):
-                        return False
-                    chunk = []
+        for record in read_records(path):
+            chunk.append(record)
+            if len(chunk) >= self.replay_chunk:
+                if not self._replay_chunk(chunk):
+                    return False
+                chunk = []
         return not chunk or self._replay_chunk(chunk)
 
     def _replay_chunk(self, chunk: list[Record]) -> bool:
@@ -395,13 +362,3 @@ class BatchedWriter:
         self._count_written(len(chunk), new_rows, replayed=True)
         self._mark_up()
         return True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -59,9 +59,10 @@ def held_out_stats(world: World, artifact, lam: float, stats: RoundStats) -> Non
         "held-out best-single": np.full(len(rows), world.best_single[lam]),
         "held-out full-info": world.full_information.predict("full-info", world.X[rows], lam),
     }
-    if artifact is not None:
+    if artifact is not None and artifact.router.tier(stats.tier) is not None:
         names = list(artifact.model_names)
-        picks["held-out greedy"] = np.array([world.models.index(names[k]) for k in artifact.logits(world.X[rows], lam).argmax(1)])
+        greedy = artifact.router.choose(stats.tier, world.X[rows], lam)
+        picks["held-out greedy"] = np.array([world.models.index(names[k]) for k in greedy])
     score(stats, world.bench, rows, lam, picks)
 
 

@@ -52,8 +52,8 @@ class FullInformation:
     the true utilities; ``best`` per lambda is the one with the highest true utility on the val split."""
 
     def __init__(self, train_full, val_full, lams: list[float], seed: int) -> None:
-        from regret_gateway.policy.base import TrainingData
         from regret_gateway.policy.registry import make_router
+        from regret_gateway.policy.router import TrainingData
 
         data = TrainingData.from_full(train_full, val_full)
         self.routers = {name: make_router(name, random_state=seed).fit(data, lams) for name in FULL_INFORMATION}

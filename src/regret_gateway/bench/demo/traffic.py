@@ -13,7 +13,7 @@ from regret_gateway.bench.demo.world import JUDGE_MODEL, DemoConfig, World, judg
 
 
 def gateway_section(world: World, cfg: DemoConfig, work: Path, keys: dict[str, str]) -> dict:
-    from regret_gateway.embedding import default_cache_dir
+    from regret_gateway.encoders.embedder import default_cache_dir
 
     models = world.models
     return {

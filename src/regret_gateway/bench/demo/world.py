@@ -81,7 +81,7 @@ class DemoConfig:
 
 def load_world(cfg: DemoConfig, folder: Path):
     from regret_gateway.evaluation.loaders import load_benchmark
-    from regret_gateway.evaluation.world import write_world
+    from regret_gateway.evaluation.synthetic import write_world
 
     path = cfg.data if cfg.data is not None else write_world(folder / "world.csv", n=cfg.world_size, seed=cfg.seed)
     return load_benchmark(path, limit=cfg.limit, seed=cfg.seed), path
@@ -180,7 +180,7 @@ class World:
 def prepare(cfg: DemoConfig, work: Path, echo) -> World:
     from regret_gateway.context import PAPER_TEMPLATE, ContextCode
     from regret_gateway.data import FullFeedback
-    from regret_gateway.embedding import Embedder, default_cache_dir
+    from regret_gateway.encoders.embedder import Embedder, default_cache_dir
 
     bench, data_path = load_world(cfg, work)
     echo(f"world: {bench.n_samples} prompts, models {', '.join(bench.model_names)} ({data_path})")

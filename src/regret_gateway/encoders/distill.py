@@ -1,4 +1,4 @@
-"""Distilling the static encoder (:mod:`regret_gateway.static_encoder`) from a local transformer, with no
+"""Distilling the static encoder (:mod:`regret_gateway.encoders.static`) from a local transformer, with no
 data: model2vec's method, in this project's code.
 
 - Every token id of the vocabulary, alone between the tokenizer's separator and class tokens (model2vec's
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from regret_gateway.encoders.static import StaticEncoder, StaticError, read_static, write_static
 from regret_gateway.files import update_with_tree
-from regret_gateway.static_encoder import StaticEncoder, StaticError, read_static, write_static
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def distill_static(model_path: str | Path, folder: str | Path, *, model: str, di
     """Distil the model in ``model_path`` (configured as ``model``) and write it into ``folder``; the meta."""
     import torch
 
-    from regret_gateway.onnx_encoder import CHECK_PROMPTS
+    from regret_gateway.encoders.onnx_runtime import CHECK_PROMPTS
 
     vectors, tokenizer = distill_vectors(model_path, dims, progress=progress)
     source = {"model": model, "distill_version": DISTILL_VERSION, "torch": torch.__version__, "sif": SIF}

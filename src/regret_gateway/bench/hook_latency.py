@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import yaml
 
-from regret_gateway.bench.gateway_result import GatewayBench, HookCost, LoadRow, Pooled
+from regret_gateway.bench.hook_latency_result import GatewayBench, HookCost, LoadRow, Pooled
 from regret_gateway.bench.local import LocalServer, cpu_hogs, free_port, mock_upstream, proxy_config
 
 if TYPE_CHECKING:
@@ -46,15 +46,15 @@ def _publish_random_router(root: Path, dim: int, tiers: dict[str, float], embedd
 
     from regret_gateway.artifacts import activate, save_artifact
     from regret_gateway.nn.networks import IntervalNets, StackedMLP
-    from regret_gateway.servable import Candidate, IntervalArrays, MLPArrays, OutcomePolicy, PerTierPolicy, RMIntervalPolicy
+    from regret_gateway.servable import IntervalArrays, MLPArrays, OutcomePolicy, PublishedRouter, RMIntervalPolicy
 
     torch.manual_seed(0)
     lams = sorted(tiers.values())
     tier_net, intervals = StackedMLP(len(lams), dim, len(MODELS)), IntervalNets(len(lams) - 1, len(MODELS))
     interval = RMIntervalPolicy(MODELS, lams, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
     estimator = OutcomePolicy(MODELS, MLPArrays.of(StackedMLP(len(MODELS), dim, 2)), np.full(len(MODELS), 1e-3))
-    policy = PerTierPolicy(lams, [interval] * len(lams), [Candidate("rm-interval")] * len(lams), estimator=estimator)
-    path = save_artifact(root, policy=policy, tiers=tiers, embedder={"model": embedder, "id": embedding_id})
+    router = PublishedRouter.serving(interval, tiers, estimator=estimator)
+    path = save_artifact(root, router=router, embedder={"model": embedder, "id": embedding_id})
     activate(root, path.name)
 
 
@@ -217,7 +217,7 @@ def run_gateway_bench(
     keep a core busy each for the whole run (:func:`~regret_gateway.bench.local.cpu_hogs`): the hook and
     plain LiteLLM measured on a machine whose CPU other work takes."""
 
-    from regret_gateway.embedding import resolve_device
+    from regret_gateway.encoders.embedder import resolve_device
     from regret_gateway.gateway.app import attach
 
     resolved = resolve_device(device)
@@ -304,7 +304,7 @@ def bench_proxy(
     the production shape published for its embedding; none attached or started yet. Yields (the proxy's
     port, its app, the gateways); closes the gateways and the servers at exit."""
     from regret_gateway.config import Settings
-    from regret_gateway.embedding import Embedder, default_cache_dir
+    from regret_gateway.encoders.embedder import Embedder, default_cache_dir
     from regret_gateway.gateway.app import build_app, litellm_environment
     from regret_gateway.gateway.runtime import Gateway
 

@@ -2,12 +2,12 @@ import numpy as np
 import pytest
 
 from regret_gateway.context import PAPER_TEMPLATE
-from regret_gateway.embedding import Embedder
+from regret_gateway.encoders.embedder import Embedder
 
 
 @pytest.fixture(scope="module")
 def embedder(tmp_path_factory):
-    """The bundled MiniLM's forward pass (kind transformer); the static encoder: tests/test_static_encoder.py."""
+    """The bundled MiniLM's forward pass (kind transformer); the static encoder: tests/encoders/test_static.py."""
     return Embedder(device="cpu", kind="transformer", cache_dir=tmp_path_factory.mktemp("emb"), progress=False)
 
 
@@ -80,8 +80,8 @@ def test_a_shallower_embedder_runs_the_first_layers_of_the_model_and_is_another_
     from transformers import AutoModel, AutoTokenizer
 
     from regret_gateway.config import EmbedderSpec
-    from regret_gateway.embedding import resolve_model_path
-    from regret_gateway.onnx_encoder import mean_pool
+    from regret_gateway.encoders.embedder import resolve_model_path
+    from regret_gateway.encoders.onnx_runtime import mean_pool
 
     texts = ["How do I sort a list in Python?", "What is the capital of France?"]
     shallow = Embedder(device="cpu", kind="transformer", backend="torch", layers=2, cache_dir=embedder.cache_dir, progress=False)

@@ -2,7 +2,7 @@
 which a gateway reads with ONNX Runtime and ``tokenizers`` alone (no torch, no transformers).
 
 ``regret-gateway export-encoder`` writes it where torch is installed (:func:`write_exported`, from an
-:class:`~regret_gateway.embedding.Embedder` whose ONNX export passed its verification); the gateway reads
+:class:`~regret_gateway.encoders.embedder.Embedder` whose ONNX export passed its verification); the gateway reads
 it when ``embedder.exported`` names it (:func:`read_exported`). Layout::
 
     <folder>/encoder.json     format, the source embedding (model, layers, quantize), dim, the graph's
@@ -12,7 +12,7 @@ it when ``embedder.exported`` names it (:func:`read_exported`). Layout::
     <folder>/tokenizer.json   the model's fast tokenizer
 
 At export, :func:`write_exported` checks that :class:`ExportedTokenizer` gives the same token ids as the
-transformers tokenizer on :data:`~regret_gateway.onnx_encoder.CHECK_PROMPTS` (at the configured length and
+transformers tokenizer on :data:`~regret_gateway.encoders.onnx_runtime.CHECK_PROMPTS` (at the configured length and
 at 16 tokens), so the published encoder gives the embeddings the router was trained on.
 """
 

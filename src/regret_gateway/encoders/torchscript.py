@@ -8,9 +8,9 @@ every request at concurrency 32 (docs/experiments/gateway-overhead.md). A traced
 few times per pass.
 
 ``trace_encoder(encoder, tokenizer, device, max_length)`` traces the model as loaded (its attention
-implementation too) on a padded batch, on the device it serves on, and verifies it against the eager model on :data:`~regret_gateway.onnx_encoder.CHECK_PROMPTS`
+implementation too) on a padded batch, on the device it serves on, and verifies it against the eager model on :data:`~regret_gateway.encoders.onnx_runtime.CHECK_PROMPTS`
 (short and ~200-token prompts, batched and alone: other batch sizes and lengths than the trace saw) to the
-ONNX export's cosine, :data:`~regret_gateway.onnx_encoder.MIN_COSINE`. It returns ``(TracedEncoder, report)``,
+ONNX export's cosine, :data:`~regret_gateway.encoders.onnx_runtime.MIN_COSINE`. It returns ``(TracedEncoder, report)``,
 or ``(None, report)`` with the reason where tracing fails or disagrees; the caller then runs the eager model.
 """
 
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from regret_gateway import onnx_encoder
-from regret_gateway.onnx_encoder import CHECK_PROMPTS, _agreement, _input_names, _last_hidden, eager_hidden
+from regret_gateway.encoders import onnx_runtime as onnx_encoder
+from regret_gateway.encoders.onnx_runtime import CHECK_PROMPTS, _agreement, _input_names, _last_hidden, eager_hidden
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from regret_gateway.cli import app
-from regret_gateway.embedding import Embedder, resolve_model_path
-from regret_gateway.static_encoder import StaticError, read_static
+from regret_gateway.encoders.embedder import Embedder, resolve_model_path
+from regret_gateway.encoders.static import StaticError, read_static
 
 LONG = "Write a SQL query that joins orders and customers and explain each clause. " * 40  # past 256 tokens
 TEXTS = ["hi", "", "Übersetze ins Deutsche: 'the café opens at nine' 🙂", LONG]
@@ -73,7 +73,7 @@ def test_the_vectors_are_the_models_token_states_reduced_and_weighted(static):
 
 
 def test_a_cached_distillation_is_reused_and_a_broken_one_distilled_again(static, monkeypatch, caplog):
-    import regret_gateway.static_distill as distill
+    import regret_gateway.encoders.distill as distill
 
     want = static.encode(TEXTS)
     folder = static._static.path

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Pooled:
-    """Repeated loads of one target as one (:func:`regret_gateway.bench.gateway.pool`)."""
+    """Repeated loads of one target as one (:func:`regret_gateway.bench.hook_latency.pool`)."""
 
     requests: int
     p50_ms: float

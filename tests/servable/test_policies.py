@@ -16,8 +16,9 @@ from regret_gateway.servable import (
     IntervalArrays,
     MLPArrays,
     OutcomePolicy,
-    PerTierPolicy,
+    PublishedRouter,
     RMIntervalPolicy,
+    ServedTier,
     from_state,
     gelu,
     outcome_heads,
@@ -25,6 +26,7 @@ from regret_gateway.servable import (
 
 MODELS = ("a", "b", "c")
 TIERS = [0.0, 200.0, 1000.0]
+NAMES = ("premium", "standard", "economy")  # a tier's name for each of TIERS
 DIM = 24
 
 
@@ -80,15 +82,16 @@ def test_a_policy_of_every_kind_is_saved_and_routed_without_torch(nets, tmp_path
     centroids = np.random.default_rng(1).normal(size=(4, DIM))
     cluster = ClusterPolicy(MODELS, centroids, np.full((4, 3), 0.5), np.full((4, 3), 1e-3))
     interval = RMIntervalPolicy(MODELS, TIERS, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
-    policy = PerTierPolicy(
-        TIERS, [interval, rc, cluster], [Candidate("rm-interval"), Candidate("r-and-c"), Candidate("rm-cluster")], estimator=rc
+    served = [(interval, Candidate("rm-interval")), (rc, Candidate("r-and-c")), (cluster, Candidate("rm-cluster"))]
+    router = PublishedRouter(
+        {name: ServedTier(lam, candidate, policy) for name, lam, (policy, candidate) in zip(NAMES, TIERS, served)}, estimator=rc
     )
     lams = [0.0, 100.0, 200.0, 600.0, 1000.0, 3000.0]
-    expected = {str(lam): policy.logits_and_utilities(X[:5], lam) for lam in lams}
+    expected = {f"{name} {lam}": router.logits_and_utilities(name, X[:5], lam) for name in NAMES for lam in lams}
     np.savez(tmp_path / "x.npz", X=X[:5])
     from regret_gateway.artifacts import pack_state
 
-    tree, arrays = pack_state(policy.state())
+    tree, arrays = pack_state(router.state())
     np.savez(tmp_path / "state.npz", **arrays)
     (tmp_path / "tree.json").write_text(json.dumps(tree))
     script = f"""
@@ -96,19 +99,20 @@ import json, sys
 import numpy as np
 sys.modules["torch"] = None  # importing torch now fails
 from regret_gateway.artifacts import unpack_state
-from regret_gateway.servable import from_state
+from regret_gateway.servable import PublishedRouter
 tree = json.loads(open({str(tmp_path / "tree.json")!r}).read())
-policy = from_state(unpack_state(tree, dict(np.load({str(tmp_path / "state.npz")!r}, allow_pickle=False))))
+router = PublishedRouter.from_state(unpack_state(tree, dict(np.load({str(tmp_path / "state.npz")!r}, allow_pickle=False))))
 X = np.load({str(tmp_path / "x.npz")!r})["X"]
-out = {{str(lam): [a.tolist() for a in policy.logits_and_utilities(X, lam)] for lam in {lams!r}}}
+out = {{f"{{name}} {{lam}}": [a.tolist() for a in router.logits_and_utilities(name, X, lam)]
+        for name in {NAMES!r} for lam in {lams!r}}}
 print(json.dumps(out))
 """
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     got = json.loads(run.stdout)
-    for lam, (logits, utilities) in expected.items():  # the same up to BLAS's summation order in another process
-        np.testing.assert_allclose(np.asarray(got[lam][0]), logits, rtol=1e-5, atol=1e-7)
-        np.testing.assert_allclose(np.asarray(got[lam][1]), utilities, rtol=1e-5, atol=1e-7)
+    for key, (logits, utilities) in expected.items():  # the same up to BLAS's summation order in another process
+        np.testing.assert_allclose(np.asarray(got[key][0]), logits, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(np.asarray(got[key][1]), utilities, rtol=1e-5, atol=1e-7)
 
 
 def test_a_tier_that_serves_its_own_estimator_runs_one_forward_pass(nets):
@@ -117,18 +121,19 @@ def test_a_tier_that_serves_its_own_estimator_runs_one_forward_pass(nets):
     tier_net, intervals, outcome, X = nets
     rc = OutcomePolicy(MODELS, MLPArrays.of(outcome), np.array([1e-3, 2e-3, 5e-4]))
     interval = RMIntervalPolicy(MODELS, TIERS, MLPArrays.of(tier_net), IntervalArrays.of(intervals))
-    policy = PerTierPolicy(
-        TIERS, [rc, interval, interval], [Candidate("r-and-c"), Candidate("rm-interval"), Candidate("rm-interval")], estimator=rc
+    served = [(rc, Candidate("r-and-c")), (interval, Candidate("rm-interval")), (interval, Candidate("rm-interval"))]
+    router = PublishedRouter(
+        {name: ServedTier(lam, candidate, policy) for name, lam, (policy, candidate) in zip(NAMES, TIERS, served)}, estimator=rc
     )
     calls = []
     for p in (rc, interval):
         original = p._logits
         p._logits = lambda X, lam, original=original, p=p: (calls.append(p.kind), original(X, lam))[1]
-    logits, utilities = policy.logits_and_utilities(X, 0.0)
+    logits, utilities = router.logits_and_utilities("premium", X)
     assert calls == ["r-and-c"] and utilities is logits
     np.testing.assert_array_equal(utilities, rc.utility_estimates(X, 0.0))
     calls.clear()
-    logits, utilities = policy.logits_and_utilities(X, 1000.0)
+    logits, utilities = router.logits_and_utilities("economy", X)
     assert sorted(calls) == ["r-and-c", "rm-interval"]
     np.testing.assert_array_equal(logits, interval.logits(X, 1000.0))
     np.testing.assert_array_equal(utilities, rc.utility_estimates(X, 1000.0))

@@ -1,4 +1,4 @@
-"""Torch serves the model's verified TorchScript trace (regret_gateway.torch_encoder): the same embedding as
+"""Torch serves the model's verified TorchScript trace (regret_gateway.encoders.torchscript): the same embedding as
 the eager model, in one C++ call per forward pass instead of Python per op (which, beside the proxy's busy
 event loop, waits on the GIL for every op)."""
 
@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from regret_gateway.embedding import Embedder
+from regret_gateway.encoders.embedder import Embedder
 
 TEXTS = ["hi", "How do I sort a list in Python?", "Summarise the meeting notes in three bullet points. " * 20]
 
@@ -51,7 +51,7 @@ def test_torch_serves_the_verified_trace_and_embeds_as_the_eager_model(eager):
 
 
 def test_a_trace_that_disagrees_with_the_eager_model_is_refused_and_the_eager_model_serves(monkeypatch, eager):
-    from regret_gateway import onnx_encoder
+    from regret_gateway.encoders import onnx_runtime as onnx_encoder
 
     monkeypatch.setattr(onnx_encoder, "MIN_COSINE", 1.01)  # no trace can agree this well
     refused = Embedder(device="cpu", kind="transformer", backend="torch", progress=False)

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from regret_gateway import onnx_encoder
-from regret_gateway.embedding import Embedder
+from regret_gateway.encoders import onnx_runtime as onnx_encoder
+from regret_gateway.encoders.embedder import Embedder
 
 PROMPTS = [
     "Write a Go function that checks whether a string is a palindrome.",

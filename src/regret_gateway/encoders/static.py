@@ -1,5 +1,5 @@
 """The static encoder: one vector per token of the tokenizer's vocabulary, distilled from a transformer
-(:mod:`regret_gateway.static_distill`); a text's embedding is the mean of its tokens' vectors, unit length.
+(:mod:`regret_gateway.encoders.distill`); a text's embedding is the mean of its tokens' vectors, unit length.
 Serving it needs numpy and ``tokenizers`` only: a lookup and a mean, no forward pass.
 
 A folder in model2vec's layout (``StaticModel.from_pretrained`` reads it too), plus the meta this project

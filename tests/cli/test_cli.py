@@ -115,7 +115,7 @@ def test_bench_gateway_prints_torch_and_onnx_hook_rows_side_by_side():
 
 
 def test_the_gateway_bench_compares_the_gpu_with_the_cpu_encoders_it_replaces():
-    from regret_gateway.bench.gateway import variants
+    from regret_gateway.bench.hook_latency import variants
 
     on_gpu = variants(("torch", "onnx"), "cuda", threads=(1, 2))
     assert on_gpu == {
@@ -148,7 +148,7 @@ def test_the_gateway_bench_compares_the_gpu_with_the_cpu_encoders_it_replaces():
 
 
 def test_pooled_bench_rows_weigh_every_request_and_every_second():
-    from regret_gateway.bench.gateway import Load, pool
+    from regret_gateway.bench.hook_latency import Load, pool
 
     row = pool([Load(np.array([10.0, 20.0, 30.0]), 1.0, [], 0.3), Load(np.array([40.0]), 3.0, [], 0.1)])
     assert row.requests == 4 and row.p50_ms == 25.0 and row.rps == 1.0  # 4 requests in 4 seconds
@@ -159,7 +159,7 @@ def test_at_concurrency_one_the_hook_and_the_plain_targets_take_turns_every_few_
     """So that a drift of the machine's speed within a repeat falls on all three alike."""
     import asyncio
 
-    from regret_gateway.bench.gateway import MASTER_KEY, MODELS, _turns
+    from regret_gateway.bench.hook_latency import MASTER_KEY, MODELS, _turns
     from regret_gateway.bench.local import LocalServer, free_port, mock_upstream
 
     seen: list[tuple[str, str]] = []
@@ -360,10 +360,11 @@ def test_retrain_threads_sets_the_fits_threads(tmp_path, monkeypatch):
     import torch
 
     import regret_gateway.retrain as retrain_module
+    from regret_gateway.retrain import pipeline
 
     seen = []
     monkeypatch.setattr(
-        retrain_module,
+        pipeline,
         "retrain",
         lambda *a, **k: seen.append(torch.get_num_threads()) or retrain_module.RetrainResult("refused", "stand-in"),
     )
@@ -385,10 +386,11 @@ def _retrain_options_seen(tmp_path, monkeypatch, field: str):
     """``retrain`` on a small config with the pipeline replaced: returns the CLI's arguments -> result and the
     list of ``RetrainOptions.<field>`` each call passed on."""
     import regret_gateway.retrain as retrain_module
+    from regret_gateway.retrain import pipeline
 
     seen: list = []
     monkeypatch.setattr(
-        retrain_module,
+        pipeline,
         "retrain",
         lambda s, e, opts, **k: seen.append(getattr(opts, field)) or retrain_module.RetrainResult("refused", "x"),
     )
@@ -474,7 +476,7 @@ def test_retrain_reports_an_unreachable_store_in_one_line_with_its_own_exit_code
 
 
 def test_retrain_every_keeps_going_when_the_store_is_down(tmp_path, monkeypatch):
-    import regret_gateway.retrain as scheduler
+    from regret_gateway.retrain import schedule as scheduler
 
     monkeypatch.chdir(tmp_path)
     naps = []
@@ -499,7 +501,7 @@ def test_bench_routing_times_each_step():
 def test_bench_retrain_times_cross_fitted_and_one_fit_side_by_side():
     """Each size is retrained both ways on the same logged rows, and the table says how many times one
     fit's time the default (cross-fitted) retrain took, the rows fitted and the peak memory. (retrain
-    itself is timed by a stand-in here: the real pipeline is tested in tests/test_retrain.py.)"""
+    itself is timed by a stand-in here: the real pipeline is tested in tests/retrain/test_pipeline.py.)"""
     from regret_gateway.bench.retrain_timing import retrain_table, time_retrain
     from regret_gateway.store.engine import make_engine
 

@@ -1,0 +1,64 @@
+"""``regret-gateway retrain``: from the gateway's logs to a new, checked router, published without a restart.
+
+1. Read decisions with outcome and quality score from the store (``training_set``: rows without a score,
+   failed requests and fail-open fallbacks are left out and counted).
+2. Check the data: enough rows, enough per model, randomised logging (propensities < 1), overlap
+   (minimum propensity, effective sample size per model). Refuse with a clear message otherwise.
+3. Split the rows into ``folds`` (5) folds and hold out each in turn (cross-fitting, the default); on the
+   other folds fit the nuisance stage (the logged propensities -- exact, the gateway sampled them;
+   XGBoost estimates when some rows were imported without one -- and the outcome MLPs), doubly robust
+   scores,
+4. and the learned routers: RM-Interval (one RM-Softmax policy per configured tier lambda, interval nets
+   between them), RM-Cluster (per embedding cluster, the model with the best mean DR score) and R&C (the
+   outcome models' argmax). So every row is evaluated, each candidate's choice and the outcome models'
+   predictions on it coming from the fit that did not see it; what is published is the first fold's
+   fit. ``cross_fit=False`` holds out the first fold only: one fit instead of ``folds``, and the gate
+   sees a fifth of the rows (intervals about sqrt(5) times as wide).
+5. Per tier, the candidates: those learned routers, the safe default -- the best constant model (the
+   fixed choice, by the mean DR score of every row: out of fold where cross-fitted), except in the
+   regions of prompt space whose out-of-fold DR scores prove another model better
+   (:mod:`regret_gateway.policy.regions`; ``regions=False``: the constant alone) -- and what the tier
+   serves now (the active router's policy for it, when it is a learned router). Off-policy evaluation of each on the held-out rows: DR and SNIPS value,
+   bootstrap intervals, ESS (cross-fitted: the value of the procedure that trains on 4/5 of the logs,
+   on five times the rows). The best
+   candidate replaces the incumbent only if the paired bootstrap interval of its gain lies above
+   ``margin`` (``force``: whenever it is better). The held-out rows were logged by several policies (each
+   tier under each router version); each one's DR correction counts as far as it saw the candidate's
+   choices (:mod:`regret_gateway.ope`), so a tier's comparison is not swamped by rows another tier
+   explored at tiny propensities. Unless the tier serves a learned router, the incumbent is its
+   safe default, re-derived over the constant the tier serves (that constant is sticky). So no tier serves something estimated worse than the fixed choice or than what it
+   had, and a tier that does not improve keeps its policy while the others update.
+6. Write the versioned artifact -- a per-tier policy with this retrain's utility estimates, which
+   exploration reads -- point ``ACTIVE`` at it and mark it active in the store: the gateway swaps it in
+   on its next reload check. "published" when a tier changed -- it sends some logged request elsewhere
+   -- (or none was served before); "kept" when every tier serves what it served, with only the
+   estimates renewed.
+7. Report: a table per tier and candidate, which one each tier serves and why; JSON and PNG.
+
+Modules: ``options`` (what is asked and what came of it), ``checks`` (step 2), ``pipeline`` (the steps in
+order), ``publish`` (step 6), ``report`` (step 7), ``schedule`` (``--every``). Steps 3-5 (the fits and the per-tier choice) are :mod:`regret_gateway.policy.candidates`, which holds
+no store or artifacts-folder code (the offline bench's ``served`` row runs them on simulated logs).
+"""
+
+from regret_gateway.retrain.checks import check_data, judge_calibration
+from regret_gateway.retrain.options import RetrainOptions, RetrainRefused, RetrainResult
+from regret_gateway.retrain.pipeline import read_training_set, retrain
+from regret_gateway.retrain.publish import PUBLISH_LOCK, active_router, publish
+from regret_gateway.retrain.report import report_table, write_report
+from regret_gateway.retrain.schedule import retrain_every
+
+__all__ = [
+    "PUBLISH_LOCK",
+    "RetrainOptions",
+    "RetrainRefused",
+    "RetrainResult",
+    "active_router",
+    "check_data",
+    "judge_calibration",
+    "publish",
+    "read_training_set",
+    "report_table",
+    "retrain",
+    "retrain_every",
+    "write_report",
+]

@@ -1,0 +1,59 @@
+"""What a retrain is asked to do (``RetrainOptions``), what it did (``RetrainResult``), and its refusal."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from regret_gateway.nn.training import PRECISIONS
+from regret_gateway.policy.candidates import N_BOOT, TierEvaluation
+from regret_gateway.store.training_set import MAX_ROWS
+
+
+class RetrainRefused(ValueError):
+    """The logs cannot support a router (the message says why); nothing was published."""
+
+
+@dataclass(frozen=True)
+class RetrainOptions:
+    since: datetime | None = None
+    until: datetime | None = None
+    team: str | None = None
+    feedback: tuple[str, ...] | None = None  # quality sources to learn from, in order (None: all, user first, judge last)
+    margin: float = 0.0  # a candidate must beat the incumbent by more than this (lower end of the paired 95% CI)
+    force: bool = False
+    regions: bool = True  # the safe default departs from the constant where the logs prove it (policy/regions.py)
+    folds: int | None = None  # the rows split into this many folds (None: 5, or 2 past 60,000 rows: default_folds)
+    cross_fit: bool = True  # every fold held out once (``folds`` fits, every row evaluated); False: the first (one fit)
+    calibrate_judge: bool = True  # the judge's scores corrected by its error against user scores (store.judge_errors)
+    max_rows: int | None = MAX_ROWS  # a larger window is sampled down to this many rows (store.training_set.sample_rows)
+    precision: str = "auto"  # the mini-batch fits' products (past 5,000 rows): auto | float32 | bfloat16 (nn.training)
+    min_rows: int = 200
+    min_rows_per_model: int = 20
+    cold_start_rows: int = 0  # before the first router (none active): every model needs this many scored rows (check_data)
+    min_ess_per_model: float = 10.0
+    n_boot: int = N_BOOT
+    seed: int = 0
+    out: Path | None = None  # report folder (default: the new version's folder, or artifacts/reports)
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.cold_start_rows < 0:
+            raise ValueError(f"cold_start_rows must be >= 0, got {self.cold_start_rows}")
+
+
+@dataclass
+class RetrainResult:
+    status: str  # published | kept | refused
+    reason: str
+    version: str | None = None
+    active_before: str | None = None
+    data: dict = field(default_factory=dict)
+    tiers: list[TierEvaluation] = field(default_factory=list)
+    seconds: dict = field(default_factory=dict)
+    report_paths: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)

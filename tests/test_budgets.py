@@ -57,10 +57,16 @@ def test_a_bad_budget_is_refused_in_one_line_naming_the_key(tmp_path, budget, me
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
-def test_a_budget_is_part_of_the_team():
+def test_only_a_team_with_a_budget_is_steered():
+    from regret_gateway.gateway.steering import Steerer
+
     settings = Settings(models=("a", "b"), default_tier="t", tiers={"t": {"lam": 1.0}},
-                        teams={"support": {"tier": "t", "budget": {"usd": 500}}})  # fmt: skip
-    assert settings.teams["support"].budget == BudgetSpec(usd=500.0, per="month")
+                        teams={"support": {"tier": "t", "budget": {"usd": 500, "per": "week", "interval_s": 120}},
+                               "research": {"tier": "t"}})  # fmt: skip
+    steerer = Steerer(settings, engine_of=lambda: None)
+    assert steerer.teams == ["support"] and steerer.active and steerer.interval_s == 120.0
+    assert steerer.position("research", "t") is None  # an unbudgeted team routes at its own tier
+    assert not Steerer(Settings(models=("a", "b"), default_tier="t", tiers={"t": {"lam": 1.0}}), engine_of=lambda: None).active
 
 
 def test_a_controller_step_moves_toward_the_affordable_cost_and_is_bounded():

@@ -53,7 +53,8 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
     ],
     "evaluation": [("__init__", "loaders", "simulation", "synthetic"), ("offline",), ("report",)],
     "gateway": [
-        ("__init__", "tiers", "decisions", "batcher", "judge", "preflight", "steering", "messages"),
+        ("__init__", "tiers", "exploration", "costs", "batcher", "judge", "preflight", "steering", "messages"),
+        ("decisions",),
         ("runtime",),
         ("hook",),
         ("auth", "routes"),

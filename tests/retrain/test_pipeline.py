@@ -447,9 +447,11 @@ def test_imported_logs_without_propensities_train_a_router(tmp_path, world):
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_an_unreadable_active_router_is_replaced_not_kept(tmp_path, world):
-    """The upgrade path: ACTIVE names a router this version cannot read (a format-1 bundle of torch weights).
-    retrain says so in its report and publishes a readable one, as if no tier served anything yet."""
+@pytest.mark.parametrize("fmt", [1, 2], ids=["format-1 torch weights", "format-2 tiers by lambda"])
+def test_an_unreadable_active_router_is_replaced_not_kept(tmp_path, world, fmt):
+    """The upgrade path: ACTIVE names a router this version cannot read (a format-1 bundle of torch weights, or
+    a format-2 one whose tiers were lambdas). retrain says so in its report, in one line, and publishes a
+    readable one, as if no tier served anything yet."""
     bench, X = world
     settings = settings_for(tmp_path, bench)
     engine = new_engine(settings)
@@ -459,13 +461,14 @@ def test_an_unreadable_active_router_is_replaced_not_kept(tmp_path, world):
     old = tmp_path / "artifacts" / "v-old"
     old.mkdir(parents=True)
     (old / "weights.pt").write_bytes(b"torch weights")
-    (old / "manifest.json").write_text(json.dumps({"format": 1, "version": "v-old", "model_names": list(bench.model_names),
+    (old / "manifest.json").write_text(json.dumps({"format": fmt, "version": "v-old", "model_names": list(bench.model_names),
                                                    "tiers": {}, "embedder": {}, "files": {}}))  # fmt: skip
     (tmp_path / "artifacts" / "ACTIVE").write_text("v-old\n")
 
     result = retrain(settings, engine, RetrainOptions(n_boot=50, cross_fit=False))
     assert result.status == "published" and result.active_before == "v-old", result.reason
-    assert "format-1" in result.data["active_unreadable"] and "retrain" in result.data["active_unreadable"]
+    why = result.data["active_unreadable"]
+    assert f"format-{fmt} router" in why and "run `regret-gateway retrain`" in why and "\n" not in why
     assert active_version_id(settings.artifacts_dir) == result.version != "v-old"
     from regret_gateway.artifacts import load_artifact
 

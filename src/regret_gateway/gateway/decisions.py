@@ -1,28 +1,14 @@
-"""Routing decisions with exact propensities: policy + exploration, cold start, fallback, and the
-active router that is swapped in atomically when a new version is published.
+"""Routing decisions with exact propensities, and the active router that is swapped in atomically when a new
+version is published.
 
-Policy decision for a tier (lambda, epsilon): the router's argmax t* over the models, or with a small
-probability another model (:func:`exploration_distribution`):
-
-* ``igw`` (default): inverse gap weighting (after SquareCB, Foster and Rakhlin 2020) over the router's
-  utility estimates u (quality - lambda * cost, ``ServablePolicy.utility_estimates``): a model with gap
-  g = max(0, u[t*] - u[t]) gets p = epsilon / (T - 1) / (1 + gamma * g), and never less than the floor
-  ``min(min_propensity, epsilon / (T - 1))`` (default: a quarter of epsilon / (T - 1), so the importance
-  weights of one model's rows differ by at most 4x across its exploration rows). Exploration goes where the router is least sure,
-  and shrinks as its estimates separate the models: epsilon is spent in full only where every model
-  looks as good as t*, and what exploring costs (sum of p * g, if the estimates are right) stays below
-  epsilon / gamma plus the floor's share. The floor bounds the importance weight 1/p that the logs
-  carry into retrain. Without utility estimates (an artifact that has none) the gaps count as 0.
-* ``challengers``: IGW, and the models the estimates rank above t* (where the tier serves a constant
-  or a router that disagrees with the estimator) share what IGW leaves of epsilon, each at least its IGW
-  share: the comparisons the next retrain's gate has to make get rows at weights near k / epsilon
-  instead of the floor's. Where nothing is ranked above t*, it is IGW.
-* ``uniform``: epsilon-greedy, each model epsilon / T and t* 1 - epsilon + epsilon / T.
-
-The logged propensity is the exact probability of the chosen model under that distribution.
-Cold start (no router yet): uniform over the models (p = 1/T), or a configured default model. A tier the
-published router does not hold (a tier added to the config since the last retrain) goes to its fallback
-model (mode ``fallback``) until a retrain publishes a policy for it.
+A tier is served by its name from the published router: its policy's argmax, with exploration drawn by
+:func:`~regret_gateway.gateway.exploration.exploration_distribution` (``igw``, ``challengers`` or
+``uniform``); a tier's cost cap removes the models predicted to cost more (:mod:`regret_gateway.gateway.costs`);
+a budgeted team's position on its ladder mixes two rungs. The logged propensity is the exact probability of
+the chosen model under what the request was drawn from. Cold start (no router yet): uniform over the models
+(p = 1/T), or a configured default model. A tier the published router does not hold (a tier added to the
+config since the last retrain) goes to its fallback model (mode ``fallback``) until a retrain publishes a
+policy for it.
 """
 
 from __future__ import annotations
@@ -37,6 +23,8 @@ import numpy as np
 
 from regret_gateway.artifacts import ArtifactError, RouterArtifact, active_version_id, load_artifact, version_folder
 from regret_gateway.config import Settings
+from regret_gateway.gateway.costs import CostCaps
+from regret_gateway.gateway.exploration import exploration_distribution
 from regret_gateway.ladder import CHEAPEST, Ladder, Rung, tier_ladder
 
 if TYPE_CHECKING:
@@ -58,42 +46,6 @@ def fallback_model(settings: Settings, tier: str) -> str:
     return settings.tiers[tier].fallback or settings.models[0]
 
 
-def exploration_distribution(
-    best: int,
-    n_models: int,
-    epsilon: float,
-    *,
-    rule: str = "igw",
-    utilities: np.ndarray | None = None,
-    gamma: float = 50.0,
-    min_propensity: float | None = None,
-) -> np.ndarray:
-    """(T,) probability of routing to each model when the router's choice is ``best`` (see the module doc)."""
-    T = n_models
-    p = np.zeros(T)
-    if epsilon <= 0 or T == 1:
-        p[best] = 1.0
-        return p
-    if rule == "uniform":
-        p[:] = epsilon / T
-        p[best] += 1.0 - epsilon
-        return p
-    if rule not in ("igw", "challengers"):
-        raise ValueError(f"unknown exploration rule {rule!r}; use igw, challengers or uniform")
-    others = np.arange(T) != best
-    u = None if utilities is None else np.asarray(utilities, dtype=np.float64)
-    gap = np.zeros(T) if u is None else np.maximum(u[best] - u, 0.0)
-    share = epsilon / (T - 1)
-    floor = share / 4 if min_propensity is None else min(min_propensity, share)
-    p[others] = np.maximum(floor, share / (1.0 + gamma * gap[others]))
-    if rule == "challengers" and u is not None:
-        ahead = others & (u > u[best])
-        if ahead.any():  # what IGW leaves of epsilon goes to them: at least share each, since the rest <= share each
-            p[ahead] = np.maximum(p[ahead], (epsilon - p[others & ~ahead].sum()) / ahead.sum())
-    p[best] = 1.0 - p[others].sum()
-    return p
-
-
 class ActiveRouter:
     """Holds the serving router; ``refresh()`` loads a newly activated version from the artifact folder.
     A version that fails to load is refused with a log line and the current one stays."""
@@ -108,12 +60,28 @@ class ActiveRouter:
         self.reloads = 0
         self._column_map: tuple[RouterArtifact, np.ndarray] | None = None
         self.unpublished = 0  # requests of a tier the active router holds no policy for: sent to their fallback
-        self.model_costs: dict[str, float] = {}  # mean cost per answer in the store (the gateway's steerer sets it)
-        self.cost_lines: dict[str, CostLine] = {}  # cost per answer as a line in the prompt's tokens (the same)
+        self.costs = CostCaps(settings)  # the store's cost figures (the gateway's steerer sets them) and the caps
 
     def costs_seen(self, costs: dict[str, float], lines: dict[str, CostLine]) -> None:
         """What the store says each model costs (the steerer's step): the caps' predictions read it."""
-        self.model_costs, self.cost_lines = costs, lines
+        self.costs.seen(costs, lines)
+
+    @property
+    def model_costs(self) -> dict[str, float]:
+        return self.costs.model_costs
+
+    @model_costs.setter
+    def model_costs(self, costs: dict[str, float]) -> None:
+        self.costs.model_costs = costs
+
+    @property
+    def cost_lines(self) -> dict[str, CostLine]:
+        return self.costs.cost_lines
+
+    def predicted_costs(self, artifact: RouterArtifact | None, X: np.ndarray, prompt_tokens: float | None = None,
+                        tier: str | None = None) -> np.ndarray:  # fmt: skip
+        """(n, T) each configured model's predicted cost (USD) for the requests ``X`` (:class:`CostCaps`)."""
+        return self.costs.predicted(artifact, None if artifact is None else self._columns(artifact), X, prompt_tokens, tier)
 
     @property
     def artifact(self) -> RouterArtifact | None:
@@ -164,53 +132,8 @@ class ActiveRouter:
         cap = spec.max_cost_per_request_usd
         if cap is None:
             return p, best, scores
-        return self._capped(p, best, scores, artifact, X, cap, tier, prompt_tokens)
-
-    def predicted_costs(self, artifact: RouterArtifact | None, X: np.ndarray, prompt_tokens: float | None = None,
-                        tier: str | None = None) -> np.ndarray:  # fmt: skip
-        """(n, T) each configured model's predicted cost (USD) for the requests ``X`` (n, d): with the request's
-        ``prompt_tokens``, the model's cost line in the store where it has one (``cost_lines``: what its
-        answers cost for their prompts' sizes, so a long prompt is predicted dear); else the router's cost
-        estimates (utility at lambda 0 minus utility at lambda 1, from the embedding, which reads a prompt's
-        first tokens only), else its mean cost in the store (``model_costs``); NaN where none knows. The
-        store's figures are set by the gateway's steerer."""
-        models = self.settings.models
-        out = np.tile([self.model_costs.get(m, np.nan) for m in models], (len(X), 1))
-        u0 = None if artifact is None else artifact.router.utility_estimates(X, 0.0, tier)
-        if artifact is not None and u0 is not None:
-            out[:, self._columns(artifact)] = u0 - artifact.router.utility_estimates(X, 1.0, tier)  # type: ignore[operator]
-        if prompt_tokens is not None:
-            for t, m in enumerate(models):
-                if (line := self.cost_lines.get(m)) is not None:
-                    out[:, t] = line.cost(prompt_tokens)
-        return out
-
-    def _capped(self, p: np.ndarray, best: int, scores: dict | None, artifact, X: np.ndarray, cap: float, tier: str,
-                prompt_tokens: float | None = None):  # fmt: skip
-        """``p`` without the models predicted to cost more than ``cap`` (every model's, if all do: the cheapest
-        predicted stays); their probability goes to the allowed model the router scores highest (ties, as
-        under a constant: the one the utility estimates at the tier's lambda rank first). Exact: the request is drawn
-        from what is returned."""
-        costs = self.predicted_costs(artifact, X, prompt_tokens, tier)[0]
-        allowed = ~(costs > cap)  # a model whose cost nothing predicts stays allowed
-        if not allowed.any():
-            allowed = costs == np.nanmin(costs)
-        if allowed.all():
-            return p, best, scores
-        if not allowed[best]:
-            models = self.settings.models
-            score = np.full(len(models), -np.inf)
-            for m, v in (scores or {}).items():
-                score[models.index(m)] = v
-            utility = np.zeros(len(models))
-            lam = self.settings.tiers[tier].lam
-            estimates = None if artifact is None else artifact.router.utility_estimates(X, lam, tier)
-            if estimates is not None:
-                utility[self._columns(artifact)] = estimates[0]
-            best = int(max(np.flatnonzero(allowed), key=lambda t: (score[t], utility[t], p[t])))
-        q = np.where(allowed, p, 0.0)
-        q[best] += 1.0 - q.sum()
-        return q, best, scores
+        columns = None if artifact is None else self._columns(artifact)
+        return self.costs.capped(p, best, scores, artifact, columns, X, cap, tier, prompt_tokens)
 
     def _uncapped(self, artifact: RouterArtifact | None, X: np.ndarray, tier: str) -> tuple[np.ndarray, int, dict | None]:
         settings = self.settings

@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "regret_gateway"
 
 # Lower layers first; a module may import its own layer and the layers below it, never above.
 LAYERS: list[tuple[str, ...]] = [
-    ("config", "budgets", "ladder", "context", "data", "tables", "files", "tokens", "prices", "trust"),
+    ("config", "budgets", "ladder", "context", "data", "tables", "files", "tokens", "prices", "trust", "judge_calibration"),
     ("nn", "store"),
     ("servable", "encoders"),
     ("artifacts", "causal"),

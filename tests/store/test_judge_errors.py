@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from sqlalchemy.orm import Session
 
-from regret_gateway.store.judge_errors import POOLED, judge_errors, self_agreement
+from regret_gateway.judge_calibration import POOLED
+from regret_gateway.store.judge_errors import judge_errors, self_agreement
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
 from regret_gateway.store.training_set import training_set
 from regret_gateway.store.writes import record_decisions, record_feedback

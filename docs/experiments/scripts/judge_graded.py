@@ -3,7 +3,7 @@ the judge reports the truth or, at a flip rate e, its opposite (1 - u: the demo'
 
 Per draw: ``judged`` requests spread over the models by the world's prompts, each judged; ``pairs`` of
 them also scored by a user (the truth). Two ways to read the pairs: the calibration line over every grade
-(``store.judge_errors``) and the rule it replaced (the users' grades cut at 0.5: false pass = the judge's
+(``judge_calibration``) and the rule it replaced (the users' grades cut at 0.5: false pass = the judge's
 mean where the user scored < 0.5, false fail = 1 - its mean where >= 0.5). Reported per rule: the pooled
 error estimate's mean absolute distance to e (both rates), and the corrected judge scores' mean minus the
 truth's mean, per model, mean absolute over models (what retrain learns a model is worth).
@@ -20,7 +20,7 @@ import numpy as np
 
 from regret_gateway.data import corrected_score
 from regret_gateway.evaluation.loaders import load_benchmark
-from regret_gateway.store.judge_errors import _error
+from regret_gateway.judge_calibration import _error
 
 
 def cut(user: np.ndarray, judge: np.ndarray) -> tuple[float, float]:

@@ -26,7 +26,7 @@ class JudgeSpec(_Strict):
     model: str | tuple[str, ...] | None = None
     sample: float | dict[str, float] = 0.1  # share of a tier's routed requests scored (the cost knob)
     # share of the judged answers judged a second time (source judge-repeat): the judge's self-agreement,
-    # which estimates its error where no user scores (store/judge_errors.py); a judge sampled at
+    # which estimates its error where no user scores (judge_calibration.py); a judge sampled at
     # temperature 0 always agrees with itself, and says nothing this way
     repeat: float = Field(default=0.0, ge=0.0, le=1.0)
     teams: tuple[str, ...] = ()  # teams whose traffic may be judged ("*": every team); empty: none

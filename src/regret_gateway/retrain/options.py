@@ -26,7 +26,7 @@ class RetrainOptions:
     regions: bool = True  # the safe default departs from the constant where the logs prove it (policy/regions.py)
     folds: int | None = None  # the rows split into this many folds (None: 5, or 2 past 60,000 rows: default_folds)
     cross_fit: bool = True  # every fold held out once (``folds`` fits, every row evaluated); False: the first (one fit)
-    calibrate_judge: bool = True  # the judge's scores corrected by its error against user scores (store.judge_errors)
+    calibrate_judge: bool = True  # the judge's scores corrected by its error against user scores (judge_calibration)
     max_rows: int | None = MAX_ROWS  # a larger window is sampled down to this many rows (store.training_set.sample_rows)
     precision: str = "auto"  # the mini-batch fits' products (past 5,000 rows): auto | float32 | bfloat16 (nn.training)
     min_rows: int = 200

@@ -11,14 +11,11 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from regret_gateway.data import JUDGE_REPEAT_SOURCE, JUDGE_SOURCE, USER_SOURCE
 from regret_gateway.store.records import (
     valid_request_id,
 )
 from regret_gateway.store.schema import Decision, Feedback, Outcome
-
-JUDGE_SOURCE = "judge"  # the source of the gateway's LLM judge scores (gateway/judge.py)
-JUDGE_REPEAT_SOURCE = "judge-repeat"  # the judge's second score of an answer it judged twice: measures, never teaches
-USER_SOURCE = "user"  # a client's own score (POST /regret/feedback)
 
 
 def source_rank(sources: Sequence[str] | None) -> Callable[[str], int | None]:

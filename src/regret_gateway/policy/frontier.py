@@ -11,13 +11,13 @@ of those points, from the best to the cheapest.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 
 import numpy as np
 
 from regret_gateway.causal.stats import percentile_interval
-from regret_gateway.config import Settings
 from regret_gateway.ladder import CHEAPEST, EVERYONE, BudgetLadders, Ladder, Rung, frontier_ladder
 from regret_gateway.ope import ALPHA, DR, LoggedData
 from regret_gateway.policy.candidates import N_BOOT
@@ -69,7 +69,8 @@ def flag_dominated(rungs: list[Rung], actions: list[np.ndarray], data: LoggedDat
     return out
 
 
-def ladders(settings: Settings, router: PublishedRouter, X: np.ndarray, data: LoggedData, *, n_boot: int = N_BOOT,
+def ladders(tiers: Sequence[tuple[str, float]], models: Sequence[str], router: PublishedRouter, X: np.ndarray,
+            data: LoggedData, *, n_boot: int = N_BOOT,
             seed: int = 0) -> dict[str, Ladder]:  # fmt: skip
     """The two ladders of the held-out requests ``X`` (n, d) with their evaluation ``data`` (columns:
     ``router.model_names``), every rung with its estimated cost and quality per request: ``"frontier"``, the
@@ -82,27 +83,28 @@ def ladders(settings: Settings, router: PublishedRouter, X: np.ndarray, data: Lo
         _, quality, cost = data.outcomes(actions, 0.0)
         return Rung(kind, name, lam, float(DR.estimate(cost)), float(DR.estimate(quality)))
 
-    model_actions = {name: np.full(len(X), t) for t, name in enumerate(names) if name in settings.models}
-    models = [point("model", name, 0.0, a) for name, a in model_actions.items()]
-    by_lambda = settings.tiers_by_lambda()
-    tier_actions = [router.choose(name, X, spec.lam) for name, spec in by_lambda]
-    tiers = [point("tier", name, spec.lam, a) for (name, spec), a in zip(by_lambda, tier_actions)]
-    cheapest = min(models, key=lambda r: r.usd)  # type: ignore[arg-type, return-value]
-    ladder = [*tiers, Rung(CHEAPEST, "", tiers[-1].lam, cheapest.usd, cheapest.quality)]
+    model_actions = {name: np.full(len(X), t) for t, name in enumerate(names) if name in models}
+    model_rungs = [point("model", name, 0.0, a) for name, a in model_actions.items()]
+    by_lambda = sorted(tiers, key=lambda t: t[1])
+    tier_actions = [router.choose(name, X, lam) for name, lam in by_lambda]
+    tier_rungs = [point("tier", name, lam, a) for (name, lam), a in zip(by_lambda, tier_actions)]
+    cheapest = min(model_rungs, key=lambda r: r.usd)  # type: ignore[arg-type, return-value]
+    ladder = [*tier_rungs, Rung(CHEAPEST, "", tier_rungs[-1].lam, cheapest.usd, cheapest.quality)]
     ladder_actions = [*tier_actions, model_actions[cheapest.name]]
     return {
-        "frontier": frontier_ladder(models + tiers),
+        "frontier": frontier_ladder(model_rungs + tier_rungs),
         "tiers": Ladder(tuple(flag_dominated(ladder, ladder_actions, data, n_boot=n_boot, seed=seed))),
     }
 
 
-def budget_ladders(settings: Settings, router: PublishedRouter, X: np.ndarray, data: LoggedData,
-                   team_rows: dict[str, np.ndarray], created_at: np.ndarray, *, n_boot: int = N_BOOT,
-                   seed: int = 0) -> BudgetLadders:  # fmt: skip
+def budget_ladders(tiers: Sequence[tuple[str, float]], models: Sequence[str], router: PublishedRouter, X: np.ndarray,
+                   data: LoggedData, team_rows: Mapping[str, tuple[np.ndarray, str]], created_at: np.ndarray, *,
+                   n_boot: int = N_BOOT, seed: int = 0) -> BudgetLadders:  # fmt: skip
     """What retrain publishes beside the tiers (:attr:`PublishedRouter.ladders`): per kind (``"frontier"``, ``"tiers"``:
     :func:`ladders`) ``"*"``, the ladder of every held-out request ``X`` (for a team without enough requests
     of its own, or one added after this retrain), and per budgeted team with MIN_TEAM_ROWS held-out
-    requests (``team_rows``: each budgeted team's rows), the ladder of those of its budget period's length
+    requests (``team_rows``: each budgeted team's rows and its budget's period, ``day``, ``week`` or
+    ``month``), the ladder of those of its budget period's length
     (all of its requests if fewer are that recent). Each rung carries its forecast cost per request: where
     a team's first period starts."""
     from regret_gateway.budgets import period_bounds
@@ -113,14 +115,13 @@ def budget_ladders(settings: Settings, router: PublishedRouter, X: np.ndarray, d
         for kind, ladder in found.items():
             out[kind][key] = ladder
 
-    add(EVERYONE, ladders(settings, router, X, data, n_boot=n_boot, seed=seed))
+    add(EVERYONE, ladders(tiers, models, router, X, data, n_boot=n_boot, seed=seed))
     now = datetime.now(timezone.utc)
-    for team, rows in team_rows.items():
-        budget = settings.teams[team].budget
-        if budget is None or len(rows) < MIN_TEAM_ROWS:
+    for team, (rows, per) in team_rows.items():
+        if len(rows) < MIN_TEAM_ROWS:
             continue
-        start, end = period_bounds(budget.per, now)
+        start, end = period_bounds(per, now)
         recent = rows[created_at[rows] >= np.datetime64((now - (end - start)).replace(tzinfo=None), "us")]
         rows = recent if len(recent) >= MIN_TEAM_ROWS else rows
-        add(team, ladders(settings, router, X[rows], _rows(data, rows), n_boot=n_boot, seed=seed))
+        add(team, ladders(tiers, models, router, X[rows], _rows(data, rows), n_boot=n_boot, seed=seed))
     return BudgetLadders(**out)

@@ -95,9 +95,11 @@ def retrain(
     timings["evaluate"] = time.perf_counter() - t2
     say(f"evaluated in {timings['evaluate']:.1f} s; publishing")
     teams = np.array(ts.teams, dtype=object)[fits.order]
-    budgeted = {t: np.flatnonzero(teams == team_key(t)) for t, spec in settings.teams.items() if spec.budget is not None}
+    budgeted = {t: (np.flatnonzero(teams == team_key(t)), spec.budget.per)
+                for t, spec in settings.teams.items() if spec.budget is not None}  # fmt: skip
     router = router.with_ladders(budget_ladders(
-        settings, router, held.logs.X, held.data, budgeted, ts.created_at[fits.order], n_boot=opts.n_boot, seed=opts.seed
+        [(name, spec.lam) for name, spec in tiers], settings.models, router, held.logs.X, held.data, budgeted,
+        ts.created_at[fits.order], n_boot=opts.n_boot, seed=opts.seed,
     ))  # fmt: skip
     # published even when every tier keeps what it serves: the new version carries this retrain's utility
     # estimates, which exploration reads; with the old ones it would keep exploring where the first

@@ -135,7 +135,9 @@ def test_a_stream_the_client_leaves_is_logged_as_left_with_its_cost_and_out_of_t
     decision = logged(base, "sk-streams", request_id)
     outcome = decision["outcome"]
     assert outcome["status"] == "client_left", outcome
-    assert outcome["completion_tokens"] is None or outcome["completion_tokens"] < WORDS
+    # what LiteLLM billed for it: the upstream is released as the client leaves, so LiteLLM may have read the
+    # whole stream before it saw the client go (a race of the two): never more than the stream held
+    assert outcome["completion_tokens"] is None or outcome["completion_tokens"] <= WORDS
     # scored or not, it is no quality observation: retrain leaves it out
     r = httpx.post(f"{base}/regret/feedback", json={"request_id": request_id, "score": 1.0},
                    headers={"Authorization": "Bearer sk-streams"}, timeout=10)  # fmt: skip

@@ -169,7 +169,7 @@ def test_a_tiers_cost_cap_never_routes_a_model_predicted_above_it_exploration_in
     capped._artifact = active.artifact
     assert {(c.model, c.propensity) for c in (capped.choose(x, "premium", rng) for _ in range(100))} == {("tiny", 1.0)}
     cold = ActiveRouter(Settings(models=MODELS, default_tier="premium", tiers=tiers))  # no router yet: the store's means
-    cold.model_costs = {"tiny": 0.001, "small": 0.005, "large": 0.02}
+    cold.costs_seen({"tiny": 0.001, "small": 0.005, "large": 0.02}, {})
     assert {c.model for c in (cold.choose(x, "premium", rng) for _ in range(300))} == {"tiny", "small"}
 
 
@@ -221,7 +221,7 @@ def test_the_hook_counts_a_capped_requests_prompt_tokens_and_the_router_keeps_a_
 
     try:
         asyncio.run(route("the first request starts the steerer's step"))
-        assert gateway.steerer.stepped.wait(timeout=30) and "large" in gateway.router.cost_lines
+        assert gateway.steerer.stepped.wait(timeout=30) and "large" in gateway.router.costs.cost_lines
         assert "large" in {asyncio.run(route("a short question")) for _ in range(60)}  # the cold start draws every model
         assert "large" not in {asyncio.run(route("word " * 3000)) for _ in range(60)}  # ~3,000 tokens: $0.032 predicted
     finally:

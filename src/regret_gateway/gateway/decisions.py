@@ -66,18 +66,6 @@ class ActiveRouter:
         """What the store says each model costs (the steerer's step): the caps' predictions read it."""
         self.costs.seen(costs, lines)
 
-    @property
-    def model_costs(self) -> dict[str, float]:
-        return self.costs.model_costs
-
-    @model_costs.setter
-    def model_costs(self, costs: dict[str, float]) -> None:
-        self.costs.model_costs = costs
-
-    @property
-    def cost_lines(self) -> dict[str, CostLine]:
-        return self.costs.cost_lines
-
     def predicted_costs(self, artifact: RouterArtifact | None, X: np.ndarray, prompt_tokens: float | None = None,
                         tier: str | None = None) -> np.ndarray:  # fmt: skip
         """(n, T) each configured model's predicted cost (USD) for the requests ``X`` (:class:`CostCaps`)."""

@@ -78,7 +78,8 @@ def retrain(
 
     fits = out_of_fold_fits(logged, [spec.lam for _, spec in tiers], folds=k, every=opts.cross_fit, seed=opts.seed,
                             on_fit=fitting, precision=opts.precision)  # fmt: skip
-    held = held_out_rows(fits, ts.logger_codes())
+    loggers = ts.logger_codes()  # each row's logging policy (tier and router version), as the estimators number them
+    held = held_out_rows(fits, loggers)
     data_info["evaluation"] = (
         f"cross-fitted, {k} folds: every row held out once" if opts.cross_fit else f"1/{k} of the rows held out"
     )
@@ -89,7 +90,7 @@ def retrain(
     t2 = time.perf_counter()
     active = active_router(settings, active_id, data_info)
     rows, router = evaluate(
-        fits, tiers, active, ts.logger_codes(), margin=opts.margin, force=opts.force,
+        fits, tiers, active, loggers, margin=opts.margin, force=opts.force,
         n_boot=opts.n_boot, seed=opts.seed, regions=opts.regions, held=held, size=settings.embedder.size,
     )  # fmt: skip
     timings["evaluate"] = time.perf_counter() - t2

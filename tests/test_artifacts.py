@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from regret_gateway.artifacts import ArtifactError, activate, active_version_id, load_artifact, save_artifact
-from regret_gateway.ladder import CHEAPEST, BudgetLadders, Ladder, Rung
+from regret_gateway.budgets.ladder import CHEAPEST, BudgetLadders, Ladder, Rung
 from regret_gateway.nn.training import TrainConfig
 from regret_gateway.policy.registry import make_router
 from regret_gateway.servable import Candidate, ConstantPolicy, PublishedRouter, RMIntervalPolicy, ServedTier, from_state
@@ -234,6 +234,7 @@ def test_an_active_pointer_out_of_the_artifacts_folder_is_refused_once_and_never
     """ACTIVE may only name a version folder of the artifacts directory: an absolute path, ``../..`` or a
     link to a router elsewhere is refused, and not loaded again at every check."""
     from regret_gateway.config import Settings
+    from regret_gateway.gateway import active as served
     from regret_gateway.gateway import decisions
 
     elsewhere = tmp_path / "elsewhere"
@@ -249,8 +250,8 @@ def test_an_active_pointer_out_of_the_artifacts_folder_is_refused_once_and_never
         named = outside.name
     (root / "ACTIVE").write_text(named + "\n")
     loads = []
-    real_load = decisions.load_artifact
-    monkeypatch.setattr(decisions, "load_artifact", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+    real_load = served.load_artifact
+    monkeypatch.setattr(served, "load_artifact", lambda *a, **k: loads.append(a) or real_load(*a, **k))
     settings = Settings(models=MODELS, default_tier="p", tiers={"p": {"lam": 0.0}}, artifacts_dir=str(root),
                         embedder={"model": "m"})  # fmt: skip
     active = decisions.ActiveRouter(settings)

@@ -13,9 +13,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from regret_gateway.artifacts import RouterArtifact
+from regret_gateway.budgets.ladder import BudgetLadders, Ladder, Rung
 from regret_gateway.config import Settings
 from regret_gateway.gateway.decisions import ActiveRouter, exploration_distribution
-from regret_gateway.ladder import BudgetLadders, Ladder, Rung
 from regret_gateway.servable import Candidate, ConstantPolicy, PublishedRouter, ServedTier
 
 MODELS = ("tiny", "small", "large")
@@ -38,7 +38,7 @@ def routes_by_the_mixture(rung: list[np.ndarray], position: float, **ladder) -> 
     """At ``position`` a request goes to rung j (of ``rung``'s distributions) or j + 1 in proportion, each
     drawn at the mixture's exact propensity."""
     active = ActiveRouter(Settings(models=MODELS, default_tier="economy", tiers=TIERS))
-    active._artifact = constant_tiers()
+    active.active.artifact = constant_tiers()
     j = min(int(position), len(rung) - 1)
     s = position - j
     expected = (1 - s) * rung[j] + (s * rung[j + 1] if s > 0 else 0)
@@ -138,7 +138,7 @@ def capped_router(estimated_costs: list[float]) -> ActiveRouter:
 
     estimator = ClusterPolicy(MODELS, np.ones((1, 4)), np.array([[0.3, 0.6, 0.9]]), np.array([estimated_costs]))
     active = ActiveRouter(Settings(models=MODELS, default_tier="premium", tiers=CAPPED))
-    active._artifact = RouterArtifact("v1", constants(estimator), {"model": "m"})
+    active.active.artifact = RouterArtifact("v1", constants(estimator), {"model": "m"})
     return active
 
 
@@ -166,7 +166,7 @@ def test_a_tiers_cost_cap_never_routes_a_model_predicted_above_it_exploration_in
         models=MODELS, default_tier="premium", tiers={**tiers, "premium": {**tiers["premium"], "max_cost_per_request_usd": 1e-5}}
     )
     capped = ActiveRouter(tight)
-    capped._artifact = active.artifact
+    capped.active.artifact = active.artifact
     assert {(c.model, c.propensity) for c in (capped.choose(x, "premium", rng) for _ in range(100))} == {("tiny", 1.0)}
     cold = ActiveRouter(Settings(models=MODELS, default_tier="premium", tiers=tiers))  # no router yet: the store's means
     cold.costs_seen({"tiny": 0.001, "small": 0.005, "large": 0.02}, {})
@@ -231,8 +231,8 @@ def test_the_hook_counts_a_capped_requests_prompt_tokens_and_the_router_keeps_a_
 def test_a_team_is_steered_on_the_published_frontier_only_where_its_budget_says_so(tmp_path):
     """`budget.ladder: frontier` steps the team on the ladder the active router publishes for it; the default
     (`tiers`) on the tiers' ladder, whatever is published."""
+    from regret_gateway.budgets.ladder import tier_ladder
     from regret_gateway.gateway.steering import Steerer
-    from regret_gateway.ladder import tier_ladder
     from regret_gateway.store.engine import make_engine
     from regret_gateway.store.migrate import upgrade
 
@@ -273,7 +273,7 @@ def test_a_tier_the_router_publishes_as_dominated_is_left_off_a_budgeted_teams_l
     gateway = Gateway(settings, encode=lambda texts: np.ones((len(texts), 4), dtype=np.float32), seed=0,
                       clock=lambda: now).start()  # fmt: skip
     try:
-        gateway.router._artifact = artifact
+        gateway.router.active.artifact = artifact
         gateway.steerer.step()
         dropped, kept = gateway.steerer.ladder("drop"), gateway.steerer.ladder("keep")
         assert [r.label for r in dropped.rungs] == ["tier economy", "the cheapest model"]

@@ -85,7 +85,9 @@ def test_gateway_logs_the_exact_igw_propensity_of_each_choice(trained_learner, e
     policy = trained_learner.policy_.to_policy()
     tier = TierSpec(lam=1000.0, epsilon=0.3, igw_gamma=20.0, min_propensity=0.01)
     active = ActiveRouter(Settings(models=MODELS, default_tier="t", tiers={"t": tier}))
-    active._artifact = RouterArtifact("v", PublishedRouter.serving(policy, {"t": 1000.0}, estimator=estimator), {"model": "m"})
+    active.active.artifact = RouterArtifact(
+        "v", PublishedRouter.serving(policy, {"t": 1000.0}, estimator=estimator), {"model": "m"}
+    )
     for prompt in (CODE_PROMPT, TRANSLATE_PROMPT):
         x = encoder([prompt])[0]
         u = estimator.utility_estimates(x[None, :], 1000.0)[0]
@@ -113,7 +115,7 @@ def test_a_configured_model_the_router_has_not_learned_is_explored_most(trained_
     models = (*MODELS, "new-model")
     tier = TierSpec(lam=0.0, epsilon=0.2, igw_gamma=50.0)
     active = ActiveRouter(Settings(models=models, default_tier="t", tiers={"t": tier}))
-    active._artifact = RouterArtifact("v", PublishedRouter.serving(policy, {"t": 0.0}, estimator=estimator), {"model": "m"})
+    active.active.artifact = RouterArtifact("v", PublishedRouter.serving(policy, {"t": 0.0}, estimator=estimator), {"model": "m"})
     rng = np.random.default_rng(2)
     choices = [active.choose(encoder([CODE_PROMPT])[0], "t", rng) for _ in range(3000)]
     explored = [c for c in choices if c.mode == "exploration"]

@@ -209,7 +209,7 @@ def test_hot_swap_then_tiers_route_differently(proxy, trained_router):
         assert d["outcome"]["cost_usd"] == pytest.approx(request_cost(routed[team, text]))
     assert routed["research", CODE_PROMPT] == "large" and routed["research", TRANSLATE_PROMPT] == "large"
     assert routed["support", CODE_PROMPT] == "small-a" and routed["support", TRANSLATE_PROMPT] == "small-b"
-    assert hook.router.reloads == 1
+    assert hook.router.active.reloads == 1
 
 
 def test_requested_tier_only_when_the_team_allows_it(routed):
@@ -383,7 +383,9 @@ def test_uniform_exploration_rate_and_propensities_match_epsilon(trained_router,
     tier = TierSpec(lam=1000.0, epsilon=0.3, exploration="uniform")
     settings = Settings(models=MODELS, default_tier="t", tiers={"t": tier})
     active = ActiveRouter(settings)
-    active._artifact = RouterArtifact("v", PublishedRouter.serving(trained_router.to_policy(), {"t": 1000.0}), {"model": "m"})
+    active.active.artifact = RouterArtifact(
+        "v", PublishedRouter.serving(trained_router.to_policy(), {"t": 1000.0}), {"model": "m"}
+    )
     x = encoder([CODE_PROMPT])[0]
     rng = np.random.default_rng(0)
     choices = [active.choose(x, "t", rng) for _ in range(6000)]
@@ -703,7 +705,7 @@ def test_the_context_code_of_the_requests_tags_is_appended_to_the_logged_embeddi
         publish(tmp_path, trained_router)  # trained on the plain embeddings
         assert not gateway.router.refresh() and gateway.router.artifact is None
         d = encoder(["x"]).shape[1]
-        assert gateway.router.embedding_dim == d + 8
+        assert gateway.router.active.embedding_dim == d + 8
         a = chat(client, "support", TRANSLATE_PROMPT, metadata={"tags": ["translation"]})
         b = chat(client, "research", TRANSLATE_PROMPT, tags=["translation"])
         c = chat(client, "support", TRANSLATE_PROMPT, tags=["code"])

@@ -133,7 +133,7 @@ def test_auto_precision_multiplies_in_bfloat16_only_where_the_cpu_does_natively(
 def test_retrain_fits_past_full_batch_sizes_in_auto_precision():
     """retrain's mini-batch fits (past 5,000 rows, where their time matters) use bfloat16 where the CPU has it,
     or the precision asked for (retrain --precision); its small full-batch fits stay float32."""
-    from regret_gateway.policy.candidates import _train_config
+    from regret_gateway.retrain.fits import _train_config
 
     assert _train_config(5_000).precision == "float32" and _train_config(5_000, "bfloat16").precision == "float32"
     assert _train_config(5_001).precision == "auto" and _train_config(5_001).batch_size == 1024

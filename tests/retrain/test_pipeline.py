@@ -268,9 +268,9 @@ def test_a_window_past_max_rows_is_fitted_on_its_sample_and_the_report_says_so(t
 def test_a_large_window_is_split_in_two_folds_unless_the_folds_are_given(tmp_path, world, monkeypatch):
     """Past ``TWO_FOLDS_FROM`` rows (here lowered to 1,000) the fits learn from half the rows each, so a fold
     holds half of them; ``folds`` given keeps what it says."""
-    from regret_gateway.policy import candidates
+    from regret_gateway.retrain import fits
 
-    monkeypatch.setattr(candidates, "TWO_FOLDS_FROM", 1000)
+    monkeypatch.setattr(fits, "TWO_FOLDS_FROM", 1000)
     n = 1200
     settings, engine = uniformly_logged(tmp_path, world, n, seed=6)
     steps: list[str] = []
@@ -289,10 +289,9 @@ def test_the_precision_asked_for_trains_the_mini_batch_fits_and_the_report_says_
     """``precision`` reaches every network of the fits past ``FULL_BATCH_ROWS`` rows (here lowered to 300); the
     small full-batch fits stay float32; the report names what the products ran in."""
     from regret_gateway.nn.training import TrainConfig
-    from regret_gateway.policy import candidates
-    from regret_gateway.retrain import pipeline
+    from regret_gateway.retrain import fits, pipeline
 
-    for module in (candidates, pipeline):
+    for module in (fits, pipeline):
         monkeypatch.setattr(module, "FULL_BATCH_ROWS", 300)
     seen: list[str] = []
     monkeypatch.setattr(TrainConfig, "__post_init__", lambda self: seen.append(self.precision))

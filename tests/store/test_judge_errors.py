@@ -254,11 +254,11 @@ def test_users_scores_come_before_self_agreement(engine):
 
 
 def test_the_held_out_rows_carry_the_correction_s_uncertainty_to_the_gate(engine):
-    """retrain's held-out rows (policy.candidates.held_out_rows) hand each row's correction, and what it rests
+    """retrain's held-out rows (retrain.fits.held_out_rows) hand each row's correction, and what it rests
     on, to the gate's estimator, in the folds' order."""
     from types import SimpleNamespace
 
-    from regret_gateway.policy.candidates import OutOfFoldFits, held_out_rows
+    from regret_gateway.retrain.fits import OutOfFoldFits, held_out_rows
 
     log_judged(engine, 600, user_share=0.0, repeat_share=0.5, false_pass=SAME_ERROR, false_fail=SAME_ERROR)
     with Session(engine) as s:

@@ -310,9 +310,9 @@ def test_an_id_that_cannot_be_stored_is_unknown_not_an_error(engine, request_id)
 def test_a_teams_budget_counts_its_requests_in_the_current_period_only(engine):
     """Spend is the team's outcomes since the period's start (another team's, or last period's, are not
     counted); the projection extrapolates the last day's rate to the period's end."""
-    from regret_gateway.budgets import period_bounds
+    from regret_gateway.budgets.periods import period_bounds
+    from regret_gateway.budgets.status import budget_status
     from regret_gateway.config import BudgetSpec, Settings
-    from regret_gateway.store.steering import budget_status
 
     before = datetime(2026, 10, 31, 23, 0, tzinfo=timezone.utc)  # last month: not this period
     with Session(engine) as s, s.begin():
@@ -336,8 +336,8 @@ def test_the_projection_prices_the_requests_the_controller_expects_not_the_rate_
     """On a daily budget at 06:00, the projection expects as many requests as the rest of the team's day
     before held (its busy hours are ahead), each at what its requests of the day so far cost: not the quiet
     night's rate carried on to midnight."""
+    from regret_gateway.budgets.status import budget_status
     from regret_gateway.config import Settings
-    from regret_gateway.store.steering import budget_status
 
     def at(i: int, when: datetime) -> DecisionRecord:  # a request costing $0.001
         d = dataclasses.replace(decision(i), created_at=when)

@@ -11,12 +11,14 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from regret_gateway.budgets.controller import step_team
+from regret_gateway.budgets.ladder import Ladder, Rung, cheapest_model, tier_ladder
+from regret_gateway.budgets.status import budget_status
 from regret_gateway.config import Settings
-from regret_gateway.ladder import Ladder, Rung, tier_ladder
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.records import DecisionRecord, OutcomeRecord
 from regret_gateway.store.schema import BudgetSteering
-from regret_gateway.store.steering import budget_status, cheapest_model, cost_lines, model_costs, step_team
+from regret_gateway.store.steering import cost_lines, model_costs
 from regret_gateway.store.writes import record_decisions
 
 DAY = datetime(2026, 11, 27, tzinfo=timezone.utc)
@@ -122,12 +124,13 @@ def test_a_spent_budget_routes_to_the_cheapest_model_and_the_next_period_starts_
 def test_two_replicas_stepping_at_once_take_one_step(replicas, monkeypatch):
     """Replica one reads the team's row, and before it writes, replica two steps: one's write finds the row
     changed, takes no second step and returns two's position."""
+    from regret_gateway.budgets import controller
     from regret_gateway.store import steering
 
     one, two = replicas
     s = settings(usd=1.0)
     spend(one, 40, 0.01, start=DAY + timedelta(minutes=1))
-    real, inside, calls = steering._expected_requests, [], []
+    real, inside, calls = controller.expected_requests, [], []
 
     def meanwhile(session, *args):  # runs inside one's step, after it read the row
         calls.append(1)
@@ -135,7 +138,7 @@ def test_two_replicas_stepping_at_once_take_one_step(replicas, monkeypatch):
             inside.append(step_team(two, s, "a", DAY + timedelta(minutes=2, seconds=1)))
         return real(session, *args)
 
-    monkeypatch.setattr(steering, "_expected_requests", meanwhile)
+    monkeypatch.setattr(controller, "expected_requests", meanwhile)
     mine = step_team(one, s, "a", DAY + timedelta(minutes=2))
     assert inside and inside[0].state == "stepped" and mine == inside[0]
     with Session(two) as session:

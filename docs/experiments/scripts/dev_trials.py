@@ -8,13 +8,15 @@ import numpy as np
 from regret_gateway.encoders.embedder import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.offline import OfflineConfig, make_trial
-from regret_gateway.policy.candidates import out_of_fold_fits
+from regret_gateway.retrain.fits import out_of_fold_fits
 
 
 def dev_splits(data_path: str, trials: int, draws: int, lams: list[float], limit: int | None):
     """Yield ``(trial, split)`` for each trial."""
     bench = load_benchmark(data_path, limit=limit, seed=0)
-    X = Embedder(kind="transformer", progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts, datasets=bench.groups.tolist())
+    X = Embedder(kind="transformer", progress=False, cache_dir=default_cache_dir()).encode_unique(
+        bench.prompts, datasets=bench.groups.tolist()
+    )
     full = bench.full_feedback(X)
     for trial in range(trials):
         cfg = OfflineConfig(lambdas=tuple(lams), methods=("r-and-c",), propensity="logged", evaluate_on="dev", log_draws=draws)

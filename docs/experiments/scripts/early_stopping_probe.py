@@ -1,4 +1,4 @@
-"""Could `retrain` train large logs with fewer epochs? One production fit (`policy.candidates.fit_router`) of
+"""Could `retrain` train large logs with fewer epochs? One production fit (`policy.production.fit_router`) of
 the `bench retrain` synthetic logs, with retrain's mini-batch schedule and with faster ones, side by side:
 per network the epochs run and the epoch of each member's best validation score, the fit's seconds, and
 which model each tier's RM-Interval policy picks on the rows the fit did not see.
@@ -14,9 +14,9 @@ import numpy as np
 
 import regret_gateway.causal.outcome as outcome
 import regret_gateway.nn.training as training
-import regret_gateway.policy.candidates as candidates
 import regret_gateway.policy.methods as methods
 import regret_gateway.policy.rm_interval as tiers
+import regret_gateway.retrain.fits as production
 from regret_gateway.bench import retrain_timing as rt
 from regret_gateway.config import Settings, StoreSpec
 from regret_gateway.nn.training import TrainConfig
@@ -52,14 +52,14 @@ def main() -> None:
 
     for module in (outcome, methods, tiers):
         module.train_members = recorded
-    reference = candidates._train_config
+    reference = production._train_config
     for name, config in SCHEDULES.items():
-        candidates._train_config = (
+        production._train_config = (
             reference if config is None else (lambda rows, c=config: c if rows > 5_000 else reference(rows))
         )
         log.clear()
         t0 = time.perf_counter()
-        learner = candidates.fit_router(train, LAMS)
+        learner = production.fit_router(train, LAMS)
         seconds = time.perf_counter() - t0
         policy = learner.policy_.to_policy()
         picks = {lam: np.bincount(policy.choose(held.X, lam), minlength=len(rt.MODELS)).tolist() for lam in LAMS}

@@ -1,4 +1,4 @@
-"""Time of one production fit (``policy.candidates.fit_router``: outcome MLPs, DR scores, RM-Interval over three tiers)
+"""Time of one production fit (``retrain.fits.fit_router``: outcome MLPs, DR scores, RM-Interval over three tiers)
 on N synthetic logged rows (384-d, 16 models), once per torch thread count given; run two at once to see
 what sharing the cores costs.
 
@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.policy.candidates import fit_router
+from regret_gateway.retrain.fits import fit_router
 
 n, d, T = int(sys.argv[1]), 384, 16
 threads = [int(x) for x in sys.argv[2].split(",")]

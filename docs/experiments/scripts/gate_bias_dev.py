@@ -1,5 +1,5 @@
 """Dev study: are the gate's DR values right? ``retrain``'s cross-fitted evaluation
-(``policy.candidates.out_of_fold_fits`` + ``evaluate``) on each trial's simulated logs, one tier per lambda; for
+(``retrain.fits.out_of_fold_fits`` + ``evaluate``) on each trial's simulated logs, one tier per lambda; for
 every candidate its DR value on the logged rows (out of fold) and its true value on the same rows (the
 benchmark has every model's outcome on every logged prompt), and the gain of the best challenger over the
 incumbent, estimated (with its interval) and true. One JSON line per trial, lambda and candidate. The test
@@ -17,7 +17,8 @@ from regret_gateway.config import TierSpec
 from regret_gateway.encoders.embedder import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.offline import OfflineConfig, make_trial
-from regret_gateway.policy.candidates import FIXED, evaluate, learned_candidates, out_of_fold_fits
+from regret_gateway.retrain.fits import out_of_fold_fits
+from regret_gateway.retrain.gate import FIXED, evaluate, learned_candidates
 
 data_path, trials, lams = sys.argv[1], int(sys.argv[2]), [float(x) for x in sys.argv[3].split(",")]
 limit = int(sys.argv[4]) if len(sys.argv) > 4 else None
@@ -30,7 +31,7 @@ for trial in range(trials):
     logs, truth = split.logs, full.subset(split.pool)  # the logs are simulated on the pool, row for row
     fits = out_of_fold_fits(logs, lams, seed=trial)
     tiers = [(f"lambda={lam:g}", TierSpec(lam=lam)) for lam in lams]
-    rows, _ = evaluate(fits, tiers, None, seed=trial)
+    rows, _ = evaluate(fits, tiers, seed=trial)
     order, names = fits.order, logs.model_names
     parts = [logs.subset(f) for f in fits.folds]
     offered = [learned_candidates(learner, names, lams)[0] for learner in fits.learners]
@@ -43,7 +44,9 @@ for trial in range(trials):
                 actions[label] = np.full(len(order), names.index(label.split(":", 1)[1]))
             else:
                 actions[label] = np.concatenate([fold[label].choose(p.X, lam) for fold, p in zip(offered, parts)])
-        true = {k: float((T.quality[np.arange(len(a)), a] - lam * T.cost[np.arange(len(a)), a]).mean()) for k, a in actions.items()}
+        true = {
+            k: float((T.quality[np.arange(len(a)), a] - lam * T.cost[np.arange(len(a)), a]).mean()) for k, a in actions.items()
+        }
         best = max(row.values, key=lambda k: row.values[k].dr)
         for label, value in row.values.items():
             print(json.dumps({"data": data_path, "trial": trial, "lam": lam, "candidate": label, "incumbent": row.incumbent,

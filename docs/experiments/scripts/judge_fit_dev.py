@@ -18,9 +18,10 @@ from dataclasses import replace
 import numpy as np
 from dev_trials import dev_splits, utility_x100
 
+import regret_gateway.retrain.fits as production
 from regret_gateway.data import TargetErrors, corrected_score
 from regret_gateway.evaluation.offline import reference_actions
-from regret_gateway.policy import candidates
+from regret_gateway.retrain.gate import learned_candidates
 
 if sys.argv[1] == "--summary":
     rows = [json.loads(line) for line in open(sys.argv[2])]
@@ -39,7 +40,7 @@ data_path, trials, draws, e = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), f
 lams = [float(x) for x in sys.argv[5].split(",")]
 limit = int(sys.argv[6]) if len(sys.argv) > 6 and sys.argv[6] != "-" else None
 pairs = int(sys.argv[7]) if len(sys.argv) > 7 else 600
-production_learner = candidates.production_learner
+production_learner = production.production_learner
 for trial, split in dev_splits(data_path, trials, draws, lams, limit):
     logs, test = split.logs, split.full_test
     rng = np.random.default_rng([trial, 0x1D6E])
@@ -53,9 +54,9 @@ for trial, split in dev_splits(data_path, trials, draws, lams, limit):
     single = reference_actions("single-best", split.full_train, test, lams)
     for arm, arm_logs, through in (("direct", logs, False), ("through the error", judged, True), ("as scored", judged, False)):
         options = {"judge_error": through}
-        candidates.production_learner = functools.partial(production_learner, outcome_options=options)
-        learner = candidates.fit_router(arm_logs, lams, seed=trial)
-        policies, _ = candidates.learned_candidates(learner, logs.model_names, lams)
+        production.production_learner = functools.partial(production_learner, outcome_options=options)
+        learner = production.fit_router(arm_logs, lams, seed=trial)
+        policies, _ = learned_candidates(learner, logs.model_names, lams)
         for lam, best in zip(lams, single):
             row = {"data": data_path, "K": draws, "e": e, "trial": trial, "arm": arm, "lam": lam,
                    "single_best": utility_x100(test, best, lam), "measured": [fp, ff]}  # fmt: skip

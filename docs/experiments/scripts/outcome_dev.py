@@ -15,11 +15,11 @@ import sys
 import numpy as np
 from dev_trials import dev_splits, utility_x100
 
+import regret_gateway.retrain.fits as production
 from regret_gateway.evaluation.offline import reference_actions, served_actions
-from regret_gateway.policy import candidates
 
 FORMS = {"per-model": {}, "shared": {"shared": True}}
-production_learner = candidates.production_learner
+production_learner = production.production_learner
 data_path, trials, draws = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 lams = [float(x) for x in sys.argv[4].split(",")]
 limit = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] != "-" else None
@@ -27,7 +27,7 @@ for trial, split in dev_splits(data_path, trials, draws, lams, limit):
     test = split.full_test
     single = reference_actions("single-best", split.full_train, test, lams)
     for form, options in FORMS.items():
-        candidates.production_learner = functools.partial(production_learner, outcome_options=options)
+        production.production_learner = functools.partial(production_learner, outcome_options=options)
         actions, chosen = served_actions(split.logs, test.X, np.array(lams), seed=trial)
         for j, lam in enumerate(lams):
             print(json.dumps({"data": data_path, "K": draws, "trial": trial, "form": form, "lam": lam,

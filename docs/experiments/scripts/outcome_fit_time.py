@@ -11,9 +11,9 @@ import time
 
 import numpy as np
 
+import regret_gateway.retrain.fits as production
 from regret_gateway.bench.retrain_timing import COST, MODELS
 from regret_gateway.data import LoggedFeedback
-from regret_gateway.policy import candidates
 
 n, dim = int(sys.argv[1]), 384
 rng = np.random.default_rng(0)
@@ -29,10 +29,10 @@ action = np.where(explore, rng.integers(4, size=n), family)
 prop = 0.05 + 0.8 * (action == family)
 q = (rng.random(n) < p[np.arange(n), action]).astype(float)
 logs = LoggedFeedback(X=X, action=action, quality=q, cost=np.array(COST)[action], model_names=tuple(MODELS), propensity=prop)
-base = candidates.production_learner
+base = production.production_learner
 for rep in range(2):
     for form in ("per-model", "shared"):
-        candidates.production_learner = functools.partial(base, outcome_options={"shared": form == "shared"})
+        production.production_learner = functools.partial(base, outcome_options={"shared": form == "shared"})
         t = time.perf_counter()
-        candidates.fit_router(logs, [0.0, 200.0, 1000.0], seed=0)
+        production.fit_router(logs, [0.0, 200.0, 1000.0], seed=0)
         print(form, rep, round(time.perf_counter() - t, 1), "s", flush=True)

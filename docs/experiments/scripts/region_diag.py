@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-import regret_gateway.policy.candidates as candidates
 import regret_gateway.retrain as retrain_module
+import regret_gateway.retrain.gate as gate
 from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.config import load_settings
 from regret_gateway.policy.regions import clustered_se
@@ -29,7 +29,7 @@ shutil.copy(work / "gateway.db", scratch / "gateway.db")
 settings = load_settings(work / "config.yaml", store_url=f"sqlite:///{scratch}/gateway.db")
 settings = settings.model_copy(update={"artifacts_dir": str(scratch / "artifacts")})
 stash = {}
-real_held, real_choose = candidates.held_out_rows, candidates.choose_regions
+real_held, real_choose = gate.held_out_rows, gate.choose_regions
 
 
 def held(fits, loggers):
@@ -53,7 +53,7 @@ def choose(quality, cost, logged, space, groups, b, lam, **kw):
     return choice
 
 
-candidates.held_out_rows = pipeline.held_out_rows = held  # type: ignore[assignment]
-candidates.choose_regions = choose  # type: ignore[assignment]
+gate.held_out_rows = pipeline.held_out_rows = held  # type: ignore[assignment]
+gate.choose_regions = choose  # type: ignore[assignment]
 result = retrain_module.retrain(settings, make_engine(settings.store.url), retrain_module.RetrainOptions(until=until, n_boot=100))
 print(result.status, result.reason)

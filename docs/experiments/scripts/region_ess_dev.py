@@ -1,7 +1,7 @@
 """Dev study (the test split is never read): does the regions' minimum effective sample size
 (`policy.regions.MIN_ESS`: a region's challenger and baseline each logged there with an ESS of at least
 100) change what retrain publishes from the offline curve's logs? Per trial, retrain's cross-fitted fits
-once (`dev_trials`), then its gate (`policy.candidates.evaluate`) twice: with the rule and without it
+once (`dev_trials`), then its gate (`policy.gate.evaluate`) twice: with the rule and without it
 (`min_ess=0`); the published choices scored on the dev prompts with the true outcomes. One JSON line per
 trial and lambda.
 
@@ -17,7 +17,7 @@ from collections import defaultdict
 import numpy as np
 from dev_trials import dev_trials, utility_x100
 
-import regret_gateway.policy.candidates as candidates
+import regret_gateway.retrain.gate as gate
 from regret_gateway.config import TierSpec
 from regret_gateway.evaluation.offline import reference_actions
 from regret_gateway.policy.regions import MIN_ESS, choose_regions
@@ -32,8 +32,8 @@ def run(data_path: str, trials: int, draws: int, lams: list[float], limit: int |
         single = reference_actions("single-best", split.full_train, test, lams)
         chosen = {}
         for arm, min_ess in ARMS.items():
-            candidates.choose_regions = functools.partial(choose_regions, min_ess=min_ess)  # type: ignore[assignment]
-            rows, policy = candidates.evaluate(fits, tiers, None, seed=trial)
+            gate.choose_regions = functools.partial(choose_regions, min_ess=min_ess)  # type: ignore[assignment]
+            rows, policy = gate.evaluate(fits, tiers, seed=trial)
             chosen[arm] = (rows, [policy.choose(test.X, lam) for lam in lams])
         for j, lam in enumerate(lams):
             out = {"data": data_path, "K": draws, "rows": split.logs.n_samples, "trial": trial, "lam": lam,
@@ -50,7 +50,9 @@ def summary(paths: list[str]) -> None:
     by = defaultdict(list)
     for r in rows:
         by[(r["data"], r["K"])].append(r)
-    print("| data | K | trials | with min ESS - single best | without - single best | with - without (per trial) | tier-trials that differ | regions adopted (with / without) |")
+    print(
+        "| data | K | trials | with min ESS - single best | without - single best | with - without (per trial) | tier-trials that differ | regions adopted (with / without) |"
+    )
     print("|---|---:|---:|---:|---:|---|---:|---|")
     for (data, k), rs in by.items():
         trials = sorted({r["trial"] for r in rs})

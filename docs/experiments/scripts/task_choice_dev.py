@@ -12,10 +12,10 @@ import sys
 
 import numpy as np
 
+from regret_gateway.causal.ope import LoggedData, select
 from regret_gateway.encoders.embedder import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.offline import OfflineConfig, make_trial, reference_actions
-from regret_gateway.ope import LoggedData, select
 from regret_gateway.policy.cluster import RMCluster, shrunk_means
 from regret_gateway.policy.learner import fit_training_data
 

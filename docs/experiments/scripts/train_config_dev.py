@@ -1,6 +1,6 @@
 """Dev study (the test split is never read): how should ``retrain`` train its networks on a few thousand
 logged rows? Per dataset, trial, log size and training config: the time of one production fit
-(``policy.candidates.fit_router``: outcome models, DR scores, RM-Interval) and the dev utility of the
+(``policy.production.fit_router``: outcome models, DR scores, RM-Interval) and the dev utility of the
 candidates it offers (RM-Interval, R&C, RM-Cluster) at the tier lambdas; one JSON line each.
 
 * default: every network full-batch with patience 100 (what ``retrain`` does up to 5,000 rows) or in
@@ -25,11 +25,12 @@ import time
 
 import numpy as np
 
+import regret_gateway.retrain.fits as production
 from regret_gateway.encoders.embedder import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.simulation import simulate_logs
 from regret_gateway.nn.training import TrainConfig
-from regret_gateway.policy import candidates
+from regret_gateway.retrain.gate import learned_candidates
 
 USED = TrainConfig(patience=100)  # retrain's, up to 5,000 rows
 CONFIGS = {
@@ -50,7 +51,7 @@ SHARED_CONFIGS = {
     "shared-shrink-10": (USED, {"shared": True, "shrink": 10.0}),
 }
 
-production_learner = candidates.production_learner
+production_learner = production.production_learner
 args = sys.argv[1:]
 outcome_only = "--outcome-only" in args
 shared = "--shared" in args
@@ -81,14 +82,12 @@ for trial in range(trials):
         for name, (config, options) in settings.items():
             policy_config = USED if outcome_only or shared else config
             # fit_router builds the production learner with the study's configs
-            candidates._train_config = lambda rows, policy_config=policy_config: policy_config
-            candidates.production_learner = functools.partial(
-                production_learner, outcome_train=config, outcome_options=options
-            )
+            production._train_config = lambda rows, policy_config=policy_config: policy_config
+            production.production_learner = functools.partial(production_learner, outcome_train=config, outcome_options=options)
             t0 = time.perf_counter()
-            learner = candidates.fit_router(logs, lams, seed=trial)
+            learner = production.fit_router(logs, lams, seed=trial)
             seconds = time.perf_counter() - t0
-            offered, k = candidates.learned_candidates(learner, logs.model_names, lams)
+            offered, k = learned_candidates(learner, logs.model_names, lams)
             for label, policy in offered.items():
                 util = [
                     float(100 * truth.utility(lam)[np.arange(truth.n_samples), policy.choose(truth.X, lam)].mean())

@@ -1,5 +1,5 @@
 """Run a `regret-gateway` command with retrain's outcome networks in another form (dev studies): the
-production learner of `policy/candidates.py` built with `OutcomeModel(shared=True)` (one trunk for every
+production learner of `retrain/fits.py` built with `OutcomeModel(shared=True)` (one trunk for every
 model, `causal/outcome.py`) or the per-model networks, whatever the default.
 
     python docs/experiments/scripts/with_outcome_form.py shared|per-model demo --replay ...
@@ -8,11 +8,11 @@ model, `causal/outcome.py`) or the per-model networks, whatever the default.
 import functools
 import sys
 
+import regret_gateway.retrain.fits as production
 from regret_gateway.cli import app
-from regret_gateway.policy import candidates
 
 form, args = sys.argv[1], sys.argv[2:]
 if form not in ("shared", "per-model"):
     sys.exit("the first argument is the outcome form: shared or per-model")
-candidates.production_learner = functools.partial(candidates.production_learner, outcome_options={"shared": form == "shared"})
+production.production_learner = functools.partial(production.production_learner, outcome_options={"shared": form == "shared"})
 app(args)

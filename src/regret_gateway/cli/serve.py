@@ -71,13 +71,13 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
     imports), the judge's spend and its agreement with user scores, fallback and exploration counts; per team
     with a budget, its spend in the budget's period so far and where it is headed."""
     from regret_gateway.artifacts import ArtifactError, active_version_id, load_artifact, version_folder
+    from regret_gateway.budgets.status import budget_status
     from regret_gateway.config import load_settings
     from regret_gateway.gateway.steering import published_ladder
     from regret_gateway.store.engine import make_engine
     from regret_gateway.store.judge_errors import judge_errors, self_agreement
     from regret_gateway.store.queries import traffic_summary
     from regret_gateway.store.schema import Decision
-    from regret_gateway.store.steering import budget_status
     from regret_gateway.store.training_set import team_checks
 
     try:

@@ -40,7 +40,7 @@ class TierSpec(_Strict):
 class BudgetSpec(_Strict):
     """A team's spend budget: ``usd`` dollars of upstream calls per UTC ``per`` (a day; a week from Monday;
     a calendar month), spent as counted by the store's outcomes. The gateway steers the team's requests
-    along a ladder (:mod:`regret_gateway.ladder`) so that its spend lands on the budget, one controller step
+    along a ladder (:mod:`regret_gateway.budgets.ladder`) so that its spend lands on the budget, one controller step
     every ``interval_s`` seconds: the tiers by lambda, then the cheapest model (``ladder: tiers``), or the
     frontier of cost and quality the active router publishes for the team (``frontier``). On the tiers'
     ladder, a rung the active router publishes as dominated (another rung costing no more, or a mix of two

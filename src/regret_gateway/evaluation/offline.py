@@ -233,22 +233,23 @@ def served_actions(
     size: SizeFeature | None = None, folds: int | None = None, precision: str = "auto",
 ) -> tuple[np.ndarray, list[Candidate]]:  # fmt: skip
     """(L, n_test) choices of what ``retrain`` publishes from ``logs`` with one tier per lambda, by its own
-    code and defaults (:func:`regret_gateway.policy.candidates.out_of_fold_fits` and :func:`~regret_gateway.policy.candidates.evaluate`:
+    code and defaults (:func:`regret_gateway.retrain.fits.out_of_fold_fits` and :func:`~regret_gateway.retrain.gate.evaluate`:
     the production learner fitted once per fold -- five, or two past 60,000 rows, unless ``folds`` says --, every candidate -- RM-Interval, R&C, RM-Cluster
     and the best constant model -- valued on every logged row out of fold, the gate of
-    :func:`regret_gateway.ope.select`), and the :class:`~regret_gateway.servable.Candidate` each tier serves (a
+    :func:`regret_gateway.causal.ope.select`), and the :class:`~regret_gateway.servable.Candidate` each tier serves (a
     safe default -- ``constant``, or ``regions``: that constant except in the regions the logs prove -- or a
     learned router). No tier serves anything yet, so each gate's incumbent is the best constant.
     ``cross_fitted=False``: one fit, as ``retrain --no-cross-fit``. ``size``: the size feature the rows carry
     last, as retrain has it with ``embedder.size_feature``. ``precision``: the mini-batch fits' products, as
     ``retrain --precision``."""
     from regret_gateway.config import TierSpec
-    from regret_gateway.policy.candidates import evaluate, out_of_fold_fits
+    from regret_gateway.retrain.fits import out_of_fold_fits
+    from regret_gateway.retrain.gate import evaluate
 
     lams = [float(lam) for lam in lambdas]
     fits = out_of_fold_fits(logs, lams, folds=folds, every=cross_fitted, seed=seed, precision=precision)
     names = [f"lambda={lam:g}" for lam in lams]
-    rows, router = evaluate(fits, [(name, TierSpec(lam=lam)) for name, lam in zip(names, lams)], None, seed=seed, size=size)
+    rows, router = evaluate(fits, [(name, TierSpec(lam=lam)) for name, lam in zip(names, lams)], seed=seed, size=size)
     return np.stack([router.choose(name, test_X) for name in names]), [router.tiers[name].candidate for name in names]
 
 

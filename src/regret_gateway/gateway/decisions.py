@@ -1,10 +1,10 @@
-"""Routing decisions with exact propensities, and the active router that is swapped in atomically when a new
-version is published.
+"""Routing decisions with exact propensities, from the active router version (:mod:`regret_gateway.gateway.active`:
+swapped in atomically when a new version is published).
 
 A tier is served by its name from the published router: its policy's argmax, with exploration drawn by
 :func:`~regret_gateway.gateway.exploration.exploration_distribution` (``igw``, ``challengers`` or
 ``uniform``); a tier's cost cap removes the models predicted to cost more (:mod:`regret_gateway.gateway.costs`);
-a budgeted team's position on its ladder mixes two rungs. The logged propensity is the exact probability of
+a budgeted team's position on its ladder mixes two rungs (:mod:`regret_gateway.gateway.rungs`). The logged propensity is the exact probability of
 the chosen model under what the request was drawn from. Cold start (no router yet): uniform over the models
 (p = 1/T), or a configured default model. A tier the published router does not hold (a tier added to the
 config since the last retrain) goes to its fallback model (mode ``fallback``) until a retrain publishes a
@@ -13,24 +13,21 @@ policy for it.
 
 from __future__ import annotations
 
-import logging
-import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from regret_gateway.artifacts import ArtifactError, RouterArtifact, active_version_id, load_artifact, version_folder
+from regret_gateway.artifacts import RouterArtifact
+from regret_gateway.budgets.ladder import Ladder, tier_ladder
 from regret_gateway.config import Settings
+from regret_gateway.gateway.active import ActiveVersion
 from regret_gateway.gateway.costs import CostCaps
 from regret_gateway.gateway.exploration import exploration_distribution
-from regret_gateway.ladder import CHEAPEST, Ladder, Rung, tier_ladder
+from regret_gateway.gateway.rungs import Distribution, mixed, rung_distribution
 
 if TYPE_CHECKING:
     from regret_gateway.prices import CostLine
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -47,20 +44,23 @@ def fallback_model(settings: Settings, tier: str) -> str:
 
 
 class ActiveRouter:
-    """Holds the serving router; ``refresh()`` loads a newly activated version from the artifact folder.
-    A version that fails to load is refused with a log line and the current one stays."""
+    """What the gateway routes with: the active version (``refresh()`` loads a newly activated one; one that
+    fails to load is refused with a log line and the current one stays), the cost caps, and per request the
+    choice distribution of its tier (or of its team's ladder position) and the draw."""
 
     def __init__(self, settings: Settings, embedding_dim: int | None = None):
         self.settings = settings
-        self.embedding_dim = embedding_dim  # the running embedder's; an artifact of another size is refused
-        self.root = Path(settings.artifacts_dir)
-        self._artifact: RouterArtifact | None = None
-        self._refused: set[str] = set()
-        self._lock = threading.Lock()
-        self.reloads = 0
-        self._column_map: tuple[RouterArtifact, np.ndarray] | None = None
+        self.active = ActiveVersion(settings, embedding_dim)
         self.unpublished = 0  # requests of a tier the active router holds no policy for: sent to their fallback
         self.costs = CostCaps(settings)  # the store's cost figures (the gateway's steerer sets them) and the caps
+
+    @property
+    def artifact(self) -> RouterArtifact | None:
+        return self.active.artifact
+
+    def refresh(self) -> bool:
+        """Swap in the version named by ``ACTIVE`` if it is new. Returns True when a swap happened."""
+        return self.active.refresh()
 
     def costs_seen(self, costs: dict[str, float], lines: dict[str, CostLine]) -> None:
         """What the store says each model costs (the steerer's step): the caps' predictions read it."""
@@ -69,46 +69,7 @@ class ActiveRouter:
     def predicted_costs(self, artifact: RouterArtifact | None, X: np.ndarray, prompt_tokens: float | None = None,
                         tier: str | None = None) -> np.ndarray:  # fmt: skip
         """(n, T) each configured model's predicted cost (USD) for the requests ``X`` (:class:`CostCaps`)."""
-        return self.costs.predicted(artifact, None if artifact is None else self._columns(artifact), X, prompt_tokens, tier)
-
-    @property
-    def artifact(self) -> RouterArtifact | None:
-        return self._artifact
-
-    def refresh(self) -> bool:
-        """Swap in the version named by ``ACTIVE`` if it is new. Returns True when a swap happened."""
-        version = active_version_id(self.root)
-        current = self._artifact.version if self._artifact else None
-        if version is None or version == current or version in self._refused:
-            return False
-        with self._lock:
-            try:
-                artifact = load_artifact(
-                    version_folder(self.root, version),
-                    models=self.settings.models,
-                    embedder_model=self.settings.embedder.embedding_id,
-                    embedding_dim=self.embedding_dim,
-                    lams=tuple(spec.lam for spec in self.settings.tiers.values()),
-                )
-            except ArtifactError as exc:
-                self._refused.add(version)
-                log.error("regret-gateway: refusing router version %s, keeping %s: %s", version, current, exc)
-                return False
-            self._artifact = artifact  # one reference assignment: requests see the old or the new router
-            self.reloads += 1
-            log.warning("regret-gateway: now routing with version %s (was %s)", version, current)
-            if missing := sorted(set(self.settings.tiers) - set(artifact.router.tiers)):
-                log.warning("regret-gateway: version %s holds no policy for tier(s) %s: their requests go to their "
-                            "fallback model until a retrain publishes one", version, ", ".join(missing))  # fmt: skip
-            return True
-
-    def _columns(self, artifact: RouterArtifact) -> np.ndarray:
-        """Where each of the artifact's models sits in ``settings.models`` (computed once per version)."""
-        cached = self._column_map
-        if cached is None or cached[0] is not artifact:
-            cached = (artifact, np.array([self.settings.models.index(m) for m in artifact.model_names]))
-            self._column_map = cached
-        return cached[1]
+        return self.costs.predicted(artifact, None if artifact is None else self.active.columns(artifact), X, prompt_tokens, tier)
 
     def _distribution(self, artifact: RouterArtifact | None, X: np.ndarray, tier: str,
                       prompt_tokens: float | None = None) -> tuple[np.ndarray, int, dict | None]:  # fmt: skip
@@ -120,7 +81,7 @@ class ActiveRouter:
         cap = spec.max_cost_per_request_usd
         if cap is None:
             return p, best, scores
-        columns = None if artifact is None else self._columns(artifact)
+        columns = None if artifact is None else self.active.columns(artifact)
         return self.costs.capped(p, best, scores, artifact, columns, X, cap, tier, prompt_tokens)
 
     def _uncapped(self, artifact: RouterArtifact | None, X: np.ndarray, tier: str) -> tuple[np.ndarray, int, dict | None]:
@@ -142,7 +103,7 @@ class ActiveRouter:
         else:
             logits, estimates = artifact.router.logits(tier, X, spec.lam), None
         logits = logits[0]
-        columns = self._columns(artifact)
+        columns = self.active.columns(artifact)
         scores = {m: float(v) for m, v in zip(artifact.model_names, logits)}
         best = int(columns[int(np.argmax(logits))])
         utilities = None
@@ -158,14 +119,14 @@ class ActiveRouter:
 
     def choose(self, x: np.ndarray, tier: str, rng: np.random.Generator, *, position: float | None = None,
                ladder: Ladder | None = None, cheapest: str | None = None, prompt_tokens: float | None = None) -> Choice:  # fmt: skip
-        """Route one request of ``tier``. With a budget's ladder ``position`` (:mod:`regret_gateway.ladder`;
+        """Route one request of ``tier``. With a budget's ladder ``position`` (:mod:`regret_gateway.budgets.ladder`;
         ``ladder`` default: the tiers by lambda, then the cheapest model), the request goes to rung j =
         floor(position) with probability 1 - s and rung j + 1 with s (s the fraction): a tier's policy with
         its exploration, one model, or ``cheapest`` (default: the tier's fallback). The propensity is the
         mixture's, exact. ``prompt_tokens``: the request's size, which a tier's cost cap reads."""
         settings = self.settings
         models = settings.models
-        artifact = self._artifact
+        artifact = self.active.artifact
         X = x[None, :]
         uncapped = settings.tiers[tier].max_cost_per_request_usd is None
         if position is None and artifact is None and uncapped and settings.cold_start == "uniform":
@@ -190,35 +151,24 @@ class ActiveRouter:
         """(p over ``settings.models``, the most likely choice's index, the scores) for one request ``X`` (1, d)
         of ``tier`` (at a ladder ``position`` where given: :meth:`choose`), under ``artifact`` (default: the
         active one)."""
-        artifact = artifact or self._artifact
+        artifact = artifact or self.active.artifact
         if position is None:
             return self._distribution(artifact, X, tier, prompt_tokens)
-        ladder = ladder or tier_ladder(self.settings)
-        j, s = ladder.split(position)
-        p, best, scores = self._rung(artifact, X, ladder.rungs[j], tier, cheapest, prompt_tokens)
-        if s > 1e-9:
-            p_next, best_next, _ = self._rung(artifact, X, ladder.rungs[j + 1], tier, cheapest, prompt_tokens)
-            p = (1.0 - s) * p + s * p_next
-            best = best if 1.0 - s >= s else best_next
-        return p, best, scores
+        return mixed(
+            ladder or tier_ladder(self.settings),
+            position,
+            lambda rung: self._rung(artifact, X, rung, tier, cheapest, prompt_tokens),
+        )
 
     def rung_distributions(self, X: np.ndarray, tier: str, ladder: Ladder, cheapest: str | None,
                            artifact: RouterArtifact | None = None) -> np.ndarray:  # fmt: skip
         """(rungs, n, T): each request of ``X`` (n, d)'s routing distribution on each rung of ``ladder``; a
         position between two rungs routes by the mix of theirs."""
-        artifact = artifact or self._artifact
+        artifact = artifact or self.active.artifact
         return np.array([[self._rung(artifact, X[i : i + 1], rung, tier, cheapest)[0] for i in range(len(X))]
                          for rung in ladder.rungs])  # fmt: skip
 
-    def _rung(self, artifact, X, rung: Rung, tier: str, cheapest: str | None, prompt_tokens: float | None = None):
-        """One rung: a tier's policy, one model, or ``cheapest`` (default: the tier's fallback). A rung naming
-        a tier or model the settings no longer hold routes as the tier ``tier``."""
-        models = self.settings.models
-        if rung.kind == "tier" and rung.name in self.settings.tiers:
-            return self._distribution(artifact, X, rung.name, prompt_tokens)
-        if rung.kind == "model" and rung.name in models:
-            return np.eye(len(models))[models.index(rung.name)], models.index(rung.name), None
-        if rung.kind == CHEAPEST:
-            best = models.index(cheapest or fallback_model(self.settings, tier))
-            return np.eye(len(models))[best], best, None
-        return self._distribution(artifact, X, tier, prompt_tokens)
+    def _rung(self, artifact, X, rung, tier: str, cheapest: str | None, prompt_tokens: float | None = None) -> Distribution:
+        """One rung (:func:`~regret_gateway.gateway.rungs.rung_distribution`); ``cheapest`` default: the tier's fallback."""
+        return rung_distribution(rung, self.settings.models, tuple(self.settings.tiers), cheapest or fallback_model(self.settings, tier),
+                                 lambda name: self._distribution(artifact, X, name, prompt_tokens), tier)  # fmt: skip

@@ -144,7 +144,7 @@ async def read_decision(
 def _budget(gw: Gateway, team: str) -> dict:
     from datetime import datetime, timezone
 
-    from regret_gateway.store.steering import budget_status
+    from regret_gateway.budgets.status import budget_status
 
     with Session(gw.engine) as session:
         return budget_status(session, gw.settings, team, datetime.now(timezone.utc), gw.steerer.ladder(team)).to_dict()

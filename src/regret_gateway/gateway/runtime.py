@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from regret_gateway.budgets.ladder import Ladder
 from regret_gateway.config import Settings
 from regret_gateway.gateway.batcher import EmbeddingBatcher
 from regret_gateway.gateway.decisions import ActiveRouter
 from regret_gateway.gateway.steering import Steerer, published_ladder
-from regret_gateway.ladder import Ladder
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.writer import BatchedWriter, WriterStats
@@ -197,7 +197,7 @@ class Gateway:
                 return False
             code = s.embedder.context_code
             size = s.embedder.size
-            self.router.embedding_dim = int(warm.shape[-1]) + (code.dim if code is not None else 0) + (size is not None)
+            self.router.active.embedding_dim = int(warm.shape[-1]) + (code.dim if code is not None else 0) + (size is not None)
             report = self.embedding_report
             log.warning("regret-gateway: embedding with %s on %s%s", self.embedding_label, self.embedding_device,
                         f" ({report.get('status')}: {report.get('reason')})" if report else "")  # fmt: skip
@@ -299,7 +299,7 @@ class Gateway:
         return GatewayStats(
             **self.counters,
             router_version=getattr(self.router.artifact, "version", None),
-            router_reloads=self.router.reloads,
+            router_reloads=self.router.active.reloads,
             unpublished_tier=self.router.unpublished,
             embedding_backend=self.embedding_backend,
             embedding_batches=self.batcher.batches,

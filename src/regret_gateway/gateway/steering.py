@@ -1,7 +1,7 @@
 """The gateway's side of budget steering: each budgeted team's ladder position, refreshed from the store.
 
 :class:`Steerer` keeps, per team with a budget, the position its requests are routed at
-(:mod:`regret_gateway.budgets`) and the ladder it was stepped on (:mod:`regret_gateway.ladder`: the tiers',
+(:mod:`regret_gateway.budgets`) and the ladder it was stepped on (:mod:`regret_gateway.budgets.ladder`: the tiers',
 or, for a team whose budget says ``ladder: frontier``, the active router's published frontier for it), each model's mean cost per answer and the
 cheapest model (the tier ladder's last rung; the per-request caps' costs where the router has no cost
 estimates). ``maybe_step()``,
@@ -20,8 +20,8 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from regret_gateway.budgets.ladder import Ladder, tier_ladder
 from regret_gateway.config import Settings
-from regret_gateway.ladder import Ladder, tier_ladder
 
 if TYPE_CHECKING:
     from regret_gateway.prices import CostLine
@@ -80,8 +80,10 @@ class Steerer:
         """One step for every budgeted team (the store decides whether it is due), then the positions."""
         from sqlalchemy.orm import Session
 
+        from regret_gateway.budgets.controller import step_team
+        from regret_gateway.budgets.ladder import cheapest_model
         from regret_gateway.store.records import team_key
-        from regret_gateway.store.steering import cheapest_model, cost_lines, model_costs, step_team
+        from regret_gateway.store.steering import cost_lines, model_costs
 
         engine = self._engine_of()
         now = self.clock()
@@ -126,6 +128,6 @@ def published_ladder(artifact, team: str, kind: str, drop_dominated: bool = Fals
     """The ``kind`` ladder (``frontier`` or ``tiers``, the latter with forecast costs) ``artifact`` publishes
     for ``team`` (:attr:`~regret_gateway.servable.PublishedRouter.ladders`: the team's own, else everyone's);
     None where it publishes none. ``drop_dominated``: the tiers' ladder without the rungs it flags as
-    dominated (:meth:`~regret_gateway.ladder.Ladder.undominated`)."""
+    dominated (:meth:`~regret_gateway.budgets.ladder.Ladder.undominated`)."""
     ladder = None if artifact is None else artifact.router.ladders.of(team, kind)
     return ladder.undominated() if ladder is not None and kind == "tiers" and drop_dominated else ladder

@@ -68,7 +68,7 @@ def spherical_kmeans(
 class SharedCentroids(dict):
     """K -> the (K, d) spherical k-means centroids of the unit rows ``Z``, computed the first time a K is
     asked for. k-means reads no outcome, so the fits of cross-fitting may share one clustering of every
-    logged prompt (:func:`regret_gateway.policy.candidates.evaluate`): one k-means per K instead of one
+    logged prompt (:func:`regret_gateway.retrain.gate.evaluate`): one k-means per K instead of one
     per fold."""
 
     def __init__(self, Z: np.ndarray, seed: int = 0) -> None:

@@ -24,7 +24,7 @@
    candidate replaces the incumbent only if the paired bootstrap interval of its gain lies above
    ``margin`` (``force``: whenever it is better). The held-out rows were logged by several policies (each
    tier under each router version); each one's DR correction counts as far as it saw the candidate's
-   choices (:mod:`regret_gateway.ope`), so a tier's comparison is not swamped by rows another tier
+   choices (:mod:`regret_gateway.causal.ope`), so a tier's comparison is not swamped by rows another tier
    explored at tiny propensities. Unless the tier serves a learned router, the incumbent is its
    safe default, re-derived over the constant the tier serves (that constant is sticky). So no tier serves something estimated worse than the fixed choice or than what it
    had, and a tier that does not improve keeps its policy while the others update.
@@ -36,8 +36,8 @@
 7. Report: a table per tier and candidate, which one each tier serves and why; JSON and PNG.
 
 Modules: ``options`` (what is asked and what came of it), ``checks`` (step 2), ``pipeline`` (the steps in
-order), ``publish`` (step 6), ``report`` (step 7), ``schedule`` (``--every``). Steps 3-5 (the fits and the per-tier choice) are :mod:`regret_gateway.policy.candidates`, which holds
-no store or artifacts-folder code (the offline bench's ``served`` row runs them on simulated logs).
+order), ``publish`` (step 6), ``report`` (step 7), ``schedule`` (``--every``), ``fits`` (step 3) and ``gate`` (steps 4-5); the last two hold no store or
+artifacts-folder code (the offline bench's ``served`` row runs them on simulated logs, with no incumbent).
 """
 
 from regret_gateway.retrain.checks import check_data, judge_calibration

@@ -13,7 +13,7 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
     """Diagnostics of the training logs; raises :class:`RetrainRefused` when they cannot support a router.
     ``first``: no router is active yet, so every model also needs ``opts.cold_start_rows`` scored rows: the
     constant each tier starts from is chosen on the cold start's rows and stays until another is proven better
-    (:func:`regret_gateway.policy.candidates.evaluate`), so a longer cold start chooses it better
+    (:func:`regret_gateway.retrain.gate.evaluate`), so a longer cold start chooses it better
     (docs/experiments/closed-loop.md). A judge's score counts as one row like a user's: counted at its worth in
     true scores, a noisy judge's cold start lasted 1 / (1 - false pass - false fail)^2 times as long, and the
     teams paid for the uniform rounds more than the better first choice gave back (docs/experiments/judge.md)."""

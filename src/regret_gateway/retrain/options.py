@@ -6,8 +6,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from regret_gateway.causal.ope import N_BOOT
 from regret_gateway.nn.training import PRECISIONS
-from regret_gateway.policy.candidates import N_BOOT, TierEvaluation
+from regret_gateway.retrain.gate import TierEvaluation
 from regret_gateway.store.training_set import MAX_ROWS
 
 

@@ -11,13 +11,14 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from regret_gateway.artifacts import active_version_id
+from regret_gateway.budgets.frontier import budget_ladders
 from regret_gateway.config import Settings
 from regret_gateway.nn.training import step_dtype
-from regret_gateway.policy.candidates import FULL_BATCH_ROWS, default_folds, evaluate, held_out_rows, out_of_fold_fits
-from regret_gateway.policy.frontier import budget_ladders
 from regret_gateway.retrain.checks import check_data, judge_calibration
+from regret_gateway.retrain.fits import FULL_BATCH_ROWS, default_folds, held_out_rows, out_of_fold_fits
+from regret_gateway.retrain.gate import evaluate
 from regret_gateway.retrain.options import RetrainOptions, RetrainRefused, RetrainResult
-from regret_gateway.retrain.publish import active_router, publish
+from regret_gateway.retrain.publish import active_router, publish, serving_now
 from regret_gateway.retrain.report import write_report
 from regret_gateway.store.records import team_key
 
@@ -90,7 +91,7 @@ def retrain(
     t2 = time.perf_counter()
     active = active_router(settings, active_id, data_info)
     rows, router = evaluate(
-        fits, tiers, active, loggers, margin=opts.margin, force=opts.force,
+        fits, tiers, serving_now(active, logged.model_names), loggers, margin=opts.margin, force=opts.force,
         n_boot=opts.n_boot, seed=opts.seed, regions=opts.regions, held=held, size=settings.embedder.size,
     )  # fmt: skip
     timings["evaluate"] = time.perf_counter() - t2

@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 
 from regret_gateway.artifacts import ArtifactError, RouterArtifact, activate, load_artifact, save_artifact, version_folder
 from regret_gateway.config import Settings
-from regret_gateway.policy.candidates import TierEvaluation
-from regret_gateway.servable import PublishedRouter
+from regret_gateway.retrain.gate import TierEvaluation
+from regret_gateway.servable import PublishedRouter, ServedTier
 
 
 def active_router(settings: Settings, active_id: str | None, data_info: dict) -> RouterArtifact | None:
@@ -28,6 +28,18 @@ def active_router(settings: Settings, active_id: str | None, data_info: dict) ->
     except ArtifactError as exc:
         data_info["active_unreadable"] = str(exc)
         return None
+
+
+def serving_now(active: RouterArtifact | None, model_names: tuple[str, ...]) -> dict[str, ServedTier]:
+    """What ``active`` serves each tier, by name, each candidate carrying its version: the gate's incumbents
+    (:func:`regret_gateway.retrain.gate.evaluate`). None where there is no active router or it routes over
+    other models than ``model_names`` (its choices would not be these models)."""
+    if active is None or active.model_names != model_names:
+        return {}
+    return {
+        name: ServedTier(served.lam, served.candidate.of_version(active.version), served.policy)
+        for name, served in active.router.tiers.items()
+    }
 
 
 PUBLISH_LOCK = ".publish-lock"  # in the artifact folder

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from regret_gateway.ladder import BudgetLadders
+from regret_gateway.budgets.ladder import BudgetLadders
 from regret_gateway.servable.kinds import ConstantPolicy, from_state
 from regret_gateway.servable.policy import Candidate, ServablePolicy, check_lambda
 

@@ -9,7 +9,7 @@ Then, on the same requests, in hindsight:
 * ``steered``: what the team got (the gateway's choices, exploration included); ``steered, expected``:
   the same positions, each request valued over its routing distribution instead of its one draw (the
   paired comparison with the references below, which are expectations too);
-* ``fixed-λ``: the tiers' ladder (:func:`regret_gateway.ladder.tier_ladder`: every tier, then the cheapest
+* ``fixed-λ``: the tiers' ladder (:func:`regret_gateway.budgets.ladder.tier_ladder`: every tier, then the cheapest
   model, whatever ladder the team is steered on) at one fixed position (a fixed lambda), the best one that
   spends no more than ``steered``;
 * ``hard-cap``: LiteLLM-style: the best single model (highest quality) until the budget is spent, then
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from regret_gateway.ladder import Ladder, Rung, tier_ladder
+from regret_gateway.budgets.ladder import Ladder, Rung, tier_ladder
 
 BUDGET_TEAM = "budgeted"
 BUDGET_TIER = "standard"
@@ -83,7 +83,8 @@ def daily_budget(world, gateway, per_day: int, level: float, rng: np.random.Gene
     steering is what is tested (and the same whichever ladder the team is steered on)."""
     from sqlalchemy.orm import Session
 
-    from regret_gateway.store.steering import cheapest_model, model_costs
+    from regret_gateway.budgets.ladder import cheapest_model
+    from regret_gateway.store.steering import model_costs
 
     models = list(gateway.settings.models)
     with Session(gateway.engine) as session:

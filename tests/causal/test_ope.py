@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from regret_gateway.causal.ope import LoggedData
 from regret_gateway.causal.stats import effective_sample_size
 from regret_gateway.evaluation.simulation import logging_probabilities
-from regret_gateway.ope import LoggedData
 from tests.conftest import make_world
 
 LAM = 200.0
@@ -63,7 +63,7 @@ def test_bad_propensities_are_refused():
 
 
 def test_select_replaces_the_incumbent_only_with_a_confident_gain():
-    from regret_gateway.ope import select
+    from regret_gateway.causal.ope import select
 
     world = make_world(n=2000, seed=9)
     probs = logging_probabilities(world, "uniform")
@@ -86,7 +86,7 @@ def test_many_challengers_without_a_gain_rarely_replace_the_incumbent():
     """Eight challengers that are no better than the incumbent (every model has the same quality): picking
     the best of them by DR picks the luckiest, so without a multiple-comparison correction the incumbent is
     replaced in about 15% of log sets (measured: 29/200); `select` keeps it in at least 90%."""
-    from regret_gateway.ope import select
+    from regret_gateway.causal.ope import select
 
     n, T, reps, switched = 1000, 4, 60, 0
     for r in range(reps):
@@ -166,7 +166,7 @@ def test_a_kept_tier_says_how_many_rows_its_challengers_gain_would_need():
     """The gate's reason for keeping the incumbent says how many times the held-out rows would confirm the
     best challenger's gain at its size (interval width ~ 1 / sqrt(rows)); nothing where there is no gain
     to confirm."""
-    from regret_gateway.ope import Selection
+    from regret_gateway.causal.ope import Selection
 
     kept = Selection("b", "b", "a", 0.01, (-0.05, 0.07), {})
     assert kept.rows_to_confirm == pytest.approx(36.0)  # the lower end 6 gains below it: 6^2 the rows

@@ -7,7 +7,8 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from regret_gateway.budgets import BudgetStatus, period_bounds
+from regret_gateway.budgets.periods import period_bounds
+from regret_gateway.budgets.status import BudgetStatus
 from regret_gateway.config import BudgetSpec, ConfigError, Settings, load_settings
 
 
@@ -70,7 +71,7 @@ def test_only_a_team_with_a_budget_is_steered():
 
 
 def test_a_controller_step_moves_toward_the_affordable_cost_and_is_bounded():
-    from regret_gateway.budgets import MAX_STEP, next_position
+    from regret_gateway.budgets.controller import MAX_STEP, next_position
 
     kw = dict(budget_usd=10.0, expected_requests=1000.0, top=3.0)
     # $9 of 10 spent, 1,000 requests to come: 0.1 cents each is affordable; the last 100 cost 1 cent each
@@ -95,7 +96,7 @@ def steer_a_day(today: np.ndarray, budget: float, position: float, expected, rng
     """One controller step a minute over ``today``'s requests a minute, each request's rung drawn as the
     gateway does and its cost around the rung's; ``expected(minute, so_far)``: the requests to come.
     Returns (the day's spend, the position at each minute)."""
-    from regret_gateway.budgets import next_position
+    from regret_gateway.budgets.controller import next_position
 
     spent, window_usd, window_n, so_far, path = 0.0, 0.0, 0, 0, []
     for m in MINUTES:
@@ -115,7 +116,7 @@ def test_steering_lands_a_diurnal_day_with_a_surge_on_its_budget():
     """A day of traffic whose rate follows the clock (4x from night to afternoon) with a one-hour surge at
     3x: one controller step a minute from the team's recent cost and yesterday's traffic lands the day's
     spend within 5% of the budget, from a start at the dearest tier that would spend 2.6 times as much."""
-    from regret_gateway.budgets import requests_left
+    from regret_gateway.budgets.periods import requests_left
 
     rng = np.random.default_rng(0)
     yesterday = rng.poisson(DIURNAL)
@@ -136,7 +137,7 @@ def test_a_new_teams_first_day_is_expected_to_follow_the_platforms_day_before():
     expects too few requests, spends as if the day were quiet and must swing to the cheap end in the
     afternoon; expecting its day to go on as the platform's went on yesterday (a flatter curve peaking an
     hour earlier), it stays nearer the one position that spends the budget."""
-    from regret_gateway.budgets import MIN_REQUESTS, requests_left
+    from regret_gateway.budgets.periods import MIN_REQUESTS, requests_left
 
     rng = np.random.default_rng(1)
     today = rng.poisson(DIURNAL)

@@ -1,8 +1,8 @@
-"""The ladders retrain publishes for budgeted teams (:mod:`regret_gateway.ladder`): the frontier, and the
+"""The ladders retrain publishes for budgeted teams (:mod:`regret_gateway.budgets.ladder`): the frontier, and the
 tiers' ladder with its forecast costs.
 
 Every model and every tier's published policy is a candidate rung; each is valued on the held-out rows by
-the gate's own estimator (:class:`regret_gateway.ope.LoggedData`: doubly robust, each logger's correction
+the gate's own estimator (:class:`regret_gateway.causal.ope.LoggedData`: doubly robust, each logger's correction
 weighted by what it saw of the candidate's choices, so a few rows logged at a tiny propensity do not
 swing a model's estimate), quality and cost per request apart; a tier by its policy's greedy choices
 (its exploration, a few percent of its requests, is not valued). The ladder is the upper concave hull
@@ -17,10 +17,10 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from regret_gateway.budgets.ladder import CHEAPEST, EVERYONE, BudgetLadders, Ladder, Rung, frontier_ladder
+from regret_gateway.budgets.periods import period_bounds
+from regret_gateway.causal.ope import ALPHA, DR, N_BOOT, LoggedData
 from regret_gateway.causal.stats import percentile_interval
-from regret_gateway.ladder import CHEAPEST, EVERYONE, BudgetLadders, Ladder, Rung, frontier_ladder
-from regret_gateway.ope import ALPHA, DR, LoggedData
-from regret_gateway.policy.candidates import N_BOOT
 from regret_gateway.servable import PublishedRouter
 
 MIN_TEAM_ROWS = 1_000  # a budgeted team's frontier is valued on its own requests from this many; else on everyone's
@@ -41,7 +41,7 @@ def flag_dominated(rungs: list[Rung], actions: list[np.ndarray], data: LoggedDat
     (``actions``: each rung's choices on the rows of ``data``) makes the same choice on every row and lies
     further down, or where another rung that costs no more, or a random mix of two others that costs the
     same, is confidently better: the lower end of the paired bootstrap interval of the quality gain (over
-    the gate's resamples, :meth:`~regret_gateway.ope.LoggedData.bootstrap`) above 0, at ``alpha`` shared
+    the gate's resamples, :meth:`~regret_gateway.causal.ope.LoggedData.bootstrap`) above 0, at ``alpha`` shared
     among the comparisons made. A point estimate is not enough: a learned tier valued on the rows the gate
     chose it on is flattered by them, and a dearer tier a point behind it may be the better one."""
     boot, shifts = data.bootstrap(n_boot, seed), data.shifts(n_boot, seed)
@@ -107,7 +107,6 @@ def budget_ladders(tiers: Sequence[tuple[str, float]], models: Sequence[str], ro
     ``month``), the ladder of those of its budget period's length
     (all of its requests if fewer are that recent). Each rung carries its forecast cost per request: where
     a team's first period starts."""
-    from regret_gateway.budgets import period_bounds
 
     out: dict[str, dict[str, Ladder]] = {"frontier": {}, "tiers": {}}
 

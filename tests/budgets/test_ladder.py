@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from regret_gateway.ladder import Ladder, Rung, frontier_ladder
+from regret_gateway.budgets.ladder import Ladder, Rung, frontier_ladder
 
 
 def point(name: str, usd: float, quality: float, kind: str = "model") -> Rung:

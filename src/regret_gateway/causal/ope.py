@@ -49,6 +49,7 @@ from regret_gateway.causal.stats import bootstrap_counts, dr_term, effective_sam
 from regret_gateway.data import TargetErrors
 
 Shifts = tuple[np.ndarray, np.ndarray]  # (slope, intercept), each (B, G): TargetErrors.shifts
+N_BOOT = 300  # bootstrap resamples of retrain's intervals: the gate's and the budget ladders' (RetrainOptions.n_boot)
 ALPHA = 0.05  # every interval is at 1 - ALPHA (two-sided), the gate's too (select), where it is shared among the challengers
 
 

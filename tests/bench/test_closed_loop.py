@@ -361,7 +361,7 @@ def test_the_demo_retrains_with_the_threads_it_is_given(tmp_path, monkeypatch):
 
     def stand_in(*args, **kwargs):
         seen.append(torch.get_num_threads())
-        return retrain_module.RetrainResult("kept", "stand-in")
+        return retrain_module.RetrainResult(retrain_module.RetrainStatus.KEPT, "stand-in")
 
     monkeypatch.setattr(retrain_module, "retrain", stand_in)
     before = torch.get_num_threads()

@@ -181,7 +181,9 @@ def test_retrain_threads_sets_the_fits_threads(tmp_path, monkeypatch):
     monkeypatch.setattr(
         pipeline,
         "retrain",
-        lambda *a, **k: seen.append(torch.get_num_threads()) or retrain_module.RetrainResult("refused", "stand-in"),
+        lambda *a, **k: (
+            seen.append(torch.get_num_threads()) or retrain_module.RetrainResult(retrain_module.RetrainStatus.REFUSED, "stand-in")
+        ),
     )
     before = torch.get_num_threads()
     cfg = tmp_path / "settings.yaml"
@@ -207,7 +209,9 @@ def _retrain_options_seen(tmp_path, monkeypatch, field: str):
     monkeypatch.setattr(
         pipeline,
         "retrain",
-        lambda s, e, opts, **k: seen.append(getattr(opts, field)) or retrain_module.RetrainResult("refused", "x"),
+        lambda s, e, opts, **k: (
+            seen.append(getattr(opts, field)) or retrain_module.RetrainResult(retrain_module.RetrainStatus.REFUSED, "x")
+        ),
     )
     cfg = tmp_path / "settings.yaml"
     cfg.write_text(

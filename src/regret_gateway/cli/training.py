@@ -167,7 +167,7 @@ def retrain_cmd(
     from datetime import timedelta
 
     from regret_gateway.config import load_settings
-    from regret_gateway.retrain import RetrainOptions, report_table, retrain_every
+    from regret_gateway.retrain import RetrainOptions, RetrainStatus, report_table, retrain_every
     from regret_gateway.store.engine import make_engine
 
     try:
@@ -202,7 +202,8 @@ def retrain_cmd(
                     f"{type(exc).__name__}: {str(exc).splitlines()[0]}", fg=typer.colors.RED, err=True)  # fmt: skip
 
     def show(result) -> None:
-        color = {"published": typer.colors.GREEN, "kept": typer.colors.YELLOW, "refused": typer.colors.RED}[result.status]
+        color = {RetrainStatus.PUBLISHED: typer.colors.GREEN, RetrainStatus.KEPT: typer.colors.YELLOW,
+                 RetrainStatus.REFUSED: typer.colors.RED}[result.status]  # fmt: skip
         typer.secho(f"{datetime.now():%Y-%m-%d %H:%M:%S} {result.status}: {result.reason}", fg=color)
         if result.tiers:
             typer.echo(report_table(result))
@@ -229,7 +230,7 @@ def retrain_cmd(
                                progress=progress)  # fmt: skip
     finally:
         engine.dispose()
-    raise typer.Exit(STORE_UNREACHABLE if result is None else {"published": 0, "kept": 1, "refused": 2}[result.status])
+    raise typer.Exit(STORE_UNREACHABLE if result is None else result.status.exit_code)
 
 
 @app.command("import-logs")

@@ -41,7 +41,7 @@ artifacts-folder code (the offline bench's ``served`` row runs them on simulated
 """
 
 from regret_gateway.retrain.checks import check_data, judge_calibration
-from regret_gateway.retrain.options import RetrainOptions, RetrainRefused, RetrainResult
+from regret_gateway.retrain.options import RetrainOptions, RetrainRefused, RetrainResult, RetrainStatus
 from regret_gateway.retrain.pipeline import read_training_set, retrain
 from regret_gateway.retrain.publish import PUBLISH_LOCK, active_router, publish
 from regret_gateway.retrain.report import report_table, write_report
@@ -52,6 +52,7 @@ __all__ = [
     "RetrainOptions",
     "RetrainRefused",
     "RetrainResult",
+    "RetrainStatus",
     "active_router",
     "check_data",
     "judge_calibration",

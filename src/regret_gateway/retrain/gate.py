@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,6 +43,7 @@ class TierEvaluation:
     changed: bool = True  # the published policy sends some logged request elsewhere than the tier's active one did
     regions_adopted: int = 0  # regions where the safe default departs from the constant (a proven gain)
     regions: int = 1  # regions of prompt space the safe default tested
+    candidates: dict[str, Candidate] = field(default_factory=dict)  # label -> what it is (of ``values``' labels)
 
     @property
     def new(self) -> PolicyValue:
@@ -206,7 +207,8 @@ def evaluate(
         reason = sel.reason() + ("; " + g.choice.describe(names) if sel.served == g.safe.label else "")
         rows.append(
             TierEvaluation(name, spec.lam, sel.served, g.incumbent, reason, sel.values, sel.gain, sel.gain_ci, changing,
-                           {m: float(v) for m, v in zip(names, mix)}, changed, g.choice.n_adopted, space.n_regions)
+                           {m: float(v) for m, v in zip(names, mix)}, changed, g.choice.n_adopted, space.n_regions,
+                           {label: g.pool[label][0] for label in sel.values})
         )  # fmt: skip
         served_tiers[name] = ServedTier(spec.lam, chosen.of_version(None), chosen_policy)  # published in the new version
     estimator = published["r-and-c"]  # this retrain's outcome networks: every tier's utility estimates for exploration

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from enum import Enum
 from pathlib import Path
 
 from regret_gateway.causal.ope import N_BOOT
@@ -45,9 +46,24 @@ class RetrainOptions:
             raise ValueError(f"cold_start_rows must be >= 0, got {self.cold_start_rows}")
 
 
+class RetrainStatus(str, Enum):
+    """What came of a retrain; its command's exit code."""
+
+    PUBLISHED = "published"  # a tier serves something new (or none was served before)
+    KEPT = "kept"  # every tier serves what it served; republished with this retrain's utility estimates
+    REFUSED = "refused"  # the logs cannot support a router (the reason says why); nothing published
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def exit_code(self) -> int:
+        return {"published": 0, "kept": 1, "refused": 2}[self.value]
+
+
 @dataclass
 class RetrainResult:
-    status: str  # published | kept | refused
+    status: RetrainStatus
     reason: str
     version: str | None = None
     active_before: str | None = None

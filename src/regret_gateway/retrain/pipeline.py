@@ -17,7 +17,7 @@ from regret_gateway.nn.training import step_dtype
 from regret_gateway.retrain.checks import check_data, judge_calibration
 from regret_gateway.retrain.fits import FULL_BATCH_ROWS, default_folds, held_out_rows, out_of_fold_fits
 from regret_gateway.retrain.gate import evaluate
-from regret_gateway.retrain.options import RetrainOptions, RetrainRefused, RetrainResult
+from regret_gateway.retrain.options import RetrainOptions, RetrainRefused, RetrainResult, RetrainStatus
 from regret_gateway.retrain.publish import active_router, publish, serving_now
 from regret_gateway.retrain.report import write_report
 from regret_gateway.store.records import team_key
@@ -45,7 +45,7 @@ def retrain(
     settings: Settings, engine: Engine, opts: RetrainOptions = RetrainOptions(), *, progress: Callable[[str], None] | None = None
 ) -> RetrainResult:
     """Run the whole pipeline once: read, check, fit, evaluate, gate, publish, report. Never raises for bad
-    data: a refusal is a result with status 'refused'. ``progress`` is told each step as it starts and ends
+    data: a refusal is a result with status ``REFUSED``. ``progress`` is told each step as it starts and ends
     (one line each: the CLI prints them, so a long retrain is not silent)."""
     say = progress or (lambda line: None)
     timings: dict[str, float] = {}
@@ -64,7 +64,7 @@ def retrain(
                      "feedback_spend_usd": ts.spend_by_source, "sampled_from": ts.sampled_from,
                      "judge": judge_calibration(ts), "trust": trust}  # fmt: skip
     except RetrainRefused as exc:
-        result = RetrainResult("refused", str(exc), active_before=active_id,
+        result = RetrainResult(RetrainStatus.REFUSED, str(exc), active_before=active_id,
                                data={"left_out": ts.skipped, "rows": ts.n_rows, "rows_by_source": ts.rows_by_source(),
                                      "feedback_spend_usd": ts.spend_by_source, "trust": trust})  # fmt: skip
         write_report(result, opts.out or root / "reports")
@@ -108,14 +108,14 @@ def retrain(
     # retrain's estimates pointed, and the comparisons the gate has to make next would get no new rows
     path = publish(settings, engine, router, rows, data_info)
     if active is not None and not any(r.changed for r in rows):
-        status = "kept"
+        status = RetrainStatus.KEPT
         reason = (
             f"no candidate is confidently better than what each tier serves -- the active router stays (republished as "
             f"{path.name} with this retrain's utility estimates for exploration): "
             + "; ".join(f"{r.tier}: {r.reason}" for r in rows)
         )
     else:
-        status, reason = "published", "; ".join(f"{r.tier} serves {r.served} ({r.reason})" for r in rows)
+        status, reason = RetrainStatus.PUBLISHED, "; ".join(f"{r.tier} serves {r.served} ({r.reason})" for r in rows)
     timings["total"] = time.perf_counter() - t0
     result = RetrainResult(
         status, reason, version=path.name, active_before=active_id, data=data_info, tiers=rows, seconds=timings

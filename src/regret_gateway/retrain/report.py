@@ -58,21 +58,22 @@ def plot(result: RetrainResult, path: Path) -> None:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
     x = np.arange(len(tiers))
 
-    def group(label: str) -> str:
-        return "incumbent" if label.endswith(")") else label.split(":")[0]
+    def group(t, label: str) -> str:  # a bar per kind of candidate; what a tier served before, "incumbent"
+        candidate = t.candidates[label]
+        return "incumbent" if candidate.version is not None else candidate.kind
 
-    groups = list(dict.fromkeys(group(label) for t in tiers for label in t.values))
+    groups = list(dict.fromkeys(group(t, label) for t in tiers for label in t.values))
     width = 0.8 / len(groups)
     for k, g in enumerate(groups):
         for j, t in enumerate(tiers):
-            label = next((lab for lab in t.values if group(lab) == g), None)
+            label = next((lab for lab in t.values if group(t, lab) == g), None)
             if label is None:
                 continue
             v = t.values[label]
             ax1.bar(x[j] + (k - (len(groups) - 1) / 2) * width, 100 * v.dr, width, color=f"C{k}",
                     yerr=[[100 * (v.dr - v.dr_ci[0])], [100 * (v.dr_ci[1] - v.dr)]], capsize=3,
                     edgecolor="black" if label == t.served else "none", linewidth=2,
-                    label=g if j == 0 or not any(group(lab) == g for tt in tiers[:j] for lab in tt.values) else None)  # fmt: skip
+                    label=g if j == 0 or not any(group(tt, lab) == g for tt in tiers[:j] for lab in tt.values) else None)  # fmt: skip
     ax1.set_xticks(x, [f"{t.tier}\nλ={t.lam:g}" for t in tiers])
     ax1.set_ylabel("estimated utility x100 (DR, 95% CI)")
     ax1.set_title(f"retrain: {result.status} (black edge: served)")

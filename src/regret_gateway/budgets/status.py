@@ -34,9 +34,8 @@ class BudgetStatus:
     state: str | None = None  # the controller's last step (budgets/controller.py): None before the first
     ladder_end: str | None = None  # "dearest" or "cheapest" where the position is at an end of the ladder
     recent_requests: int = 0  # the team's requests with an outcome in the rate window (``recent_usd``'s)
-    expected_requests: float | None = (
-        None  # the requests the controller expects before ``end`` (:func:`~regret_gateway.budgets.periods.requests_left`)
-    )
+    # the requests the controller expects before ``end`` (:func:`~regret_gateway.budgets.periods.requests_left`)
+    expected_requests: float | None = None
 
     @property
     def rate_window_s(self) -> float:

@@ -18,8 +18,9 @@ PAPER_TEMPLATE = "The following prompt comes from the dataset {dataset}. The pro
 # What a template may name besides {prompt}: the request's context. Offline, {dataset} is the benchmark's
 # task name; in the gateway the request's tags stand for it (``dataset`` = the tags when nothing else is
 # given), {team} and {tier} are the caller's, {tags} the request's tags (comma-joined), {user} its
-# OpenAI ``user`` field. A field the request does not carry reads ``unknown``.
-CONTEXT_FIELDS = ("prompt", "dataset", "team", "tier", "tags", "user")
+# OpenAI ``user`` field, {app} a keyed hash of its system prompt (gateway/messages.py ``app_key``), {tools} the
+# names of the tools it offers (comma-joined). A field the request does not carry reads ``unknown``.
+CONTEXT_FIELDS = ("prompt", "dataset", "team", "tier", "tags", "user", "app", "tools")
 UNKNOWN = "unknown"
 
 

@@ -16,7 +16,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "regret_gateway"
 # Lower layers first; a module may import its own layer and the layers below it, never above.
 # A module named with its package ("budgets.frontier") sits apart from the rest of the package.
 LAYERS: list[tuple[str, ...]] = [
-    ("config", "context", "data", "tables", "files", "tokens", "prices", "trust", "judge_calibration"),
+    ("config", "context", "data", "tables", "files", "tokens", "prices", "trust", "judge_calibration", "limits"),
     ("nn", "store"),
     ("servable", "encoders", "budgets"),
     ("artifacts", "causal"),
@@ -54,11 +54,27 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
         ("rm_interval", "regions"),
         ("registry",),
     ],
-    "evaluation": [("__init__", "loaders", "simulation", "synthetic"), ("offline",), ("report",)],
+    "evaluation": [("__init__", "loaders", "simulation", "synthetic", "traffic"), ("offline",), ("report",)],
     "gateway": [
-        ("__init__", "tiers", "exploration", "costs", "batcher", "judge", "preflight", "steering", "messages", "active", "rungs"),
+        (
+            "__init__",
+            "tiers",
+            "exploration",
+            "costs",
+            "batcher",
+            "judge",
+            "preflight",
+            "steering",
+            "messages",
+            "active",
+            "rungs",
+            "model_info",
+            "eligibility",
+        ),  # fmt: skip
         ("decisions",),
+        ("sessions",),
         ("runtime",),
+        ("request",),
         ("hook",),
         ("auth", "routes"),
         ("app",),

@@ -26,8 +26,11 @@ pytestmark = pytest.mark.slow  # the real LiteLLM proxy, in-process
 UPSTREAM = "http://upstream.test/v1"
 
 
+CACHED_PRICE = 1e-7  # small-a's price of a cached input token (LiteLLM's cache_read_input_token_cost)
+
+
 def gateway_config(tmp) -> dict:
-    return proxy_config(
+    config = proxy_config(
         {
             "models": list(MODELS),
             "default_tier": "standard",
@@ -46,6 +49,12 @@ def gateway_config(tmp) -> dict:
         UPSTREAM,
         custom_auth=True,
     )
+    for deployment in config["model_list"]:  # what LiteLLM's model info says of these deployments
+        if deployment["model_name"] == "large":
+            deployment["model_info"] = {"supports_vision": False}
+        if deployment["model_name"] == "small-a":
+            deployment["litellm_params"]["cache_read_input_token_cost"] = CACHED_PRICE
+    return config
 
 
 JUDGE = {"status": 200, "reply": '{"score": 0.75, "reason": "fine"}'}  # how the mocked judge model answers
@@ -55,6 +64,10 @@ FAILING: dict[str, int] = {}  # prompt -> how many more calls with it the upstre
 def completion(request: httpx.Request) -> httpx.Response:
     body = json.loads(request.content)
     prompt = body["messages"][-1]["content"]
+    prompt = prompt if isinstance(prompt, str) else json.dumps(prompt)  # content parts (an image request)
+    usage = {**USAGE, "total_tokens": sum(USAGE.values())}
+    if prompt.startswith("[cached]"):  # the provider read 30 of the 40 prompt tokens from its cache
+        usage["prompt_tokens_details"] = {"cached_tokens": 30}
     if FAILING.get(prompt, 0) > 0:
         FAILING[prompt] -= 1
         return httpx.Response(500, json={"error": {"message": "upstream hiccup"}})
@@ -75,7 +88,7 @@ def completion(request: httpx.Request) -> httpx.Response:
             "choices": [
                 {"index": 0, "message": {"role": "assistant", "content": f"answer from {body['model']}"}, "finish_reason": "stop"}
             ],
-            "usage": {**USAGE, "total_tokens": sum(USAGE.values())},
+            "usage": usage,
         },
     )
 
@@ -115,12 +128,13 @@ def proxy(app_client, tmp_path, encoder):
     gateway.close()
 
 
-def publish(tmp, trained_router, **kw):
+def publish(tmp, trained_router, estimator=None, **kw):
     from regret_gateway.artifacts import activate, save_artifact
 
+    tiers = {"premium": 0.0, "standard": 200.0, "economy": 1000.0}
     path = save_artifact(
         tmp / "artifacts",
-        router=PublishedRouter.serving(trained_router.to_policy(), {"premium": 0.0, "standard": 200.0, "economy": 1000.0}),
+        router=PublishedRouter.serving(trained_router.to_policy(), tiers, estimator=estimator),
         embedder={"model": EmbedderSpec().embedding_id},
         **kw,
     )
@@ -998,5 +1012,128 @@ def test_the_gateways_own_static_encoder_embeds_on_the_loop_without_batches(app_
         stats = gateway.stats()
         assert stats.embedding_backend == "static" and stats.embedding_inlined == 3
         assert stats.embedding_batches == 0 and stats.shed == 0 and stats.fallback == 0
+    finally:
+        gateway.close()
+
+
+LONG_PROMPT = "Summarise this report. " + "The quarterly figures rose again in every region. " * 40  # ~400 tokens
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}}]
+IMAGE = [{"type": "text", "text": "What is in this picture?"},
+         {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]  # fmt: skip
+
+
+def test_a_request_goes_only_to_a_model_that_can_take_it(app_client, tmp_path, encoder):
+    """small-a's window is 400 tokens (a ~375-token prompt and the 256 expected answer tokens do not fit) (the settings' model_info), small-b takes no tools (the settings), large
+    no images (its deployment's model_info in the proxy config): each request is drawn among the models that
+    can take it, with propensities exact over them, and one that none can take gets a 400 without a call."""
+    app, client, route = app_client
+    gateway = start_gateway(
+        app, tmp_path, encoder, model_info={"small-a": {"max_input_tokens": 400}, "small-b": {"tools": False}}
+    )
+    try:
+        for name, extra, refused in [
+            ("long", {"messages": [{"role": "user", "content": LONG_PROMPT}]}, "small-a"),
+            ("tools", {"tools": TOOLS}, "small-b"),
+            ("image", {"messages": [{"role": "user", "content": IMAGE}]}, "large"),
+        ]:
+            chosen = set()
+            for i in range(16):
+                r = chat(client, "support", f"{CODE_PROMPT} ({name} {i})", **extra)
+                assert r.status_code == 200, r.text
+                d = decision(client, "support", r.headers["x-regret-request-id"])
+                assert d["chosen_model"] == upstream_model(route) != refused, name
+                assert d["mode"] == "cold_start" and d["propensity"] == pytest.approx(1 / 2), name  # uniform over the two
+                chosen.add(d["chosen_model"])
+            assert chosen == set(MODELS) - {refused}, name
+        calls = route.call_count
+        long_image = [{"role": "user", "content": [{"type": "text", "text": LONG_PROMPT}, IMAGE[1]]}]
+        r = chat(client, "support", "x", messages=long_image, tools=TOOLS, max_tokens=100)
+        assert r.status_code == 400 and "no model can take this request" in r.text, r.text
+        assert (
+            "small-a: window 400 tokens" in r.text and "small-b: takes no tools" in r.text and "large: takes no images" in r.text
+        )
+        assert route.call_count == calls  # no doomed upstream call
+        stats = gateway.stats()
+        assert stats.restricted == 49 and stats.ineligible == 1
+    finally:
+        gateway.close()
+
+
+def conversation(turns: list[str]) -> list[dict]:
+    """A conversation's messages: the user's turns, each but the last answered."""
+    out: list[dict] = [{"role": "system", "content": "You are the helpdesk of a software shop."}]
+    for i, text in enumerate(turns):
+        out.append({"role": "user", "content": text})
+        if i < len(turns) - 1:
+            out.append({"role": "assistant", "content": f"answer {i}"})
+    return out
+
+
+@pytest.mark.parametrize("cache", ["cheap", "dear"])
+def test_a_conversation_keeps_its_model_unless_a_switch_is_worth_its_lost_cache(
+    app_client, tmp_path, encoder, trained_router, trained_learner, cache
+):
+    """Economy routes code to small-a and translations to small-b. A conversation that starts with code stays
+    on small-a while it stays on code (kept, p = 1); when it turns to a translation the router's gain for small-b
+    (~0.25 quality units, the published outcome model's utility estimates) pays for the switch where small-a's
+    lost cache is cheap (lambda 1000 x 61 history tokens x $9e-7 = 0.055, + the 0.02 penalty), and not where it
+    is dear (input $1e-3 a token, cached $0: 1000 x 61 x 1e-3 = 61)."""
+    app, client, route = app_client
+    prices = {"input_cost_per_token": 1e-3, "cached_input_cost_per_token": 0.0} if cache == "dear" else {}
+    gateway = start_gateway(app, tmp_path, encoder, model_info={"small-a": prices} if prices else {})
+    try:
+        publish(tmp_path, trained_router, estimator=trained_learner.nuisance_.outcome_.to_policy(MODELS))
+        assert gateway.router.refresh()
+        turns = [CODE_PROMPT, "Write a Python function that merges two dictionaries.", TRANSLATE_PROMPT]
+        seen = []
+        for n in range(1, len(turns) + 1):
+            r = chat(client, "support", "", messages=conversation(turns[:n]))
+            assert r.status_code == 200, r.text
+            d = decision(client, "support", r.headers["x-regret-request-id"])
+            assert d["chosen_model"] == upstream_model(route) == r.headers["x-regret-chosen-model"]
+            seen.append((d["chosen_model"], d["session_turn"], d["propensity"]))
+        assert seen[0] == ("small-a", None, 1.0)  # a lone request: only a later turn tells it opened a conversation
+        assert seen[1] == ("small-a", "kept", 1.0)
+        assert seen[2] == (("small-b", "rerouted", 1.0) if cache == "cheap" else ("small-a", "kept", 1.0))
+        stats = gateway.stats()
+        assert (stats.session_kept, stats.session_rerouted) == ((1, 1) if cache == "cheap" else (2, 0))
+        # another team's identical conversation is another conversation: routed afresh
+        r = chat(client, "research", "", messages=conversation(turns[:2]))
+        assert decision(client, "research", r.headers["x-regret-request-id"])["session_turn"] == "first"
+    finally:
+        gateway.close()
+
+
+def test_a_named_session_keeps_its_model_through_the_cold_start(proxy):
+    """A client's session id (LiteLLM's x-litellm-session-id header) names the conversation: in cold start its
+    first turn is drawn at random (p = 1/3), every later turn goes to the same model (p = 1)."""
+    client, route, gateway, _ = proxy
+    headers = {"Authorization": f"Bearer {KEYS['support']}", "x-litellm-session-id": "chat-0123456789"}
+    seen = []
+    for n in range(1, 7):
+        body = {"model": "regret-router", "messages": conversation([f"question {i}" for i in range(n)])}
+        r = client.post("/v1/chat/completions", headers=headers, json=body)
+        assert r.status_code == 200, r.text
+        d = decision(client, "support", r.headers["x-regret-request-id"])
+        assert d["chosen_model"] == upstream_model(route)
+        seen.append((d["chosen_model"], d["session_turn"], d["propensity"]))
+    model = seen[0][0]
+    assert seen == [(model, "first", pytest.approx(1 / 3))] + [(model, "kept", 1.0)] * 5
+    assert gateway.stats().session_kept == 5
+
+
+def test_cached_input_tokens_are_priced_as_the_provider_bills_them(app_client, tmp_path, encoder):
+    """The provider read 30 of the 40 prompt tokens from its cache: LiteLLM prices them at the deployment's
+    cache_read_input_token_cost, and that is the cost logged (economy's cold start: its fallback, small-a)."""
+    app, client, route = app_client
+    gateway = start_gateway(app, tmp_path, encoder, cold_start="fallback")
+    try:
+        r = chat(client, "support", "[cached] hello again")
+        assert r.status_code == 200, r.text
+        d = with_outcome(client, "support", r.headers["x-regret-request-id"])
+        assert d["chosen_model"] == "small-a"
+        price = PRICE["small-a"]
+        assert d["outcome"]["cost_usd"] == pytest.approx(10 * price + 30 * CACHED_PRICE + USAGE["completion_tokens"] * price)
+        assert d["outcome"]["cost_usd"] < request_cost("small-a")
     finally:
         gateway.close()

@@ -30,7 +30,7 @@ def decision(i: int, *, model: str = "small", team: str = "a", dim: int = 4, out
         embedding_model="mini",
         embedding=np.full(dim, i, dtype=np.float32),
         chosen_model=model,
-        propensity=0.5,
+        propensity=kw.pop("propensity", 0.5),
         team=team,
         prompt_hash="h",
         created_at=T0 + timedelta(minutes=i),
@@ -223,6 +223,8 @@ def test_training_set_joins_filters_and_counts(engine):
             ],
         )  # fmt: skip
         record_decisions(s, [decision(20, outcome=False)])  # no outcome yet
+        # a later turn of a conversation kept on its model (p = 1, no draw): scored, and left out
+        record_decisions(s, [decision(21, session_turn="kept", propensity=1.0)])
         record_decisions(
             s,
             [
@@ -239,7 +241,7 @@ def test_training_set_joins_filters_and_counts(engine):
                 )
             ],
         )
-        record_feedback(s, [FeedbackRecord(f"r{i}", float(i % 3 == 0)) for i in range(8)] + [FeedbackRecord("f", 0.0)])
+        record_feedback(s, [FeedbackRecord(f"r{i}", float(i % 3 == 0)) for i in (*range(8), 21)] + [FeedbackRecord("f", 0.0)])
     with Session(engine) as s:
         ts = training_set(s)
         assert ts.n_rows == 8 and ts.skipped == {
@@ -250,6 +252,7 @@ def test_training_set_joins_filters_and_counts(engine):
             "mock": 0,
             "no_feedback": 2,
             "fallback": 0,
+            "session_kept": 1,
             "other_embedder": 0,
             "unknown_model": 0,
         }

@@ -23,7 +23,16 @@ Environment overrides (for secrets and per-replica settings): ``REGRET_GATEWAY_S
 from regret_gateway.config.embedder import EmbedderSpec
 from regret_gateway.config.judge import DEFAULT_RUBRIC, JudgeSpec
 from regret_gateway.config.settings import ENV_PREFIX, ConfigError, Settings, env_var, load_settings, read_yaml
-from regret_gateway.config.specs import DEFAULT_STORE_URL, BudgetSpec, StoreSpec, TeamSpec, TierSpec, TrustSpec
+from regret_gateway.config.specs import (
+    DEFAULT_STORE_URL,
+    BudgetSpec,
+    ModelInfoSpec,
+    SessionSpec,
+    StoreSpec,
+    TeamSpec,
+    TierSpec,
+    TrustSpec,
+)
 
 __all__ = [
     "DEFAULT_RUBRIC",
@@ -33,6 +42,8 @@ __all__ = [
     "ConfigError",
     "EmbedderSpec",
     "JudgeSpec",
+    "ModelInfoSpec",
+    "SessionSpec",
     "Settings",
     "StoreSpec",
     "TeamSpec",

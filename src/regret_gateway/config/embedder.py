@@ -38,6 +38,10 @@ class EmbedderSpec(_Strict):
     # also offers the priced router (policy/priced.py). Another embedding id: fresh logs and routers.
     size_feature: bool = False
     max_length: int = Field(default=256, ge=8)
+    # What the router reads of a conversation (gateway/messages.py READS): `system-and-last-user`, or `turns`
+    # (the last user turn, then the turns before it, latest first; the system prompt is the {app} context
+    # field instead). `turns` is another embedding id: fresh logs and routers.
+    reads: Literal["system-and-last-user", "turns"] = "system-and-last-user"
     # Under overload (a request's embedding predicted to wait past route_timeout_s) the router reads only the
     # first N tokens (about 4 characters each) where that fits the budget, before it sheds the request to its
     # fallback. None: shed at once. Chosen on the dev slices (docs/experiments/gateway-overhead.md).
@@ -126,6 +130,8 @@ class EmbedderSpec(_Strict):
             out += f"+static-{self.static_dims}"
         if self.layers is not None:
             out += f"+layers-{self.layers}"
+        if self.reads != "system-and-last-user":
+            out += f"+reads-{self.reads}"
         if self.template is not None:
             out += f"+template-{hashlib.sha256(self.template.encode()).hexdigest()[:10]}"
         if (code := self.context_code) is not None:

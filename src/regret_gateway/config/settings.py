@@ -12,7 +12,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from regret_gateway.config.embedder import EmbedderSpec
 from regret_gateway.config.judge import JudgeSpec
-from regret_gateway.config.specs import StoreSpec, TeamSpec, TierSpec, TrustSpec, _Strict
+from regret_gateway.config.specs import ModelInfoSpec, SessionSpec, StoreSpec, TeamSpec, TierSpec, TrustSpec, _Strict
 
 
 class Settings(_Strict):
@@ -38,6 +38,12 @@ class Settings(_Strict):
     api_keys: dict[str, str] = Field(default_factory=dict)  # key -> team, for proxies without a database
     judge: JudgeSpec = Field(default_factory=JudgeSpec)  # the sampled LLM judge (off by default)
     trust: TrustSpec = Field(default_factory=TrustSpec)  # whose user scores train the router
+    # per model group: its context window, what it takes, its cached input price, over LiteLLM's model info
+    model_info: dict[str, ModelInfoSpec] = Field(default_factory=dict)
+    # the answer's tokens a request is expected to need where it sets no max_tokens: a model is eligible for
+    # it where its window holds the prompt and these (gateway/eligibility.py)
+    expected_output_tokens: int = Field(default=256, ge=0)
+    sessions: SessionSpec = Field(default_factory=SessionSpec)  # conversations keep their model (gateway/sessions.py)
     # Set by `serve --mock-upstream` (not by hand): every decision is marked as a mock's answer, which
     # retrain and budgets leave out
     mock_upstream: bool = False
@@ -58,6 +64,8 @@ class Settings(_Strict):
             for tier in (team_spec.tier, *team_spec.allowed_tiers):
                 if tier not in self.tiers:
                     raise ValueError(f"team '{team}': tier '{tier}' is not one of the tiers {sorted(self.tiers)}")
+        if unknown := sorted(set(self.model_info) - set(self.models)):
+            raise ValueError(f"model_info names models that are not in `models`: {unknown} (models: {list(self.models)})")
         if isinstance(self.judge.sample, dict) and (unknown := sorted(set(self.judge.sample) - set(self.tiers))):
             raise ValueError(f"judge.sample names tiers that do not exist: {unknown} (tiers: {sorted(self.tiers)})")
         return self

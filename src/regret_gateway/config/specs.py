@@ -91,3 +91,31 @@ class TrustSpec(_Strict):
     alpha: float = Field(default=0.001, gt=0, lt=1)
     min_rows: int = Field(default=20, ge=2)  # a team's scores on a model, and the others', needed to compare them
     exempt: tuple[str, ...] = ()  # teams never checked (vouched for: e.g. their prompts differ from everyone else's)
+
+
+class ModelInfoSpec(_Strict):
+    """What one of ``models`` (a LiteLLM model group) can take and what its cached input costs, where LiteLLM's
+    model info (its cost map, a deployment's ``model_info``) does not say it or says it wrong: this wins.
+    A limit nobody states is not checked (gateway/eligibility.py)."""
+
+    max_input_tokens: int | None = Field(default=None, ge=1)  # the context window, for the prompt
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    tools: bool | None = None  # takes tool (function) definitions
+    images: bool | None = None  # takes image content parts
+    json_schema: bool | None = None  # takes response_format json_schema
+    input_cost_per_token: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    cached_input_cost_per_token: float | None = Field(default=None, ge=0, allow_inf_nan=False)  # a cached prompt prefix
+
+
+class SessionSpec(_Strict):
+    """Conversations (gateway/sessions.py): a later turn of a conversation stays on the model its first routed
+    turn got unless the router's utility for its choice beats the kept model's by more than switching costs:
+    ``lambda`` x the cache the switch loses (the history's tokens x (input price - cached input price)) plus
+    ``switch_penalty`` (quality points, 0-1). A conversation is the ``session_id`` of the request's metadata
+    (or LiteLLM's ``litellm_session_id``), else a keyed hash of its first messages; it is kept in each worker's
+    memory for ``ttl_s`` after its last turn, at most ``max_sessions`` of them."""
+
+    keep: bool = True  # false: every turn is routed afresh
+    switch_penalty: float = Field(default=0.02, ge=0, le=1)
+    ttl_s: float = Field(default=3600.0, gt=0)
+    max_sessions: int = Field(default=100_000, ge=1)

@@ -1,5 +1,5 @@
-"""What each model is predicted to cost a request, and a tier's per-request cap on it
-(``max_cost_per_request_usd``).
+"""What each model is predicted to cost a request, and which models a tier's per-request cap on it
+(``max_cost_per_request_usd``) leaves.
 
 The prediction, per configured model: with the request's prompt tokens, the model's cost line in the store
 where it has one (what its answers cost for their prompts' sizes, so a long prompt is predicted dear); else
@@ -49,30 +49,15 @@ class CostCaps:
                     out[:, t] = line.cost(prompt_tokens)
         return out
 
-    def capped(self, p: np.ndarray, best: int, scores: dict | None, artifact: RouterArtifact | None,
-               columns: np.ndarray | None, X: np.ndarray, cap: float, tier: str,
-               prompt_tokens: float | None = None) -> tuple[np.ndarray, int, dict | None]:  # fmt: skip
-        """``p`` without the models predicted to cost more than ``cap`` (every model's, if all do: the cheapest
-        predicted stays); their probability goes to the allowed model the router scores highest (ties, as
-        under a constant: the one the utility estimates at the tier's lambda rank first). Exact: the request
-        is drawn from what is returned."""
+    def under_cap(self, artifact: RouterArtifact | None, columns: np.ndarray | None, X: np.ndarray, cap: float,
+                  tier: str, prompt_tokens: float | None = None, among: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+        """(T,) the models of ``among`` (default: all) not predicted to cost more than ``cap`` for the request
+        ``X`` (1, d); where every one of them is, the cheapest predicted of them. A model whose cost nothing
+        predicts stays allowed."""
+        among = np.ones(len(self.settings.models), dtype=bool) if among is None else among
         costs = self.predicted(artifact, columns, X, prompt_tokens, tier)[0]
-        allowed = ~(costs > cap)  # a model whose cost nothing predicts stays allowed
+        allowed = among & ~(costs > cap)
         if not allowed.any():
-            allowed = costs == np.nanmin(costs)
-        if allowed.all():
-            return p, best, scores
-        if not allowed[best]:
-            models = self.settings.models
-            score = np.full(len(models), -np.inf)
-            for m, v in (scores or {}).items():
-                score[models.index(m)] = v
-            utility = np.zeros(len(models))
-            lam = self.settings.tiers[tier].lam
-            estimates = None if artifact is None else artifact.router.utility_estimates(X, lam, tier)
-            if estimates is not None:
-                utility[columns] = estimates[0]
-            best = int(max(np.flatnonzero(allowed), key=lambda t: (score[t], utility[t], p[t])))
-        q = np.where(allowed, p, 0.0)
-        q[best] += 1.0 - q.sum()
-        return q, best, scores
+            known = np.where(among & np.isfinite(costs), costs, np.inf)
+            allowed = among & (known == known.min()) if np.isfinite(known.min()) else among
+        return allowed

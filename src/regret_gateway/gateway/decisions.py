@@ -39,8 +39,13 @@ class Choice:
     scores: dict[str, float] | None = None
 
 
-def fallback_model(settings: Settings, tier: str) -> str:
-    return settings.tiers[tier].fallback or settings.models[0]
+def fallback_model(settings: Settings, tier: str, allowed: np.ndarray | None = None) -> str:
+    """The tier's fallback (default: the first model); where ``allowed`` (T,) rules it out, the first of
+    ``settings.models`` that it allows."""
+    name = settings.tiers[tier].fallback or settings.models[0]
+    if allowed is None or allowed[settings.models.index(name)]:
+        return name
+    return settings.models[int(np.flatnonzero(allowed)[0])]
 
 
 class ActiveRouter:
@@ -71,18 +76,56 @@ class ActiveRouter:
         """(n, T) each configured model's predicted cost (USD) for the requests ``X`` (:class:`CostCaps`)."""
         return self.costs.predicted(artifact, None if artifact is None else self.active.columns(artifact), X, prompt_tokens, tier)
 
-    def _distribution(self, artifact: RouterArtifact | None, X: np.ndarray, tier: str,
-                      prompt_tokens: float | None = None) -> tuple[np.ndarray, int, dict | None]:  # fmt: skip
+    def utilities(self, x: np.ndarray, tier: str, lam: float) -> np.ndarray | None:
+        """(T,) over ``settings.models``: the active router's utility estimates at ``lam`` for one request
+        ``x`` (NaN for a model it has not learned); None before any router or where it has none."""
+        artifact = self.active.artifact
+        if artifact is None or artifact.router.tier(tier) is None:
+            return None
+        estimates = artifact.router.utility_estimates(x[None, :], lam, tier)
+        if estimates is None:
+            return None
+        out = np.full(len(self.settings.models), np.nan)
+        out[self.active.columns(artifact)] = estimates[0]
+        return out
+
+    def _distribution(self, artifact: RouterArtifact | None, X: np.ndarray, tier: str, prompt_tokens: float | None = None,
+                      allowed: np.ndarray | None = None) -> tuple[np.ndarray, int, dict | None]:  # fmt: skip
         """(p over ``settings.models``, the router's choice, its scores) of ``tier``'s policy with exploration,
-        at the tier's lambda; before any router, the cold start (uniform, or the fallback model); under the
-        tier's ``max_cost_per_request_usd`` (:meth:`_capped`, for a request of ``prompt_tokens``)."""
+        at the tier's lambda; before any router, the cold start (uniform, or the fallback model); among the
+        ``allowed`` models (T,) only, and under the tier's ``max_cost_per_request_usd`` (for a request of
+        ``prompt_tokens``: :meth:`CostCaps.under_cap`)."""
         p, best, scores = self._uncapped(artifact, X, tier)
-        spec = self.settings.tiers[tier]
-        cap = spec.max_cost_per_request_usd
-        if cap is None:
+        cap = self.settings.tiers[tier].max_cost_per_request_usd
+        if cap is not None:
+            columns = None if artifact is None else self.active.columns(artifact)
+            allowed = self.costs.under_cap(artifact, columns, X, cap, tier, prompt_tokens, among=allowed)
+        return self._restricted(artifact, X, tier, p, best, scores, allowed)
+
+    def _restricted(self, artifact: RouterArtifact | None, X: np.ndarray, tier: str, p: np.ndarray, best: int,
+                    scores: dict | None, allowed: np.ndarray | None) -> tuple[np.ndarray, int, dict | None]:  # fmt: skip
+        """``p`` with the models ``allowed`` rules out removed: their probability goes to the allowed model the
+        router scores highest (ties, as under a constant or before any router: the one the utility estimates at
+        the tier's lambda rank first, then the likeliest). Exact: the request is drawn from what is returned."""
+        if allowed is None or allowed.all():
             return p, best, scores
-        columns = None if artifact is None else self.active.columns(artifact)
-        return self.costs.capped(p, best, scores, artifact, columns, X, cap, tier, prompt_tokens)
+        models = self.settings.models
+        if artifact is None and self.settings.cold_start == "uniform":  # uniform over the allowed models
+            q = allowed / allowed.sum()
+            return q, int(np.flatnonzero(allowed)[0]), scores
+        if not allowed[best]:
+            score = np.full(len(models), -np.inf)
+            for m, v in (scores or {}).items():
+                score[models.index(m)] = v
+            utility = np.zeros(len(models))
+            if artifact is not None:
+                estimates = artifact.router.utility_estimates(X, self.settings.tiers[tier].lam, tier)
+                if estimates is not None:
+                    utility[self.active.columns(artifact)] = estimates[0]
+            best = int(max(np.flatnonzero(allowed), key=lambda t: (score[t], utility[t], p[t])))
+        q = np.where(allowed, p, 0.0)
+        q[best] += 1.0 - q.sum()
+        return q, best, scores
 
     def _uncapped(self, artifact: RouterArtifact | None, X: np.ndarray, tier: str) -> tuple[np.ndarray, int, dict | None]:
         settings = self.settings
@@ -118,26 +161,29 @@ class ActiveRouter:
         return p, best, scores
 
     def choose(self, x: np.ndarray, tier: str, rng: np.random.Generator, *, position: float | None = None,
-               ladder: Ladder | None = None, cheapest: str | None = None, prompt_tokens: float | None = None) -> Choice:  # fmt: skip
+               ladder: Ladder | None = None, cheapest: str | None = None, prompt_tokens: float | None = None,
+               allowed: np.ndarray | None = None) -> Choice:  # fmt: skip
         """Route one request of ``tier``. With a budget's ladder ``position`` (:mod:`regret_gateway.budgets.ladder`;
         ``ladder`` default: the tiers by lambda, then the cheapest model), the request goes to rung j =
         floor(position) with probability 1 - s and rung j + 1 with s (s the fraction): a tier's policy with
         its exploration, one model, or ``cheapest`` (default: the tier's fallback). The propensity is the
-        mixture's, exact. ``prompt_tokens``: the request's size, which a tier's cost cap reads."""
+        mixture's, exact. ``prompt_tokens``: the request's size, which a tier's cost cap reads. ``allowed``
+        (T,): the models that can take the request (gateway/eligibility.py; None: all); the draw is among them,
+        the propensity exact over them."""
         settings = self.settings
         models = settings.models
         artifact = self.active.artifact
         X = x[None, :]
-        uncapped = settings.tiers[tier].max_cost_per_request_usd is None
-        if position is None and artifact is None and uncapped and settings.cold_start == "uniform":
+        free = settings.tiers[tier].max_cost_per_request_usd is None and (allowed is None or bool(allowed.all()))
+        if position is None and artifact is None and free and settings.cold_start == "uniform":
             # the uniform cold start as _uncapped gives it, drawn as before distributions existed (a seed's replay unchanged)
             t = int(rng.integers(len(models)))
             return Choice(models[t], 1.0 / len(models), "cold_start", None)
         if position is None and artifact is not None and artifact.router.tier(tier) is None:
             self.unpublished += 1
-            return Choice(fallback_model(settings, tier), 1.0, "fallback", artifact.version)
+            return Choice(fallback_model(settings, tier, allowed), 1.0, "fallback", artifact.version)
         p, best, scores = self.distribution(X, tier, position=position, ladder=ladder, cheapest=cheapest, artifact=artifact,
-                                            prompt_tokens=prompt_tokens)  # fmt: skip
+                                            prompt_tokens=prompt_tokens, allowed=allowed)  # fmt: skip
         t = int(np.searchsorted(np.cumsum(p), rng.random(), side="right"))
         t = t if t < len(models) and p[t] > 0 else best  # rounding at the top of the cumulative sum
         mode = "policy" if t == best else "exploration"
@@ -147,18 +193,20 @@ class ActiveRouter:
 
     def distribution(self, X: np.ndarray, tier: str, *, position: float | None = None, ladder: Ladder | None = None,
                      cheapest: str | None = None, artifact: RouterArtifact | None = None,
-                     prompt_tokens: float | None = None) -> tuple[np.ndarray, int, dict | None]:  # fmt: skip
+                     prompt_tokens: float | None = None, allowed: np.ndarray | None = None,
+                     ) -> tuple[np.ndarray, int, dict | None]:  # fmt: skip
         """(p over ``settings.models``, the most likely choice's index, the scores) for one request ``X`` (1, d)
         of ``tier`` (at a ladder ``position`` where given: :meth:`choose`), under ``artifact`` (default: the
-        active one)."""
+        active one), among the ``allowed`` models (None: all)."""
         artifact = artifact or self.active.artifact
         if position is None:
-            return self._distribution(artifact, X, tier, prompt_tokens)
-        return mixed(
+            return self._distribution(artifact, X, tier, prompt_tokens, allowed)
+        p, best, scores = mixed(
             ladder or tier_ladder(self.settings),
             position,
-            lambda rung: self._rung(artifact, X, rung, tier, cheapest, prompt_tokens),
+            lambda rung: self._rung(artifact, X, rung, tier, cheapest, prompt_tokens, allowed),
         )
+        return self._restricted(artifact, X, tier, p, best, scores, allowed)  # a one-model rung may name a model ruled out
 
     def rung_distributions(self, X: np.ndarray, tier: str, ladder: Ladder, cheapest: str | None,
                            artifact: RouterArtifact | None = None) -> np.ndarray:  # fmt: skip
@@ -168,7 +216,8 @@ class ActiveRouter:
         return np.array([[self._rung(artifact, X[i : i + 1], rung, tier, cheapest)[0] for i in range(len(X))]
                          for rung in ladder.rungs])  # fmt: skip
 
-    def _rung(self, artifact, X, rung, tier: str, cheapest: str | None, prompt_tokens: float | None = None) -> Distribution:
+    def _rung(self, artifact, X, rung, tier: str, cheapest: str | None, prompt_tokens: float | None = None,
+              allowed: np.ndarray | None = None) -> Distribution:  # fmt: skip
         """One rung (:func:`~regret_gateway.gateway.rungs.rung_distribution`); ``cheapest`` default: the tier's fallback."""
         return rung_distribution(rung, self.settings.models, tuple(self.settings.tiers), cheapest or fallback_model(self.settings, tier),
-                                 lambda name: self._distribution(artifact, X, name, prompt_tokens), tier)  # fmt: skip
+                                 lambda name: self._distribution(artifact, X, name, prompt_tokens, allowed), tier)  # fmt: skip

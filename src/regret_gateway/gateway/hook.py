@@ -50,11 +50,12 @@ from regret_gateway.config import load_settings
 from regret_gateway.context import render
 from regret_gateway.gateway.batcher import Overloaded
 from regret_gateway.gateway.decisions import Choice, fallback_model
+from regret_gateway.gateway.eligibility import NoEligibleModel
 from regret_gateway.gateway.messages import answer_text, answered_by, count_stream_usage, routed_text
+from regret_gateway.gateway.request import decision_record, read_request
 from regret_gateway.gateway.runtime import Gateway
 from regret_gateway.gateway.tiers import BadTierRequest, TierNotAllowed, resolve_tier
-from regret_gateway.store.records import DecisionRecord, OutcomeRecord, prompt_hash, team_key
-from regret_gateway.tokens import count_message_tokens
+from regret_gateway.store.records import DecisionRecord, OutcomeRecord
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,6 @@ REQUEST_ID_HEADER = "x-regret-request-id"  # the response header with the gatewa
 MODEL_HEADER = "x-regret-model"  # the response header with the model that answered (a LiteLLM fallback's, if one did)
 CHOSEN_HEADER = "x-regret-chosen-model"  # the response header with the model the router chose
 TIER_HEADER = "x-regret-tier"  # the response header with the tier it was routed for
-NO_EMBEDDING = "none"  # embedding_model of fallback decisions made before an embedding existed
 _MAX_PENDING = 100_000  # decisions waiting for their success/failure event
 
 
@@ -113,14 +113,6 @@ class RegretRouterHook(CustomLogger):
             self._gateway = Gateway(load_settings(path))
         return self._gateway
 
-    @staticmethod
-    def _context(data: dict, metadata: dict, team: str | None, tier: str) -> dict:
-        """The request context a template may name (embedding.CONTEXT_FIELDS): tags from the body's ``tags``
-        or ``metadata.tags`` (LiteLLM accepts both), the OpenAI ``user`` field, the caller's team and tier."""
-        tags = data.get("tags") or metadata.get("tags") or ()
-        tags = [tags] if isinstance(tags, str) else [str(t) for t in tags] if isinstance(tags, (list, tuple)) else []
-        return {"team": team, "tier": tier, "tags": tags, "user": data.get("user")}
-
     async def async_pre_call_hook(self, user_api_key_dict, cache, data: dict, call_type):
         gw = self.gateway
         s = gw.settings
@@ -150,36 +142,42 @@ class RegretRouterHook(CustomLogger):
         # may choose LiteLLM's call id (x-litellm-call-id), so that id can neither fail a request, merge
         # two requests nor reach another team's decision.
         request_id = f"rg-{uuid.uuid4().hex}"
-        text = routed_text(data.get("messages"))
+        try:
+            req = read_request(gw, data, metadata, team, tier)
+        except NoEligibleModel as exc:  # no call that is bound to fail: the client is told why
+            gw.counters["ineligible"] += 1
+            raise HTTPException(status_code=400, detail=str(exc)) from None
+        text, allowed = req.text, req.allowed
         x: np.ndarray | None = None
         position = None
         try:
             gw.maybe_reload()
             gw.steerer.maybe_step()
-            context = self._context(data, metadata, team, tier)
-            seen = render(s.embedder.template, text, context)
+            seen = render(s.embedder.template, text, req.context)
             budget = s.route_timeout_s  # a request predicted to wait longer is not queued: shed at once
             short = s.embedder.overload_max_length  # under overload the router reads less before it sheds
-            x = gw.features(await gw.batcher.embed(seen, timeout=budget, budget=budget, short_tokens=short), context, text)
+            x = gw.features(await gw.batcher.embed(seen, timeout=budget, budget=budget, short_tokens=short), req.context, text)
             position = gw.steerer.position(team, tier)  # a budgeted team's place on the ladder (budgets.py)
-            tokens = count_message_tokens(data.get("messages")) if s.cost_capped else None  # a cost cap reads the size
-            choice = gw.router.choose(x, tier, gw.rng, position=position, ladder=gw.steerer.ladder(team),
-                                      cheapest=gw.steerer.cheapest, prompt_tokens=tokens)  # fmt: skip
+            choice = gw.router.choose(x, tier, gw.rng, position=position, ladder=gw.steerer.ladder(team), cheapest=gw.steerer.cheapest,
+                                      prompt_tokens=req.needs.prompt_tokens, allowed=allowed)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - fail open, always
             if isinstance(exc, (Overloaded, TimeoutError)):  # load: no log line per request (/regret/stats counts)
                 gw.counters["shed" if isinstance(exc, Overloaded) else "timed_out"] += 1
             else:
                 log.warning("regret-gateway: routing failed (%s: %s); tier %s falls back", type(exc).__name__, exc, tier)
-            choice = Choice(fallback_model(s, tier), 1.0, "fallback", getattr(gw.router.artifact, "version", None))
+            choice = Choice(fallback_model(s, tier, allowed), 1.0, "fallback", getattr(gw.router.artifact, "version", None))
         lam = s.tiers[tier].lam if position is None or choice.mode == "fallback" else gw.steerer.lam(team, position)
-        record = self._record(gw, request_id, tier, team, choice, x, text, lam)
+        choice, turn = gw.session_step(req.turn, allowed, choice, x, tier, lam, data.get("messages"))
+        record = decision_record(gw, request_id, tier, team, choice, x, text, lam, turn)
         if record is None:  # the store would refuse this decision (e.g. a bad router version): fall back, log that
-            choice = Choice(fallback_model(s, tier), 1.0, "fallback", None)
+            choice = Choice(fallback_model(s, tier, allowed), 1.0, "fallback", None)
             x, lam = None, s.tiers[tier].lam
-            record = self._record(gw, request_id, tier, team, choice, x, text, lam)
+            record = decision_record(gw, request_id, tier, team, choice, x, text, lam)
         gw.counters["routed"] += 1
         if choice.mode in ("fallback", "exploration", "cold_start"):
             gw.counters[choice.mode] += 1
+        if turn in ("kept", "rerouted"):
+            gw.counters[f"session_{turn}"] += 1
         data["model"] = choice.model
         if data.get("stream") is True:
             count_stream_usage(data)
@@ -191,6 +189,7 @@ class RegretRouterHook(CustomLogger):
             "propensity": choice.propensity,
             "mode": choice.mode,
             "router_version": choice.router_version,
+            "session_turn": turn,
         }
         data["metadata"] = metadata
         if record is None:  # cannot happen with valid settings; the request is answered all the same
@@ -201,34 +200,6 @@ class RegretRouterHook(CustomLogger):
         while len(self._pending) > _MAX_PENDING:  # events that never came: the decision is logged already
             self._pending.popitem(last=False)
         return data
-
-    @staticmethod
-    def _record(gw: Gateway, request_id: str, tier: str, team: str | None, choice: Choice, x: np.ndarray | None,
-                text: str, lam: float) -> DecisionRecord | None:  # fmt: skip
-        """The decision as the store will hold it, or None (with a log line) where the store would refuse it:
-        then the request falls back instead of failing (a router never fails a request)."""
-        s = gw.settings
-        try:
-            return DecisionRecord(
-                request_id=request_id,
-                tier=tier,
-                lam=lam,  # the tier's, or a budgeted team's steered lambda
-                team=team_key(team),
-                router_version=choice.router_version,
-                embedding_model=s.embedder.embedding_id if x is not None else NO_EMBEDDING,
-                embedding=x if x is not None else np.zeros(1, dtype=np.float32),
-                chosen_model=choice.model,
-                propensity=choice.propensity,
-                mode=choice.mode,
-                prompt_hash=prompt_hash(text, gw.hash_key),
-                prompt_text=text if s.store.store_prompts else None,
-                scores=choice.scores,
-                created_at=gw.now(),
-                mock=s.mock_upstream,
-            )
-        except (ValueError, TypeError) as exc:
-            log.error("regret-gateway: decision %s cannot be logged (%s); tier %s falls back", request_id, exc, tier)
-            return None
 
     # ---- outcomes ------------------------------------------------------------------------------
     @staticmethod

@@ -1,23 +1,62 @@
-"""What the hook reads of a chat request and its answer: the text the router sees, the answer's text, the
-model group LiteLLM says answered, and the stream option that has a stream's cost counted."""
+"""What the hook reads of a chat request and its answer: the text the router sees, the app it comes from and
+the tools it carries, the answer's text, the model group LiteLLM says answered, and the stream option that
+has a stream's cost counted."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 
-def routed_text(messages: list | None) -> str:
-    """The text the router sees: the last user turn (and the system prompt, if any), as plain text."""
+# What the router reads of a conversation (``embedder.reads``): ``system-and-last-user``, the first system
+# message then the last user turn; ``turns``, the last user turn, then the turns before it, latest first (the
+# embedder's max_length cuts the rest): never the system prompt, which an app shares with all its requests --
+# it is the ``{app}`` context field instead.
+READS = ("system-and-last-user", "turns")
+
+
+def message_text(m) -> str:
+    """A message's text: its content, or its content parts' text joined ('' for anything else)."""
+    c = m.get("content") if isinstance(m, dict) else None
+    if isinstance(c, list):  # OpenAI content parts
+        return " ".join(p.get("text", "") for p in c if isinstance(p, dict) and isinstance(p.get("text", ""), str))
+    return c if isinstance(c, str) else ""
+
+
+def routed_text(messages: list | None, reads: str = "system-and-last-user") -> str:
+    """The text the router sees of a conversation, as plain text (:data:`READS`)."""
     if not messages:
         return ""
+    turns = [m for m in messages if isinstance(m, dict)]
+    if reads == "turns":
+        said = [message_text(m) for m in turns if m.get("role") in ("user", "assistant")]
+        last = max((i for i, m in enumerate(turns) if m.get("role") == "user"), default=None)
+        if last is None:
+            return "\n".join(reversed([s for s in said if s])).strip()
+        before = [message_text(m) for m in turns[:last] if m.get("role") in ("user", "assistant")]
+        return "\n".join([message_text(turns[last]), *reversed(before)]).strip()
+    users = [message_text(m) for m in turns if m.get("role") == "user"]
+    system = [message_text(m) for m in turns if m.get("role") == "system"]
+    return "\n".join([*system[:1], *(users[-1:] or [message_text(messages[-1])])]).strip()
 
-    def content(m) -> str:
-        c = m.get("content") if isinstance(m, dict) else None
-        if isinstance(c, list):  # OpenAI content parts
-            return " ".join(p.get("text", "") for p in c if isinstance(p, dict))
-        return c if isinstance(c, str) else ""
 
-    users = [content(m) for m in messages if isinstance(m, dict) and m.get("role") == "user"]
-    system = [content(m) for m in messages if isinstance(m, dict) and m.get("role") == "system"]
-    return "\n".join([*system[:1], *(users[-1:] or [content(messages[-1])])]).strip()
+def app_key(messages: list | None, key: bytes) -> str | None:
+    """The app a request comes from, as a stable key: a keyed hash of its first system message, normalised
+    (whitespace collapsed, case folded); None without one. A new app (or a changed system prompt) is a new key."""
+    system = next((message_text(m) for m in messages or () if isinstance(m, dict) and m.get("role") == "system"), "")
+    text = " ".join(system.split()).casefold()
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()[:12] if text else None
+
+
+def tool_names(data: dict) -> list[str]:
+    """The names of the tools (or legacy functions) a request offers the model, sorted."""
+    names = []
+    for tool in data.get("tools") or data.get("functions") or ():
+        if isinstance(tool, dict):
+            fn = tool.get("function")
+            name = (fn if isinstance(fn, dict) else tool).get("name")
+            if isinstance(name, str):
+                names.append(name)
+    return sorted(set(names))
 
 
 def answer_text(response) -> str:

@@ -27,12 +27,16 @@ import numpy as np
 from regret_gateway.budgets.ladder import Ladder
 from regret_gateway.config import Settings
 from regret_gateway.gateway.batcher import EmbeddingBatcher
-from regret_gateway.gateway.decisions import ActiveRouter
+from regret_gateway.gateway.decisions import ActiveRouter, Choice
+from regret_gateway.gateway.eligibility import Eligibility
+from regret_gateway.gateway.model_info import group_info, proxy_model_list
+from regret_gateway.gateway.sessions import Sessions, Turn, lost_cache_usd
 from regret_gateway.gateway.steering import Steerer, published_ladder
+from regret_gateway.limits import ModelInfo
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.writer import BatchedWriter, WriterStats
-from regret_gateway.tokens import count_tokens
+from regret_gateway.tokens import count_message_tokens, count_tokens
 
 if TYPE_CHECKING:
     from regret_gateway.gateway.judge import Judge, JudgeStats
@@ -53,6 +57,10 @@ COUNTERS = (
     "forbidden",
     "unlogged",
     "retried",
+    "restricted",
+    "ineligible",
+    "session_kept",
+    "session_rerouted",
 )
 
 
@@ -69,6 +77,8 @@ class Gateway:
             passes its mock).
         clock: the wall clock (UTC) decisions are stamped with and budget steering reads (default: now; the
             demo's budget days pass a simulated one).
+        model_list: the LiteLLM deployments whose model info says what each model can take (default: the
+            running proxy's ``model_list``, read at the first routed request).
     """
 
     def __init__(
@@ -81,8 +91,12 @@ class Gateway:
         seed: int | None = None,
         judge_complete=None,
         clock: Callable[[], datetime] | None = None,
+        model_list: list[dict] | None = None,
     ) -> None:
         self.settings = settings
+        self._model_list = model_list
+        self._eligibility: Eligibility | None = None
+        self.sessions = Sessions(settings.sessions)  # this worker's conversations and their models
         self._clock = clock or (lambda: datetime.now(timezone.utc))
         self._seeds = np.random.SeedSequence(seed)  # the routing stream, and independent children (the judge's)
         self.rng = np.random.default_rng(self._seeds)
@@ -140,6 +154,34 @@ class Gateway:
         rungs where the team's budget says so; None before any."""
         budget = self.settings.teams[team].budget
         return published_ladder(self.router.artifact, team, kind, budget is not None and budget.drop_dominated)
+
+    @property
+    def eligibility(self) -> Eligibility:
+        """What each model can take (gateway/eligibility.py), from the proxy's deployments' model info under
+        the settings' ``model_info``; built at first use (the proxy's router exists by then)."""
+        if self._eligibility is None:
+            model_list = self._model_list if self._model_list is not None else proxy_model_list()
+            self._eligibility = Eligibility(self.settings, group_info(model_list, self.settings))
+        return self._eligibility
+
+    def session_step(self, turn: Turn | None, allowed: np.ndarray | None, choice: Choice, x: np.ndarray | None,
+                     tier: str, lam: float, messages) -> tuple[Choice, str | None]:  # fmt: skip
+        """A request's ``turn`` of its conversation (gateway/sessions.py), among the ``allowed`` models that can
+        take it: ``choice`` kept on the conversation's model or let through, and its ``session_turn``."""
+        info = self.eligibility.info
+
+        def lost(model: str) -> float:
+            known = info.get(model, ModelInfo())
+            if known.input_cost_per_token is None or known.cached_input_cost_per_token is None:
+                return 0.0
+            history = messages[:-1] if isinstance(messages, list) else None  # the prefix a provider caches
+            return lost_cache_usd(known, count_message_tokens(history))
+
+        def utilities():
+            return None if x is None else self.router.utilities(x, tier, lam)
+
+        return self.sessions.step(turn, choice, models=self.settings.models, allowed=allowed,
+                                  utilities=utilities, lam=lam, lost_usd=lost)  # fmt: skip
 
     def now(self) -> datetime:
         """The gateway's clock (UTC): decisions are stamped with it, budgets' periods and steps read it."""
@@ -301,6 +343,7 @@ class Gateway:
             router_version=getattr(self.router.artifact, "version", None),
             router_reloads=self.router.active.reloads,
             unpublished_tier=self.router.unpublished,
+            sessions=len(self.sessions),
             embedding_backend=self.embedding_backend,
             embedding_batches=self.batcher.batches,
             embedding_cache_hits=self.batcher.cache_hits,
@@ -326,8 +369,13 @@ class GatewayStats:
     forbidden: int  # refused with 403 (a tier or model the team may not use)
     unlogged: int  # answered but no decision logged
     retried: int  # answered after LiteLLM retried the upstream call
+    restricted: int  # some model could not take the request: chosen among those that could
+    ineligible: int  # no model could take the request: refused with 400
+    session_kept: int  # a later turn of a conversation kept on its model
+    session_rerouted: int  # a later turn routed afresh (its model could not take it, or a switch was worth its cost)
     router_version: str | None
     router_reloads: int
+    sessions: int  # conversations this worker keeps a model for
     unpublished_tier: int  # of the fallbacks, a tier the active router holds no policy for (added since its retrain)
     embedding_backend: str | None  # static / torch / onnx / onnx-int8, once loaded
     embedding_batches: int

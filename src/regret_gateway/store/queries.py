@@ -80,6 +80,7 @@ class DecisionView:
     scores: dict | None  # the router's per-model scores
     embedding_model: str
     mock: bool  # answered by `serve --mock-upstream`'s mock
+    session_turn: str | None  # first | kept | rerouted: which turn of a conversation (None: not one)
     outcome: OutcomeView | None
     feedback: FeedbackView | None
     feedback_by_source: dict[str, FeedbackView]
@@ -116,6 +117,7 @@ def get_decision(session: Session, request_id: str) -> DecisionView | None:
         scores=d.scores,
         embedding_model=d.embedding_model,
         mock=bool(d.mock),
+        session_turn=d.session_turn,
         outcome=None if o is None else OutcomeView.of(o),
         feedback=next(iter(by_source.values()), None),
         feedback_by_source=by_source,

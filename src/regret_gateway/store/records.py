@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from regret_gateway.store.schema import DECISION_MODES, OUTCOME_STATUSES
+from regret_gateway.store.schema import DECISION_MODES, OUTCOME_STATUSES, SESSION_TURNS
 
 
 class StoreInputError(ValueError):
@@ -184,11 +184,14 @@ class DecisionRecord:
     created_at: datetime | None = None
     outcome: OutcomeRecord | None = field(default=None)
     mock: bool = False  # answered by `serve --mock-upstream`'s mock: kept out of retrain and budgets
+    session_turn: str | None = None  # first | kept | rerouted (schema.SESSION_TURNS); None: not a conversation's turn
 
     def __post_init__(self) -> None:
         rid = self.request_id
         _require_request_id(rid)
         _require(bool(self.tier), rid, "`tier` must be non-empty")
+        _require(self.session_turn in (None, *SESSION_TURNS), rid,
+                 f"`session_turn` must be one of {SESSION_TURNS} or None, got {self.session_turn!r}")  # fmt: skip
         _require(bool(self.chosen_model), rid, "`chosen_model` must be non-empty")
         _require(bool(self.embedding_model), rid, "`embedding_model` must be non-empty")
         _require(_finite_number(self.lam) and float(self.lam) >= 0, rid, f"`lam` must be a finite number >= 0, got {self.lam!r}")
@@ -229,6 +232,7 @@ class DecisionRecord:
             "prompt_text": self.prompt_text,
             "scores": None if self.scores is None else {k: float(v) for k, v in self.scores.items()},
             "mock": bool(self.mock),
+            "session_turn": self.session_turn,
         }
 
     # The spill file is JSON lines: one record per line, embedding as base64 float32.

@@ -35,6 +35,9 @@ DECISION_MODES = ("policy", "exploration", "fallback", "cold_start", "imported")
 # What the client got: an answer, an error, or the start of a stream it closed before the end (its cost is
 # kept; it is not a quality observation).
 OUTCOME_STATUSES = ("success", "failure", "client_left")
+# A turn of a conversation (gateway/sessions.py): its first routed turn, a later turn kept on that turn's model
+# (propensity 1: not training data), or a later turn routed afresh because a switch was worth its lost cache.
+SESSION_TURNS = ("first", "kept", "rerouted")
 
 
 def utcnow() -> datetime:
@@ -80,6 +83,7 @@ class Decision(Base):
     scores: Mapped[dict | None] = mapped_column(JSON)  # the router's per-model scores (audit)
     # answered by `serve --mock-upstream`'s mock, not the model: never training data, never budget spend
     mock: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    session_turn: Mapped[str | None] = mapped_column(String(8))  # SESSION_TURNS; None: not a turn of a conversation
 
 
 class Outcome(Base):

@@ -127,7 +127,8 @@ def training_set(
     ``skipped``: ``mock``, ``no_outcome``, ``client_left`` (a stream the client closed before its end: its
     cost is real, its answer not whole), ``failed``, ``answered_by_other`` (a LiteLLM fallback's model
     answered: its score is not the chosen model's, and the chosen model's failure may be an outage, not its
-    quality), ``no_feedback``, ``fallback``, ``other_embedder``, ``unknown_model``.
+    quality), ``no_feedback``, ``fallback``, ``session_kept`` (a later turn of a conversation kept on its first
+    turn's model, propensity 1: not a draw), ``other_embedder``, ``unknown_model``.
     Where more rows are usable than ``max_rows``, a stratified sample of them is kept (:func:`sample_rows`;
     ``sampled_from`` says of how many). A row scored by the LLM judge takes, as its ``target``, the judge's
     score corrected by the judge's error measured on the window's user-scored requests, else by its
@@ -175,12 +176,13 @@ def training_set(
             Outcome.status,
             Outcome.answered_model,
             Decision.mock,
+            Decision.session_turn,
         )
         .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
         .where(*window)
     )  # in the table's order (a sequential read; the created_at index order reads the table at random), sorted below
     skipped = {"no_outcome": 0, "failed": 0, "client_left": 0, "answered_by_other": 0, "mock": 0, "no_feedback": 0,
-               "fallback": 0, "other_embedder": 0, "unknown_model": 0}  # fmt: skip
+               "fallback": 0, "session_kept": 0, "other_embedder": 0, "unknown_model": 0}  # fmt: skip
     candidates = []  # successful, scored, routed rows: the embedder is chosen among them
     for r in session.execute(q.execution_options(yield_per=READ_CHUNK)):
         if r.mock:  # `serve --mock-upstream` answered, not the model
@@ -197,6 +199,8 @@ def training_set(
             skipped["no_feedback"] += 1
         elif r.mode == "fallback":  # routing failed: not a draw of the logging policy
             skipped["fallback"] += 1
+        elif r.session_turn == "kept":  # kept on its conversation's model (p = 1): no draw of the logging policy
+            skipped["session_kept"] += 1
         else:
             candidates.append(tuple(r)[:13])
     names = [c[5] for c in candidates]

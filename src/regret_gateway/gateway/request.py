@@ -1,0 +1,96 @@
+"""What the hook reads of one routed request before it chooses -- the text the router embeds, its context, what
+it needs of a model and which models can take it, its conversation -- and the decision record it logs."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from regret_gateway.gateway.decisions import Choice
+from regret_gateway.gateway.eligibility import NoEligibleModel
+from regret_gateway.gateway.messages import app_key, routed_text, tool_names
+from regret_gateway.gateway.sessions import Turn, conversation_of
+from regret_gateway.limits import Needs
+from regret_gateway.store.records import DecisionRecord, prompt_hash, team_key
+from regret_gateway.tokens import count_message_tokens
+
+if TYPE_CHECKING:
+    from regret_gateway.gateway.runtime import Gateway
+
+log = logging.getLogger(__name__)
+
+NO_EMBEDDING = "none"  # embedding_model of fallback decisions made before an embedding existed
+
+
+@dataclass(frozen=True)
+class RoutedRequest:
+    text: str  # what the router embeds (inside the context template, if any)
+    context: dict  # the fields a template or context code may name (context.CONTEXT_FIELDS)
+    needs: Needs
+    allowed: np.ndarray | None  # (T,) the models that can take it; None: all
+    turn: Turn | None  # its conversation
+
+
+def request_context(data: Mapping, metadata: Mapping, team: str | None, tier: str, key: bytes) -> dict:
+    """The request context a template may name (context.CONTEXT_FIELDS): tags from the body's ``tags`` or
+    ``metadata.tags`` (LiteLLM accepts both), the OpenAI ``user`` field, the caller's team and tier, the app
+    (a keyed hash of the system prompt) and the names of the tools offered."""
+    tags = data.get("tags") or metadata.get("tags") or ()
+    tags = [tags] if isinstance(tags, str) else [str(t) for t in tags] if isinstance(tags, (list, tuple)) else []
+    messages = data.get("messages") if isinstance(data.get("messages"), list) else None
+    return {"team": team, "tier": tier, "tags": tags, "user": data.get("user"), "app": app_key(messages, key),
+            "tools": tool_names(dict(data))}  # fmt: skip
+
+
+def read_request(gw: Gateway, data: dict, metadata: dict, team: str | None, tier: str) -> RoutedRequest:
+    """The request as the router reads it. Raises :class:`NoEligibleModel` where no routed model can take it."""
+    s = gw.settings
+    messages = data.get("messages")
+    eligibility = gw.eligibility
+    sized = s.cost_capped or eligibility.reads_size  # a cost cap or a known window reads the request's size
+    needs = eligibility.needs(data, count_message_tokens(messages) if sized else None)
+    allowed = eligibility.allowed(needs)
+    if allowed is not None:
+        gw.counters["restricted"] += 1
+        if not allowed.any():
+            raise NoEligibleModel(needs, eligibility.refusals(needs))
+    return RoutedRequest(
+        text=routed_text(messages, s.embedder.reads),
+        context=request_context(data, metadata, team, tier, gw.hash_key),
+        needs=needs,
+        allowed=allowed,
+        turn=conversation_of(data, metadata, team, gw.hash_key),
+    )
+
+
+def decision_record(gw: Gateway, request_id: str, tier: str, team: str | None, choice: Choice, x: np.ndarray | None,
+                    text: str, lam: float, session_turn: str | None = None) -> DecisionRecord | None:  # fmt: skip
+    """The decision as the store will hold it, or None (with a log line) where the store would refuse it:
+    then the request falls back instead of failing (a router never fails a request)."""
+    s = gw.settings
+    try:
+        return DecisionRecord(
+            request_id=request_id,
+            tier=tier,
+            lam=lam,  # the tier's, or a budgeted team's steered lambda
+            team=team_key(team),
+            router_version=choice.router_version,
+            embedding_model=s.embedder.embedding_id if x is not None else NO_EMBEDDING,
+            embedding=x if x is not None else np.zeros(1, dtype=np.float32),
+            chosen_model=choice.model,
+            propensity=choice.propensity,
+            mode=choice.mode,
+            prompt_hash=prompt_hash(text, gw.hash_key),
+            prompt_text=text if s.store.store_prompts else None,
+            scores=choice.scores,
+            created_at=gw.now(),
+            mock=s.mock_upstream,
+            session_turn=session_turn,
+        )
+    except (ValueError, TypeError) as exc:
+        log.error("regret-gateway: decision %s cannot be logged (%s); tier %s falls back", request_id, exc, tier)
+        return None

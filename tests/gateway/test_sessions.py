@@ -1,0 +1,112 @@
+"""Conversations keep their model: which conversation a request belongs to, when a later turn is kept or
+routed afresh (a switch must pay for the cache it loses), and that a kept turn is logged as no draw."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from regret_gateway.config import SessionSpec
+from regret_gateway.gateway.decisions import Choice
+from regret_gateway.gateway.sessions import Sessions, Turn, conversation_of, lost_cache_usd, worth_switching
+from regret_gateway.limits import ModelInfo
+
+KEY = b"k" * 32
+MODELS = ("small-a", "small-b", "large")
+
+
+def chat(*turns: str, system: str = "You are a helpdesk.") -> list[dict]:
+    out = [{"role": "system", "content": system}]
+    for i, t in enumerate(turns):
+        out.append({"role": "user", "content": t})
+        if i < len(turns) - 1:
+            out.append({"role": "assistant", "content": f"answer {i}"})
+    return out
+
+
+def test_a_conversation_is_its_team_system_prompt_and_first_turn_or_the_clients_session_id():
+    first = conversation_of({"messages": chat("hello")}, {}, "team-a", KEY)
+    later = conversation_of({"messages": chat("hello", "and then?")}, {}, "team-a", KEY)
+    assert first is not None and later is not None
+    assert first.key == later.key and not first.later and later.later and not first.opens and later.opens
+    assert conversation_of({"messages": chat("hello", "x")}, {}, "team-b", KEY).key != later.key  # another team
+    assert conversation_of({"messages": chat("hi", "x")}, {}, "team-a", KEY).key != later.key  # another first turn
+    assert conversation_of({"messages": chat("hello", "x", system="Other")}, {}, "team-a", KEY).key != later.key
+    assert conversation_of({"messages": chat("hello", "x")}, {}, "team-a", b"other-key" * 4).key != later.key
+    named = conversation_of({"messages": chat("hello"), "litellm_session_id": "s-1"}, {}, "team-a", KEY)
+    assert named is not None and named.named and named.opens and named.key.startswith("id:")
+    assert conversation_of({"messages": chat("other")}, {"session_id": "s-1"}, "team-a", KEY).key == named.key
+    assert conversation_of({"messages": [{"role": "system", "content": "x"}]}, {}, "team-a", KEY) is None
+
+
+def test_a_switch_pays_for_the_cache_it_loses_and_the_penalty():
+    info = ModelInfo(input_cost_per_token=3e-6, cached_input_cost_per_token=0.3e-6)
+    assert lost_cache_usd(info, 10_000) == pytest.approx(0.027)
+    assert lost_cache_usd(ModelInfo(input_cost_per_token=3e-6), 10_000) == 0.0  # no cached price: nothing to lose
+    assert lost_cache_usd(info, None) == 0.0
+    assert worth_switching(0.05, 1.0, 0.027, 0.02) and not worth_switching(0.05, 2.0, 0.027, 0.02)
+    assert not worth_switching(0.01, 0.0, 0.0, 0.02)  # the penalty alone
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def step(sessions: Sessions, turn: Turn, choice: Choice, u=None, allowed=None, lost=0.0, lam=1.0):
+    return sessions.step(turn, choice, models=MODELS, allowed=allowed, utilities=lambda: u, lam=lam, lost_usd=lambda m: lost)
+
+
+def test_a_later_turn_stays_on_its_conversations_model_unless_a_switch_is_worth_it():
+    sessions = Sessions(SessionSpec(switch_penalty=0.02))
+    opening, later = Turn("c", False, False), Turn("c", False, True)
+    drawn = Choice("small-b", 0.9, "policy", "v1")
+    assert step(sessions, opening, drawn) == (drawn, None)  # a lone request: remembered, logged as no turn
+    other = Choice("large", 0.05, "exploration", "v1")
+    # the router drew large, but its estimates put large 0.01 above small-b: not worth the penalty -> kept, p = 1
+    kept, turn = step(sessions, later, other, u=np.array([0.1, 0.50, 0.51]))
+    assert turn == "kept" and kept.model == "small-b" and kept.propensity == 1.0 and kept.router_version == "v1"
+    # a gain of 0.3 beats the penalty and a lost cache of $0.1 at lambda 1 ...
+    switched, turn = step(sessions, later, other, u=np.array([0.1, 0.5, 0.8]), lost=0.1)
+    assert (switched, turn) == (other, "rerouted")  # the draw, its propensity exact
+    assert sessions.model("c") == "large"  # the conversation is on its new model now
+    # ... not a lost cache of $0.3
+    assert step(sessions, later, drawn, u=np.array([0.1, 0.8, 0.5]), lost=0.3)[1] == "kept"
+
+
+def test_a_kept_model_that_cannot_take_the_turn_or_unknown_estimates():
+    sessions = Sessions(SessionSpec())
+    sessions.remember("c", "small-a")
+    later = Turn("c", False, True)
+    drawn = Choice("large", 0.9, "policy", "v1")
+    # small-a cannot take this turn (its window): routed afresh, whatever switching costs
+    assert step(sessions, later, drawn, allowed=np.array([False, True, True]), lost=99.0) == (drawn, "rerouted")
+    sessions.remember("c", "small-a")
+    # no utility estimates (no router yet, or a policy without them): no switch is shown worth it
+    assert step(sessions, later, drawn, u=None)[0].model == "small-a"
+    # a fallback (routing failed) is not remembered as the conversation's model
+    fresh = Turn("d", True, False)
+    assert step(sessions, fresh, Choice("large", 1.0, "fallback", None)) == (Choice("large", 1.0, "fallback", None), "first")
+    assert sessions.model("d") is None
+
+
+def test_conversations_expire_and_the_oldest_go_first():
+    clock = Clock()
+    sessions = Sessions(SessionSpec(ttl_s=60, max_sessions=2), clock=clock)
+    sessions.remember("a", "small-a")
+    clock.t = 30
+    sessions.remember("b", "small-b")
+    sessions.remember("c", "large")  # over max_sessions: "a", the least recently used, goes
+    assert sessions.model("a") is None and sessions.model("b") == "small-b" and len(sessions) == 2
+    clock.t = 95  # "b" was last used at 30: past its ttl
+    assert sessions.model("b") is None and sessions.model("c") is None
+
+
+def test_keep_false_routes_every_turn_afresh():
+    sessions = Sessions(SessionSpec(keep=False))
+    sessions.remember("c", "small-a")
+    drawn = Choice("large", 0.9, "policy", "v1")
+    assert step(sessions, Turn("c", True, True), drawn) == (drawn, None)

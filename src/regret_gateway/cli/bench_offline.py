@@ -120,6 +120,19 @@ def bench_offline(
         "--served-cross-fit/--served-one-fit",
         help="The served row's retrain: cross-fitted (five fits, two past 60,000 rows: retrain's default) or one fit (retrain --no-cross-fit).",
     ),
+    traffic: str = typer.Option(
+        "bare",
+        "--traffic",
+        help="bare (each prompt alone, as the benchmark has it) | chat (each prompt placed into one of eight apps with "
+        "a 300-3,000-token system prompt, a share as later turns of a conversation, some with tools, a few longer than "
+        "the cheapest model's window: evaluation/traffic.py; every choice among the models that can take the request).",
+    ),
+    reads: str = typer.Option(
+        "turns",
+        "--reads",
+        help="With --traffic chat, what the router reads of a conversation (embedder.reads): turns (the last user "
+        "turn, then the earlier turns) | system-and-last-user (the system prompt first).",
+    ),
     log_draws: str = typer.Option(
         "1",
         "--log-draws",
@@ -146,6 +159,10 @@ def bench_offline(
         draws = _draws(log_draws)
         code = None if context is None else ContextCode(context)
         bench = load_benchmark(data, format=format, limit=limit, seed=seed)
+        if traffic not in ("bare", "chat"):
+            raise ValueError(f"--traffic: bare or chat, got {traffic!r}")
+        if reads not in ("turns", "system-and-last-user"):
+            raise ValueError(f"--reads: turns or system-and-last-user, got {reads!r}")
         chosen = tuple(method_names()) if methods == "all" else tuple(m.strip() for m in methods.split(",") if m.strip())
         config = OfflineConfig(
             lambdas=_floats(lambdas, "--lambdas"),
@@ -185,23 +202,35 @@ def bench_offline(
         kind=encoder,
         static_dims=static_dims,
     )
+    texts, contexts, chat = bench.prompts, [{"dataset": g} for g in bench.groups.tolist()], None
+    if traffic == "chat":
+        from regret_gateway.evaluation.traffic import chat_traffic
+        from regret_gateway.gateway.messages import routed_text, tool_names
+
+        chat = chat_traffic(bench, seed=seed)
+        texts = [routed_text(m, reads) for m in chat.messages]
+        # the app's name stands for the gateway's {app} key (a keyed hash of its system prompt): one key per app
+        contexts = [
+            c | {"app": a, "tools": tool_names({"tools": t})} for c, a, t in zip(contexts, chat.apps.tolist(), chat.tools)
+        ]
+        typer.echo(f"chat traffic: {chat.describe()}")
     try:
-        X = emb.encode_unique(bench.prompts, datasets=bench.groups.tolist())
+        X = emb.encode_unique(texts, datasets=bench.groups.tolist())
     except (ValueError, ImportError, FileNotFoundError) as exc:  # e.g. --layers deeper than the model
         _fail(exc)
     if code is not None:
-        X = code.append(X, [{"dataset": g} for g in bench.groups.tolist()])
+        X = code.append(X, contexts)
     if size_feature:
         from regret_gateway.context import SizeFeature
         from regret_gateway.tokens import count_tokens
 
-        X = SizeFeature().append(X, count_tokens(bench.prompts))
+        X = SizeFeature().append(X, count_tokens(bench.prompts) if chat is None else chat.prompt_tokens.astype(float))
     t_embed = time.perf_counter() - started
     for k in draws:
         begun = time.perf_counter()
-        run = run_offline(bench, X, replace(config, log_draws=k))
+        run = run_offline(bench, X, replace(config, log_draws=k), eligible=None if chat is None else chat.eligible)
         run.dataset.update(context=context, size_feature=size_feature, encoder=encoder, static_dims=static_dims, embedding=emb.backend_used,
-                           max_length=max_length)  # fmt: skip
+                           max_length=max_length, traffic=traffic if chat is None else chat.describe() | {"reads": reads})  # fmt: skip
         results = summarize(run, {"embedding_seconds": t_embed, "total_seconds": time.perf_counter() - begun + t_embed})
         paths = write_outputs(results, out if len(draws) == 1 else out / f"k-{k}")
         typer.echo(f"K = {k} logged draws per training prompt")

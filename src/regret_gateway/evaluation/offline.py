@@ -189,10 +189,12 @@ class Trial:
 
 
 def make_trial(
-    bench: Benchmark, full: FullFeedback, config: OfflineConfig, seed: int, rng: np.random.Generator | None = None
-) -> Trial:
+    bench: Benchmark, full: FullFeedback, config: OfflineConfig, seed: int, rng: np.random.Generator | None = None,
+    eligible: np.ndarray | None = None,
+) -> Trial:  # fmt: skip
     """The split and simulated logs of the trial with this seed (see the module doc). The split draws from
-    ``rng`` (default: a new generator seeded with ``seed``); a caller that draws more after it passes its own."""
+    ``rng`` (default: a new generator seeded with ``seed``); a caller that draws more after it passes its own.
+    ``eligible`` (n, T): the models that can take each prompt; the logging policy draws among them."""
     rng = np.random.default_rng(seed) if rng is None else rng
     train, val, test = _split(bench, rng)
     if config.evaluate_on == "dev":  # a slice of train the size of val, held out from logs, training and selection
@@ -205,6 +207,7 @@ def make_trial(
         temperature=config.logging_temperature,
         seed=seed,
         draws=config.log_draws,
+        eligible=None if eligible is None else eligible[pool],
     )
     full_val = full.subset(val)
     full_test = full_val if config.evaluate_on == "val" else full.subset(test)
@@ -220,12 +223,45 @@ def evaluate_actions(full: FullFeedback, lambdas, actions: np.ndarray) -> dict[s
     return {"utility": util, "accuracy": acc, "cost": cost}
 
 
-def reference_actions(name: str, train: FullFeedback, test: FullFeedback, lambdas) -> np.ndarray:
+def reference_actions(
+    name: str, train: FullFeedback, test: FullFeedback, lambdas, eligible: np.ndarray | None = None
+) -> np.ndarray:
+    """(L, n_test) the reference's choices; with ``eligible`` (n_test, T), among the models that can take each
+    prompt (the single best: the best by train utility of those that can)."""
     if name == "single-best":
-        return np.stack([np.full(test.n_samples, np.argmax(train.utility(l).mean(0))) for l in lambdas])
+        return restrict(np.stack([np.full(test.n_samples, np.argmax(train.utility(l).mean(0))) for l in lambdas]), eligible,
+                        fallback_order(train, lambdas))  # fmt: skip
     if name == "oracle":
-        return np.stack([np.argmax(test.utility(l), axis=1) for l in lambdas])
+        ok = True if eligible is None else eligible
+        return np.stack([np.argmax(np.where(ok, test.utility(l), -np.inf), axis=1) for l in lambdas])
     raise ValueError(f"unknown reference '{name}'")
+
+
+def fallback_order(train: FullFeedback, lambdas) -> np.ndarray:
+    """(L, T) the models by mean train utility at each lambda, best first: where a choice cannot take a prompt,
+    the first of these that can takes it (as the gateway's tier fallback gives way to a model that can)."""
+    return np.stack([np.argsort(-train.utility(l).mean(0), kind="stable") for l in lambdas])
+
+
+def restrict(actions: np.ndarray, eligible: np.ndarray | None, order: np.ndarray) -> np.ndarray:
+    """(L, n) ``actions`` with every choice a prompt's model cannot take (``eligible``: (n, T)) replaced by the
+    first model of ``order`` (L, T) that can."""
+    if eligible is None:
+        return actions
+    out = actions.copy()
+    for k in range(len(actions)):
+        bad = ~eligible[np.arange(actions.shape[1]), actions[k]]
+        if bad.any():
+            ranked = eligible[np.ix_(np.flatnonzero(bad), order[k])]  # (bad, T) in the order's columns
+            out[k, bad] = order[k][ranked.argmax(axis=1)]
+    return out
+
+
+def ineligible_share(actions: np.ndarray, eligible: np.ndarray | None) -> float:
+    """The share of (lambda, prompt) choices a prompt's model could not take."""
+    if eligible is None:
+        return 0.0
+    return float(np.mean(~eligible[np.arange(actions.shape[1])[None, :], actions]))
 
 
 def served_actions(
@@ -274,8 +310,13 @@ def _diagnostics(nuisance: Nuisance, scores, logs, full_train: FullFeedback) -> 
     }
 
 
-def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progress: bool = True) -> OfflineRun:
-    """Run every method for every trial; returns the per-trial results (see :mod:`.report`)."""
+def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progress: bool = True,
+                eligible: np.ndarray | None = None) -> OfflineRun:  # fmt: skip
+    """Run every method for every trial; returns the per-trial results (see :mod:`.report`). ``eligible``
+    (n, T): the models that can take each prompt (the chat traffic's windows and tools): the logs are drawn
+    among them, and every method's and reference's choice a prompt's model cannot take goes to the first
+    model of :func:`fallback_order` that can (the share it sent to a model that could not is a diagnostic:
+    ``ineligible_<method>``)."""
     lambdas = np.asarray(config.lambdas, dtype=np.float64)
     full = bench.full_feedback(X)
     candidates = [m for m in config.methods if m in SERVED_CANDIDATES]
@@ -290,7 +331,9 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         steps = tqdm(total=config.trials * (len(config.methods) + 1 + bool(candidates)), desc="offline bench", unit="step")
     for trial in range(config.trials):
         seed = config.seed + trial
-        split = make_trial(bench, full, config, seed)
+        split = make_trial(bench, full, config, seed, eligible=eligible)
+        ok = None if eligible is None else eligible[split.test]
+        order = fallback_order(split.full_train, lambdas)
         logs_train, logs_val = split.logs_train, split.logs_val
         full_train, full_val, full_test = split.full_train, split.full_val, split.full_test
 
@@ -310,19 +353,26 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
             router = config.router(name, seed)
             router.fit(oracle if router.full_information else data, lambdas)
             actions = router.predict(full_test.X, lambdas)
+            if ok is not None:
+                diag[f"ineligible_{name}"] = ineligible_share(actions, ok)
+                actions = restrict(actions, ok, order)
             seconds = time.perf_counter() - t0
             raw[name].add(evaluate_actions(full_test, lambdas, actions), seconds)
             if steps is not None:
                 steps.set_postfix_str(f"trial {trial + 1}: {name} {seconds:.1f}s")
                 steps.update(1)
-        references = {name: reference_actions(name, full_train, full_test, lambdas) for name in REFERENCES}
+        references = {name: reference_actions(name, full_train, full_test, lambdas, ok) for name in REFERENCES}
         if data is not oracle:
             pooled = data.scores.concat(data.val_scores)
-            references[LOGGED_CONSTANT] = np.stack([np.full(full_test.n_samples, pooled.best_constant(l)) for l in lambdas])
+            constant = np.stack([np.full(full_test.n_samples, pooled.best_constant(l)) for l in lambdas])
+            references[LOGGED_CONSTANT] = restrict(constant, ok, order)
         if candidates:
             t0 = time.perf_counter()
             actions, served = served_actions(split.logs, full_test.X, lambdas, cross_fitted=config.served_cross_fit, seed=seed,
                                              size=SizeFeature() if config.size_feature else None)  # fmt: skip
+            if ok is not None:
+                diag[f"ineligible_{SERVED}"] = ineligible_share(actions, ok)
+                actions = restrict(actions, ok, order)
             seconds = time.perf_counter() - t0
             raw[SERVED].add(evaluate_actions(full_test, lambdas, actions), seconds)
             if steps is not None:

@@ -53,13 +53,18 @@ def simulate_logs(
     temperature: float = 1.0,
     seed: int = 0,
     draws: int = 1,
+    eligible: np.ndarray | None = None,
 ) -> LoggedFeedback:
     """Sample one model per prompt from the logging policy; keep its outcome and exact propensity. With
     ``draws`` = K each prompt is logged K times, each an independent draw of the policy (K times the
-    traffic from the same prompts): row j is prompt j // K."""
+    traffic from the same prompts): row j is prompt j // K. ``eligible`` (n, T): the models that can take
+    each prompt (as the gateway draws): the policy renormalised over them, propensities exact over them."""
     if draws < 1:
         raise ValueError(f"`draws` must be >= 1, got {draws}")
     probs = logging_probabilities(full, policy, temperature=temperature, seed=seed)
+    if eligible is not None:
+        probs = np.where(eligible, probs, 0.0)
+        probs /= probs.sum(axis=1, keepdims=True)
     rng = np.random.default_rng(seed)
     rows = np.repeat(np.arange(full.n_samples), draws)
     u = rng.random((full.n_samples, draws)).reshape(-1)[:, None]

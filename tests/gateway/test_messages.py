@@ -15,11 +15,11 @@ CONVERSATION = [
 
 
 def test_system_and_last_user_reads_the_system_prompt_first():
-    text = routed_text(CONVERSATION)
+    text = routed_text(CONVERSATION, "system-and-last-user")
     assert text.startswith("You are the assistant") and text.endswith("Next Friday, back Sunday.")
     assert "Lisbon" not in text  # only the last user turn
-    assert routed_text([{"role": "assistant", "content": "only this"}]) == "only this"
-    assert routed_text(None) == "" and routed_text([]) == ""
+    assert routed_text([{"role": "assistant", "content": "only this"}], "system-and-last-user") == "only this"
+    assert routed_text(None, "turns") == "" and routed_text([], "system-and-last-user") == ""
 
 
 def test_turns_reads_the_last_user_turn_then_the_earlier_turns_latest_first_never_the_system_prompt():

@@ -98,6 +98,13 @@ def demo(
         help="The gateway appends the code of this context key to every embedding (embedder.context), e.g. "
         "'{tags}': teams tag each request with its task; the references see the same features.",
     ),
+    traffic: str = typer.Option(
+        "bare",
+        "--traffic",
+        help="bare (each prompt alone) | chat (each prompt as a request of one of eight apps with a long system "
+        "prompt, a share as later turns of a conversation, some with tools, a few longer than the cheapest model's "
+        "window, which the gateway's model_info then states: evaluation/traffic.py; the gateway reads turns).",
+    ),
     judge_sample: Optional[float] = typer.Option(
         None,
         "--judge-sample",
@@ -195,6 +202,8 @@ def demo(
             check_key_template(context)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
+    if traffic not in ("bare", "chat"):
+        raise typer.BadParameter(f"--traffic is bare or chat, got {traffic!r}")
     if data is not None and not data.exists():
         _fail(FileNotFoundError(f"--data: no such file: {data}"))
     if budget_days and not replay:
@@ -228,6 +237,7 @@ def demo(
             replay=replay,
             paper_template=paper_template,
             context=context,
+            traffic=traffic,
             judge_sample=judge_sample,
             judge_noise=judge_noise,
             judge_repeat=judge_repeat,

@@ -38,10 +38,12 @@ class EmbedderSpec(_Strict):
     # also offers the priced router (policy/priced.py). Another embedding id: fresh logs and routers.
     size_feature: bool = False
     max_length: int = Field(default=256, ge=8)
-    # What the router reads of a conversation (gateway/messages.py READS): `system-and-last-user`, or `turns`
-    # (the last user turn, then the turns before it, latest first; the system prompt is the {app} context
-    # field instead). `turns` is another embedding id: fresh logs and routers.
-    reads: Literal["system-and-last-user", "turns"] = "system-and-last-user"
+    # What the router reads of a conversation (gateway/messages.py READS): `turns` (the last user turn, then the
+    # turns before it, latest first; the system prompt is the {app} context field instead), or
+    # `system-and-last-user` (the first system message, then the last user turn: a long shared system prompt
+    # fills max_length). Chosen on the dev slices of chat traffic (docs/experiments/chat-traffic.md). Each is
+    # its own embedding id (`turns`: +reads-turns): fresh logs and routers.
+    reads: Literal["system-and-last-user", "turns"] = "turns"
     # Under overload (a request's embedding predicted to wait past route_timeout_s) the router reads only the
     # first N tokens (about 4 characters each) where that fits the budget, before it sheds the request to its
     # fallback. None: shed at once. Chosen on the dev slices (docs/experiments/gateway-overhead.md).

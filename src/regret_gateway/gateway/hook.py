@@ -63,6 +63,7 @@ REQUEST_ID_HEADER = "x-regret-request-id"  # the response header with the gatewa
 MODEL_HEADER = "x-regret-model"  # the response header with the model that answered (a LiteLLM fallback's, if one did)
 CHOSEN_HEADER = "x-regret-chosen-model"  # the response header with the model the router chose
 TIER_HEADER = "x-regret-tier"  # the response header with the tier it was routed for
+JUDGE_READS = "system-and-last-user"  # what the LLM judge is shown of the request: the instructions and the question
 _MAX_PENDING = 100_000  # decisions waiting for their success/failure event
 
 
@@ -310,7 +311,7 @@ class RegretRouterHook(CustomLogger):
             and outcome.answered_model in (None, r0.chosen_model)
         ):
             r = pending.record
-            gw.judge.consider(call_id, r.team, r.tier, routed_text(messages), answer_text(response_obj))
+            gw.judge.consider(call_id, r.team, r.tier, routed_text(messages, JUDGE_READS), answer_text(response_obj))
 
     async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
         self._finish(self._request_id(kwargs), "success", kwargs.get("standard_logging_object") or {},

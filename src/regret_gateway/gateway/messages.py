@@ -22,7 +22,7 @@ def message_text(m) -> str:
     return c if isinstance(c, str) else ""
 
 
-def routed_text(messages: list | None, reads: str = "system-and-last-user") -> str:
+def routed_text(messages: list | None, reads: str) -> str:
     """The text the router sees of a conversation, as plain text (:data:`READS`)."""
     if not messages:
         return ""

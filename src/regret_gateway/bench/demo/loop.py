@@ -117,6 +117,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                       judge_complete=replay_judge if cfg.replay else None, clock=clock)  # fmt: skip
     rng, retrain_seed = np.random.default_rng(traffic_seq), int(retrain_seq.generate_state(1)[0] % 2**31)
     table: list[RoundStats] = []
+    unfit = 0
     with ExitStack() as stack:
         replay = ReplayTeams(gateway, world, user_share=cfg.user_share, seed=cfg.seed) if cfg.replay else None
         if replay is not None:
@@ -135,7 +136,10 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
             t_round = time.perf_counter()
             for team, tier, lam in cfg.tiers:
                 rows = rng.choice(world.traffic_ix, size=cfg.requests, replace=True)
-                table.append(round_stats(world, rnd, tier, lam, rows, ask(team, rows, cfg.concurrency)))
+                answers = ask(team, rows, cfg.concurrency)
+                if world.chat is not None:  # a request sent to a model that cannot take it (its window, its tools)
+                    unfit += sum(not world.chat.eligible[i, t] for i, (t, _, _) in zip(rows, answers))
+                table.append(round_stats(world, rnd, tier, lam, rows, answers))
                 held_out_stats(world, gateway.router.artifact, lam, table[-1])
             echo(round_table(table, rnd) + f"\n(round {rnd} took {time.perf_counter() - t_round:.0f}s)")
             if rnd < cfg.rounds - 1:
@@ -162,24 +166,37 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
         gateway.writer.drain(timeout=120)
         if cfg.budget_days:
             budget_days = run_budget_days(cfg, world, gateway, work / "config.yaml", clock, rng, echo)
+    hook = gateway.stats().to_dict()
     doc = {
         "config": {k: str(v) for k, v in cfg.__dict__.items()},
         "models": list(world.models),
         "rounds": [s.__dict__ for s in table],
         "seconds": time.perf_counter() - t_start,
         "work_dir": str(work),
-        "hook": gateway.stats().to_dict(),
+        "hook": hook,
+        "sent_to_a_model_that_cannot_take_it": unfit if world.chat is not None else None,
     }
     gateway.close()
     (out / "closed_loop.json").write_text(json.dumps(doc, indent=2, default=float))
     (out / "closed_loop.md").write_text(round_table(table, None))
     plot(table, out / "closed_loop.png")
     echo(verdict(table))
+    if world.chat is not None:
+        echo(chat_line(hook, unfit))
     if cfg.budget_days:
         write_budget_report(budget_days, out)
         echo(budget_verdict(budget_days) + f"\nwrote {out / 'budget.json'}, {out / 'budget.md'}, {out / 'budget.png'}")
     echo(f"wrote {out / 'closed_loop.json'}, {out / 'closed_loop.md'}, {out / 'closed_loop.png'} in {doc['seconds']:.0f}s")
     return doc
+
+
+def chat_line(hook: dict, unfit: int) -> str:
+    """What the gateway did with the chat traffic's conversations and limits, in words."""
+    return (
+        f"conversations: {hook['session_kept']} later turns kept on their conversation's model, {hook['session_rerouted']} "
+        f"routed afresh; {hook['restricted']} requests routed among the models that can take them, {unfit} sent to a "
+        f"model that cannot, {hook['ineligible']} refused (no model could take them)"
+    )
 
 
 def wait_for_judge(gateway, timeout: float = 600.0) -> None:

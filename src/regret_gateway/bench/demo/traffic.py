@@ -4,12 +4,14 @@ in-process replay through the hook's own handlers."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from regret_gateway.bench.demo.world import JUDGE_MODEL, DemoConfig, World, judge_models
+from regret_gateway.bench.demo.world import JUDGE_MODEL, READS, DemoConfig, World, judge_models
+from regret_gateway.evaluation.traffic import model_limits
 
 
 def gateway_section(world: World, cfg: DemoConfig, work: Path, keys: dict[str, str]) -> dict:
@@ -37,8 +39,15 @@ def gateway_section(world: World, cfg: DemoConfig, work: Path, keys: dict[str, s
             "device": cfg.device,
             "paper_template": cfg.paper_template,
             **({"context": cfg.context} if cfg.context is not None else {}),
+            "reads": READS,
             "onnx_cache": str(default_cache_dir("onnx")),  # one export for every demo run, not one per work dir
         },
+        # chat traffic: the cheapest model's window is small, the second cheapest takes no tools (evaluation/traffic.py)
+        **(
+            {"model_info": {m: _limits(info) for m, info in model_limits(world.bench).items() if _limits(info)}}
+            if world.chat is not None
+            else {}
+        ),  # fmt: skip
         "store": {"url": f"sqlite:///{work}/gateway.db", "spill_dir": str(work / "spill"), "flush_interval_s": 0.2},
         "artifacts_dir": str(work / "artifacts"),
         "reload_interval_s": 0.5,
@@ -59,6 +68,11 @@ def gateway_section(world: World, cfg: DemoConfig, work: Path, keys: dict[str, s
             else {}
         ),
     }
+
+
+def _limits(info) -> dict:
+    """A :class:`~regret_gateway.limits.ModelInfo`'s stated limits, as the config's ``model_info`` entry."""
+    return {k: v for k, v in dataclasses.asdict(info).items() if v is not None}
 
 
 class UserScores:
@@ -95,7 +109,7 @@ class Teams:
         headers = {"Authorization": f"Bearer {self.keys[team]}"}
         raw = self.clients[team].chat.completions.with_raw_response.create(
             model="regret-router",
-            messages=[{"role": "user", "content": bench.prompts[i]}],
+            **self.world.request(i),
             extra_body={"metadata": {"tags": self.world.tags(i)}},
         )
         rid = raw.headers.get("x-regret-request-id")
@@ -128,8 +142,7 @@ class ReplayTeams:
         from types import SimpleNamespace
 
         bench = self.world.bench
-        data = {"model": self.gateway.settings.virtual_model, "messages": [{"role": "user", "content": bench.prompts[i]}],
-                "metadata": {"tags": self.world.tags(i)}}  # fmt: skip
+        data = {"model": self.gateway.settings.virtual_model, **self.world.request(i), "metadata": {"tags": self.world.tags(i)}}
         key = SimpleNamespace(team_id=team, team_metadata=None, user_role=None)
         data = await self.hook.async_pre_call_hook(key, None, data, "completion")
         meta = data["metadata"]["regret_gateway"]

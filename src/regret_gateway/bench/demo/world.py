@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from regret_gateway.bench.demo.references import AdaptiveBaseline, FullInformation
 from regret_gateway.tables import read_rows
+
+if TYPE_CHECKING:
+    from regret_gateway.evaluation.traffic import ChatTraffic
 
 TEAMS = (("team-premium", "premium"), ("team-standard", "standard"), ("team-economy", "economy"))
 
@@ -19,6 +22,7 @@ TEAMS = (("team-premium", "premium"), ("team-standard", "standard"), ("team-econ
 OUTPUT_PRICE = 1e-9  # USD per completion token at the mock upstream: tokens = recorded cost / price
 
 
+READS = "turns"  # what the demo's gateway reads of a request (embedder.reads): its turns, latest first
 JUDGE_MODEL = "demo-judge"  # the judge's model group at the mock upstream (judge mode)
 
 
@@ -59,6 +63,7 @@ class DemoConfig:
     replay: bool = False  # call the hook, store and retrain in-process instead of through HTTP (for volume)
     paper_template: bool = False  # the gateway embeds the paper's template, {dataset} = the request's tags (its task)
     context: str | None = None  # embedder.context: the code of this key (e.g. "{tags}": the task) appended to embeddings
+    traffic: str = "bare"  # bare: each prompt alone | chat: as requests of apps, conversations, tools (evaluation/traffic.py)
     judge_sample: float | None = None  # quality from the gateway's LLM judge on this share of requests (None: teams post it)
     judge_noise: float = 0.1  # the mock judge flips the recorded correctness this often
     judge_repeat: float = 0.0  # judge.repeat: share of the judged answers judged again (its self-agreement)
@@ -118,6 +123,7 @@ class World:
     template: str | None = None  # the context template X was embedded with ({dataset}: the prompt's task)
     text_dim: int | None = None  # the embedding's own size in X (the rest: the context code the hook appends)
     reference_ix: np.ndarray | None = None  # prompts the references (full information, best single) learn from
+    chat: ChatTraffic | None = None  # with --traffic chat: each prompt's request (X embeds what the gateway reads of it)
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -153,6 +159,19 @@ class World:
         """The tags a team sends with prompt ``i``: its task."""
         return [str(self.bench.groups[i])]
 
+    def request(self, i: int) -> dict:
+        """What a team sends for prompt ``i``: its messages (the prompt alone, or its chat request's conversation)
+        and, in chat traffic, the tools its app offers."""
+        if self.chat is None:
+            return {"messages": [{"role": "user", "content": self.bench.prompts[i]}]}
+        return {"messages": self.chat.messages[i], **({"tools": self.chat.tools[i]} if self.chat.tools[i] else {})}
+
+    def routed(self, i: int) -> str:
+        """The text the gateway reads of prompt ``i``'s request (gateway/messages.py, :data:`READS`)."""
+        from regret_gateway.gateway.messages import routed_text
+
+        return self.bench.prompts[i] if self.chat is None else routed_text(self.chat.messages[i], READS)
+
     def encode(self, texts) -> np.ndarray:
         """The replay's embedder: the world's own embeddings of what the hook embeds (each prompt as sent or
         stripped, inside the template with its tags); a text that is not one of them -- the gateway's
@@ -172,6 +191,8 @@ class World:
         self._row_of = {p: i for i, p in enumerate(prompts)} | {prompts[i]: int(i) for i in self.traffic_ix}
         self._row_of.update({p.strip(): i for p, i in self._row_of.items() if p.strip() not in self._row_of})
         self._seen_row = {render(self.template, p, {"tags": self.tags(i)}): i for p, i in self._row_of.items()}
+        if self.chat is not None:  # the gateway embeds what it reads of each request
+            self._seen_row = {render(self.template, self.routed(i), {"tags": self.tags(i)}): i for i in self._row_of.values()}
         self.traffic_ix = np.array([i for i in self.traffic_ix if self._row_of[prompts[i]] == i], dtype=np.int64)
         sent = {prompts[i].strip() for i in self.traffic_ix}
         self.held_ix = np.array([i for i in self.held_ix if prompts[i].strip() not in sent], dtype=np.int64)
@@ -210,7 +231,19 @@ def prepare(cfg: DemoConfig, work: Path, echo) -> World:
     template = PAPER_TEMPLATE if cfg.paper_template else None
     embedder = Embedder(cfg.embedder, kind=cfg.encoder, device=cfg.device, template=template, progress=True,
                         cache_dir=default_cache_dir())  # fmt: skip
-    X = embedder.encode_unique(bench.prompts, datasets=bench.groups.tolist() if template else None)
+    chat = None
+    if cfg.traffic == "chat":
+        if cfg.context is not None and ("{app}" in cfg.context or "{tools}" in cfg.context):
+            raise ValueError("the demo's world codes the {tags} context only (the gateway's {app} is a keyed hash)")
+        from regret_gateway.evaluation.traffic import chat_traffic
+        from regret_gateway.gateway.messages import routed_text
+
+        chat = chat_traffic(bench, seed=cfg.seed)
+        echo(f"chat traffic: {chat.describe()}")
+        texts = [routed_text(m, READS) for m in chat.messages]
+    elif cfg.traffic != "bare":
+        raise ValueError(f"`traffic` must be 'bare' or 'chat', got {cfg.traffic!r}")
+    X = embedder.encode_unique(texts if chat is not None else bench.prompts, datasets=bench.groups.tolist() if template else None)
     text_dim = X.shape[1]
     if cfg.context is not None:  # the features the hook builds from each request's tags
         X = ContextCode(cfg.context).append(X, [{"tags": [str(g)]} for g in bench.groups.tolist()])
@@ -224,6 +257,7 @@ def prepare(cfg: DemoConfig, work: Path, echo) -> World:
         cheapest=int(np.argmin(mean_cost)),
         adaptive={lam: AdaptiveBaseline(bench.model_names, mean_cost, lam, cfg.seed) for lam in lams},
         responses=recorded_responses(Path(data_path), bench), template=template, text_dim=text_dim, reference_ix=train_ix,
+        chat=chat,
     )  # fmt: skip
     if len(world.traffic_ix) < len(traffic_ix):
         echo(

@@ -46,3 +46,8 @@ def test_tool_names_are_the_offered_functions_sorted():
     assert tool_names({"tools": tools}) == ["book", "search_flights"]
     assert tool_names({"functions": [{"name": "legacy"}]}) == ["legacy"]
     assert tool_names({"tools": "nonsense"}) == [] and tool_names({}) == []
+
+
+def test_last_user_reads_the_last_user_turn_alone():
+    assert routed_text(CONVERSATION, "last-user") == "Next Friday, back Sunday."
+    assert routed_text([{"role": "assistant", "content": "only this"}], "last-user") == "only this"

@@ -18,3 +18,11 @@ for spec in llmrouter:0,500,1000 mmlupro:0,50,100 routerbench:0,500,1000; do
   regret-gateway bench offline --data ../shared/data/$name --limit 3000 --trials 3 --lambdas "$lambdas" \
     --methods full-info-regression --evaluate-on dev --traffic chat --reads turns --context "{app}" --out "$out/$name-turns-app"
 done
+# and the last user turn alone
+for spec in llmrouter:0,500,1000 mmlupro:0,50,100 routerbench:0,500,1000; do
+  name=${spec%%:*} lambdas=${spec#*:}
+  regret-gateway bench offline --data ../shared/data/$name --limit 3000 --trials 3 --lambdas "$lambdas" \
+    --methods full-info-regression --evaluate-on dev --traffic chat --reads last-user --out "$out/$name-last-user"
+  regret-gateway bench offline --data ../shared/data/$name --limit 3000 --trials 3 --lambdas "$lambdas" \
+    --methods full-info-regression --evaluate-on dev --traffic chat --reads last-user --context "{app}" --out "$out/$name-last-user-app"
+done

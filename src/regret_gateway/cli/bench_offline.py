@@ -131,7 +131,7 @@ def bench_offline(
         "turns",
         "--reads",
         help="With --traffic chat, what the router reads of a conversation (embedder.reads): turns (the last user "
-        "turn, then the earlier turns) | system-and-last-user (the system prompt first).",
+        "turn, then the earlier turns) | last-user (the last user turn alone) | system-and-last-user (the system prompt first).",
     ),
     log_draws: str = typer.Option(
         "1",
@@ -161,8 +161,8 @@ def bench_offline(
         bench = load_benchmark(data, format=format, limit=limit, seed=seed)
         if traffic not in ("bare", "chat"):
             raise ValueError(f"--traffic: bare or chat, got {traffic!r}")
-        if reads not in ("turns", "system-and-last-user"):
-            raise ValueError(f"--reads: turns or system-and-last-user, got {reads!r}")
+        if reads not in ("turns", "last-user", "system-and-last-user"):
+            raise ValueError(f"--reads: turns, last-user or system-and-last-user, got {reads!r}")
         chosen = tuple(method_names()) if methods == "all" else tuple(m.strip() for m in methods.split(",") if m.strip())
         config = OfflineConfig(
             lambdas=_floats(lambdas, "--lambdas"),

@@ -7,11 +7,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-# What the router reads of a conversation (``embedder.reads``): ``system-and-last-user``, the first system
-# message then the last user turn; ``turns``, the last user turn, then the turns before it, latest first (the
-# embedder's max_length cuts the rest): never the system prompt, which an app shares with all its requests --
-# it is the ``{app}`` context field instead.
-READS = ("system-and-last-user", "turns")
+# What the router reads of a conversation (``embedder.reads``): ``turns``, the last user turn, then the turns
+# before it, latest first (the embedder's max_length cuts the rest); ``last-user``, the last user turn alone;
+# ``system-and-last-user``, the first system message then the last user turn. The first two never read the
+# system prompt, which an app shares with all its requests: it is the ``{app}`` context field instead.
+READS = ("turns", "last-user", "system-and-last-user")
 
 
 def message_text(m) -> str:
@@ -23,20 +23,25 @@ def message_text(m) -> str:
 
 
 def routed_text(messages: list | None, reads: str) -> str:
-    """The text the router sees of a conversation, as plain text (:data:`READS`)."""
+    """The text the router sees of a conversation, as plain text (:data:`READS`). Without a user turn: the
+    conversation's turns, latest first (``system-and-last-user``: its last message)."""
     if not messages:
         return ""
+    if reads not in READS:
+        raise ValueError(f"reads: one of {READS}, got {reads!r}")
     turns = [m for m in messages if isinstance(m, dict)]
-    if reads == "turns":
-        said = [message_text(m) for m in turns if m.get("role") in ("user", "assistant")]
-        last = max((i for i, m in enumerate(turns) if m.get("role") == "user"), default=None)
-        if last is None:
-            return "\n".join(reversed([s for s in said if s])).strip()
-        before = [message_text(m) for m in turns[:last] if m.get("role") in ("user", "assistant")]
-        return "\n".join([message_text(turns[last]), *reversed(before)]).strip()
-    users = [message_text(m) for m in turns if m.get("role") == "user"]
-    system = [message_text(m) for m in turns if m.get("role") == "system"]
-    return "\n".join([*system[:1], *(users[-1:] or [message_text(messages[-1])])]).strip()
+    last = max((i for i, m in enumerate(turns) if m.get("role") == "user"), default=None)
+    if reads == "system-and-last-user":
+        system = [message_text(m) for m in turns if m.get("role") == "system"]
+        final = message_text(turns[last]) if last is not None else message_text(messages[-1])
+        return "\n".join([*system[:1], final]).strip()
+    said = [message_text(m) for m in turns if m.get("role") in ("user", "assistant")]
+    if last is None:
+        return "\n".join(reversed([s for s in said if s])).strip()
+    if reads == "last-user":
+        return message_text(turns[last]).strip()
+    before = [message_text(m) for m in turns[:last] if m.get("role") in ("user", "assistant")]
+    return "\n".join([message_text(turns[last]), *reversed(before)]).strip()
 
 
 def app_key(messages: list | None, key: bytes) -> str | None:

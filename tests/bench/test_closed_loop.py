@@ -422,7 +422,7 @@ def test_the_verdict_names_the_tiers_whose_held_out_greedy_choices_fall_below_th
 @pytest.mark.timeout(900)
 def test_chat_traffic_through_the_hook_keeps_conversations_and_limits(tmp_path):
     """`--traffic chat` in replay: every request is a chat request of an app (its system prompt, earlier turns,
-    tools), the gateway reads its turns, and every logged embedding is the world's embedding of that reading;
+    tools), the gateway reads its last user turn, and every logged embedding is the world's embedding of that reading;
     no request reaches a model that cannot take it (the model_info the demo states), later turns of a
     conversation are kept on its model (p = 1, out of training) and the printed line says so."""
     import sqlite3
@@ -439,7 +439,7 @@ def test_chat_traffic_through_the_hook_keeps_conversations_and_limits(tmp_path):
     assert any(line.startswith("conversations: ") and ", 0 sent to a model that cannot" in line for line in lines), lines
     with sqlite3.connect(f"{doc['work_dir']}/gateway.db") as db:
         rows = db.execute("SELECT embedding_model, embedding, session_turn, propensity FROM decisions").fetchall()
-    assert {m for m, *_ in rows} == {Settings.model_validate({"embedder": {"reads": "turns"}}).embedder.embedding_id}
+    assert {m for m, *_ in rows} == {Settings.model_validate({"embedder": {"reads": "last-user"}}).embedder.embedding_id}
     X = np.stack([np.frombuffer(e, dtype="<f4") for _, e, *_ in rows])
-    assert np.all(np.linalg.norm(X, axis=1) > 0.99)  # every request found the world's embedding of its turns
+    assert np.all(np.linalg.norm(X, axis=1) > 0.99)  # every request found the world's embedding of what it reads
     assert all(p == 1.0 for _, _, turn, p in rows if turn == "kept")

@@ -128,10 +128,11 @@ def bench_offline(
         "the cheapest model's window: evaluation/traffic.py; every choice among the models that can take the request).",
     ),
     reads: str = typer.Option(
-        "turns",
+        "last-user",
         "--reads",
-        help="With --traffic chat, what the router reads of a conversation (embedder.reads): turns (the last user "
-        "turn, then the earlier turns) | last-user (the last user turn alone) | system-and-last-user (the system prompt first).",
+        help="With --traffic chat, what the router reads of a conversation (embedder.reads): last-user (the last "
+        "user turn alone, the default) | turns (the last user turn, then the earlier turns) | system-and-last-user "
+        "(the system prompt first).",
     ),
     log_draws: str = typer.Option(
         "1",

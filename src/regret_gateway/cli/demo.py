@@ -103,7 +103,7 @@ def demo(
         "--traffic",
         help="bare (each prompt alone) | chat (each prompt as a request of one of eight apps with a long system "
         "prompt, a share as later turns of a conversation, some with tools, a few longer than the cheapest model's "
-        "window, which the gateway's model_info then states: evaluation/traffic.py; the gateway reads turns).",
+        "window, which the gateway's model_info then states: evaluation/traffic.py; the gateway reads the last user turn).",
     ),
     judge_sample: Optional[float] = typer.Option(
         None,

@@ -38,13 +38,13 @@ class EmbedderSpec(_Strict):
     # also offers the priced router (policy/priced.py). Another embedding id: fresh logs and routers.
     size_feature: bool = False
     max_length: int = Field(default=256, ge=8)
-    # What the router reads of a conversation (gateway/messages.py READS): `turns` (the last user turn, then the
-    # turns before it, latest first; the system prompt is the {app} context field instead), `last-user` (the
-    # last user turn alone), or `system-and-last-user` (the first system message, then the last user turn: a
-    # long shared system prompt fills max_length). Chosen on the dev slices of chat traffic
-    # (docs/experiments/chat-traffic.md). Each is its own embedding id (`turns`: +reads-turns): fresh logs and
-    # routers.
-    reads: Literal["turns", "last-user", "system-and-last-user"] = "turns"
+    # What the router reads of a conversation (gateway/messages.py READS): `last-user` (the last user turn alone;
+    # the system prompt is the {app} context field instead), `turns` (the last user turn, then the turns before
+    # it, latest first), or `system-and-last-user` (the first system message, then the last user turn: a long
+    # shared system prompt fills max_length). Chosen on the dev slices of chat traffic
+    # (docs/experiments/chat-traffic.md). Each is its own embedding id (`last-user`: +reads-last-user; the
+    # system prompt and last user turn keep the id they had before `reads` existed): fresh logs and routers.
+    reads: Literal["last-user", "turns", "system-and-last-user"] = "last-user"
     # Under overload (a request's embedding predicted to wait past route_timeout_s) the router reads only the
     # first N tokens (about 4 characters each) where that fits the budget, before it sheds the request to its
     # fallback. None: shed at once. Chosen on the dev slices (docs/experiments/gateway-overhead.md).

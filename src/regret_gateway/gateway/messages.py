@@ -7,11 +7,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-# What the router reads of a conversation (``embedder.reads``): ``turns``, the last user turn, then the turns
-# before it, latest first (the embedder's max_length cuts the rest); ``last-user``, the last user turn alone;
-# ``system-and-last-user``, the first system message then the last user turn. The first two never read the
-# system prompt, which an app shares with all its requests: it is the ``{app}`` context field instead.
-READS = ("turns", "last-user", "system-and-last-user")
+# What the router reads of a conversation (``embedder.reads``): ``last-user``, the last user turn alone;
+# ``turns``, the last user turn, then the turns before it, latest first (the embedder's max_length cuts the
+# rest); ``system-and-last-user``, the first system message then the last user turn. The first two never read
+# the system prompt, which an app shares with all its requests: it is the ``{app}`` context field instead.
+READS = ("last-user", "turns", "system-and-last-user")
 
 
 def message_text(m) -> str:

@@ -22,7 +22,7 @@ TEAMS = (("team-premium", "premium"), ("team-standard", "standard"), ("team-econ
 OUTPUT_PRICE = 1e-9  # USD per completion token at the mock upstream: tokens = recorded cost / price
 
 
-READS = "turns"  # what the demo's gateway reads of a request (embedder.reads): its turns, latest first
+READS = "last-user"  # what the demo's gateway reads of a request (embedder.reads, its default): the last user turn
 JUDGE_MODEL = "demo-judge"  # the judge's model group at the mock upstream (judge mode)
 
 

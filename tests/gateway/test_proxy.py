@@ -1137,3 +1137,30 @@ def test_cached_input_tokens_are_priced_as_the_provider_bills_them(app_client, t
         assert d["outcome"]["cost_usd"] < request_cost("small-a")
     finally:
         gateway.close()
+
+
+@pytest.mark.parametrize("reads", ["last-user", "system-and-last-user"])
+def test_the_router_reads_the_request_not_its_apps_shared_system_prompt(app_client, tmp_path, encoder, reads):
+    """Two requests of one app (a ~2,000-token system prompt) that ask different things: read as the last user
+    turn (the default), each is logged with its own turn's embedding; read system prompt first, the shared
+    prompt fills the 256 tokens the router reads and both look the same."""
+    from regret_gateway.store.schema import Decision
+
+    app, client, route = app_client
+    gateway = start_gateway(app, tmp_path, encoder, embedder={"reads": reads})
+    system = {"role": "system", "content": "You are the assistant of a software shop. Follow the style guide. " * 160}
+    try:
+        logged = []
+        for prompt in (CODE_PROMPT, TRANSLATE_PROMPT):
+            r = chat(client, "support", "", messages=[system, {"role": "user", "content": prompt}])
+            assert r.status_code == 200, r.text
+            gateway.writer.drain(timeout=10)
+            with Session(gateway.engine) as s:
+                row = s.get(Decision, r.headers["x-regret-request-id"])
+                logged.append(np.frombuffer(row.embedding, dtype=np.float32))
+        if reads == "last-user":
+            assert np.allclose(logged, encoder([CODE_PROMPT, TRANSLATE_PROMPT]), atol=1e-5)
+        else:
+            assert float(logged[0] @ logged[1]) > 0.99  # the app's system prompt is all the router sees
+    finally:
+        gateway.close()

@@ -15,6 +15,7 @@ import numpy as np
 
 METHODS = ("served", "rm-cluster", "r-and-c", "full-info-regression", "single-best", "oracle")
 LABELS = {"full-info-regression": "ceiling"}
+ORDER = ("bare", "chat-system", "chat-turns", "chat-last-user", "chat-turns-app", "chat-last-user-app")
 
 
 def per_trial(run: dict, method: str) -> np.ndarray | None:
@@ -26,7 +27,9 @@ def per_trial(run: dict, method: str) -> np.ndarray | None:
 def main(specs: list[str]) -> None:
     for spec in specs:
         name, folder = spec.split("=", 1)
-        runs = {p.name: json.loads((p / "results.json").read_text()) for p in sorted(Path(folder).iterdir()) if (p / "results.json").exists()}
+        found = {p.name: p for p in Path(folder).iterdir() if (p / "results.json").exists()}
+        names = [n for n in ORDER if n in found] + sorted(set(found) - set(ORDER))
+        runs = {n: json.loads((found[n] / "results.json").read_text()) for n in names}
         bare = runs.get("bare")
         print(f"\n### {name}\n")
         print("| traffic | " + " | ".join(LABELS.get(m, m) for m in METHODS) + " | sent to a model that cannot take it | served - bare (per trial) | ceiling - bare (per trial) |")

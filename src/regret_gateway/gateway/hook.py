@@ -12,9 +12,12 @@ builds it from the ``regret_gateway:`` section of that same file (LiteLLM export
 heavy happens at import.
 
 Per request to ``virtual_model`` (``async_pre_call_hook``): team -> tier (403 if the request asks for a
-tier its team may not use), embed the last user turn -- inside the configured context template
-(``embedder.template``: team, tier, tags, user) -- micro-batched with concurrent requests, choose
-with the active router for the tier's lambda plus epsilon exploration, rewrite ``data["model"]``. Any
+tier its team may not use), read the request (``gateway/request.py``: what the router reads of it, its
+context, which models can take it -- 400 where none can -- and its conversation), embed what it reads --
+inside the configured context template (``embedder.template``: team, tier, tags, user, app) --
+micro-batched with concurrent requests, choose among the models that can take it with the active router
+for the tier's lambda plus epsilon exploration, keep a later turn of a conversation on its model unless a
+switch pays for its lost cache (``gateway/sessions.py``), rewrite ``data["model"]``. Any
 error or timeout there sends the request to the tier's fallback model (mode ``fallback``, counted): the
 router never fails a request. Under overload a request whose embedding is predicted to wait longer than
 ``route_timeout_s`` is embedded from its first ``embedder.overload_max_length`` tokens if that fits the

@@ -241,8 +241,9 @@ class Gateway:
             size = s.embedder.size
             self.router.active.embedding_dim = int(warm.shape[-1]) + (code.dim if code is not None else 0) + (size is not None)
             report = self.embedding_report
-            log.warning("regret-gateway: embedding with %s on %s%s", self.embedding_label, self.embedding_device,
-                        f" ({report.get('status')}: {report.get('reason')})" if report else "")  # fmt: skip
+            label, why = self.embedding_label, f" ({report.get('status')}: {report.get('reason')})" if report else ""
+            where = "the encoder passed in" if label is None else f"{label} on {self.embedding_device}"
+            log.warning("regret-gateway: embedding with %s%s", where, why)
             self.embedder_error = None
             self._embedder_ready = True
             return True

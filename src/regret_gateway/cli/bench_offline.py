@@ -153,6 +153,8 @@ def bench_offline(
     from regret_gateway.evaluation.loaders import load_benchmark
     from regret_gateway.evaluation.offline import OfflineConfig, run_offline
     from regret_gateway.evaluation.report import summarize, write_outputs
+    from regret_gateway.evaluation.traffic import TRAFFIC, chat_traffic
+    from regret_gateway.gateway.messages import READS, routed_text, tool_names
     from regret_gateway.policy.registry import method_names
 
     started = time.perf_counter()
@@ -160,10 +162,10 @@ def bench_offline(
         draws = _draws(log_draws)
         code = None if context is None else ContextCode(context)
         bench = load_benchmark(data, format=format, limit=limit, seed=seed)
-        if traffic not in ("bare", "chat"):
-            raise ValueError(f"--traffic: bare or chat, got {traffic!r}")
-        if reads not in ("turns", "last-user", "system-and-last-user"):
-            raise ValueError(f"--reads: turns, last-user or system-and-last-user, got {reads!r}")
+        if traffic not in TRAFFIC:
+            raise ValueError(f"--traffic: one of {', '.join(TRAFFIC)}, got {traffic!r}")
+        if reads not in READS:
+            raise ValueError(f"--reads: one of {', '.join(READS)}, got {reads!r}")
         chosen = tuple(method_names()) if methods == "all" else tuple(m.strip() for m in methods.split(",") if m.strip())
         config = OfflineConfig(
             lambdas=_floats(lambdas, "--lambdas"),
@@ -205,9 +207,6 @@ def bench_offline(
     )
     texts, contexts, chat = bench.prompts, [{"dataset": g} for g in bench.groups.tolist()], None
     if traffic == "chat":
-        from regret_gateway.evaluation.traffic import chat_traffic
-        from regret_gateway.gateway.messages import routed_text, tool_names
-
         chat = chat_traffic(bench, seed=seed)
         texts = [routed_text(m, reads) for m in chat.messages]
         # the app's name stands for the gateway's {app} key (a keyed hash of its system prompt): one key per app

@@ -202,8 +202,10 @@ def demo(
             check_key_template(context)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
-    if traffic not in ("bare", "chat"):
-        raise typer.BadParameter(f"--traffic is bare or chat, got {traffic!r}")
+    from regret_gateway.evaluation.traffic import TRAFFIC
+
+    if traffic not in TRAFFIC:
+        raise typer.BadParameter(f"--traffic is one of {', '.join(TRAFFIC)}, got {traffic!r}")
     if data is not None and not data.exists():
         _fail(FileNotFoundError(f"--data: no such file: {data}"))
     if budget_days and not replay:

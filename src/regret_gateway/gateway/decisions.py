@@ -82,7 +82,12 @@ class ActiveRouter:
         artifact = self.active.artifact
         if artifact is None or artifact.router.tier(tier) is None:
             return None
-        estimates = artifact.router.utility_estimates(x[None, :], lam, tier)
+        return self._utility_row(artifact, x[None, :], tier, lam)
+
+    def _utility_row(self, artifact: RouterArtifact, X: np.ndarray, tier: str, lam: float) -> np.ndarray | None:
+        """(T,) over ``settings.models``: ``artifact``'s utility estimates at ``lam`` for one request ``X`` (1, d),
+        NaN for a model it has not learned; None where it has none."""
+        estimates = artifact.router.utility_estimates(X, lam, tier)
         if estimates is None:
             return None
         out = np.full(len(self.settings.models), np.nan)
@@ -117,11 +122,8 @@ class ActiveRouter:
             score = np.full(len(models), -np.inf)
             for m, v in (scores or {}).items():
                 score[models.index(m)] = v
-            utility = np.zeros(len(models))
-            if artifact is not None:
-                estimates = artifact.router.utility_estimates(X, self.settings.tiers[tier].lam, tier)
-                if estimates is not None:
-                    utility[self.active.columns(artifact)] = estimates[0]
+            row = None if artifact is None else self._utility_row(artifact, X, tier, self.settings.tiers[tier].lam)
+            utility = np.zeros(len(models)) if row is None else np.nan_to_num(row, nan=0.0)
             best = int(max(np.flatnonzero(allowed), key=lambda t: (score[t], utility[t], p[t])))
         q = np.where(allowed, p, 0.0)
         q[best] += 1.0 - q.sum()

@@ -22,6 +22,11 @@ def message_text(m) -> str:
     return c if isinstance(c, str) else ""
 
 
+def system_text(messages: list | None) -> str:
+    """The conversation's system prompt: its first system message's text ('' without one)."""
+    return next((message_text(m) for m in messages or () if isinstance(m, dict) and m.get("role") == "system"), "")
+
+
 def routed_text(messages: list | None, reads: str) -> str:
     """The text the router sees of a conversation, as plain text (:data:`READS`). Without a user turn: the
     conversation's turns, latest first (``system-and-last-user``: its last message)."""
@@ -32,9 +37,8 @@ def routed_text(messages: list | None, reads: str) -> str:
     turns = [m for m in messages if isinstance(m, dict)]
     last = max((i for i, m in enumerate(turns) if m.get("role") == "user"), default=None)
     if reads == "system-and-last-user":
-        system = [message_text(m) for m in turns if m.get("role") == "system"]
         final = message_text(turns[last]) if last is not None else message_text(messages[-1])
-        return "\n".join([*system[:1], final]).strip()
+        return "\n".join([system_text(turns), final]).strip()
     said = [message_text(m) for m in turns if m.get("role") in ("user", "assistant")]
     if last is None:
         return "\n".join(reversed([s for s in said if s])).strip()
@@ -47,8 +51,7 @@ def routed_text(messages: list | None, reads: str) -> str:
 def app_key(messages: list | None, key: bytes) -> str | None:
     """The app a request comes from, as a stable key: a keyed hash of its first system message, normalised
     (whitespace collapsed, case folded); None without one. A new app (or a changed system prompt) is a new key."""
-    system = next((message_text(m) for m in messages or () if isinstance(m, dict) and m.get("role") == "system"), "")
-    text = " ".join(system.split()).casefold()
+    text = " ".join(system_text(messages).split()).casefold()
     return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()[:12] if text else None
 
 

@@ -28,7 +28,7 @@ NO_EMBEDDING = "none"  # embedding_model of fallback decisions made before an em
 
 @dataclass(frozen=True)
 class RoutedRequest:
-    text: str  # what the router embeds (inside the context template, if any)
+    text: str  # what the router reads of the conversation (embedder.reads), before the context template
     context: dict  # the fields a template or context code may name (context.CONTEXT_FIELDS)
     needs: Needs
     allowed: np.ndarray | None  # (T,) the models that can take it; None: all

@@ -29,7 +29,7 @@ import numpy as np
 
 from regret_gateway.config.specs import SessionSpec
 from regret_gateway.gateway.decisions import Choice
-from regret_gateway.gateway.messages import message_text
+from regret_gateway.gateway.messages import message_text, system_text
 from regret_gateway.limits import ModelInfo
 
 
@@ -61,8 +61,7 @@ def conversation_of(data: Mapping, metadata: Mapping, team: str | None, key: byt
     users = [message_text(m) for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
     if not users:
         return None
-    system = next((message_text(m) for m in messages if isinstance(m, Mapping) and m.get("role") == "system"), "")
-    text = f"{team}\x00{system}\x00{users[0]}"
+    text = f"{team}\x00{system_text(messages)}\x00{users[0]}"
     return Turn("h:" + hmac.new(key, text.encode(), hashlib.sha256).hexdigest()[:32], False, later)
 
 

@@ -190,9 +190,9 @@ class World:
         prompts = self.bench.prompts
         self._row_of = {p: i for i, p in enumerate(prompts)} | {prompts[i]: int(i) for i in self.traffic_ix}
         self._row_of.update({p.strip(): i for p, i in self._row_of.items() if p.strip() not in self._row_of})
-        self._seen_row = {render(self.template, p, {"tags": self.tags(i)}): i for p, i in self._row_of.items()}
-        if self.chat is not None:  # the gateway embeds what it reads of each request
-            self._seen_row = {render(self.template, self.routed(i), {"tags": self.tags(i)}): i for i in self._row_of.values()}
+        # what the gateway embeds of each row's request: the prompt as sent (or stripped), or what it reads of the chat
+        seen = self._row_of.items() if self.chat is None else ((self.routed(i), i) for i in self._row_of.values())
+        self._seen_row = {render(self.template, p, {"tags": self.tags(i)}): i for p, i in seen}
         self.traffic_ix = np.array([i for i in self.traffic_ix if self._row_of[prompts[i]] == i], dtype=np.int64)
         sent = {prompts[i].strip() for i in self.traffic_ix}
         self.held_ix = np.array([i for i in self.held_ix if prompts[i].strip() not in sent], dtype=np.int64)

@@ -13,7 +13,7 @@ from regret_gateway.data import FullFeedback
 from regret_gateway.evaluation.offline import evaluate_actions
 from regret_gateway.evaluation.simulation import simulate_logs
 from regret_gateway.nn.training import TrainConfig
-from regret_gateway.policy.regions import choose_regions, fit_regions, region_policy
+from regret_gateway.policy.regions import RegionChoice, choose_regions, fit_regions, key_regions, region_policy, shrunk_means
 from regret_gateway.servable import from_state
 from tests.policy.test_cluster import task_world
 
@@ -150,3 +150,104 @@ def test_folds_and_bootstrap_keep_a_prompt_together():
     for g in range(50):  # the rows of one prompt are drawn together, as often as the prompt
         assert (counts[:, groups == g] == counts[:, groups == g][:, :1]).all()
     assert np.allclose(counts.sum(1), 150)  # 50 prompts drawn, three rows each
+
+
+def _keyed_world(n: int, keys: int, seed: int, key_matters: bool = True) -> FullFeedback:
+    """``task_world``'s prompts with their task's context code appended (as the gateway appends an app key)."""
+    from regret_gateway.context import ContextCode
+
+    world = task_world(n=n, tasks=keys, seed=seed, prompt_matters=key_matters)
+    X = ContextCode("{dataset}").append(world.X, [{"dataset": g} for g in world.groups.tolist()])
+    return FullFeedback(X=X, quality=world.quality, cost=world.cost, model_names=world.model_names, groups=world.groups)
+
+
+def test_key_regions_are_the_keys_and_a_new_key_is_served_the_baseline():
+    from regret_gateway.context import ContextCode
+
+    world = _keyed_world(2000, keys=5, seed=0)
+    groups = prompt_groups(world.X)
+    code = slice(world.X.shape[1] - ContextCode("{dataset}").dim, world.X.shape[1])
+    regions = key_regions(world.X, groups, code, min_prompts=30)
+    assert regions.keyed and regions.n_regions == 5
+    for key in set(world.groups.tolist()):  # one region per key, every row of the key in it
+        assert len(np.unique(regions.region[world.groups == key])) == 1
+    assert len(np.unique(regions.region)) == 5
+    # a key with fewer prompts than min_prompts has no region: its rows are in none
+    counts = {g: int((world.groups[:300] == g).sum()) for g in set(world.groups[:300].tolist())}
+    least = sorted(counts.values())[2]  # the three most logged keys have regions, the other two none
+    rare = key_regions(world.X[:300], groups[:300], code, min_prompts=least)
+    assert rare.n_regions == sum(c >= least for c in counts.values()) >= 3
+    assert (rare.region == -1).sum() == sum(c for c in counts.values() if c < least) > 0
+    # served: each key its region's model; a key never logged (a new app) the baseline
+    choice = RegionChoice(0, np.arange(5) % 3, np.ones(5, dtype=bool), np.ones(5), np.ones(5), np.full(5, 0.2))
+    policy = from_state(region_policy(world.model_names, regions, choice).state())
+    chosen = policy.choose(world.X, 0.0)
+    assert np.array_equal(chosen, (np.arange(5) % 3)[regions.region])
+    new = ContextCode("{dataset}").append(world.X[:50, : code.start], [{"dataset": "a new app"}] * 50)
+    assert (policy.choose(new, 0.0) == 0).all()
+
+
+def test_a_thin_key_is_shrunk_toward_the_models_mean_and_a_thick_one_keeps_its_own():
+    mean = np.array([[0.0], [0.0], [0.0], [0.0], [0.5], [0.5]])
+    var = np.ones_like(mean)
+    counts = np.array([400.0, 400.0, 400.0, 400.0, 400.0, 4.0])  # the last key: the same mean on 4 rows
+    out = shrunk_means(mean, var, counts, np.ones_like(mean, dtype=bool))
+    assert out[4, 0] > 0.4  # 400 rows: its own gain stands
+    assert out[5, 0] < 0.25  # 4 rows: mostly the model's mean over the keys
+    assert out[0, 0] > mean[0, 0]  # the others move toward the mean too, less
+    # fewer than three keys: nothing to borrow from
+    two = shrunk_means(mean[4:], var[4:], counts[4:], np.ones((2, 1), dtype=bool))
+    np.testing.assert_allclose(two, mean[4:])
+
+
+def _keyed_safe_policies(world: FullFeedback, n_train: int, draws: int, seed: int = 0):
+    """Per lambda: the key regions' policy learned from ``draws`` uniform logs of the first ``n_train``
+    prompts, its choice, and the largest effective sample size any key logged a model with."""
+    from regret_gateway.context import ContextCode
+    from regret_gateway.policy.regions import logged_ess
+
+    logs = simulate_logs(world.subset(np.arange(n_train)), policy="uniform", seed=seed, draws=draws)
+    nuisance = Nuisance(propensity=LoggedPropensity(), outcome=OutcomeModel(train=TrainConfig(max_epochs=60)),
+                        estimator=DoublyRobust(clip=None), nuisance_folds=2, random_state=seed)  # fmt: skip
+    scores = nuisance.fit_scores(logs)
+    groups = prompt_groups(logs.X)
+    d = logs.X.shape[1]
+    regions = key_regions(logs.X, groups, slice(d - ContextCode("{dataset}").dim, d))
+    ess = max(
+        logged_ess(1.0 / logs.propensity[rows], logs.action[rows], np.unique(groups[rows], return_inverse=True)[1], 3).max()
+        for rows in (np.flatnonzero(regions.region == r) for r in range(regions.n_regions))
+    )
+    folds = folds_of(logs.n_samples, 5, seed, groups)
+    out = []
+    for lam in LAMBDAS:
+        b = scores.best_constant(lam)
+        choice = choose_regions(scores.quality, scores.cost, logs.action, regions, groups, b, lam,
+                                propensity=logs.propensity, folds=folds, aggregate=True)  # fmt: skip
+        out.append((region_policy(world.model_names, regions, choice), choice))
+    return out, ess
+
+
+@pytest.mark.slow
+def test_keys_with_few_rows_each_depart_where_the_logs_prove_it_and_it_pays_on_unseen_prompts():
+    """Twenty apps, each logged with fewer effective rows per model than a region needs to be tested alone
+    (MIN_ESS): together, with each key's evidence shrunk toward the model's mean, they prove where another
+    model is better, and that pays on the same apps' prompts the logs never held."""
+    from regret_gateway.policy.regions import MIN_ESS
+
+    world = _keyed_world(6000, keys=20, seed=3)
+    test = np.arange(3000, 6000)
+    safe, ess = _keyed_safe_policies(world, 3000, draws=1)
+    assert ess < MIN_ESS  # no key could be tested on its own
+    assert all(choice.n_adopted >= 3 for _, choice in safe), [c.n_adopted for _, c in safe]
+    learned = _test_utility(world, test, [p.choose(world.X[test], lam) for (p, _), lam in zip(safe, LAMBDAS)])
+    constant = _test_utility(world, test, [np.full(len(test), c.baseline) for _, c in safe])
+    assert (learned > constant + 3).all(), (learned, constant)
+
+
+@pytest.mark.slow
+def test_where_the_key_does_not_matter_no_key_departs():
+    world = _keyed_world(6000, keys=20, seed=3, key_matters=False)
+    safe, _ = _keyed_safe_policies(world, 3000, draws=1)
+    for policy, choice in safe:
+        assert choice.n_adopted == 0, choice.describe(world.model_names)
+        assert (policy.choose(world.X, 0.0) == choice.baseline).all()

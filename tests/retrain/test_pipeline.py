@@ -507,6 +507,44 @@ def test_with_the_prompts_size_retrain_publishes_the_priced_router_where_it_pays
     engine.dispose()
 
 
+@pytest.mark.slow
+def test_with_an_app_key_retrain_departs_per_app_where_the_logs_prove_it_and_a_new_app_gets_the_baseline(tmp_path):
+    """`embedder.context: "{tags}"` (the app as a key): six apps logged uniformly between `a` and `b`; `a` is
+    better in four, `b` in two. The safe default serves `a` and departs to `b` for exactly those two apps'
+    keys; an app the logs never held is served `a`."""
+    from regret_gateway.artifacts import load_artifact
+    from regret_gateway.context import ContextCode
+
+    rng = np.random.default_rng(1)
+    apps = [f"app-{k}" for k in range(6)]
+    n = 300 * len(apps)
+    app = np.repeat(np.arange(len(apps)), 300)
+    code = ContextCode("{tags}")
+    X = code.append(rng.normal(size=(n, 8)).astype(np.float32) / 3, [{"tags": [apps[k]]} for k in app])
+    settings = Settings(models=("a", "b"), tiers={"standard": TierSpec(lam=0.0)}, default_tier="standard",
+                        artifacts_dir=str(tmp_path / "artifacts"), store=StoreSpec(url=f"sqlite:///{tmp_path}/gw.db"),
+                        embedder={"context": "{tags}"})  # fmt: skip
+    engine = new_engine(settings)
+    actions = rng.integers(0, 2, n)
+    b_better = app >= 4
+    p_right = np.where(actions == 0, np.where(b_better, 0.4, 0.8), np.where(b_better, 0.85, 0.5))
+    right = rng.random(n) < p_right
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [DecisionRecord(request_id=f"r{i}", tier="standard", lam=0.0, embedding_model=settings.embedder.embedding_id,
+                                            embedding=X[i], chosen_model=("a", "b")[a], propensity=0.5,
+                                            outcome=OutcomeRecord(f"r{i}", cost_usd=1e-4))
+                             for i, a in enumerate(actions)])  # fmt: skip
+        record_feedback(s, [FeedbackRecord(f"r{i}", float(right[i])) for i in range(n)])
+    result = retrain(settings, engine, RetrainOptions(n_boot=300))
+    assert result.status == "published", result.reason
+    artifact = load_artifact(tmp_path / "artifacts" / str(result.version))
+    assert result.tiers[0].served.startswith("regions"), result.reason
+    assert np.array_equal(artifact.router.choose("standard", X), b_better.astype(int))  # each app to its better model
+    new_app = code.append(rng.normal(size=(50, 8)).astype(np.float32) / 3, [{"tags": ["a new app"]}] * 50)
+    assert (artifact.router.choose("standard", new_app) == 0).all()
+    engine.dispose()
+
+
 def _teams_log(engine, bench, X, rng, teams: dict[str, tuple[int, str | None]]) -> None:
     """Each team's requests (``n`` each) logged uniformly on tier standard; its users score them honestly, or
     -- the probe's attack, with ``promote`` a model -- 1.0 for that model's answers and 0 for the rest."""

@@ -190,6 +190,7 @@ def bench_offline(
             served_cross_fit=served_cross_fit,
             log_draws=draws[0],
             size_feature=size_feature,
+            context=context,
         )
     except (ValueError, FileNotFoundError, ImportError) as exc:
         typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)

@@ -26,7 +26,7 @@ import numpy as np
 from regret_gateway.causal.estimators import ESTIMATORS, Nuisance
 from regret_gateway.causal.outcome import OutcomeModel
 from regret_gateway.causal.propensity import LoggedPropensity, PropensityModel
-from regret_gateway.context import SizeFeature
+from regret_gateway.context import ContextCode, SizeFeature
 from regret_gateway.data import FullFeedback, LoggedFeedback
 from regret_gateway.evaluation.loaders import Benchmark
 from regret_gateway.evaluation.simulation import simulate_logs
@@ -69,6 +69,7 @@ class OfflineConfig:
     served_cross_fit: bool = True  # the served row's retrain: cross-fitted (its default) or one fit
     log_draws: int = 1  # each training prompt logged this many times, independent draws (the learning curve)
     size_feature: bool = False  # the embeddings carry the prompt's size last (SizeFeature): served offers the priced router
+    context: str | None = None  # the embeddings carry this key's ContextCode (before the size): served's regions are its keys
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in method_names()]
@@ -266,7 +267,7 @@ def ineligible_share(actions: np.ndarray, eligible: np.ndarray | None) -> float:
 
 def served_actions(
     logs: LoggedFeedback, test_X: np.ndarray, lambdas: np.ndarray, *, cross_fitted: bool = True, seed: int = 0,
-    size: SizeFeature | None = None, folds: int | None = None, precision: str = "auto",
+    size: SizeFeature | None = None, folds: int | None = None, precision: str = "auto", code: ContextCode | None = None,
 ) -> tuple[np.ndarray, list[Candidate]]:  # fmt: skip
     """(L, n_test) choices of what ``retrain`` publishes from ``logs`` with one tier per lambda, by its own
     code and defaults (:func:`regret_gateway.retrain.fits.out_of_fold_fits` and :func:`~regret_gateway.retrain.gate.evaluate`:
@@ -276,7 +277,7 @@ def served_actions(
     safe default -- ``constant``, or ``regions``: that constant except in the regions the logs prove -- or a
     learned router). No tier serves anything yet, so each gate's incumbent is the best constant.
     ``cross_fitted=False``: one fit, as ``retrain --no-cross-fit``. ``size``: the size feature the rows carry
-    last, as retrain has it with ``embedder.size_feature``. ``precision``: the mini-batch fits' products, as
+    last (``embedder.size_feature``); ``code``: the context code they carry (``embedder.context``). ``precision``: the mini-batch fits' products, as
     ``retrain --precision``."""
     from regret_gateway.config import TierSpec
     from regret_gateway.retrain.fits import out_of_fold_fits
@@ -285,7 +286,7 @@ def served_actions(
     lams = [float(lam) for lam in lambdas]
     fits = out_of_fold_fits(logs, lams, folds=folds, every=cross_fitted, seed=seed, precision=precision)
     names = [f"lambda={lam:g}" for lam in lams]
-    rows, router = evaluate(fits, [(name, TierSpec(lam=lam)) for name, lam in zip(names, lams)], seed=seed, size=size)
+    rows, router = evaluate(fits, [(n, TierSpec(lam=lam)) for n, lam in zip(names, lams)], seed=seed, size=size, code=code)
     return np.stack([router.choose(name, test_X) for name in names]), [router.tiers[name].candidate for name in names]
 
 
@@ -369,7 +370,8 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         if candidates:
             t0 = time.perf_counter()
             actions, served = served_actions(split.logs, full_test.X, lambdas, cross_fitted=config.served_cross_fit, seed=seed,
-                                             size=SizeFeature() if config.size_feature else None)  # fmt: skip
+                                             size=SizeFeature() if config.size_feature else None,
+                                             code=None if config.context is None else ContextCode(config.context))  # fmt: skip
             if ok is not None:
                 diag[f"ineligible_{SERVED}"] = ineligible_share(actions, ok)
                 actions = restrict(actions, ok, order)

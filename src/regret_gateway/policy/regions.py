@@ -32,6 +32,16 @@ confidence bound).
   +16 points cost 5 on new prompts (docs/experiments/learning-curve.md). Either way, with probability about
   1 - alpha, the policy does not lose to the baseline.
 * The policy (:class:`~regret_gateway.servable.RegionPolicy`): nearest centroid, then the region's model.
+
+Where the router reads a context key (an app, a team, a task: :class:`~regret_gateway.context.ContextCode`),
+the regions are the keys (:func:`key_regions`): one region per key with at least ``min_prompts`` logged
+prompts, reached only by that key (a new key is served the baseline). Keys are many and each gets few
+rows, so the evidence is shared: the gain a fold proposes for a key and model is that key's mean shrunk
+toward the model's mean over the keys by how much evidence the key has (empirical Bayes: James and Stein's
+estimator with the spread between keys estimated from the keys themselves, :func:`shrunk_means`), and a
+key joins the whole proposal's test with an effective sample size of ``MIN_KEY_ESS`` (the whole proposal's
+rows are many); a key is tested alone, where the whole proposal fails, only with ``min_ess``. The test, and
+so the guarantee, is the same: what the other folds propose is tested on rows that did not propose it.
 """
 
 from __future__ import annotations
@@ -52,18 +62,26 @@ MAX_REGIONS = 32
 MIN_PROMPTS = 30
 MIN_MATCHED = 10
 MIN_ESS = 100.0  # effective logged rows of a region's challenger and of its baseline (module doc)
+MIN_KEY_ESS = 30.0  # the same, for a key's region to join the whole proposal's test (module doc)
 
 
 @dataclass(frozen=True)
 class Regions:
-    """The partition of prompt space the tiers test: ``centroids`` (R, d) and each row's ``region`` (n,)."""
+    """The partition of prompt space the tiers test: ``centroids`` (R, d) and each row's ``region`` (n,).
+    With ``reach`` (the regions of context keys): a row scoring below it against every unit centroid is in
+    no region (``region`` -1) and is served the baseline."""
 
     centroids: np.ndarray
     region: np.ndarray
+    reach: float | None = None
 
     @property
     def n_regions(self) -> int:
         return len(self.centroids)
+
+    @property
+    def keyed(self) -> bool:
+        return self.reach is not None
 
 
 def fit_regions(
@@ -83,6 +101,27 @@ def fit_regions(
     k = int(np.clip(min(len(X) // rows_per_region, n_groups // min_prompts_per_region), 1, max_regions))
     centroids = (spherical_kmeans(Z, k, seed=seed) if k > 1 else unit_rows(Z.mean(0, keepdims=True))).astype(np.float32)
     return Regions(centroids, nearest_centroid(np.asarray(X, dtype=np.float32), centroids))
+
+
+def key_regions(X: np.ndarray, groups: np.ndarray, block: slice, *, min_prompts: int = MIN_PROMPTS) -> Regions:
+    """One region per context key of the rows of ``X`` (n, d) -- the key's code in the columns ``block``
+    (:class:`~regret_gateway.context.ContextCode`) -- with at least ``min_prompts`` distinct prompts
+    (``groups`` (n,)); the other keys' rows are in no region. A centroid is the key's code (zero
+    elsewhere), so a row's score against it is its code's norm for its own key and less for any other:
+    ``reach`` just under that norm admits only the key itself."""
+    Z = np.round(np.asarray(X[:, block], dtype=np.float64), 5)
+    keys, key_of = np.unique(Z, axis=0, return_inverse=True)
+    key_of = key_of.reshape(-1)
+    prompts = np.array([len(np.unique(groups[key_of == k])) for k in range(len(keys))])
+    kept = np.flatnonzero(prompts >= min_prompts)
+    norms = np.linalg.norm(keys[kept], axis=1)
+    if not len(kept) or norms.min() <= 0:
+        return Regions(np.zeros((1, X.shape[1]), dtype=np.float32), np.full(len(X), -1), reach=np.inf)
+    centroids = np.zeros((len(kept), X.shape[1]), dtype=np.float32)
+    centroids[:, block] = keys[kept]
+    index = np.full(len(keys), -1)
+    index[kept] = np.arange(len(kept))
+    return Regions(unit_rows(centroids), index[key_of], reach=float(0.99 * norms.min()))
 
 
 @dataclass(frozen=True)
@@ -163,19 +202,27 @@ def choose_regions(
     for r in range(R):
         rows = np.flatnonzero(regions.region == r)
         members.append((rows, np.unique(groups[rows], return_inverse=True)[1].reshape(-1)))
-    testable = np.zeros((R, T), dtype=bool)  # logged often enough in the region (no outcome read)
+    # logged often enough in the region (no outcome read): to join the whole proposal's test, and to be tested alone
+    testable, alone = np.zeros((R, T), dtype=bool), np.zeros((R, T), dtype=bool)
     for r, (rows, g) in enumerate(members):
         if len(rows):
             ess = logged_ess(1.0 / propensity[rows], logged[rows], g, T)
-            testable[r] = (np.bincount(logged[rows], minlength=T) >= min_matched) & (ess >= min_ess)
+            matched = np.bincount(logged[rows], minlength=T) >= min_matched
+            testable[r] = matched & (ess >= (MIN_KEY_ESS if regions.keyed else min_ess))
+            alone[r] = matched & (ess >= min_ess)
     testable &= testable[:, [baseline]]
-    proposed = None if folds is None else proposals(d, logged, regions.region, R, folds, baseline, min_matched, testable)
+    alone &= alone[:, [baseline]]
+    proposed = None
+    if folds is not None:
+        proposed = proposals(d, logged, regions.region, R, folds, baseline, min_matched, testable, shrink=regions.keyed)
     models = np.full(R, baseline)
     gain, lower, p_value = np.zeros(R), np.full(R, -np.inf), np.ones(R)
-    share = np.bincount(regions.region, minlength=R) / n
+    inside = regions.region >= 0
+    share = np.bincount(regions.region[inside], minlength=R) / n
     challengers = max(1, T - 1) if proposed is None else 1
     z_any = NormalDist().inv_cdf(1.0 - alpha / challengers)
-    for r in range(R if R > 1 else 0):  # one region is the whole traffic: the baseline is its best model
+    # one region is the whole traffic, unless it is one key's: the baseline is its best model
+    for r in range(R if R > 1 or regions.keyed else 0):
         rows, g = members[r]
         n_g = int(g.max()) + 1 if len(rows) else 0
         if n_g < min_prompts:
@@ -201,16 +248,18 @@ def choose_regions(
         gain[r], lower[r] = own_mean, own_mean - z_any * own_se
         p_value[r] = 1.0 - NormalDist().cdf(own_mean / own_se)
     adopted = np.zeros(R, dtype=bool)
-    if aggregate and proposed is not None and R > 1:
+    if aggregate and proposed is not None and (R > 1 or regions.keyed):
         # first the whole proposal at once: every row of a tested region under its challenger, the rest under
         # the baseline (gain 0) -- the policy that would be published
-        tested = np.isfinite(lower)[regions.region]
-        own = np.where(tested, d[np.arange(n), models[regions.region]], 0.0)
+        region = np.where(inside, regions.region, 0)
+        tested = inside & np.isfinite(lower)[region]
+        own = np.where(tested, d[np.arange(n), models[region]], 0.0)
         se_all = clustered_se(own, groups)
         if se_all > 0 and own.mean() / se_all > NormalDist().inv_cdf(1.0 - alpha):
             adopted = (gain > 0) & (models != baseline) & np.isfinite(lower)
             models = np.where(adopted, models, baseline)
             return RegionChoice(baseline, models, adopted, np.where(adopted, gain, 0.0), lower, share)
+    p_value = np.where(alone[np.arange(R), models], p_value, 1.0)  # alone, a region needs min_ess
     for j, r in enumerate(np.argsort(p_value, kind="stable")):  # Holm's step-down over the regions
         if p_value[r] > alpha / (R - j) or gain[r] <= 0:
             break
@@ -221,24 +270,53 @@ def choose_regions(
 
 def region_policy(model_names: tuple[str, ...], regions: Regions, choice: RegionChoice) -> RegionPolicy:
     """The servable policy of ``choice``: nearest centroid, then the region's model."""
+    if regions.keyed:
+        return RegionPolicy(model_names, regions.centroids, choice.models, reach=regions.reach, default=choice.baseline)
     return RegionPolicy(model_names, regions.centroids, choice.models)
 
 
 def proposals(
     d: np.ndarray, logged: np.ndarray, region: np.ndarray, R: int, folds: list[np.ndarray], baseline: int, min_matched: int,
-    testable: np.ndarray,
+    testable: np.ndarray, *, shrink: bool = False,
 ) -> np.ndarray:  # fmt: skip
     """(n,) per row, the model with the highest mean gain ``d`` (n, T) over the baseline in the row's region
     on the rows of the other folds (among the models they logged ``min_matched`` times there and that
-    ``testable`` (R, T) allows in the region; the baseline where none is ahead)."""
+    ``testable`` (R, T) allows in the region; the baseline where none is ahead, or the row is in no region:
+    ``region`` -1). ``shrink``: each region's mean shrunk toward the model's over the regions
+    (:func:`shrunk_means`)."""
     n, T = d.shape
     out = np.full(n, baseline)
     for fold in folds:
         rest = np.setdiff1d(np.arange(n), fold)
+        rest = rest[region[rest] >= 0]
         counts = np.bincount(region[rest], minlength=R).astype(np.float64)
         sums = np.stack([np.bincount(region[rest], d[rest, t], minlength=R) for t in range(T)], axis=1)
         hits = np.stack([np.bincount(region[rest], logged[rest] == t, minlength=R) for t in range(T)], axis=1)
-        mean = np.where((hits >= min_matched) & testable, sums / np.maximum(counts, 1.0)[:, None], -np.inf)
+        valid = (hits >= min_matched) & testable
+        mean = sums / np.maximum(counts, 1.0)[:, None]
+        if shrink:
+            squares = np.stack([np.bincount(region[rest], d[rest, t] ** 2, minlength=R) for t in range(T)], axis=1)
+            mean = shrunk_means(mean, squares / np.maximum(counts, 1.0)[:, None] - mean**2, counts, valid)
+        mean = np.where(valid, mean, -np.inf)
         mean[:, baseline] = 0.0
-        out[fold] = np.argmax(mean, axis=1)[region[fold]]
+        inside = fold[region[fold] >= 0]
+        out[inside] = np.argmax(mean, axis=1)[region[inside]]
+    return out
+
+
+def shrunk_means(mean: np.ndarray, var: np.ndarray, counts: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """(R, T) each region's ``mean`` (R, T; of ``counts`` (R,) rows with variance ``var``) shrunk toward the
+    model's mean over the ``valid`` regions: m + B (mean - m), B = tau^2 / (tau^2 + se^2), se^2 = var / count,
+    tau^2 the spread of the regions' means beyond their noise (method of moments, at least 0). A model with
+    fewer than three valid regions keeps its means."""
+    se2 = np.maximum(var, 0.0) / np.maximum(counts, 1.0)[:, None]
+    out = mean.copy()
+    for t in range(mean.shape[1]):
+        v = valid[:, t]
+        if v.sum() < 3:
+            continue
+        m = np.average(mean[v, t], weights=counts[v])
+        tau2 = max(0.0, float(np.var(mean[v, t], ddof=1) - se2[v, t].mean()))
+        B = tau2 / np.maximum(tau2 + se2[:, t], 1e-12)
+        out[:, t] = m + B * (mean[:, t] - m)
     return out

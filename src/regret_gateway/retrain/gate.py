@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from regret_gateway.causal.ope import N_BOOT, PolicyValue, Selection, select
-from regret_gateway.context import SizeFeature
+from regret_gateway.context import ContextCode, SizeFeature
 from regret_gateway.policy.cluster import SharedCentroids
-from regret_gateway.policy.regions import MAX_REGIONS, RegionChoice, choose_regions, fit_regions, region_policy
+from regret_gateway.policy.regions import MAX_REGIONS, RegionChoice, choose_regions, fit_regions, key_regions, region_policy
 from regret_gateway.retrain.fits import HeldOutRows, OutOfFoldFits, held_out_rows
 from regret_gateway.servable import Candidate, ConstantPolicy, PublishedRouter, ServablePolicy, ServedTier, unit_rows
 
@@ -105,6 +105,7 @@ def evaluate(
     regions: bool = True,
     held: HeldOutRows | None = None,
     size: SizeFeature | None = None,
+    code: ContextCode | None = None,
 ) -> tuple[list[TierEvaluation], PublishedRouter]:
     """Per tier: every candidate's DR/SNIPS value on the held-out folds' rows (every row when cross-fitted)
     and the choice of what to serve (:func:`regret_gateway.causal.ope.select`). A learned candidate's choice on
@@ -123,7 +124,9 @@ def evaluate(
     serves). ``held``: the held-out rows where the caller has them already (:func:`held_out_rows` with the
     same ``loggers``). ``size``: the size feature the rows carry last, if they do: the priced router
     (:mod:`regret_gateway.policy.priced`: the best constant with each request priced by its prompt's size) is
-    then a candidate too, built like the best constant from every row's DR scores."""
+    then a candidate too, built like the best constant from every row's DR scores. ``code``: the context
+    code the rows carry after the embedding (before the size feature), if they do: the safe default's
+    regions are then its keys (:func:`regret_gateway.policy.regions.key_regions`)."""
     order, names = fits.order, fits.logged.model_names
     parts = [fits.logged.subset(f) for f in fits.folds]
     rows_out = held or held_out_rows(fits, loggers)
@@ -135,7 +138,11 @@ def evaluate(
         scored += fits.learners[0].data_.observed("the fixed choice")
     groups = data.groups
     assert groups is not None
-    space = fit_regions(hold.X, groups, seed=seed, max_regions=MAX_REGIONS if regions else 1)
+    if code is not None and regions:
+        end = hold.X.shape[1] - (size is not None)
+        space = key_regions(hold.X, groups, slice(end - code.dim, end))
+    else:
+        space = fit_regions(hold.X, groups, seed=seed, max_regions=MAX_REGIONS if regions else 1)
     fold_rows = np.split(np.arange(len(order)), np.cumsum([len(f) for f in fits.folds])[:-1])  # each fold's rows in ``hold``
     lams = [spec.lam for _, spec in tiers]
     shared = SharedCentroids(unit_rows(fits.logged.X), seed=fits.learners[0].policy.random_state)  # one k-means per K

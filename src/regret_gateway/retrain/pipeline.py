@@ -93,6 +93,7 @@ def retrain(
     rows, router = evaluate(
         fits, tiers, serving_now(active, logged.model_names), loggers, margin=opts.margin, force=opts.force,
         n_boot=opts.n_boot, seed=opts.seed, regions=opts.regions, held=held, size=settings.embedder.size,
+        code=settings.embedder.context_code,
     )  # fmt: skip
     timings["evaluate"] = time.perf_counter() - t2
     say(f"evaluated in {timings['evaluate']:.1f} s; publishing")

@@ -174,11 +174,17 @@ class ClusterPolicy(ServablePolicy):
 
 class RegionPolicy(ServablePolicy):
     """A regional policy (:mod:`regret_gateway.policy.regions`): each row goes to its nearest ``centroids``
-    (R, d) by cosine similarity, and region r to model ``models[r]``, whatever lambda."""
+    (R, d) by cosine similarity, and region r to model ``models[r]``, whatever lambda. With ``reach``, a
+    row whose best score (the row times a unit centroid) is below it is in no region and goes to model
+    ``default``: the regions of context keys (:func:`regret_gateway.policy.regions.key_regions`) reach only
+    the keys they were fitted on, and a new key is served the baseline."""
 
     kind = "regions"
 
-    def __init__(self, model_names: Sequence[str], centroids: np.ndarray, models: np.ndarray) -> None:
+    def __init__(
+        self, model_names: Sequence[str], centroids: np.ndarray, models: np.ndarray, *, reach: float | None = None,
+        default: int | None = None,
+    ) -> None:  # fmt: skip
         centroids = np.asarray(centroids, dtype=np.float32)
         super().__init__(model_names, int(centroids.shape[1]))
         models = np.asarray(models, dtype=np.int64).reshape(-1)
@@ -186,21 +192,32 @@ class RegionPolicy(ServablePolicy):
             raise ValueError(f"a regional policy needs one model per region ({len(centroids)}), got {len(models)}")
         if models.min() < 0 or models.max() >= self.n_models:
             raise ValueError(f"region models must index the {self.n_models} models, got {models.tolist()}")
+        if (reach is None) != (default is None) or (default is not None and not 0 <= default < self.n_models):
+            raise ValueError(f"a regional policy's reach needs a default model among the {self.n_models}, got {default}")
         self.centroids = unit_rows(centroids).astype(np.float32)
         self.models = models
+        self.reach: float | None = None if reach is None else float(reach)
+        self.default: int | None = None if default is None else int(default)
 
     def _logits(self, X, lam):
-        chosen = self.models[nearest_centroid(X, self.centroids)]
+        scores = np.asarray(X, dtype=np.float32) @ self.centroids.T
+        chosen = self.models[np.argmax(scores, axis=1)]
+        if self.reach is not None:
+            chosen = np.where(scores.max(axis=1) >= self.reach, chosen, self.default)
         out = np.zeros((len(X), self.n_models), dtype=np.float32)
         out[np.arange(len(X)), chosen] = 1.0
         return out
 
     def _state(self):
-        return {"centroids": self.centroids, "models": [int(m) for m in self.models]}
+        state = {"centroids": self.centroids, "models": [int(m) for m in self.models]}
+        if self.reach is not None:
+            state |= {"reach": self.reach, "default": self.default}
+        return state
 
     @classmethod
     def _from_state(cls, state, model_names):
-        return cls(model_names, state["centroids"], np.asarray(state["models"], dtype=np.int64))
+        return cls(model_names, state["centroids"], np.asarray(state["models"], dtype=np.int64),
+                   reach=state.get("reach"), default=state.get("default"))  # fmt: skip
 
 
 class PricedPolicy(ServablePolicy):

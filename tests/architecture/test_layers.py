@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("nn", "store"),
     ("servable", "encoders", "budgets"),
     ("artifacts", "causal"),
-    ("policy", "budgets.frontier"),
+    ("policy", "budgets.frontier", "savings", "savings_html"),
     ("gateway",),
     ("retrain", "importer"),
     ("evaluation",),
@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
 # bottom where it holds nothing, at the top where it re-exports).
 MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
     "budgets": [("__init__", "periods"), ("ladder",), ("controller",), ("status",), ("frontier",)],
-    "causal": [("__init__", "stats", "outcome", "propensity"), ("estimators", "ope")],
+    "causal": [("__init__", "stats", "outcome", "propensity"), ("estimators", "ope"), ("alternatives",)],
     "config": [("specs",), ("embedder", "judge"), ("settings",), ("__init__",)],
     "encoders": [
         ("__init__", "models", "static", "onnx_runtime", "exported"),
@@ -54,7 +54,7 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
         ("rm_interval", "regions"),
         ("registry",),
     ],
-    "evaluation": [("__init__", "loaders", "simulation", "synthetic", "traffic"), ("offline",), ("report",)],
+    "evaluation": [("__init__", "loaders", "simulation", "synthetic", "traffic", "savings"), ("offline",), ("report",)],
     "gateway": [
         (
             "__init__",
@@ -70,6 +70,7 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
             "rungs",
             "model_info",
             "eligibility",
+            "metrics",
         ),  # fmt: skip
         ("decisions",),
         ("sessions",),

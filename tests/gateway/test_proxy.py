@@ -297,9 +297,9 @@ def budget(client, caller: str, **params):
 
 def test_other_models_pass_through(proxy):
     client, route, hook, _ = proxy
-    before = hook.counters["routed"]
+    before = hook.metrics.counters["routed"]
     r = chat(client, "support", CODE_PROMPT, model="large")
-    assert r.status_code == 200 and upstream_model(route) == "large" and hook.counters["routed"] == before
+    assert r.status_code == 200 and upstream_model(route) == "large" and hook.metrics.counters["routed"] == before
 
 
 def test_fail_open_when_embedding_breaks(routed):
@@ -316,7 +316,7 @@ def test_fail_open_when_embedding_breaks(routed):
         hook.batcher.encode = good
     assert r.status_code == 200 and upstream_model(route) == "large"  # premium's fallback
     d = decision(client, "research", r.headers["x-regret-request-id"])
-    assert d["mode"] == "fallback" and d["propensity"] == 1.0 and hook.counters["fallback"] >= 1
+    assert d["mode"] == "fallback" and d["propensity"] == 1.0 and hook.metrics.counters["fallback"] >= 1
 
 
 def test_corrupted_version_is_refused_and_the_old_one_stays(routed, trained_router):
@@ -492,7 +492,7 @@ def test_an_embedder_that_cannot_load_fails_open_to_each_tiers_fallback(app_clie
             assert r.status_code == 200 and upstream_model(route) == fallback, r.text
             d = decision(client, team, r.headers["x-regret-request-id"])
             assert d["mode"] == "fallback" and d["chosen_model"] == fallback
-        assert gateway.counters["fallback"] == 2
+        assert gateway.metrics.counters["fallback"] == 2
     finally:
         gateway.close()
 
@@ -964,7 +964,7 @@ def test_an_overloaded_embedder_sheds_requests_to_their_fallback_at_once(routed)
     assert r.status_code == 200 and upstream_model(route) == "small-a"  # economy's fallback
     d = decision(client, "support", r.headers["x-regret-request-id"])
     assert d["mode"] == "fallback" and d["propensity"] == 1.0 and d["embedding_model"] == "none"
-    assert gateway.counters["shed"] == 1 and gateway.batcher.batches == 0  # nothing was embedded
+    assert gateway.metrics.counters["shed"] == 1 and gateway.batcher.batches == 0  # nothing was embedded
 
 
 def sse_completion(request: httpx.Request) -> httpx.Response:

@@ -179,3 +179,52 @@ def test_a_litellm_fallback_is_logged_as_the_model_that_answered(served, stream)
     engine.dispose()
     assert request_id not in ts.request_ids and ts.skipped["answered_by_other"] >= 1
     assert "c" not in costs  # c never answered: no cost of its own
+
+
+def scrape(base: str) -> dict[tuple[str, tuple], float]:
+    """Every sample of `serve`'s /regret/metrics: (name, sorted labels) -> value."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    r = httpx.get(f"{base}/regret/metrics", headers={"Authorization": f"Bearer {MASTER}"}, timeout=10)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain"), r.text[:300]
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(r.text) for s in f.samples}
+
+
+def test_the_metrics_of_a_running_serve_move_with_its_traffic_and_only_the_admin_reads_them(served):
+    """Prometheus scrapes `serve`: one request routed to c (down) and answered by LiteLLM's fallback a moves
+    the tier's routed counter, c's chosen count, a's spend (the model that answered) and the hook's latency
+    histogram by exactly that request; a team's key may not read them."""
+    base, _ = served
+    assert httpx.get(f"{base}/regret/metrics", headers={"Authorization": "Bearer sk-falls"}, timeout=10).status_code == 403
+    before = scrape(base)
+    r = httpx.post(f"{base}/v1/chat/completions", json=body(False), headers={"Authorization": "Bearer sk-falls"}, timeout=60)
+    assert r.status_code == 200
+    logged(base, "sk-falls", r.headers["x-regret-request-id"])  # the outcome is in: its spend is counted
+    after = scrape(base)
+
+    def moved(name: str, **labels) -> float:
+        """How much the samples of ``name`` with these labels (among others) moved."""
+        keys = [k for k in after if k[0] == name and set(labels.items()) <= set(k[1])]
+        return sum(after[k] - before.get(k, 0.0) for k in keys)
+
+    assert moved("regret_gateway_requests_total", tier="falls", outcome="routed") == 1
+    assert moved("regret_gateway_chosen_model_total", tier="falls", model="c") == 1
+    assert moved("regret_gateway_spend_usd_total", team="falls", tier="falls", model="a") == pytest.approx(cost("a"))
+    assert moved("regret_gateway_spend_usd_total", model="c") == 0
+    assert moved("regret_gateway_hook_seconds_count") == 1 and moved("regret_gateway_hook_seconds_sum") > 0
+    assert moved("regret_gateway_writer_records_total", result="written") >= 1
+    assert after[("regret_gateway_router_info", (("version", "none"),))] == 1  # no router published yet
+
+
+def test_the_savings_page_is_served_to_the_admin_only(served):
+    """`GET /regret/report`: after a routed request, the admin's key gets the HTML page naming that team; a
+    team's key gets 403; a window out of range 400."""
+    base, _ = served
+    r = httpx.post(f"{base}/v1/chat/completions", json=body(False), headers={"Authorization": "Bearer sk-streams"}, timeout=60)
+    logged(base, "sk-streams", r.headers["x-regret-request-id"])
+    admin = {"Authorization": f"Bearer {MASTER}"}
+    page = httpx.get(f"{base}/regret/report", headers=admin, timeout=60)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html"), page.text[:300]
+    assert "team streams (tier streams)" in page.text and "<svg" in page.text
+    assert httpx.get(f"{base}/regret/report", headers={"Authorization": "Bearer sk-streams"}, timeout=10).status_code == 403
+    assert httpx.get(f"{base}/regret/report", params={"days": 0}, headers=admin, timeout=10).status_code == 400

@@ -1,4 +1,4 @@
-"""`regret-gateway bench store | gateway | backends | routing | retrain`: timing runs, measured side by side."""
+"""`regret-gateway bench store | gateway | backends | routing | retrain | savings`: timing runs, measured side by side, and the savings report checked against the truth."""
 
 from __future__ import annotations
 
@@ -189,3 +189,45 @@ def bench_retrain(
     except ValueError as exc:
         _fail(ValueError(f"--precision: {exc}"))
     typer.echo(retrain_table(time_retrain(sizes, dim=dim, echo=typer.echo, precisions=precisions)))
+
+
+@bench_app.command("savings")
+def bench_savings(
+    data: list[Path] = typer.Option(
+        ..., "--data", help="Full-feedback benchmarks (every model's outcome on every prompt); 'world' = the generated one."
+    ),
+    seeds: int = typer.Option(3, "--seeds", min=1, help="Replays per benchmark and logging policy."),
+    requests: int = typer.Option(
+        5000, "--requests", min=100, help="Logged requests per replay (prompts drawn without replacement)."
+    ),
+) -> None:
+    """Is the savings report right? On replays that know every model's true outcome, the report's estimate of
+    "served minus every request to model m" (quality, dollars) for every model against the truth on the
+    same requests: coverage of the 95% intervals, bias and width, per benchmark and logging policy."""
+    import tempfile
+
+    import numpy as np
+
+    from regret_gateway.evaluation.loaders import load_benchmark
+    from regret_gateway.evaluation.savings import LOGGERS, check_estimates, summarize_checks
+    from regret_gateway.evaluation.synthetic import write_world
+
+    header = "| data | logger | alternatives | quality: coverage | bias (x100) | width (x100) | $: coverage | bias ($/1k req) | width ($/1k req) |"
+    lines, every = [header, "|" + "---|" * 9], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in data:
+            try:
+                bench = load_benchmark(write_world(Path(tmp) / "world.csv", n=6000) if str(path) == "world" else path)
+            except (ValueError, FileNotFoundError) as exc:
+                _fail(exc)
+            full = bench.full_feedback(np.zeros((bench.n_samples, 1), dtype=np.float32))  # the estimator reads no prompt
+            for logger in LOGGERS:
+                checks = check_estimates(full, logger=logger, seeds=list(range(seeds)), n=requests)
+                every += checks
+                s = summarize_checks(checks)
+                lines.append(f"| {path.name} | {logger} | {s['alternatives']} | {s['quality_coverage']:.0%} | {s['quality_bias']:+.2f} | "
+                             f"{s['quality_width']:.1f} | {s['saved_coverage']:.0%} | {s['saved_bias_per_1k']:+.4f} | {s['saved_width_per_1k']:.4f} |")  # fmt: skip
+    s = summarize_checks(every)
+    lines.append(f"| all | | {s['alternatives']} | {s['quality_coverage']:.0%} | {s['quality_bias']:+.2f} | {s['quality_width']:.1f} | "
+                 f"{s['saved_coverage']:.0%} | {s['saved_bias_per_1k']:+.4f} | {s['saved_width_per_1k']:.4f} |")  # fmt: skip
+    typer.echo("\n".join(lines))

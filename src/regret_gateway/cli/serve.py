@@ -1,14 +1,15 @@
-"""`regret-gateway serve | status | export-encoder`: run the gateway, see what it does, publish its encoder."""
+"""`regret-gateway serve | status | report | export-encoder`: run the gateway, see what it does and what it saved,
+publish its encoder."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from regret_gateway.cli.options import CONFIG_OPTION, URL_OPTION, _fail, _require_extra, _require_store, app
+from regret_gateway.cli.options import CONFIG_OPTION, URL_OPTION, _duration, _fail, _require_extra, _require_store, app
 
 
 @app.command("serve")
@@ -69,11 +70,13 @@ def serve(
 def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_OPTION) -> None:
     """The active router version and its age, rows logged since, feedback coverage by source (user, LLM judge,
     imports), the judge's spend and its agreement with user scores, fallback and exploration counts; per team
-    with a budget, its spend in the budget's period so far and where it is headed."""
+    with a budget, its spend in the budget's period so far and where it is headed; per team, what routing
+    saved over the last 30 days against the dearest model (`report` says more)."""
     from regret_gateway.artifacts import ArtifactError, active_version_id, load_artifact, version_folder
     from regret_gateway.budgets.status import budget_status
     from regret_gateway.config import load_settings
     from regret_gateway.gateway.steering import published_ladder
+    from regret_gateway.savings import savings_report
     from regret_gateway.store.engine import make_engine
     from regret_gateway.store.judge_errors import judge_errors, self_agreement
     from regret_gateway.store.queries import traffic_summary
@@ -109,6 +112,7 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
             errors, agreement = judge_errors(session, window), self_agreement(session, window)
             trust = team_checks(session, settings.trust, since)
             now = datetime.now(timezone.utc)
+            savings = savings_report(settings, session, now - timedelta(days=30), now, n_boot=200).teams
             budgets = [
                 budget_status(
                     session, settings, team, now, published_ladder(art, team, spec.budget.ladder, spec.budget.drop_dominated)
@@ -130,6 +134,51 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
         typer.secho(check.line(), fg=typer.colors.RED if check.kept == 0 else None)
     for line in budgets:
         typer.echo(line)
+    for team in savings:  # what routing saved over the last 30 days (`regret-gateway report` says more)
+        typer.echo(team.headline())
+
+
+@app.command("report")
+def report_cmd(
+    config: Optional[Path] = CONFIG_OPTION,
+    url: Optional[str] = URL_OPTION,
+    window: str = typer.Option("30d", "--window", help="The last DURATION of requests, e.g. 7d, 30d, 12h."),
+    team: Optional[str] = typer.Option(None, "--team", help="Only this team's requests."),
+    html_out: Optional[Path] = typer.Option(None, "--html", help="Also write the report as one self-contained HTML page here."),
+    n_boot: int = typer.Option(300, "--n-boot", min=50, help="Bootstrap resamples of the 95% intervals."),
+) -> None:
+    """What routing saved, in dollars, from the store's logs: per team and tier over the window, its requests,
+    spend and served quality, and against every model alone (and the tier's fallback, and the dearest model)
+    what the same requests would have cost and scored, with 95% intervals -- estimated off-policy from the
+    logged propensities, no A/B test. Where the logs cannot support an estimate (a model too rarely logged)
+    it says so instead of a number. docs/operations.md#what-routing-saved says how to read it."""
+    from sqlalchemy.orm import Session
+
+    from regret_gateway.config import load_settings
+    from regret_gateway.savings import savings_report
+    from regret_gateway.savings_html import report_html
+    from regret_gateway.store.engine import make_engine
+
+    try:
+        settings = load_settings(config, store_url=url)
+        span = _duration(window, "--window")
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    _require_store(settings.store.url, config, "report")
+    until = datetime.now(timezone.utc)
+    engine = make_engine(settings.store.url)
+    try:
+        with Session(engine) as session:
+            report = savings_report(settings, session, until - timedelta(seconds=span or 0), until, team=team, n_boot=n_boot)
+    except Exception as exc:  # noqa: BLE001
+        _fail(exc)
+    finally:
+        engine.dispose()
+    typer.echo(report.text() if report.teams else f"no request in the last {window}" + (f" from team {team}" if team else ""))
+    if html_out is not None:
+        html_out.parent.mkdir(parents=True, exist_ok=True)
+        html_out.write_text(report_html(report, settings))
+        typer.echo(f"wrote {html_out}")
 
 
 @app.command("export-encoder")

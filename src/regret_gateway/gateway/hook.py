@@ -125,20 +125,21 @@ class RegretRouterHook(CustomLogger):
         if not isinstance(data, dict) or data.get("model") != s.virtual_model:
             is_admin = getattr(user_api_key_dict, "user_role", None) == LitellmUserRoles.PROXY_ADMIN
             if isinstance(data, dict) and not s.allow_direct_models and data.get("model") in s.models and not is_admin:
-                gw.counters["forbidden"] += 1
+                gw.metrics.count("forbidden")
                 raise HTTPException(status_code=403, detail=f"call {s.virtual_model!r}: this deployment routes "
                                     f"{data.get('model')!r} by tier, it may not be named directly")  # fmt: skip
-            gw.counters["passthrough"] += 1
+            gw.metrics.count("passthrough")
             return data
         if not gw.started:
             await asyncio.get_running_loop().run_in_executor(None, gw.start)
+        began = time.perf_counter()
         metadata: dict = data["metadata"] if isinstance(data.get("metadata"), dict) else {}
         requested = data.pop("regret_tier", None) or metadata.get("regret_tier")
         team = getattr(user_api_key_dict, "team_id", None)
         try:
             tier = resolve_tier(s, team, getattr(user_api_key_dict, "team_metadata", None), requested)
         except TierNotAllowed as exc:
-            gw.counters["forbidden"] += 1
+            gw.metrics.count("forbidden")
             raise HTTPException(status_code=403, detail=str(exc)) from None
         except BadTierRequest as exc:
             raise HTTPException(status_code=400, detail=str(exc)) from None
@@ -149,7 +150,7 @@ class RegretRouterHook(CustomLogger):
         try:
             req = read_request(gw, data, metadata, team, tier)
         except NoEligibleModel as exc:  # no call that is bound to fail: the client is told why
-            gw.counters["ineligible"] += 1
+            gw.metrics.count("ineligible", tier)
             raise HTTPException(status_code=400, detail=str(exc)) from None
         text, allowed = req.text, req.allowed
         x: np.ndarray | None = None
@@ -160,13 +161,15 @@ class RegretRouterHook(CustomLogger):
             seen = render(s.embedder.template, text, req.context)
             budget = s.route_timeout_s  # a request predicted to wait longer is not queued: shed at once
             short = s.embedder.overload_max_length  # under overload the router reads less before it sheds
+            embedded = time.perf_counter()
             x = gw.features(await gw.batcher.embed(seen, timeout=budget, budget=budget, short_tokens=short), req.context, text)
+            gw.metrics.embedding_seconds.observe(time.perf_counter() - embedded)
             position = gw.steerer.position(team, tier)  # a budgeted team's place on the ladder (budgets.py)
             choice = gw.router.choose(x, tier, gw.rng, position=position, ladder=gw.steerer.ladder(team), cheapest=gw.steerer.cheapest,
                                       prompt_tokens=req.needs.prompt_tokens, allowed=allowed)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - fail open, always
             if isinstance(exc, (Overloaded, TimeoutError)):  # load: no log line per request (/regret/stats counts)
-                gw.counters["shed" if isinstance(exc, Overloaded) else "timed_out"] += 1
+                gw.metrics.count("shed" if isinstance(exc, Overloaded) else "timed_out", tier)
             else:
                 log.warning("regret-gateway: routing failed (%s: %s); tier %s falls back", type(exc).__name__, exc, tier)
             choice = Choice(fallback_model(s, tier, allowed), 1.0, "fallback", getattr(gw.router.artifact, "version", None))
@@ -177,11 +180,12 @@ class RegretRouterHook(CustomLogger):
             choice = Choice(fallback_model(s, tier, allowed), 1.0, "fallback", None)
             x, lam = None, s.tiers[tier].lam
             record = decision_record(gw, request_id, tier, team, choice, x, text, lam)
-        gw.counters["routed"] += 1
+        gw.metrics.count("routed", tier)
+        gw.metrics.chosen(tier, choice.model, choice.mode)
         if choice.mode in ("fallback", "exploration", "cold_start"):
-            gw.counters[choice.mode] += 1
+            gw.metrics.count(choice.mode, tier)
         if turn in ("kept", "rerouted"):
-            gw.counters[f"session_{turn}"] += 1
+            gw.metrics.count(f"session_{turn}", tier)
         data["model"] = choice.model
         if data.get("stream") is True:
             count_stream_usage(data)
@@ -197,12 +201,13 @@ class RegretRouterHook(CustomLogger):
         }
         data["metadata"] = metadata
         if record is None:  # cannot happen with valid settings; the request is answered all the same
-            gw.counters["unlogged"] += 1
+            gw.metrics.count("unlogged", tier)
             return data
         gw.writer.submit(record)  # logged now (feedback may come before the outcome); the outcome follows
         self._pending[request_id] = _Pending(record, time.monotonic())
         while len(self._pending) > _MAX_PENDING:  # events that never came: the decision is logged already
             self._pending.popitem(last=False)
+        gw.metrics.hook_seconds.observe(time.perf_counter() - began)
         return data
 
     # ---- outcomes ------------------------------------------------------------------------------
@@ -303,9 +308,11 @@ class RegretRouterHook(CustomLogger):
             log.error("regret-gateway: outcome of %s not recorded (%s); the decision is", call_id, exc)
             outcome = None
         gw = self.gateway
-        if retries:
-            gw.counters["retried"] += 1
         r0 = pending.record
+        if retries:
+            gw.metrics.count("retried", r0.tier)
+        if outcome is not None:
+            gw.metrics.spent(r0.team, r0.tier, outcome.answered_model or r0.chosen_model, outcome.cost_usd)
         gw.writer.submit(dataclasses.replace(r0, outcome=outcome))
         if (
             status == "success"

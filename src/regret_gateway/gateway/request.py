@@ -55,7 +55,7 @@ def read_request(gw: Gateway, data: dict, metadata: dict, team: str | None, tier
     needs = eligibility.needs(data, count_message_tokens(messages) if sized else None)
     allowed = eligibility.allowed(needs)
     if allowed is not None:
-        gw.counters["restricted"] += 1
+        gw.metrics.count("restricted", tier)
         if not allowed.any():
             raise NoEligibleModel(needs, eligibility.refusals(needs))
     return RoutedRequest(

@@ -16,14 +16,16 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, timezone
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from litellm.proxy._types import LitellmUserRoles, UserAPIKeyAuth
 from litellm.proxy.auth.user_api_key_auth import user_api_key_auth
 from pydantic import BaseModel, Field, field_validator
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from regret_gateway.gateway.metrics import CONTENT_TYPE
 from regret_gateway.gateway.runtime import Gateway
 from regret_gateway.store.queries import (
     JUDGE_REPEAT_SOURCE,
@@ -142,7 +144,6 @@ async def read_decision(
 
 
 def _budget(gw: Gateway, team: str) -> dict:
-    from datetime import datetime, timezone
 
     from regret_gateway.budgets.status import budget_status
 
@@ -178,3 +179,38 @@ async def read_stats(auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gate
     if auth.user_role != LitellmUserRoles.PROXY_ADMIN:
         raise HTTPException(status_code=403, detail="the gateway's counters are for the proxy admin's key")
     return gw.stats().to_dict()
+
+
+@router.get("/metrics")
+async def read_metrics(auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)) -> Response:
+    """This worker's metrics in Prometheus' text format (the proxy admin's key only: Prometheus sends it as
+    a bearer token; gateway/metrics.py lists them)."""
+    if auth.user_role != LitellmUserRoles.PROXY_ADMIN:
+        raise HTTPException(status_code=403, detail="the gateway's metrics are for the proxy admin's key")
+    return Response(gw.metrics.exposition(), media_type=CONTENT_TYPE)
+
+
+def _report(gw: Gateway, days: float) -> str:
+    from regret_gateway.savings import savings_report
+    from regret_gateway.savings_html import report_html
+
+    until = datetime.now(timezone.utc)
+    with Session(gw.engine) as session:
+        return report_html(savings_report(gw.settings, session, until - timedelta(days=days), until), gw.settings)
+
+
+@router.get("/report")
+async def read_report(
+    days: float = 30.0, auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)
+) -> Response:
+    """What routing saved over the last ``days`` (default 30), as one HTML page (the proxy admin's key only;
+    ``regret-gateway report`` prints the same)."""
+    if auth.user_role != LitellmUserRoles.PROXY_ADMIN:
+        raise HTTPException(status_code=403, detail="the savings report is for the proxy admin's key")
+    if not 0 < days <= 366:
+        raise HTTPException(status_code=400, detail=f"days must be in (0, 366], got {days}")
+    try:
+        page = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(gw.store_pool, _report, gw, days), 120.0)
+    except (SQLAlchemyError, TimeoutError, asyncio.TimeoutError) as exc:
+        raise _store_unavailable(exc) from None
+    return Response(page, media_type="text/html; charset=utf-8")

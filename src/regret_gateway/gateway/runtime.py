@@ -29,6 +29,7 @@ from regret_gateway.config import Settings
 from regret_gateway.gateway.batcher import EmbeddingBatcher
 from regret_gateway.gateway.decisions import ActiveRouter, Choice
 from regret_gateway.gateway.eligibility import Eligibility
+from regret_gateway.gateway.metrics import GatewayMetrics
 from regret_gateway.gateway.model_info import group_info, proxy_model_list
 from regret_gateway.gateway.sessions import Sessions, Turn, lost_cache_usd
 from regret_gateway.gateway.steering import Steerer, published_ladder
@@ -100,7 +101,7 @@ class Gateway:
         self._clock = clock or (lambda: datetime.now(timezone.utc))
         self._seeds = np.random.SeedSequence(seed)  # the routing stream, and independent children (the judge's)
         self.rng = np.random.default_rng(self._seeds)
-        self.counters = dict.fromkeys(COUNTERS, 0)
+        self.metrics = GatewayMetrics(COUNTERS, self)  # the counters, and what /regret/metrics shows
         self._encode = encode
         self._own_embedder = False  # the configured Embedder (not an encode function passed in)
         self._embedder_lock = threading.Lock()
@@ -340,7 +341,7 @@ class Gateway:
     def stats(self) -> GatewayStats:
         """This worker's counters since it started."""
         return GatewayStats(
-            **self.counters,
+            **self.metrics.counters,
             router_version=getattr(self.router.artifact, "version", None),
             router_reloads=self.router.active.reloads,
             unpublished_tier=self.router.unpublished,

@@ -272,3 +272,19 @@ def team_spend(session: Session, team: str, since: datetime, until: datetime | N
         select(func.sum(Outcome.cost_usd), func.count()).select_from(Decision).join(Outcome).where(*where)
     ).one()
     return float(usd or 0.0), int(n)
+
+
+def usage_rows(session: Session, since: datetime, until: datetime, team: str | None = None):
+    """(created_at, team, tier, model, cost) of every request made in [since, until) that has an outcome
+    (only ``team``'s where given): the model that answered (the chosen one where no other did) and what it
+    cost, leaving out the mock's answers of ``serve --mock-upstream``; in chunks."""
+    where = [Decision.created_at >= since, Decision.created_at < until, Decision.mock.is_(False)]
+    if team is not None:
+        where.append(Decision.team == team)
+    q = (
+        select(Decision.created_at, Decision.team, Decision.tier, func.coalesce(Outcome.answered_model, Decision.chosen_model),
+               Outcome.cost_usd)
+        .select_from(Decision).join(Outcome).where(*where)
+    )  # fmt: skip
+    for created, who, tier, model, cost in session.execute(q.execution_options(yield_per=10_000)):
+        yield created, who, tier, model, float(cost or 0.0)

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from regret_gateway.cli import app
 from regret_gateway.config import Settings, StoreSpec, TierSpec
 from regret_gateway.savings import savings_report
-from regret_gateway.savings_html import report_html, upper_hull
+from regret_gateway.savings_html import report_html
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
@@ -90,11 +90,6 @@ def test_a_model_the_logs_never_saw_gets_no_number_but_the_reason(store):
     assert not unused.supported and np.isnan(unused.cost)
     assert "against always unused: no estimate (unused answered 0 of these requests, 0 effective" in "\n".join(team.lines())
     assert "(the tier's fallback)" in next(line for line in team.lines() if "always cheap" in line)
-
-
-def test_the_upper_hull_of_the_single_models_is_what_mixing_them_reaches():
-    points = [(1.0, 50.0), (2.0, 52.0), (3.0, 70.0), (4.0, 69.0), (5.0, 75.0)]
-    assert upper_hull(points) == [(1.0, 50.0), (3.0, 70.0), (5.0, 75.0)]  # (2, 52) under the chord, (4, 69) no better
 
 
 def test_the_report_command_prints_each_teams_line_and_writes_one_html_page(store, tmp_path):

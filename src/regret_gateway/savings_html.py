@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 
 from regret_gateway.config import Settings
+from regret_gateway.hull import upper_hull
 from regret_gateway.savings import SavingsReport, TeamSavings
 
 W, H, PAD = 520, 260, 48
@@ -74,21 +75,6 @@ def mix_plot(t: TeamSavings, models: tuple[str, ...]) -> str:
     legend = [f'<text x="{PAD + slot * (k + 0.5):.1f}" y="{H - PAD + 14}" text-anchor="middle" font-size="9" '
               f'fill="{COLOURS[k % len(COLOURS)]}">{html.escape(m)}</text>' for k, m in enumerate(names)]  # fmt: skip
     return _frame("which model answered, per day", bars + legend, "day", "share of requests", _y_ticks(0.0, 1.0, y, "{:.0%}"))
-
-
-def upper_hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The non-decreasing upper convex hull of (cost, quality) points: what random mixtures of them reach at
-    each cost, the best point at each cost and above (RouterBench's zero router)."""
-    hull: list[tuple[float, float]] = []
-    for p in sorted(points):
-        if hull and p[1] <= hull[-1][1]:
-            continue  # dearer and no better
-        while len(hull) >= 2 and (hull[-1][0] - hull[-2][0]) * (p[1] - hull[-2][1]) >= (p[0] - hull[-2][0]) * (
-            hull[-1][1] - hull[-2][1]
-        ):
-            hull.pop()
-        hull.append(p)
-    return hull
 
 
 def frontier_plot(t: TeamSavings) -> str:

@@ -92,6 +92,22 @@ def test_every_curve_of_the_plot_looks_different(tmp_path, monkeypatch):
     plot_curves(results, tmp_path / "curves.png")
     fig = plt.gcf()
     close(fig)
-    lines = fig.axes[0].get_lines()
+    lines = [line for line in fig.axes[0].get_lines() if "zero router" not in str(line.get_label())]
     looks = {(tuple(plt.matplotlib.colors.to_rgba(l.get_color())), l.get_linestyle()) for l in lines}
     assert len(lines) == len(method_names()) + 3 and len(looks) == len(lines)
+
+
+def test_the_frontier_places_each_method_against_the_single_models_hull():
+    """AIQ and the cost to reach 80% / 95% of the best single model's quality: a router above the chord of the
+    two models beats the zero router on both; always the dear model is the zero router's hull itself; a
+    router that never reaches 95% of it says so."""
+    from regret_gateway.evaluation.report import ZERO_ROUTER, frontier
+
+    singles = {"cheap": (1e-4, 0.5), "dear": (1e-3, 0.8)}
+    f = frontier({"router": ([1e-4, 3e-4], [0.6, 0.78]), "always-dear": ([1e-3], [0.8]), "weak": ([2e-4], [0.7])}, singles)
+    zero = f[ZERO_ROUTER]
+    assert f["router"].aiq > zero.aiq == pytest.approx(f["always-dear"].aiq)
+    assert zero.cost_to_95 == pytest.approx((1e-4 + 0.26 / 0.3 * 9e-4) / 1e-3)  # along the chord to 0.76
+    assert f["router"].cost_to_95 == pytest.approx((1e-4 + 0.16 / 0.18 * 2e-4) / 1e-3)
+    assert f["router"].cost_to_95 < zero.cost_to_95
+    assert f["weak"].cost_to_95 is None and f["weak"].cost_to_80 is not None

@@ -277,16 +277,15 @@ def served_actions(
     safe default -- ``constant``, or ``regions``: that constant except in the regions the logs prove -- or a
     learned router). No tier serves anything yet, so each gate's incumbent is the best constant.
     ``cross_fitted=False``: one fit, as ``retrain --no-cross-fit``. ``size``: the size feature the rows carry
-    last (``embedder.size_feature``); ``code``: the context code they carry (``embedder.context``). ``precision``: the mini-batch fits' products, as
-    ``retrain --precision``."""
+    last (``embedder.size_feature``); ``code``: the context code they carry (``embedder.context``);
+    ``precision``: the mini-batch fits' products, as ``retrain --precision``."""
     from regret_gateway.config import TierSpec
     from regret_gateway.retrain.fits import out_of_fold_fits
     from regret_gateway.retrain.gate import evaluate
 
-    lams = [float(lam) for lam in lambdas]
+    lams, names = [float(lam) for lam in lambdas], [f"lambda={lam:g}" for lam in lambdas]
     fits = out_of_fold_fits(logs, lams, folds=folds, every=cross_fitted, seed=seed, precision=precision)
-    names = [f"lambda={lam:g}" for lam in lams]
-    rows, router = evaluate(fits, [(n, TierSpec(lam=lam)) for n, lam in zip(names, lams)], seed=seed, size=size, code=code)
+    _, router = evaluate(fits, [(n, TierSpec(lam=lam)) for n, lam in zip(names, lams)], seed=seed, size=size, code=code)
     return np.stack([router.choose(name, test_X) for name in names]), [router.tiers[name].candidate for name in names]
 
 
@@ -324,8 +323,7 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
     logged = not all(router_class(name).full_information for name in config.methods)
     names = list(config.methods) + ([SERVED] if candidates else []) + list(REFERENCES) + ([LOGGED_CONSTANT] if logged else [])
     raw = {m: MethodTrials() for m in names}
-    diagnostics = []
-    steps = None
+    diagnostics, models_on_test, steps = [], [], None  # models_on_test: each model alone on the evaluated prompts
     if progress:
         from tqdm.auto import tqdm
 
@@ -391,10 +389,11 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
             )
         for name, actions in references.items():
             raw[name].add(evaluate_actions(full_test, lambdas, actions), 0.0)
+        models_on_test.append((full_test.quality.mean(0), full_test.cost.mean(0)))
     if steps is not None:
         steps.close()
+    q_test, c_test = (dict(zip(bench.model_names, v.tolist())) for v in np.mean(models_on_test, axis=0))
     dataset = bench.describe() | {
-        "n_train": len(split.train), "n_val": len(split.val), "n_test": len(split.test),
-        "log_draws": config.log_draws, "logged_rows": split.logs.n_samples,
-    }  # fmt: skip
+        "n_train": len(split.train), "n_val": len(split.val), "n_test": len(split.test), "log_draws": config.log_draws,
+        "logged_rows": split.logs.n_samples, "test_accuracy": q_test, "test_cost": c_test}  # fmt: skip
     return OfflineRun(dataset=dataset, config=config, lambdas=lambdas.tolist(), methods=raw, diagnostics=diagnostics)

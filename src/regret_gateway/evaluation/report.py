@@ -6,7 +6,13 @@
   trapezoid area (sklearn.metrics.auc style) with cost normalised by the mean cost of the most expensive
   model (x in [0, 1]); the curve is extended flat from its most expensive point to x = 1;
 * paired comparison: per-trial difference of the mean-over-lambda utility between two methods (same
-  seed, same logs), with its mean, std and the number of trials won.
+  seed, same logs), with its mean, std and the number of trials won;
+* the cost-quality frontier (:mod:`regret_gateway.hull`), on the evaluated prompts: a method's AIQ (the mean
+  quality x100 under the upper hull of its (cost, quality) points over lambda and the cheapest model's,
+  over the costs from the cheapest to the dearest single model; RouterBench's), and the cost at which its
+  hull first reaches 80% and 95% of the best single model's quality, as a share of that model's cost
+  (RouteLLM's CPT beyond two models). The ``zero router`` row is the single models' own hull (what mixing
+  them at random reaches).
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ from typing import Any
 import numpy as np
 
 from regret_gateway.evaluation.offline import MethodTrials, OfflineConfig, OfflineRun
+from regret_gateway.hull import average_quality, cost_to_reach, upper_hull
+
+ZERO_ROUTER = "zero router"  # the single models' hull
 
 PAIRS = (
     ("served", "single-best"),
@@ -76,6 +85,32 @@ class PairedDifference:
 
 
 @dataclass(frozen=True)
+class Frontier:
+    """A method's place on the cost-quality frontier (module doc): ``aiq`` x100; ``cost_to_80`` and
+    ``cost_to_95``: the least cost reaching that share of the best single model's quality, as a share of that
+    model's cost (None: never reached)."""
+
+    aiq: float
+    cost_to_80: float | None
+    cost_to_95: float | None
+
+
+def frontier(curves: dict[str, tuple[list[float], list[float]]], singles: dict[str, tuple[float, float]]) -> dict[str, Frontier]:
+    """:class:`Frontier` of each method's ``curves`` (its (costs, qualities) over lambda) and of the zero router,
+    against the ``singles`` (model -> (cost, quality))."""
+    points = list(singles.values())
+    lo, hi = min(c for c, _ in points), max(c for c, _ in points)
+    floor = min(points)  # the cheapest model
+    best_cost, best_q = max(points, key=lambda p: (p[1], -p[0]))
+    out = {}
+    for name, (cost, quality) in {**curves, ZERO_ROUTER: ([c for c, _ in points], [q for _, q in points])}.items():
+        pts = [*zip(cost, quality), floor]
+        shares = [cost_to_reach(pts, share * best_q) / best_cost for share in (0.8, 0.95)]
+        out[name] = Frontier(100 * average_quality(pts, lo, hi, floor), *(v if np.isfinite(v) else None for v in shares))
+    return out
+
+
+@dataclass(frozen=True)
 class OfflineSummary:
     """The results.json document of an offline run (:meth:`to_json`), and what the table and plot read."""
 
@@ -86,6 +121,7 @@ class OfflineSummary:
     diagnostics: dict[str, float]
     raw: dict[str, MethodTrials]
     timing: dict[str, float] = field(default_factory=dict)
+    frontier: dict[str, Frontier] = field(default_factory=dict)
 
     @property
     def split_label(self) -> str:
@@ -134,7 +170,14 @@ def summarize(run: OfflineRun, timing: dict[str, float] | None = None) -> Offlin
         diagnostics=diag_mean,
         raw=run.methods,
         timing=dict(timing or {}),
+        frontier=frontier({n: (m.cost_mean, m.accuracy_mean) for n, m in methods.items()}, _singles(run.dataset)),
     )
+
+
+def _singles(dataset: dict) -> dict[str, tuple[float, float]]:
+    """Each model alone, (cost, quality): on the evaluated prompts where the run says, else on the benchmark."""
+    cost, quality = dataset.get("test_cost") or dataset["mean_cost"], dataset.get("test_accuracy") or dataset["mean_accuracy"]
+    return {m: (float(cost[m]), float(quality[m])) for m in cost}
 
 
 def utility_table(results: OfflineSummary) -> str:
@@ -157,6 +200,13 @@ def utility_table(results: OfflineSummary) -> str:
         lines += ["| comparison | mean | std | trials won |", "|---|---:|---:|---:|"]
         for key, p in results.paired.items():
             lines.append(f"| {key} | {p.mean:+.2f} | {p.std:.2f} | {p.wins}/{p.trials} |")
+    if results.frontier:
+        lines += ["", "The cost-quality frontier on the same prompts: AIQ (mean quality x100 under the hull, cheapest to dearest "
+                  "model) and the cost at which the hull reaches 80% / 95% of the best single model's quality, as a share "
+                  "of that model's cost:", "", "| method | AIQ | cost for 80% | cost for 95% |", "|---|---:|---:|---:|"]  # fmt: skip
+        for name, f in results.frontier.items():
+            share = ["never" if v is None else f"{v:.0%}" for v in (f.cost_to_80, f.cost_to_95)]
+            lines.append(f"| {name} | {f.aiq:.2f} | {share[0]} | {share[1]} |")
     if results.diagnostics:
         lines += [
             "",
@@ -194,14 +244,11 @@ def plot_curves(results: OfflineSummary, path: Path) -> None:
             label=f"{name} (AUC {m.auc:.3f})",
             **style,
         )
-    models = results.dataset
-    ax.scatter(
-        np.asarray(list(models["mean_cost"].values())) * 1000,
-        list(models["mean_accuracy"].values()),
-        marker="x",
-        color="grey",
-        label="single models",
-    )
+    singles = _singles(results.dataset)
+    ax.scatter([1000 * c for c, _ in singles.values()], [q for _, q in singles.values()], marker="x", color="grey",
+               label="single models")  # fmt: skip
+    hull = upper_hull(list(singles.values()))
+    ax.plot([1000 * c for c, _ in hull], [q for _, q in hull], color="grey", linewidth=0.8, label="their hull (zero router)")
     ax.set_xscale("log")
     ax.set_xlabel("mean cost per 1k requests (US$, log scale)")
     ax.set_ylabel("mean accuracy")

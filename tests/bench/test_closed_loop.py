@@ -105,7 +105,8 @@ def test_traffic_share_makes_a_seeded_share_of_the_prompts_the_traffic(tmp_path)
 @pytest.mark.timeout(900)
 def test_the_demo_runs_through_the_proxy(tmp_path):
     """The HTTP demo: every request through LiteLLM and the OpenAI SDK, its audit and feedback through the
-    routes, one retrain published and swapped in; the table, JSON and plot are written."""
+    routes, one retrain published and swapped in; the table, JSON and plot are written, and what routing
+    saved per team."""
     lines: list[str] = []
     doc = run_demo(
         DemoConfig(world_size=500, rounds=2, requests=70, out=tmp_path, device="cpu", concurrency=8, cross_fit=False),
@@ -121,6 +122,10 @@ def test_the_demo_runs_through_the_proxy(tmp_path):
     assert all(r["router_version"] and r["router_version"] != "None" for r in last)  # the new version serves
     assert (tmp_path / "closed_loop.png").stat().st_size > 10_000
     assert len(json.loads((tmp_path / "closed_loop.json").read_text())["rounds"]) == 6
+    # what routing saved, per team, from the demo's own store (the `report` command's lines) and its page
+    saved = [line for line in lines if line.startswith("  team ")]
+    assert len(saved) == 3 and all("requests, $" in line for line in saved), "\n".join(lines)
+    assert (tmp_path / "savings.html").read_text().count("<section>") == 3
 
 
 @pytest.mark.slow

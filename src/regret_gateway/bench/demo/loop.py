@@ -167,6 +167,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
         if cfg.budget_days:
             budget_days = run_budget_days(cfg, world, gateway, work / "config.yaml", clock, rng, echo)
     hook = gateway.stats().to_dict()
+    savings = demo_savings(settings, gateway.engine, clock(), out)
     doc = {
         "config": {k: str(v) for k, v in cfg.__dict__.items()},
         "models": list(world.models),
@@ -183,11 +184,31 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     echo(verdict(table))
     if world.chat is not None:
         echo(chat_line(hook, unfit))
+    echo("what routing saved, from the logs (`regret-gateway report`; every team's requests, prompts never sent included):")
+    for team in savings.teams:
+        echo("  " + team.headline())
     if cfg.budget_days:
         write_budget_report(budget_days, out)
         echo(budget_verdict(budget_days) + f"\nwrote {out / 'budget.json'}, {out / 'budget.md'}, {out / 'budget.png'}")
-    echo(f"wrote {out / 'closed_loop.json'}, {out / 'closed_loop.md'}, {out / 'closed_loop.png'} in {doc['seconds']:.0f}s")
+    echo(
+        f"wrote {out / 'closed_loop.json'}, {out / 'closed_loop.md'}, {out / 'closed_loop.png'}, {out / 'savings.html'} in {doc['seconds']:.0f}s"
+    )
     return doc
+
+
+def demo_savings(settings, engine, now, out: Path):
+    """The savings report of the demo's store (every row it holds) and its page, written to OUT/savings.html."""
+    from datetime import timedelta
+
+    from sqlalchemy.orm import Session
+
+    from regret_gateway.savings import savings_report
+    from regret_gateway.savings_html import report_html
+
+    with Session(engine) as session:
+        report = savings_report(settings, session, now - timedelta(days=60), now + timedelta(days=1))
+    (out / "savings.html").write_text(report_html(report, settings))
+    return report
 
 
 def chat_line(hook: dict, unfit: int) -> str:

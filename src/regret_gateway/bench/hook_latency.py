@@ -244,8 +244,8 @@ def run_gateway_bench(
             runs: dict[str, list] = {hook: [], matched: [], single: []}
             fell_back = shed = shortened = 0  # routed requests not embedded, those shed at once, those read short
             for k in range(-1, repeats):  # k = -1: the warm-up at this concurrency, not timed
-                before = gateways[backend].counters["fallback"]
-                shed_before = gateways[backend].counters["shed"]
+                before = gateways[backend].metrics.counters["fallback"]
+                shed_before = gateways[backend].metrics.counters["shed"]
                 short_before = gateways[backend].batcher.shortened
                 prompts = makers[length](2 * c if k < 0 else requests, 1_000 * (k + 1) + c)
                 if c == 1:  # one at a time: the three take turns every TURN requests
@@ -254,8 +254,8 @@ def run_gateway_bench(
                     got = [asyncio.run(_load(proxy_port, "regret-router", prompts, c))]
                     got.append(asyncio.run(_load(proxy_port, got[0].served, prompts, c)))
                     got.append(asyncio.run(_load(proxy_port, MODELS[0], prompts, c)))
-                fell_back += (gateways[backend].counters["fallback"] - before) if k >= 0 else 0
-                shed += (gateways[backend].counters["shed"] - shed_before) if k >= 0 else 0
+                fell_back += (gateways[backend].metrics.counters["fallback"] - before) if k >= 0 else 0
+                shed += (gateways[backend].metrics.counters["shed"] - shed_before) if k >= 0 else 0
                 shortened += (gateways[backend].batcher.shortened - short_before) if k >= 0 else 0
                 if k >= 0:
                     for target, run in zip((hook, matched, single), got):

@@ -31,10 +31,11 @@ def hull_value(hull: list[tuple[float, float]], cost: np.ndarray) -> np.ndarray:
     return np.where(cost < x[0], np.nan, np.interp(cost, x, y))
 
 
-def average_quality(points: list[tuple[float, float]], lo: float, hi: float, floor: tuple[float, float]) -> float:
-    """AIQ: the mean quality under the upper hull of ``points`` and ``floor`` (the cheapest model: any
-    router can send some traffic to it) over costs [lo, hi] (the cheapest and the dearest single model)."""
-    hull = upper_hull([*points, floor])
+def average_quality(points: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """AIQ: the mean quality under the upper hull of ``points`` over costs [lo, hi] (the cheapest and the
+    dearest single model; NaN where the hull costs more than ``lo``: the caller includes the cheapest model,
+    which any router can send some traffic to)."""
+    hull = upper_hull(points)
     grid = np.linspace(lo, hi, 1001)
     return float(np.nanmean(hull_value(hull, grid)))
 

@@ -30,7 +30,6 @@ class TeamSavings:
 
     team: str | None
     tier: str
-    lam: float
     requests: int
     spend_usd: float
     served: Served | None  # None: no scored request (no quality, no estimate)
@@ -130,7 +129,7 @@ def savings_report(
                     logged.propensity[rows], strata=codes[rows], groups=prompt_groups(part.X), n_boot=n_boot, seed=seed,
                 )  # fmt: skip
         days = sorted(u["days"])
-        out.append(TeamSavings(who, tier, spec.lam if spec else float("nan"), u["requests"], u["spend"], served, alternatives,
-                               (spec.fallback or settings.models[0]) if spec and settings.models else None, days, [u["days"][d]["spend"] for d in days],
-                               [u["days"][d]["mix"] for d in days]))  # fmt: skip
+        fallback = settings.fallback_of(tier) if spec and settings.models else None
+        out.append(TeamSavings(who, tier, u["requests"], u["spend"], served, alternatives, fallback, days,
+                               [u["days"][d]["spend"] for d in days], [u["days"][d]["mix"] for d in days]))  # fmt: skip
     return SavingsReport(since, until, out)

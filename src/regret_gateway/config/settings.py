@@ -87,6 +87,10 @@ class Settings(_Strict):
             fh.write(os.urandom(32).hex())
         return path.read_bytes().strip()
 
+    def fallback_of(self, tier: str) -> str:
+        """The model ``tier`` falls back to (its ``fallback``; default: the first model)."""
+        return self.tiers[tier].fallback or self.models[0]
+
     def tiers_by_lambda(self) -> list[tuple[str, TierSpec]]:
         return sorted(self.tiers.items(), key=lambda kv: kv[1].lam)
 

@@ -106,7 +106,7 @@ def frontier(curves: dict[str, tuple[list[float], list[float]]], singles: dict[s
     for name, (cost, quality) in {**curves, ZERO_ROUTER: ([c for c, _ in points], [q for _, q in points])}.items():
         pts = [*zip(cost, quality), floor]
         shares = [cost_to_reach(pts, share * best_q) / best_cost for share in (0.8, 0.95)]
-        out[name] = Frontier(100 * average_quality(pts, lo, hi, floor), *(v if np.isfinite(v) else None for v in shares))
+        out[name] = Frontier(100 * average_quality(pts, lo, hi), *(v if np.isfinite(v) else None for v in shares))
     return out
 
 

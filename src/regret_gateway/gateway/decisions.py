@@ -42,7 +42,7 @@ class Choice:
 def fallback_model(settings: Settings, tier: str, allowed: np.ndarray | None = None) -> str:
     """The tier's fallback (default: the first model); where ``allowed`` (T,) rules it out, the first of
     ``settings.models`` that it allows."""
-    name = settings.tiers[tier].fallback or settings.models[0]
+    name = settings.fallback_of(tier)
     if allowed is None or allowed[settings.models.index(name)]:
         return name
     return settings.models[int(np.flatnonzero(allowed)[0])]

@@ -87,24 +87,14 @@ class _Snapshot(Collector):
         }
         writer = asdict(stats.writer)
         yield GaugeMetricFamily("regret_gateway_writer_queue_depth", "Decisions queued for the store now.", writer["queue_depth"])
-        records = CounterMetricFamily(
-            "regret_gateway_writer_records", "Decision records by what became of them.", labels=["result"]
-        )
-        for result in _WRITER:
-            records.add_metric([result], writer[result])
-        yield records
+        yield _by_result("regret_gateway_writer_records", "Decision records by what became of them.", writer, _WRITER)
         yield GaugeMetricFamily(
             "regret_gateway_database_down", "1 while the store is unreachable.", float(writer["database_down"])
         )
         if stats.judge is not None:
             judge = asdict(stats.judge)
             yield GaugeMetricFamily("regret_gateway_judge_queue_depth", "Answers waiting for the judge.", judge["queue_depth"])
-            answers = CounterMetricFamily(
-                "regret_gateway_judge_answers", "Answers offered to the judge, by result.", labels=["result"]
-            )
-            for result in _JUDGE:
-                answers.add_metric([result], judge[result])
-            yield answers
+            yield _by_result("regret_gateway_judge_answers", "Answers offered to the judge, by result.", judge, _JUDGE)
             yield CounterMetricFamily("regret_gateway_judge_spend_usd", "What the judge's calls cost (USD).", judge["spend_usd"])
         yield GaugeMetricFamily("regret_gateway_sessions", "Conversations this worker keeps a model for.", stats.sessions)
         lam = GaugeMetricFamily("regret_gateway_team_lambda", "The lambda a budgeted team is routed at now.", labels=["team"])
@@ -118,3 +108,11 @@ class _Snapshot(Collector):
         info = GaugeMetricFamily("regret_gateway_router_info", "The router version this worker serves (1).", labels=["version"])
         info.add_metric([stats.router_version or "none"], 1.0)
         yield info
+
+
+def _by_result(name: str, documentation: str, counts: dict, results: tuple[str, ...]) -> CounterMetricFamily:
+    """One counter family labelled ``result``: each of ``results`` with its value in ``counts``."""
+    family = CounterMetricFamily(name, documentation, labels=["result"])
+    for result in results:
+        family.add_metric([result], counts[result])
+    return family

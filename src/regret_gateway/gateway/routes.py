@@ -144,7 +144,6 @@ async def read_decision(
 
 
 def _budget(gw: Gateway, team: str) -> dict:
-
     from regret_gateway.budgets.status import budget_status
 
     with Session(gw.engine) as session:

@@ -13,15 +13,17 @@ DEMO_SIZE := --world-size 6000 --requests 250 --cold-start-rows 300
 $(PY):
 	python3 -m venv $(VENV)
 
+# --no-compile: Python compiles what is imported, on first import; byte-compiling all of LiteLLM at install
+# took longer than the install itself saves (docs/experiments/static-encoder.md#the-demo).
 install: $(PY)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(TORCH)
-	$(PY) -m pip install -q -e '.[train]'
+	$(PY) -m pip install -q --no-compile $(TORCH)
+	$(PY) -m pip install -q --no-compile -e '.[train]'
 
 install-dev: $(PY)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(TORCH)
-	$(PY) -m pip install -q -e '.[train,dev,formats]'
+	$(PY) -m pip install -q --no-compile $(TORCH)
+	$(PY) -m pip install -q --no-compile -e '.[train,dev,formats]'
 
 lint: install-dev
 	$(VENV)/bin/ruff check src tests

@@ -265,6 +265,51 @@ def test_feedback_only_from_the_team_that_asked(proxy):
     assert "judge" not in decision(client, "support", rid)["feedback_by_source"]
 
 
+def test_the_response_names_the_router_version_that_chose_and_none_in_the_cold_start(proxy, trained_router):
+    client, _, gateway, tmp = proxy
+    cold = chat(client, "support", CODE_PROMPT)
+    assert cold.status_code == 200 and "x-regret-router-version" not in cold.headers  # no router chose it
+    assert decision(client, "support", cold.headers["x-regret-request-id"])["router_version"] is None
+    version = publish(tmp, trained_router).name
+    assert gateway.router.refresh()
+    r = chat(client, "support", CODE_PROMPT)
+    assert r.headers["x-regret-router-version"] == version
+    assert decision(client, "support", r.headers["x-regret-request-id"])["router_version"] == version
+
+
+def test_a_batch_of_scores_is_stored_all_or_none_and_only_by_the_team_that_asked(proxy):
+    """POST /regret/feedback/batch: a team's scores for its own requests in one call; a batch naming another
+    team's request (403), an unknown one (404) or an invalid score (422) stores nothing."""
+    from regret_gateway.gateway.routes import MAX_BATCH
+
+    client, _, _, _ = proxy
+    mine = [chat(client, "support", text).headers["x-regret-request-id"] for text in (CODE_PROMPT, TRANSLATE_PROMPT)]
+    theirs = chat(client, "research", CODE_PROMPT).headers["x-regret-request-id"]
+
+    def post(team, scores):
+        return client.post("/regret/feedback/batch", headers={"Authorization": f"Bearer {KEYS[team]}"}, json={"scores": scores})
+
+    refused = {
+        403: [{"request_id": mine[0], "score": 1.0}, {"request_id": theirs, "score": 1.0}],
+        404: [{"request_id": mine[0], "score": 1.0}, {"request_id": "rg-\x01never", "score": 1.0}],
+        422: [{"request_id": mine[0], "score": 1.0}, {"request_id": mine[1], "score": 2.0}],
+    }
+    for status, scores in refused.items():
+        r = post("support", scores)
+        assert r.status_code == status, (status, r.text)
+    assert "1 of these requests were made by another team" in post("support", refused[403]).text
+    assert all(decision(client, "support", rid)["feedback_by_source"] == {} for rid in mine)  # nothing stored
+    assert post("support", []).status_code == 422
+    assert post("support", [{"request_id": mine[0], "score": 1.0}] * (MAX_BATCH + 1)).status_code in (413, 422)
+
+    ok = post("support", [{"request_id": mine[0], "score": 0.25}, {"request_id": mine[1], "score": 1.0, "source": "qa"},
+                          {"request_id": mine[0], "score": 0.75}])  # fmt: skip
+    assert ok.status_code == 200 and ok.json() == {"stored": 2}, ok.text  # the same request and source twice: the last
+    assert decision(client, "support", mine[0])["feedback_by_source"]["user"]["score"] == 0.75
+    assert decision(client, "support", mine[1])["feedback_by_source"]["qa"]["score"] == 1.0
+    assert decision(client, "research", theirs)["feedback_by_source"] == {}
+
+
 def test_a_team_reads_its_own_budget_and_spend_and_no_other_teams(app_client, tmp_path, encoder):
     """GET /regret/budget: the caller's team's spend in the budget's period, summed from the stored outcomes
     of its requests; another team's budget is 403, a team without one 404, the admin reads any."""

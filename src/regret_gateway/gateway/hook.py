@@ -66,6 +66,7 @@ REQUEST_ID_HEADER = "x-regret-request-id"  # the response header with the gatewa
 MODEL_HEADER = "x-regret-model"  # the response header with the model that answered (a LiteLLM fallback's, if one did)
 CHOSEN_HEADER = "x-regret-chosen-model"  # the response header with the model the router chose
 TIER_HEADER = "x-regret-tier"  # the response header with the tier it was routed for
+VERSION_HEADER = "x-regret-router-version"  # the response header with the router version that chose (none: no router did)
 JUDGE_READS = "system-and-last-user"  # what the LLM judge is shown of the request: the instructions and the question
 _MAX_PENDING = 100_000  # decisions waiting for their success/failure event
 
@@ -227,14 +228,17 @@ class RegretRouterHook(CustomLogger):
     async def async_post_call_response_headers_hook(self, data, user_api_key_dict, response, request_headers=None,
                                                     litellm_call_info=None):  # fmt: skip
         """Tell the client its request's id (the id feedback and the audit take), the model that answered (a
-        LiteLLM fallback's, where one answered for the router's choice), the router's choice and the tier it
-        was routed for."""
+        LiteLLM fallback's, where one answered for the router's choice), the router's choice, the tier it
+        was routed for and the router version that chose (absent where none did: a fallback, the cold start)."""
         routing = self._routing(data)
         if not routing.get("request_id"):
             return None
         chosen = str(routing.get("model", ""))
-        return {REQUEST_ID_HEADER: routing["request_id"], MODEL_HEADER: answered_by(response) or chosen,
-                CHOSEN_HEADER: chosen, TIER_HEADER: str(routing.get("tier", ""))}  # fmt: skip
+        headers = {REQUEST_ID_HEADER: routing["request_id"], MODEL_HEADER: answered_by(response) or chosen,
+                   CHOSEN_HEADER: chosen, TIER_HEADER: str(routing.get("tier", ""))}  # fmt: skip
+        if routing.get("router_version"):
+            headers[VERSION_HEADER] = str(routing["router_version"])
+        return headers
 
     async def async_post_call_streaming_iterator_hook(self, user_api_key_dict, response, request_data: dict):
         """A routed stream passes through unchanged; what is noted is how it ended: to its last chunk, or with

@@ -1,5 +1,5 @@
-"""``POST /regret/feedback``, ``GET /regret/decisions/{request_id}``, ``GET /regret/budget`` and ``GET /regret/stats``
-on the proxy app.
+"""``POST /regret/feedback`` (and ``/regret/feedback/batch``), ``GET /regret/decisions/{request_id}``,
+``GET /regret/budget`` and ``GET /regret/stats`` on the proxy app.
 
 All authenticate with the caller's LiteLLM key (LiteLLM's own auth dependency); only the team that made
 a request may read or score it (the proxy admin may do both). Scores are idempotent per source: posting
@@ -32,7 +32,7 @@ from regret_gateway.store.queries import (
     JUDGE_SOURCE,
     DecisionView,
     FeedbackView,
-    decision_team,
+    decision_teams,
     get_decision,
 )
 from regret_gateway.store.records import FeedbackRecord, StoreInputError, team_key, valid_request_id
@@ -71,26 +71,35 @@ def current_gateway(request: Request) -> Gateway:
     return gateway
 
 
-def _lookup(gw: Gateway, request_id: str) -> tuple[bool, str | None]:
+def _lookup(gw: Gateway, request_ids: list[str]) -> dict[str, str | None]:
     with Session(gw.engine) as session:
-        return decision_team(session, request_id)
+        return decision_teams(session, request_ids)
 
 
 FIRST_RETRY_S, MAX_RETRY_S = 0.05, 0.5  # pauses between lookups of a request id not stored yet
+MAX_BATCH = 500  # scores per POST /regret/feedback/batch (its body stays under the proxy's 64 KiB)
+SHOWN_IDS = 5  # unknown or foreign request ids named in a batch's 404 or 403
 
 
-async def _authorize(gw: Gateway, request_id: str, auth: UserAPIKeyAuth) -> None:
-    """404 for an id the store does not hold within ``feedback_grace_s``, 403 for another team's request."""
-    exists, team = await gw.run_store(_lookup, gw, request_id)
+async def _authorize(gw: Gateway, request_ids: list[str], auth: UserAPIKeyAuth) -> None:
+    """404 where an id is one the store does not hold within ``feedback_grace_s``, 403 where one is another
+    team's request (the proxy admin may read and score any)."""
+    teams = await gw.run_store(_lookup, gw, request_ids)
     deadline, pause = time.monotonic() + gw.settings.feedback_grace_s, FIRST_RETRY_S
-    while not exists and valid_request_id(request_id) and time.monotonic() < deadline:
+    while (missing := [r for r in request_ids if r not in teams and valid_request_id(r)]) and time.monotonic() < deadline:
         await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
         pause = min(2 * pause, MAX_RETRY_S)
-        exists, team = await gw.run_store(_lookup, gw, request_id)
-    if not exists:
-        raise HTTPException(status_code=404, detail=f"unknown request id {request_id!r}")
-    if auth.user_role != LitellmUserRoles.PROXY_ADMIN and team_key(auth.team_id) != team:
-        raise HTTPException(status_code=403, detail="this request was made by another team")
+        teams.update(await gw.run_store(_lookup, gw, missing))
+    if unknown := [r for r in request_ids if r not in teams]:
+        shown = ", ".join(map(repr, unknown[:SHOWN_IDS])) + (
+            f" and {len(unknown) - SHOWN_IDS} more" if len(unknown) > SHOWN_IDS else ""
+        )
+        raise HTTPException(status_code=404, detail=f"unknown request id{'s' if len(unknown) > 1 else ''} {shown}")
+    if auth.user_role != LitellmUserRoles.PROXY_ADMIN:
+        own = team_key(auth.team_id)
+        if foreign := [r for r in request_ids if teams[r] != own]:
+            which = "this request was" if len(request_ids) == 1 else f"{len(foreign)} of these requests were"
+            raise HTTPException(status_code=403, detail=f"{which} made by another team")
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,23 @@ def _post_feedback(gw: Gateway, body: FeedbackIn) -> FeedbackOut:
         record_feedback(session, [FeedbackRecord(body.request_id, body.score, source=body.source)])
     stored = _decision(gw, body.request_id).feedback_by_source[body.source]
     return FeedbackOut(**asdict(stored), request_id=body.request_id)
+
+
+class FeedbackBatchIn(BaseModel):
+    scores: list[FeedbackIn] = Field(min_length=1, max_length=MAX_BATCH, description=f"At most {MAX_BATCH} scores.")
+
+
+@dataclass(frozen=True)
+class FeedbackBatchOut:
+    """``POST /regret/feedback/batch``'s response: how many scores were stored (all of them, or none)."""
+
+    stored: int
+
+
+def _post_feedback_batch(gw: Gateway, body: FeedbackBatchIn) -> FeedbackBatchOut:
+    with Session(gw.engine) as session, session.begin():
+        stored = record_feedback(session, [FeedbackRecord(s.request_id, s.score, source=s.source) for s in body.scores])
+    return FeedbackBatchOut(stored)
 
 
 def _decision(gw: Gateway, request_id: str) -> DecisionView:
@@ -124,8 +150,24 @@ async def post_feedback(
     body: FeedbackIn, auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)
 ) -> FeedbackOut:
     try:
-        await _authorize(gw, body.request_id, auth)
+        await _authorize(gw, [body.request_id], auth)
         return await gw.run_store(_post_feedback, gw, body)
+    except StoreInputError as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from None
+    except (SQLAlchemyError, TimeoutError, asyncio.TimeoutError) as exc:
+        raise _store_unavailable(exc) from None
+
+
+@router.post("/feedback/batch")
+async def post_feedback_batch(
+    body: FeedbackBatchIn, auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)
+) -> FeedbackBatchOut:
+    """Up to MAX_BATCH scores in one transaction, all or none: 404 names unknown request ids (after
+    ``feedback_grace_s``), 403 where one is another team's, 422 for an invalid score. The same request
+    and source twice in one batch: the last score counts."""
+    try:
+        await _authorize(gw, [s.request_id for s in body.scores], auth)
+        return await gw.run_store(_post_feedback_batch, gw, body)
     except StoreInputError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
     except (SQLAlchemyError, TimeoutError, asyncio.TimeoutError) as exc:
@@ -137,7 +179,7 @@ async def read_decision(
     request_id: str, auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Gateway = Depends(current_gateway)
 ) -> DecisionView:
     try:
-        await _authorize(gw, request_id, auth)
+        await _authorize(gw, [request_id], auth)
         return await gw.run_store(_decision, gw, request_id)
     except (SQLAlchemyError, TimeoutError, asyncio.TimeoutError) as exc:
         raise _store_unavailable(exc) from None

@@ -3,8 +3,8 @@
 A full-feedback world (the generated default, or any RouterBench-layout file) is served by a local mock
 upstream that answers each prompt with that model's recorded response and a token count that makes
 LiteLLM's cost equal to the recorded cost. The LiteLLM proxy with the hook runs beside it. Each round,
-three teams on three tiers send prompts through the OpenAI SDK; after each answer the recorded
-correctness is posted as feedback; between rounds ``retrain`` runs and the gateway hot-swaps the new
+three teams on three tiers send prompts through the OpenAI SDK; the recorded correctness of each answer
+is posted as feedback; between rounds ``retrain`` runs and the gateway hot-swaps the new
 router. Per round and tier the gateway's realised utility is compared on the same prompts with
 always-cheapest, always-best-single-model (chosen on the train split with full feedback), uniform random
 (expected value), LiteLLM's own adaptive router (``AdaptiveRouter``, Thompson sampling per request type,
@@ -13,7 +13,8 @@ references trained on the train split's true outcomes (``full-feedback``, the pa
 best per lambda on the val split of Full-Feedback and the same network with the regret objective or a
 regression on the true utilities: the ceiling). ``gateway`` is what the teams got
 (exploration included); ``gateway-greedy`` is the router's own choice on the same requests (the
-argmax of its scores in the audit), i.e. the price of exploration is the gap between the two.
+served router's choice without exploration), i.e. the price of exploration is the gap between the two.
+Each team posts its round's scores in batches (``POST /regret/feedback/batch``) and audits one request.
 
 A seeded share of the traffic prompts (``held_out``, 20%) is never sent: after every round the greedy
 choices of the router that served it are scored on them (``held-out greedy``), beside the best single

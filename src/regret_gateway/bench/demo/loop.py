@@ -29,18 +29,32 @@ def score(stats: RoundStats, bench, rows: np.ndarray, lam: float, picks: dict[st
         stats.cost[name] = float(bench.cost[rows][n, a].mean())
 
 
-def round_stats(world: World, rnd: int, tier: str, lam: float, rows: np.ndarray, answers: list) -> RoundStats:
+def greedy_choices(world: World, artifact, tier: str, lam: float, rows: np.ndarray) -> np.ndarray | None:
+    """(n,) the router's own choices for prompts ``rows`` (no exploration): the greedy choices of ``artifact``
+    (the router that served the round) for ``tier``; None where it serves no router for it (the cold start)."""
+    if artifact is None or artifact.router.tier(tier) is None:
+        return None
+    names = list(artifact.model_names)
+    return np.array([world.models.index(names[k]) for k in artifact.router.choose(tier, world.X[rows], lam)])
+
+
+def round_stats(world: World, rnd: int, tier: str, lam: float, rows: np.ndarray, answers: list, artifact) -> RoundStats:
+    """The round's scores on the traffic it sent: ``answers`` (model index, router version) per row of ``rows``,
+    what the teams got; ``gateway-greedy`` the router's own choices on the same requests (``artifact``'s; in the
+    cold start, what the teams got)."""
     bench = world.bench
+    served = np.array([t for t, _ in answers])
+    greedy = greedy_choices(world, artifact, tier, lam, rows)
     picks = {
-        "gateway": np.array([t for t, _, _ in answers]),
-        "gateway-greedy": np.array([g for _, _, g in answers]),
+        "gateway": served,
+        "gateway-greedy": served if greedy is None else greedy,
         "full-feedback": world.full_information.predict("full-feedback", world.X[rows], lam),
         "full-info": world.full_information.predict("full-info", world.X[rows], lam),
         "litellm-adaptive": np.array([world.adaptive[lam].choose_and_learn(bench.prompts[i], bench.quality[i]) for i in rows]),
         "best-single": np.full(len(rows), world.best_single[lam]),
         "cheapest": np.full(len(rows), world.cheapest),
     }
-    stats = RoundStats(rnd, tier, lam, ",".join(sorted({str(v) for _, v, _ in answers})))
+    stats = RoundStats(rnd, tier, lam, ",".join(sorted({str(v) for _, v in answers})))
     score(stats, bench, rows, lam, picks)
     stats.utility["uniform"] = float(100 * (bench.quality[rows] - lam * bench.cost[rows]).mean())
     stats.accuracy["uniform"] = float(bench.quality[rows].mean())
@@ -59,10 +73,9 @@ def held_out_stats(world: World, artifact, lam: float, stats: RoundStats) -> Non
         "held-out best-single": np.full(len(rows), world.best_single[lam]),
         "held-out full-info": world.full_information.predict("full-info", world.X[rows], lam),
     }
-    if artifact is not None and artifact.router.tier(stats.tier) is not None:
-        names = list(artifact.model_names)
-        greedy = artifact.router.choose(stats.tier, world.X[rows], lam)
-        picks["held-out greedy"] = np.array([world.models.index(names[k]) for k in greedy])
+    greedy = greedy_choices(world, artifact, stats.tier, lam, rows)
+    if greedy is not None:
+        picks["held-out greedy"] = greedy
     score(stats, world.bench, rows, lam, picks)
 
 
@@ -138,8 +151,8 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                 rows = rng.choice(world.traffic_ix, size=cfg.requests, replace=True)
                 answers = ask(team, rows, cfg.concurrency)
                 if world.chat is not None:  # a request sent to a model that cannot take it (its window, its tools)
-                    unfit += sum(not world.chat.eligible[i, t] for i, (t, _, _) in zip(rows, answers))
-                table.append(round_stats(world, rnd, tier, lam, rows, answers))
+                    unfit += sum(not world.chat.eligible[i, t] for i, (t, _) in zip(rows, answers))
+                table.append(round_stats(world, rnd, tier, lam, rows, answers, gateway.router.artifact))
                 held_out_stats(world, gateway.router.artifact, lam, table[-1])
             echo(round_table(table, rnd) + f"\n(round {rnd} took {time.perf_counter() - t_round:.0f}s)")
             if rnd < cfg.rounds - 1:

@@ -99,28 +99,45 @@ class Teams:
         self.clients = {team: OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0) for team, key in keys.items()}
         self.http = httpx.Client(base_url=base, timeout=60)
 
-    def ask_many(self, team: str, rows: np.ndarray, concurrency: int) -> list[tuple[int, str | None, int]]:
-        with ThreadPoolExecutor(concurrency) as pool:
-            return list(pool.map(lambda i: self.ask(team, int(i)), rows))
+    def ask_many(self, team: str, rows: np.ndarray, concurrency: int) -> list[tuple[int, str | None]]:
+        """Each prompt of ``rows`` as one request; then the team's scores for them, in batches (what a team's
+        scoring job posts), and the audit of its first request, which must say what the headers said."""
+        from regret_gateway.gateway.routes import MAX_BATCH
 
-    def ask(self, team: str, i: int) -> tuple[int, str | None, int]:
-        """(model index chosen, router version, the router's own greedy choice) for prompt ``i``."""
-        bench, index = self.world.bench, {m: t for t, m in enumerate(self.world.models)}
+        with ThreadPoolExecutor(concurrency) as pool:
+            asked = list(pool.map(lambda i: self.ask(team, int(i)), rows))
         headers = {"Authorization": f"Bearer {self.keys[team]}"}
+        scores = [score for *_, score in asked if score is not None]
+        for start in range(0, len(scores), MAX_BATCH):
+            self.http.post(
+                "/regret/feedback/batch", headers=headers, json={"scores": scores[start : start + MAX_BATCH]}
+            ).raise_for_status()
+        t, version, rid, _ = asked[0]
+        audit = self.http.get(f"/regret/decisions/{rid}", headers=headers).json()
+        if (audit["chosen_model"], audit["router_version"]) != (self.world.models[t], version):
+            raise RuntimeError(f"the audit of {rid} says {audit['chosen_model']} ({audit['router_version']}), its headers "
+                               f"{self.world.models[t]} ({version})")  # fmt: skip
+        return [(t, version) for t, version, _, _ in asked]
+
+    def ask(self, team: str, i: int) -> tuple[int, str | None, str, dict | None]:
+        """(model index chosen, router version, request id, the team's score or None) for prompt ``i``, as
+        the response's headers tell them."""
+        from regret_gateway.gateway.hook import CHOSEN_HEADER, REQUEST_ID_HEADER, VERSION_HEADER
+
         raw = self.clients[team].chat.completions.with_raw_response.create(
             model="regret-router",
             **self.world.request(i),
             extra_body={"metadata": {"tags": self.world.tags(i)}},
         )
-        rid = raw.headers.get("x-regret-request-id")
-        audit = self.http.get(f"/regret/decisions/{rid}", headers=headers).json()
-        t = index[audit["chosen_model"]]
-        scores = audit.get("scores")  # the router's own choice, before exploration
-        greedy = index[max(scores, key=scores.get)] if scores else t
+        rid, t = raw.headers[REQUEST_ID_HEADER], self.world.models.index(raw.headers[CHOSEN_HEADER])
+        score = None
         if not self.judged or self.users.scores():  # judge mode: the judge scores a sample; users a share too
-            feedback = {"request_id": rid, "score": float(bench.quality[i, t]), "source": "user" if self.judged else "demo"}
-            self.http.post("/regret/feedback", headers=headers, json=feedback).raise_for_status()
-        return t, audit.get("router_version"), greedy
+            score = {
+                "request_id": rid,
+                "score": float(self.world.bench.quality[i, t]),
+                "source": "user" if self.judged else "demo",
+            }
+        return t, raw.headers.get(VERSION_HEADER), rid, score
 
 
 class ReplayTeams:
@@ -138,7 +155,7 @@ class ReplayTeams:
         self.users = UserScores(user_share, seed)
         self.index = {m: t for t, m in enumerate(world.models)}
 
-    async def _ask(self, team: str, i: int) -> tuple[int, str | None, int, str]:
+    async def _ask(self, team: str, i: int) -> tuple[int, str | None, str]:
         from types import SimpleNamespace
 
         bench = self.world.bench
@@ -147,18 +164,15 @@ class ReplayTeams:
         data = await self.hook.async_pre_call_hook(key, None, data, "completion")
         meta = data["metadata"]["regret_gateway"]
         t = self.index[meta["model"]]
-        decision = self.hook.awaiting_outcome(meta["request_id"])
-        scores = (decision.scores if decision is not None else None) or {}
-        greedy = self.index[max(scores, key=lambda m: scores[m])] if scores else t
         outcome = {"metadata": data["metadata"], "messages": data["messages"],
                    "standard_logging_object": {"response_cost": float(bench.cost[i, t])}}  # fmt: skip
         answer = SimpleNamespace(
             choices=[SimpleNamespace(message=SimpleNamespace(content=self.world.respond(meta["model"], bench.prompts[i])[0]))]
         )
         await self.hook.async_log_success_event(outcome, answer, None, None)
-        return t, meta["router_version"], greedy, meta["request_id"]
+        return t, meta["router_version"], meta["request_id"]
 
-    def ask_many(self, team: str, rows: np.ndarray, concurrency: int) -> list[tuple[int, str | None, int]]:
+    def ask_many(self, team: str, rows: np.ndarray, concurrency: int) -> list[tuple[int, str | None]]:
 
         from sqlalchemy.orm import Session
 
@@ -177,9 +191,9 @@ class ReplayTeams:
         if self.gateway.judge is not None:  # judge mode: the judge's scores are the feedback, and users' on a share
             with Session(self.gateway.engine) as session, session.begin():
                 record_feedback(session, [FeedbackRecord(rid, float(quality[i, t]), source="user")
-                                          for i, (t, _, _, rid) in zip(rows, answers) if self.users.scores()])  # fmt: skip
-            return [(t, v, g) for t, v, g, _ in answers]
+                                          for i, (t, _, rid) in zip(rows, answers) if self.users.scores()])  # fmt: skip
+            return [(t, v) for t, v, _ in answers]
         with Session(self.gateway.engine) as session, session.begin():
             record_feedback(session, [FeedbackRecord(rid, float(quality[i, t]), source="demo")
-                                      for i, (t, _, _, rid) in zip(rows, answers)])  # fmt: skip
-        return [(t, v, g) for t, v, g, _ in answers]
+                                      for i, (t, _, rid) in zip(rows, answers)])  # fmt: skip
+        return [(t, v) for t, v, _ in answers]

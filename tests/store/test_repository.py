@@ -302,10 +302,10 @@ def test_published_versions_are_kept_as_a_history(engine):
 def test_an_id_that_cannot_be_stored_is_unknown_not_an_error(engine, request_id):
     """A client's id with a NUL (PostgreSQL cannot even compare it) or of the wrong length is simply not
     in the store: the audit and feedback routes answer 404, never 500."""
-    from regret_gateway.store.queries import decision_team, get_decision
+    from regret_gateway.store.queries import decision_teams, get_decision
 
     with Session(engine) as s:
-        assert decision_team(s, request_id) == (False, None) and get_decision(s, request_id) is None
+        assert decision_teams(s, [request_id]) == {} and get_decision(s, request_id) is None
     with pytest.raises(StoreInputError, match="NUL|<= 128 chars"):
         FeedbackRecord(request_id or "\x00", 1.0)
 

@@ -16,6 +16,7 @@ from regret_gateway.store.records import (
     valid_request_id,
 )
 from regret_gateway.store.schema import Decision, Feedback, Outcome
+from regret_gateway.store.writes import ID_CHUNK, chunks
 
 
 def source_rank(sources: Sequence[str] | None) -> Callable[[str], int | None]:
@@ -124,21 +125,17 @@ def get_decision(session: Session, request_id: str) -> DecisionView | None:
     )
 
 
-def decision_team(session: Session, request_id: str) -> tuple[bool, str | None]:
-    """(exists, team) of a request: who may read or score it."""
-    teams = decision_teams(session, [request_id])
-    return (request_id in teams), teams.get(request_id)
-
-
 def decision_teams(session: Session, request_ids: Sequence[str]) -> dict[str, str | None]:
     """The team of each stored request among ``request_ids`` (an id the store does not hold is left out)."""
     ids = sorted({r for r in request_ids if valid_request_id(r)})
     out: dict[str, str | None] = {}
-    for start in range(0, len(ids), 1000):  # ids per IN (...) list, as the writes' lookups
-        rows = session.execute(
-            select(Decision.request_id, Decision.team).where(Decision.request_id.in_(ids[start : start + 1000]))
+    for chunk in chunks(ids, ID_CHUNK):
+        out.update(
+            {
+                rid: team
+                for rid, team in session.execute(select(Decision.request_id, Decision.team).where(Decision.request_id.in_(chunk)))
+            }
         )
-        out.update({rid: team for rid, team in rows})
     return out
 
 

@@ -26,12 +26,12 @@ from regret_gateway.store.records import (
 )
 from regret_gateway.store.schema import Decision, Feedback, Outcome, RouterVersion, utcnow
 
-_ID_CHUNK = 1000  # ids per IN (...) list
+ID_CHUNK = 1000  # ids per IN (...) list
 _ROW_CHUNK = 1000  # rows per multi-row INSERT (SQLite allows 32,766 bound parameters)
 UNIQUE_VIOLATION = "23505"  # PostgreSQL's SQLSTATE for a duplicate key
 
 
-def _chunks(items: Sequence, size: int) -> Iterable[Sequence]:
+def chunks(items: Sequence, size: int) -> Iterable[Sequence]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
@@ -51,7 +51,7 @@ def _insert(session: Session):
 
 def _existing(session: Session, column, ids: Sequence[str]) -> set[str]:
     found: set[str] = set()
-    for chunk in _chunks(list(ids), _ID_CHUNK):
+    for chunk in chunks(list(ids), ID_CHUNK):
         found.update(session.scalars(select(column).where(column.in_(chunk))))
     return found
 
@@ -97,7 +97,7 @@ def _insert_new(session: Session, table, records: Sequence) -> int:
     present = _existing(session, table.request_id, list(first))
     new = [r for rid, r in first.items() if rid not in present]
     insert = _insert(session)
-    for chunk in _chunks(new, _ROW_CHUNK):
+    for chunk in chunks(new, _ROW_CHUNK):
         session.execute(insert(table).on_conflict_do_nothing(index_elements=["request_id"]), [r.row() for r in chunk])
     return len(new)
 
@@ -174,7 +174,7 @@ def record_feedback(session: Session, records: Sequence[FeedbackRecord]) -> int:
     latest = _unique_last(records, key=lambda r: (r.request_id, r.source))
     _require_known(session, [r.request_id for r in latest])
     insert = _insert(session)
-    for chunk in _chunks(latest, _ROW_CHUNK):
+    for chunk in chunks(latest, _ROW_CHUNK):
         stmt = insert(Feedback)
         stmt = stmt.on_conflict_do_update(
             index_elements=["request_id", "source"],

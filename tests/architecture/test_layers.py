@@ -58,6 +58,7 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
     "gateway": [
         (
             "__init__",
+            "litellm_imports",
             "tiers",
             "exploration",
             "costs",

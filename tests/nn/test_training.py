@@ -138,3 +138,44 @@ def test_retrain_fits_past_full_batch_sizes_in_auto_precision():
     assert _train_config(5_000).precision == "float32" and _train_config(5_000, "bfloat16").precision == "float32"
     assert _train_config(5_001).precision == "auto" and _train_config(5_001).batch_size == 1024
     assert _train_config(5_001, "float32").precision == "float32"
+
+
+def test_adam_updates_exactly_as_torch_optim_adam():
+    """The training loop's Adam is torch.optim.Adam's update written out: the same parameters to the last bit
+    after many steps, with weight decay, and with a parameter that has no gradient on some steps."""
+    from regret_gateway.nn.training import Adam
+
+    torch.manual_seed(3)
+    ours, theirs = StackedMLP(2, 5, 3, (7,)), StackedMLP(2, 5, 3, (7,))
+    theirs.load_state_dict(ours.state_dict())
+    x, y = torch.randn(40, 5), torch.randn(40, 3)
+    opt_ours = Adam(list(ours.parameters()), lr=3e-3, weight_decay=0.01)
+    opt_theirs = torch.optim.Adam(list(theirs.parameters()), lr=3e-3, weight_decay=0.01)
+    for step in range(60):
+        for net, opt in ((ours, opt_ours), (theirs, opt_theirs)):
+            opt.zero_grad()
+            ((net(x) - y) ** 2).mean().backward()
+            if step % 3 == 0:  # the last bias has no gradient on these steps: left alone, its steps not counted
+                list(net.parameters())[-1].grad = None
+            opt.step()
+    for a, b in zip(ours.parameters(), theirs.parameters()):
+        assert torch.equal(a, b)
+    assert not torch.equal(list(ours.parameters())[-1], list(StackedMLP(2, 5, 3, (7,)).parameters())[-1])
+
+
+def test_training_does_not_import_torch_dynamo():
+    """torch.optim's first use imports torch._dynamo (seconds, in every process that trains); the loop does not."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from regret_gateway.nn.networks import StackedMLP\n"
+        "from regret_gateway.nn.training import TrainConfig, train_members\n"
+        "net = StackedMLP(1, 3, 1, (4,)); x = torch.randn(16, 3)\n"
+        "train_members(net, 16, lambda i: net(x[i]).pow(2).mean().reshape(1), lambda: net(x).pow(2).mean().reshape(1), "
+        "TrainConfig(max_epochs=3))\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -9,7 +9,8 @@ The hook serves a :class:`~regret_gateway.gateway.runtime.Gateway`: ``regret-gat
 at start-up and attaches it (:meth:`RegretRouterHook.attach`); under a plain ``litellm --config`` the hook
 builds it from the ``regret_gateway:`` section of that same file (LiteLLM exports its path as
 ``CONFIG_FILE_PATH``, or ``REGRET_GATEWAY_CONFIG``) and starts it on the first routed request. Nothing
-heavy happens at import.
+heavy happens at import, but one thing for LiteLLM itself: an import its proxy retries on every request is
+made to fail once (``gateway/litellm_imports.py``).
 
 Per request to ``virtual_model`` (``async_pre_call_hook``): team -> tier (403 if the request asks for a
 tier its team may not use), read the request (``gateway/request.py``: what the router reads of it, its
@@ -51,6 +52,7 @@ from litellm.proxy._types import LitellmUserRoles
 
 from regret_gateway.config import load_settings
 from regret_gateway.context import render
+from regret_gateway.gateway import litellm_imports
 from regret_gateway.gateway.batcher import Overloaded
 from regret_gateway.gateway.decisions import Choice, fallback_model
 from regret_gateway.gateway.eligibility import NoEligibleModel
@@ -347,4 +349,5 @@ class RegretRouterHook(CustomLogger):
         self._finish(self._request_id(request_data), "failure", {}, error=error)
 
 
+litellm_imports.settle()  # the proxy that loads this callback stops retrying a missing import on every request
 handler = RegretRouterHook()

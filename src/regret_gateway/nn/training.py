@@ -11,6 +11,10 @@ Two presets:
 * ``paper``: the paper's values -- Adam lr 1e-4, batch 128, patience 100, at most 10,000 epochs.
 * ``fast``: full-batch Adam lr 1e-3, patience 50, at most 1,500 epochs.
 
+The optimiser is :class:`Adam`, torch.optim.Adam's update written out: torch.optim's first use imports
+torch._dynamo, which took longer than importing torch itself (7-9 s on the 2-core machine) in every process
+that trains (a retrain, the demo, the offline bench) and is needed for nothing here.
+
 ``TrainConfig.precision`` sets the training steps' matrix products: float32 (the default), bfloat16 (torch's
 autocast: the products in bfloat16 with float32 sums, the parameters, the optimiser, the losses and every
 validation score in float32), or ``auto``: bfloat16 where the CPU multiplies bfloat16 natively (AVX512-BF16
@@ -27,6 +31,7 @@ validation and test, 2.5-2.8x less time for the whole benchmark. The measurement
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable
 
@@ -85,6 +90,37 @@ def preset(name: str) -> TrainConfig:
         raise ValueError(f"unknown training preset '{name}'; choose one of {sorted(PRESETS)}") from None
 
 
+class Adam:
+    """Adam with L2 weight decay added to the gradient: torch.optim.Adam's single-tensor update (its default on
+    CPU), operation for operation, so a fit is the same to the last bit (tests/nn/test_training.py); a
+    parameter without a gradient is left alone and its step count does not advance, as there."""
+
+    def __init__(self, params: Sequence[torch.Tensor], lr: float, weight_decay: float = 0.0,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:  # fmt: skip
+        self.params, self.lr, self.weight_decay, self.betas, self.eps = list(params), lr, weight_decay, betas, eps
+        self.steps = [0] * len(self.params)
+        self.moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p in self.params]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        beta1, beta2 = self.betas
+        for i, (p, (exp_avg, exp_avg_sq)) in enumerate(zip(self.params, self.moments)):
+            if p.grad is None:
+                continue
+            grad = p.grad if self.weight_decay == 0 else p.grad.add(p, alpha=self.weight_decay)
+            self.steps[i] += 1
+            step = float(self.steps[i])
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            step_size = self.lr / (1 - beta1**step)
+            denom = (exp_avg_sq.sqrt() / (1 - beta2**step) ** 0.5).add_(self.eps)
+            p.addcdiv_(exp_avg, denom, value=-step_size)
+
+
 @dataclass(frozen=True)
 class TrainResult:
     epochs: int  # epochs run
@@ -128,7 +164,7 @@ def train_members(
     if n_rows < 1:
         raise ValueError("cannot train on 0 rows")
     params = list(net.parameters())
-    optimizer = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = Adam(params, lr=config.lr, weight_decay=config.weight_decay)
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         best_score = val_score().detach().clone()
@@ -149,7 +185,7 @@ def train_members(
             order = torch.randperm(n_rows, generator=generator) if batch < n_rows else torch.arange(n_rows)
             for start in range(0, n_rows, batch):
                 idx = order[start : start + batch]
-                optimizer.zero_grad(set_to_none=True)
+                optimizer.zero_grad()
                 with _products_in(dtype):
                     loss = batch_loss(idx)
                 loss[active].sum().backward()

@@ -7,8 +7,9 @@ PY := $(VENV)/bin/python
 # The CPU wheel of torch lies on disk here; pinning it first keeps pip from pulling a CUDA build.
 TORCH := torch==2.13.0
 # The main job's size (docs/experiments/static-encoder.md#the-demo): a world of 6,000 prompts (a fifth of the
-# traffic prompts never sent, scored), 250 requests per team and round, uniform until 300 scored rows a model.
-DEMO_SIZE := --world-size 6000 --requests 250 --cold-start-rows 300
+# traffic prompts never sent, scored), 250 requests per team and round, uniform until 300 scored rows a model
+# (two rounds), then the first router serves the third.
+DEMO_SIZE := --world-size 6000 --requests 250 --cold-start-rows 300 --rounds 3
 
 $(PY):
 	python3 -m venv $(VENV)

@@ -258,8 +258,8 @@ def test_a_repeated_prompt_is_sent_judged_and_scored_as_one_row(tmp_path):
 
 @pytest.mark.slow
 def test_the_loops_ceiling_is_the_best_full_information_router_on_validation():
-    """``full-info`` routes each lambda with whichever full-information reference (Full-Feedback, the regret
-    objective or a regression on the true utilities) has the highest true utility on the val split."""
+    """``full-info`` routes each lambda with whichever full-information reference (Full-Feedback or a
+    regression on the true utilities) has the highest true utility on the val split."""
     from regret_gateway.bench.demo.references import FULL_INFORMATION, FullInformation
     from tests.conftest import make_world
 

@@ -10,8 +10,8 @@ always-cheapest, always-best-single-model (chosen on the train split with full f
 (expected value), LiteLLM's own adaptive router (``AdaptiveRouter``, Thompson sampling per request type,
 fed the same correctness as reward, cost weight matched to the tier's lambda) and the full-information
 references trained on the train split's true outcomes (``full-feedback``, the paper's; ``full-info``, the
-best per lambda on the val split of Full-Feedback and the same network with the regret objective or a
-regression on the true utilities: the ceiling). ``gateway`` is what the teams got
+better per lambda on the val split of Full-Feedback and the same network regressing the true utilities: the
+ceiling). ``gateway`` is what the teams got
 (exploration included); ``gateway-greedy`` is the router's own choice on the same requests (the
 served router's choice without exploration), i.e. the price of exploration is the gap between the two.
 Each team posts its round's scores in batches (``POST /regret/feedback/batch``) and audits one request.

@@ -43,8 +43,9 @@ class AdaptiveBaseline:
         return t
 
 
-# The regret objective's reference (``full-info-regret``: one network per softmax sharpness) is not among them:
-# on three demo worlds it was never the best on the val split, and it took as long as the other two together
+# The regret objective's reference (``full-info-regret``: one network per softmax sharpness) is not among them: it
+# took as long as the other two together, was never the best on the val split of the demo worlds of seeds 0-2,
+# and where it was (seed 3) the ceiling without it did better on the prompts never sent
 # (docs/experiments/static-encoder.md#the-demo, scripts/demo_references.py).
 FULL_INFORMATION = ("full-feedback", "full-info-regression")
 

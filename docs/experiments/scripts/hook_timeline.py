@@ -18,9 +18,9 @@ import time
 import numpy as np
 
 from regret_gateway.bench.hook_latency import _client, _long_prompts, _prompts, _send, bench_proxy
+from regret_gateway.encoders.onnx_runtime import OnnxEncoder
 from regret_gateway.gateway.app import attach
 from regret_gateway.gateway.hook import RegretRouterHook
-from regret_gateway.encoders.onnx_runtime import OnnxEncoder
 
 STEPS = ("hook start", "batcher", "forward pass", "forward done", "embedding back", "routed", "hook end")
 

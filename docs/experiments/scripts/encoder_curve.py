@@ -6,7 +6,8 @@ lambda), the static encoder's minus MiniLM's per trial, and the single best mode
 
 Each argument after OUT.png names a dataset and its two runs: two `bench offline --log-draws 1,3,...`
 output folders (same data, seeds, lambdas and K; `--encoder static` and `--encoder transformer`), each
-holding k-<K>/results.json.
+holding k-<K>/results.json (one K: results.json); an encoder's K values may come from several runs joined by `+`
+(`NAME=STATIC_K13+STATIC_K10,MINILM_K13+MINILM_K10`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import numpy as np
 ROWS = ("served", "full-info-regression")
 
 
-def per_trial(run: Path) -> dict[int, dict[str, np.ndarray]]:
+def per_trial(runs: str) -> dict[int, dict[str, np.ndarray]]:
     out = {}
-    for f in sorted(run.glob("k-*/results.json")):
+    for f in sorted(f for run in runs.split("+") for f in Path(run).glob("**/results.json")):
         doc = json.loads(f.read_text())
         out[int(doc["dataset"]["log_draws"])] = {m: np.asarray(r["utility"]).mean(1) for m, r in doc["raw"].items()}
     return out
@@ -35,7 +36,7 @@ def main() -> None:
     print("|---|---:|---:|---:|---:|---|---:|---:|---|---:|---|")
     curves: dict[str, dict] = {}
     for name, runs in pairs:
-        static, minilm = (per_trial(Path(p)) for p in runs.split(","))
+        static, minilm = (per_trial(p) for p in runs.split(","))
         for k in sorted(set(static) & set(minilm)):
             s, t = static[k], minilm[k]
             cells, ok = [], []

@@ -29,7 +29,11 @@ def main(runs: Path) -> None:
         for v in VARIANTS:
             x = ceiling(runs / f"{data}-{v}")
             d = x - base
-            cells.append(f"{x.mean():.2f}" if v == VARIANTS[0] else f"{x.mean():.2f} (**{d.mean():+.2f}**: {', '.join(f'{e:+.2f}' for e in d)})")
+            cells.append(
+                f"{x.mean():.2f}"
+                if v == VARIANTS[0]
+                else f"{x.mean():.2f} (**{d.mean():+.2f}**: {', '.join(f'{e:+.2f}' for e in d)})"
+            )
         print(f"| {data} | " + " | ".join(cells) + " |")
 
 

@@ -32,7 +32,11 @@ def main(specs: list[str]) -> None:
         runs = {n: json.loads((found[n] / "results.json").read_text()) for n in names}
         bare = runs.get("bare")
         print(f"\n### {name}\n")
-        print("| traffic | " + " | ".join(LABELS.get(m, m) for m in METHODS) + " | sent to a model that cannot take it | served - bare (per trial) | ceiling - bare (per trial) |")
+        print(
+            "| traffic | "
+            + " | ".join(LABELS.get(m, m) for m in METHODS)
+            + " | sent to a model that cannot take it | served - bare (per trial) | ceiling - bare (per trial) |"
+        )
         print("|---|" + "---:|" * len(METHODS) + "---|---|---|")
         for label, run in runs.items():
             cells = []

@@ -7,7 +7,12 @@ import numpy as np
 
 rows = [json.loads(l) for l in open(sys.argv[1])]
 for d in (r for r in rows if r.get("diagnostic")):
-    print("trial", d["trial"], "RMSE over models of the mean:", {k: round(v, 5) for k, v in d.items() if k not in ("trial", "diagnostic")})
+    print(
+        "trial",
+        d["trial"],
+        "RMSE over models of the mean:",
+        {k: round(v, 5) for k, v in d.items() if k not in ("trial", "diagnostic")},
+    )
 rows = [r for r in rows if not r.get("diagnostic")]
 names = [k for k in rows[0] if k not in ("trial", "lam", "single")]
 print("trials", sorted({r["trial"] for r in rows}))

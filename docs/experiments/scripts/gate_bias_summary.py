@@ -8,7 +8,9 @@ import sys
 import numpy as np
 
 rows = [json.loads(line) for f in sys.argv[1:] for line in open(f)]
-print("| data | trial-λ | learned: mean error | learned: RMSE | constant: mean error | constant: RMSE | gain interval width | true gain inside | best ≠ constant: estimated gain | true gain |")
+print(
+    "| data | trial-λ | learned: mean error | learned: RMSE | constant: mean error | constant: RMSE | gain interval width | true gain inside | best ≠ constant: estimated gain | true gain |"
+)
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for data in dict.fromkeys(r["data"] for r in rows):
     sel = [r for r in rows if r["data"] == data]

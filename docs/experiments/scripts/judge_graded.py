@@ -44,7 +44,9 @@ draws = int(sys.argv[4])
 n_prompts, T = Q.shape
 graded = float(np.mean((Q > 0) & (Q < 1)))
 print(f"{sys.argv[1]}: {n_prompts} prompts, {T} models, {100 * graded:.0f}% of scores strictly between 0 and 1\n")
-print("| flip rate | user pairs | rule | error estimate: mean abs distance to e (pts) | corrected mean - truth, mean abs over models (pts) |")
+print(
+    "| flip rate | user pairs | rule | error estimate: mean abs distance to e (pts) | corrected mean - truth, mean abs over models (pts) |"
+)
 print("|---:|---:|---|---:|---:|")
 for e in flips:
     for pairs in pair_counts:

@@ -43,7 +43,11 @@ def main() -> None:
         share = "n/a"
         if ceiling is not None:
             gap = u[ceiling] - u["single-best"]
-            share = f"{np.mean(d_single) / np.mean(gap):.2f} (ceiling +{np.mean(gap):.2f})" if np.mean(gap) > 0 else "ceiling <= single-best"
+            share = (
+                f"{np.mean(d_single) / np.mean(gap):.2f} (ceiling +{np.mean(gap):.2f})"
+                if np.mean(gap) > 0
+                else "ceiling <= single-best"
+            )
         oracle = f"{u['oracle'].mean():.2f}" if "oracle" in u else "-"
         trials = ", ".join(f"{d:+.2f}" for d in d_single)
         print(f"| {r['K']} | {r['rows']} | {n} | " + " | ".join(cells) + f" | {oracle}"

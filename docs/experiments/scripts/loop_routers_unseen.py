@@ -19,7 +19,9 @@ from regret_gateway.encoders.embedder import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 
 bench = load_benchmark("../shared/data/llmrouter/llmrouter_train.csv.gz")
-X = Embedder(kind="transformer", progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts, datasets=bench.groups.tolist())
+X = Embedder(kind="transformer", progress=False, cache_dir=default_cache_dir()).encode_unique(
+    bench.prompts, datasets=bench.groups.tolist()
+)
 full = bench.full_feedback(X)
 lams = {"premium": 0.0, "standard": 500.0, "economy": 1500.0}  # the replays' --lambdas 0,500,1500
 for root in sys.argv[1:]:

@@ -25,7 +25,9 @@ data_path, trials, draws = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 lams = [float(x) for x in sys.argv[4].split(",")]
 limit = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] != "-" else None
 bench = load_benchmark(data_path, limit=limit, seed=0)
-X = Embedder(kind="transformer", progress=False, cache_dir=default_cache_dir()).encode_unique(bench.prompts, datasets=bench.groups.tolist())
+X = Embedder(kind="transformer", progress=False, cache_dir=default_cache_dir()).encode_unique(
+    bench.prompts, datasets=bench.groups.tolist()
+)
 size = SizeFeature()
 variants = {"embedding": X, "embedding+size": size.append(X, count_tokens(bench.prompts))}
 for trial in range(trials):
@@ -33,8 +35,9 @@ for trial in range(trials):
     for name, Xv in variants.items():
         split = make_trial(bench, bench.full_feedback(Xv), cfg, trial)
         test = split.full_test
-        actions, candidates = served_actions(split.logs, test.X, np.array(lams), seed=trial,
-                                             size=size if name == "embedding+size" else None)
+        actions, candidates = served_actions(
+            split.logs, test.X, np.array(lams), seed=trial, size=size if name == "embedding+size" else None
+        )
         single = reference_actions("single-best", split.full_train, test, lams)
         for j, lam in enumerate(lams):
             print(json.dumps({"data": data_path, "K": draws, "trial": trial, "variant": name, "lam": lam,

@@ -1,13 +1,13 @@
 """Which tokens of a long prompt the static encoder should read, chosen on the dev slices (a held-out slice
 of the training prompts; the test split is never read): its first 256 tokens (the default), its last 256,
 or its first and last 128. For each choice and shared dataset, the full-information ceiling
-(`full-info-regression`, 3 trials, 3,000 prompts), the same command as the static encoder's dev study; the
+(`full-info-regression`, 3 trials unless told, 3,000 prompts), the same command as the static encoder's dev study; the
 reading is patched into the static encoder in this process and the embeddings go to a fresh cache folder,
 so no cached embedding of another reading is used. Prints one table: the share of prompts longer than 256
 tokens (the only ones the readings embed differently), the ceiling's dev utility x100 (mean over lambda) per
 reading, and its difference from `first` per trial.
 
-    OMP_NUM_THREADS=1 python docs/experiments/scripts/read_side_dev.py --out runs/read-side [--reads first,last,ends]
+    OMP_NUM_THREADS=1 python docs/experiments/scripts/read_side_dev.py --out runs/read-side [--reads first,last,ends] [--trials 3]
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--reads", default="first,last,ends")
     ap.add_argument("--datasets", default=",".join(DATASETS))
+    ap.add_argument("--trials", type=int, default=3)
     args = ap.parse_args()
     reads = args.reads.split(",")
     results: dict[tuple[str, str], np.ndarray] = {}
@@ -74,7 +75,7 @@ def main() -> None:
             out = args.out / f"{name}-{side}"
             with tempfile.TemporaryDirectory() as cache:
                 app(
-                    ["bench", "offline", "--data", f"../shared/data/{name}", "--limit", "3000", "--trials", "3",
+                    ["bench", "offline", "--data", f"../shared/data/{name}", "--limit", "3000", "--trials", str(args.trials),
                      "--propensity", "logged", "--lambdas", DATASETS[name], "--methods", "full-info-regression",
                      "--outcome-preset", "fast", "--evaluate-on", "dev", "--encoder", "static", "--max-length", "256",
                      "--cache-dir", cache, "--out", str(out)],

@@ -8,6 +8,7 @@ tokens (the only ones the readings embed differently), the ceiling's dev utility
 reading, and its difference from `first` per trial.
 
     OMP_NUM_THREADS=1 python docs/experiments/scripts/read_side_dev.py --out runs/read-side [--reads first,last,ends] [--trials 3]
+    ... --test: the confirmation on the test split, `served` (retrain from K = 3 logged draws) and the ceiling
 """
 
 from __future__ import annotations
@@ -51,10 +52,9 @@ def _read(side: str):
     return token_ids
 
 
-def _ceiling(folder: Path) -> tuple[np.ndarray, float]:
+def _per_trial(folder: Path) -> dict[str, np.ndarray]:
     doc = json.loads(next(folder.rglob("results.json")).read_text())
-    per_trial = {m: np.asarray(r["utility"]).mean(1) for m, r in doc["raw"].items()}
-    return per_trial["full-info-regression"], float(per_trial["single-best"].mean())
+    return {m: np.asarray(r["utility"]).mean(1) for m, r in doc["raw"].items()}
 
 
 def main() -> None:
@@ -63,9 +63,13 @@ def main() -> None:
     ap.add_argument("--reads", default="first,last,ends")
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--test", action="store_true", help="the confirmation on the test split: served and the ceiling at K = 3")
     args = ap.parse_args()
     reads = args.reads.split(",")
-    results: dict[tuple[str, str], np.ndarray] = {}
+    split = ["--log-draws", "3", "--methods", "r-and-c,full-info-regression"] if args.test else [
+        "--evaluate-on", "dev", "--methods", "full-info-regression"]  # fmt: skip
+    metrics = ("served", "full-info-regression") if args.test else ("full-info-regression",)
+    results: dict[tuple[str, str, str], np.ndarray] = {}
     single: dict[str, float] = {}
     longer: dict[str, str] = {}
     for name in args.datasets.split(","):
@@ -76,24 +80,30 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as cache:
                 app(
                     ["bench", "offline", "--data", f"../shared/data/{name}", "--limit", "3000", "--trials", str(args.trials),
-                     "--propensity", "logged", "--lambdas", DATASETS[name], "--methods", "full-info-regression",
-                     "--outcome-preset", "fast", "--evaluate-on", "dev", "--encoder", "static", "--max-length", "256",
+                     "--propensity", "logged", "--lambdas", DATASETS[name], *split,
+                     "--outcome-preset", "fast", "--encoder", "static", "--max-length", "256",
                      "--cache-dir", cache, "--out", str(out)],
                     standalone_mode=False,
                 )  # fmt: skip
-            results[name, side], single[name] = _ceiling(out)
+            per_trial = _per_trial(out)
+            single[name] = float(per_trial["single-best"].mean())
+            for m in metrics:
+                results[name, side, m] = per_trial[m]
         longer[name] = f"{_seen['longer'] / _seen['texts']:.1%}" if _seen["texts"] else "-"
-    print("| data | prompts over 256 tokens | single best | " + " | ".join(f"ceiling, {r}" for r in reads) + " | " + " | ".join(
+    print("| data | method | prompts over 256 tokens | single best | " + " | ".join(reads) + " | " + " | ".join(
         f"{r} - first (per trial)" for r in reads if r != "first") + " |")  # fmt: skip
-    print("|---|---:|---:|" + "---:|" * len(reads) + "---|" * (len(reads) - 1))
+    print("|---|---|---:|---:|" + "---:|" * len(reads) + "---|" * (len(reads) - 1))
     for name in args.datasets.split(","):
-        cells = [f"{results[name, r].mean():.2f}" for r in reads]
-        diffs = []
-        for r in reads:
-            if r != "first":
-                d = results[name, r] - results[name, "first"]
-                diffs.append(f"**{d.mean():+.2f}** ({', '.join(f'{x:+.2f}' for x in d)})")
-        print(f"| {name} | {longer[name]} | {single[name]:.2f} | " + " | ".join(cells) + " | " + " | ".join(diffs) + " |")
+        for m in metrics:
+            cells = [f"{results[name, r, m].mean():.2f}" for r in reads]
+            diffs = []
+            for r in reads:
+                if r != "first":
+                    d = results[name, r, m] - results[name, "first", m]
+                    diffs.append(f"**{d.mean():+.2f}** ({', '.join(f'{x:+.2f}' for x in d)})")
+            print(
+                f"| {name} | {m} | {longer[name]} | {single[name]:.2f} | " + " | ".join(cells) + " | " + " | ".join(diffs) + " |"
+            )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Which tokens of a long prompt the static encoder should read, chosen on the dev slices (a held-out slice
-of the training prompts; the test split is never read): its first 256 tokens (the default), its last 256,
+of the training prompts; the test split is read only with --test): its first 256 tokens (the default), its last 256,
 or its first and last 128. For each choice and shared dataset, the full-information ceiling
 (`full-info-regression`, 3 trials unless told, 3,000 prompts), the same command as the static encoder's dev study; the
 reading is patched into the static encoder in this process and the embeddings go to a fresh cache folder,
@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 
 from regret_gateway.cli import app
-from regret_gateway.encoders import static
 from regret_gateway.encoders.static import CHARS_PER_TOKEN, StaticEncoder
 
 DATASETS = {"llmrouter": "0,500,1000", "mmlupro": "0,50,100", "routerbench": "0,500,1000"}
@@ -75,7 +74,7 @@ def main() -> None:
     for name in args.datasets.split(","):
         _seen.update(texts=0, longer=0)
         for side in reads:
-            static.StaticEncoder.token_ids = _read(side)  # type: ignore[method-assign]
+            StaticEncoder.token_ids = _read(side)  # type: ignore[method-assign]
             out = args.out / f"{name}-{side}"
             with tempfile.TemporaryDirectory() as cache:
                 app(

@@ -14,15 +14,17 @@ confidence bound).
   region's rows of d_i = Gamma_i(m) - Gamma_i(b) (utility A - lambda C, unclipped).
 * Challengers, cross-fitted (retrain): for the rows of each fold, each region's challenger is the model
   with the best mean gain on the other folds' rows of the region, so the rows that test a challenger did
-  not choose it. A region is tested only where every fold proposes the same model, and that model is
-  what the region serves: what is tested is what is published (the model with the best mean gain on
-  all the rows, which the folds need not have proposed, was never tested out of fold;
-  docs/experiments/closed-loop.md compares the two rules in a replay). (Without folds: every model,
+  not choose it; what is tested is the folds' proposals, each on the rows that did not make it. Which
+  regions are tested reads no outcome (prompts and effective rows only): a rule that tested a region only
+  where every fold proposed the same model chose its regions with the rows that then tested them, and
+  departed in 14-24% of simulated worlds where every challenger was worse than the baseline
+  (docs/experiments/chat-traffic.md). A departing region serves the model all its rows propose (the
+  folds' proposals are that procedure on four fifths of the rows). (Without folds: every model,
   Bonferroni over the T - 1.)
 * Test: one-sided z tests, standard errors clustered by prompt (rows of one prompt count as one draw).
-  First the whole proposal -- every row of a tested region under its challenger, the others under the
-  baseline -- against the baseline at ``alpha``: if it gains, every tested region whose challenger
-  gained on its own rows departs. Else region by
+  First the whole proposal -- every row of a tested region under its fold's challenger, the others under
+  the baseline -- against the baseline at ``alpha``: if it gains, every tested region whose challengers
+  gained on its rows departs. Else region by
   region, Holm's step-down at ``alpha``. A region is tested only with at least ``min_prompts`` prompts
   and ``min_matched`` rows that logged its challenger and as many that logged the baseline, and only where
   both were logged there with an effective sample size of at least ``min_ess`` (Kish's, of the importance
@@ -42,6 +44,7 @@ estimator with the spread between keys estimated from the keys themselves, :func
 key joins the whole proposal's test with an effective sample size of ``MIN_KEY_ESS`` (the whole proposal's
 rows are many); a key is tested alone, where the whole proposal fails, only with ``min_ess``. The test, and
 so the guarantee, is the same: what the other folds propose is tested on rows that did not propose it.
+Where two models are close in a key the folds propose one or the other, and both proposals are tested.
 """
 
 from __future__ import annotations
@@ -212,9 +215,11 @@ def choose_regions(
             alone[r] = matched & (ess >= min_ess)
     testable &= testable[:, [baseline]]
     alone &= alone[:, [baseline]]
-    proposed = None
-    if folds is not None:
+    proposed = published = None
+    if folds is not None:  # per row, what the other folds propose for its region; per region, what all its rows do
         proposed = proposals(d, logged, regions.region, R, folds, baseline, min_matched, testable, shrink=regions.keyed)
+        published = region_proposal(d, logged, regions.region, R, np.arange(n), baseline, min_matched, testable,
+                                    shrink=regions.keyed)  # fmt: skip
     models = np.full(R, baseline)
     gain, lower, p_value = np.zeros(R), np.full(R, -np.inf), np.ones(R)
     inside = regions.region >= 0
@@ -232,34 +237,33 @@ def choose_regions(
         eligible = testable[r] & (np.arange(T) != baseline) & (se > 0)
         if not eligible.any():
             continue
-        if proposed is None:
+        if proposed is None or published is None:
             m = int(np.argmax(np.where(eligible, z, -np.inf)))
             models[r], gain[r], lower[r] = m, mean[m], mean[m] - z_any * se[m]
             p_value[r] = min(1.0, challengers * (1.0 - NormalDist().cdf(z[m])))
             continue
-        m = int(proposed[rows[0]])
-        if m == baseline or not eligible[m] or np.any(proposed[rows] != m):
-            continue  # the folds disagree (or keep the baseline): no one model to test and publish
-        own = d[rows, m]  # each row's gain under the challenger every fold proposed, out of fold
+        # each row's gain under what the other folds proposed for the region (the baseline: 0), out of fold;
+        # whether a region is tested reads no outcome, so the test's rows did not choose what it tests
+        own = d[rows, proposed[rows]]
         own_mean, own_se = own.mean(), clustered_se(own, g)
         if own_se <= 0:
             continue
-        models[r] = m  # what is tested is what is published
+        models[r] = published[r]  # what the region serves if it departs: what all its rows propose
         gain[r], lower[r] = own_mean, own_mean - z_any * own_se
         p_value[r] = 1.0 - NormalDist().cdf(own_mean / own_se)
     adopted = np.zeros(R, dtype=bool)
     if aggregate and proposed is not None and (R > 1 or regions.keyed):
-        # first the whole proposal at once: every row of a tested region under its challenger, the rest under
-        # the baseline (gain 0) -- the policy that would be published
+        # first the whole proposal at once: every row of a tested region under what the other folds proposed,
+        # the rest under the baseline (gain 0)
         region = np.where(inside, regions.region, 0)
         tested = inside & np.isfinite(lower)[region]
-        own = np.where(tested, d[np.arange(n), models[region]], 0.0)
+        own = np.where(tested, d[np.arange(n), proposed], 0.0)
         se_all = clustered_se(own, groups)
         if se_all > 0 and own.mean() / se_all > NormalDist().inv_cdf(1.0 - alpha):
             adopted = (gain > 0) & (models != baseline) & np.isfinite(lower)
             models = np.where(adopted, models, baseline)
             return RegionChoice(baseline, models, adopted, np.where(adopted, gain, 0.0), lower, share)
-    p_value = np.where(alone[np.arange(R), models], p_value, 1.0)  # alone, a region needs min_ess
+    p_value = np.where(alone[np.arange(R), models] & (models != baseline), p_value, 1.0)  # alone, a region needs min_ess
     for j, r in enumerate(np.argsort(p_value, kind="stable")):  # Holm's step-down over the regions
         if p_value[r] > alpha / (R - j) or gain[r] <= 0:
             break
@@ -284,24 +288,35 @@ def proposals(
     ``testable`` (R, T) allows in the region; the baseline where none is ahead, or the row is in no region:
     ``region`` -1). ``shrink``: each region's mean shrunk toward the model's over the regions
     (:func:`shrunk_means`)."""
-    n, T = d.shape
+    n = len(d)
     out = np.full(n, baseline)
     for fold in folds:
         rest = np.setdiff1d(np.arange(n), fold)
-        rest = rest[region[rest] >= 0]
-        counts = np.bincount(region[rest], minlength=R).astype(np.float64)
-        sums = np.stack([np.bincount(region[rest], d[rest, t], minlength=R) for t in range(T)], axis=1)
-        hits = np.stack([np.bincount(region[rest], logged[rest] == t, minlength=R) for t in range(T)], axis=1)
-        valid = (hits >= min_matched) & testable
-        mean = sums / np.maximum(counts, 1.0)[:, None]
-        if shrink:
-            squares = np.stack([np.bincount(region[rest], d[rest, t] ** 2, minlength=R) for t in range(T)], axis=1)
-            mean = shrunk_means(mean, squares / np.maximum(counts, 1.0)[:, None] - mean**2, counts, valid)
-        mean = np.where(valid, mean, -np.inf)
-        mean[:, baseline] = 0.0
+        pick = region_proposal(d, logged, region, R, rest, baseline, min_matched, testable, shrink=shrink)
         inside = fold[region[fold] >= 0]
-        out[inside] = np.argmax(mean, axis=1)[region[inside]]
+        out[inside] = pick[region[inside]]
     return out
+
+
+def region_proposal(
+    d: np.ndarray, logged: np.ndarray, region: np.ndarray, R: int, rows: np.ndarray, baseline: int, min_matched: int,
+    testable: np.ndarray, *, shrink: bool = False,
+) -> np.ndarray:  # fmt: skip
+    """(R,) per region, the model with the highest mean gain ``d`` over the baseline on ``rows`` (as
+    :func:`proposals` does on the other folds' rows)."""
+    T = d.shape[1]
+    rest = rows[region[rows] >= 0]
+    counts = np.bincount(region[rest], minlength=R).astype(np.float64)
+    sums = np.stack([np.bincount(region[rest], d[rest, t], minlength=R) for t in range(T)], axis=1)
+    hits = np.stack([np.bincount(region[rest], logged[rest] == t, minlength=R) for t in range(T)], axis=1)
+    valid = (hits >= min_matched) & testable
+    mean = sums / np.maximum(counts, 1.0)[:, None]
+    if shrink:
+        squares = np.stack([np.bincount(region[rest], d[rest, t] ** 2, minlength=R) for t in range(T)], axis=1)
+        mean = shrunk_means(mean, squares / np.maximum(counts, 1.0)[:, None] - mean**2, counts, valid)
+    mean = np.where(valid, mean, -np.inf)
+    mean[:, baseline] = 0.0
+    return np.argmax(mean, axis=1)
 
 
 def shrunk_means(mean: np.ndarray, var: np.ndarray, counts: np.ndarray, valid: np.ndarray) -> np.ndarray:

@@ -307,3 +307,31 @@ def test_where_every_challenger_is_worse_the_regions_depart_in_about_alpha_of_wo
         choice = _regional_choice(quality, logged, regions, groups, seed, min_ess=25)
         departed += choice.n_adopted > 0
     assert departed <= 8, departed
+
+
+def test_apps_with_a_few_effective_rows_a_model_join_the_whole_proposal():
+    """Twenty apps of 150 prompts, nine models logged uniformly: 11 to 23 effective rows a model and app,
+    too few to test an app alone, enough to join the whole proposal (MIN_KEY_ESS). Where one model is much
+    better in each app, most apps depart to it."""
+    from regret_gateway.context import ContextCode
+    from regret_gateway.policy.regions import MIN_ESS, logged_ess
+
+    rng = np.random.default_rng(0)
+    keys, T = 20, 9
+    key = np.repeat(np.arange(keys), 150)
+    X = ContextCode("{dataset}").append(rng.normal(size=(len(key), 4)).astype(np.float32), [{"dataset": f"app {k}"} for k in key])
+    groups = prompt_groups(X)
+    better = rng.integers(1, T, keys)
+    gains = np.zeros((keys, T))
+    gains[np.arange(keys), better] = 0.5
+    quality = gains[key] + rng.normal(0.0, 1.0, (len(key), T))
+    logged, p = rng.integers(0, T, len(key)), np.full(len(key), 1 / T)
+    regions = key_regions(X, groups, slice(4, X.shape[1]))
+    ess = logged_ess(1 / p[key == 0], logged[key == 0], np.arange(150), T)
+    assert ess.max() < MIN_ESS  # no app could be tested alone
+    choice = choose_regions(quality, np.zeros_like(quality), logged, regions, groups, 0, 0.0, propensity=p,
+                            folds=folds_of(len(key), 5, 0, groups), aggregate=True)  # fmt: skip
+    assert choice.n_adopted >= keys // 2, choice.describe(tuple("abcdefghi"))
+    departed = np.flatnonzero(choice.adopted)
+    rows = np.array([np.bincount(key[regions.region == r]).argmax() for r in departed])  # each region's app
+    assert (choice.models[departed] == better[rows]).mean() > 0.8

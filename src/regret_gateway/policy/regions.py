@@ -41,8 +41,9 @@ prompts, reached only by that key (a new key is served the baseline). Keys are m
 rows, so the evidence is shared: the gain a fold proposes for a key and model is that key's mean shrunk
 toward the model's mean over the keys by how much evidence the key has (empirical Bayes: James and Stein's
 estimator with the spread between keys estimated from the keys themselves, :func:`shrunk_means`), and a
-key joins the whole proposal's test with an effective sample size of ``MIN_KEY_ESS`` (the whole proposal's
-rows are many); a key is tested alone, where the whole proposal fails, only with ``min_ess``. The test, and
+key joins the whole proposal's test with an effective sample size of ``MIN_KEY_ESS`` (10: the whole
+proposal's rows are many; chosen on dev slices, docs/experiments/chat-traffic.md); a key is tested alone,
+where the whole proposal fails, only with ``min_ess``. The test, and
 so the guarantee, is the same: what the other folds propose is tested on rows that did not propose it.
 Where two models are close in a key the folds propose one or the other, and both proposals are tested.
 """
@@ -65,7 +66,7 @@ MAX_REGIONS = 32
 MIN_PROMPTS = 30
 MIN_MATCHED = 10
 MIN_ESS = 100.0  # effective logged rows of a region's challenger and of its baseline (module doc)
-MIN_KEY_ESS = 30.0  # the same, for a key's region to join the whole proposal's test (module doc)
+MIN_KEY_ESS = 10.0  # the same, for a key's region to join the whole proposal's test (module doc; dev slices: chat-traffic.md)
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,8 @@ for trial in range(trials):
     split = make_trial(bench, full, cfg, trial)
     fits = out_of_fold_fits(split.logs, lams, seed=trial)
     tiers = [(f"lambda={lam:g}", TierSpec(lam=lam)) for lam in lams]
-    rows, router = evaluate(fits, tiers, seed=trial, code=code if keyed else None)
+    held = held_out_rows(fits, None)  # the gate's held-out rows, read again below for the per-key yardsticks
+    rows, router = evaluate(fits, tiers, seed=trial, code=code if keyed else None, held=held)
     shared = SharedCentroids(unit_rows(fits.logged.X), seed=fits.learners[0].policy.random_state)
     published, _ = learned_candidates(fits.learners[0], fits.logged.model_names, lams, shared)
     dev = split.full_test
@@ -53,7 +54,6 @@ for trial in range(trials):
     single = reference_actions("single-best", split.full_train, dev, lams)
     oracle = TrainingData.from_full(split.full_train, split.full_val)
     ceiling = cfg.router("full-info-regression", trial).fit(oracle, np.array(lams)).predict(dev.X, np.array(lams))
-    held = held_out_rows(fits, None) if keyed else None
     if keyed:
         oof = held.held[0].scores.concat(*(h.scores for h in held.held[1:]))
         block = slice(X.shape[1] - code.dim, X.shape[1])

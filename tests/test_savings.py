@@ -123,3 +123,30 @@ def test_the_html_page_is_drawn_by_a_real_browser(store, tmp_path):
     assert img.std() > 0.05  # not one colour
     red = (np.abs(img - np.array([0xD6, 0x27, 0x28]) / 255).max(axis=-1) < 0.08).sum()
     assert red > 50, red  # the served point and its label
+
+
+def test_a_report_of_mock_answers_only_says_what_it_left_out_and_small_spend_is_printed_in_full(tmp_path):
+    """Right after the quick start (`serve --mock-upstream`, two answers) the report has no team to show: it says
+    it left out the mock's answers (and a request still waiting for its answer), in the text and on the page;
+    a team's spend of a fraction of a cent is printed in full, not as $0.00."""
+    settings = Settings(models=("cheap", "dear"), tiers={"standard": TierSpec(lam=0.0, fallback="cheap")},
+                        default_tier="standard", store=StoreSpec(url=f"sqlite:///{tmp_path}/gw.db"))  # fmt: skip
+    upgrade(settings.store.url)
+    engine = make_engine(settings.store.url)
+    now, x = datetime.now(timezone.utc), np.ones(4, dtype=np.float32)
+    rows = [DecisionRecord(f"m{i}", "standard", 0.0, "e", x, "dear", 0.5, team="alpha", created_at=now, mock=True,
+                           outcome=OutcomeRecord(f"m{i}", 1e-3)) for i in range(2)]  # fmt: skip
+    rows.append(DecisionRecord("pending", "standard", 0.0, "e", x, "dear", 0.5, team="alpha", created_at=now))
+    with Session(engine) as s, s.begin():
+        record_decisions(s, rows)
+    engine.dispose()
+    result = CliRunner().invoke(app, ["report", "--url", settings.store.url, "--html", str(tmp_path / "r.html")])
+    assert result.exit_code == 0, result.output
+    left = "left out: 2 requests answered by a mock upstream (serve --mock-upstream: no real spend); 1 request with no answer logged yet"
+    assert "no answered request to report" in result.output and left in result.output, result.output
+    assert left in (tmp_path / "r.html").read_text()
+
+    with Session(make_engine(settings.store.url)) as s, s.begin():
+        record_decisions(s, [DecisionRecord("real", "standard", 0.0, "e", x, "cheap", 0.5, team="alpha", created_at=now,
+                                            outcome=OutcomeRecord("real", 0.000123))])  # fmt: skip
+    assert "1 requests, $0.000123 spent" in report(settings).teams[0].headline()

@@ -16,13 +16,14 @@ _LITELLM_KEYS = {
     "supports_vision": "images",
     "supports_response_schema": "json_schema",
     "input_cost_per_token": "input_cost_per_token",
+    "output_cost_per_token": "output_cost_per_token",
     "cache_read_input_token_cost": "cached_input_cost_per_token",
 }
 
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """One model group's limits and input prices; None: not known."""
+    """One model group's limits and prices; None: not known."""
 
     max_input_tokens: int | None = None
     max_output_tokens: int | None = None
@@ -31,6 +32,7 @@ class ModelInfo:
     json_schema: bool | None = None
     input_cost_per_token: float | None = None
     cached_input_cost_per_token: float | None = None
+    output_cost_per_token: float | None = None
 
     def over(self, base: ModelInfo) -> ModelInfo:
         """This info where it says something, ``base`` elsewhere."""

@@ -1,13 +1,27 @@
-"""What a model's answer costs as a line in the prompt's size: ``fixed`` (the answer itself: its output
+"""Dollars: an amount as people read it (:func:`usd`), and what a model's answer costs as a line in the prompt's size: ``fixed`` (the answer itself: its output
 tokens at their price, on average) plus ``per_token`` (the input price) per prompt token, fitted by least
 squares on the answers a model gave. The one formula the gateway's cost caps (on the store's answers,
 ``store.steering.cost_lines``) and retrain's priced router (on the logged rows, ``policy.priced``) use."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+
+def usd(amount: float) -> str:
+    """An amount of dollars as people read it: ``$1,234.57`` from a dollar up, else to three significant digits
+    (``$0.000123``, ``$0.001``, ``$0.50``; not ``$0.00``: one request's cost is a small amount)."""
+    a = abs(float(amount))
+    digits = 2 if a >= 1 or a == 0 or not math.isfinite(a) else max(2, 2 - math.floor(math.log10(a)))
+    text = f"{a:,.{digits}f}"
+    if digits > 2:  # $0.001, not $0.00100
+        whole, cents = text.split(".")
+        text = f"{whole}.{cents.rstrip('0').ljust(2, '0')}"
+    return f"{'-' if amount < 0 else ''}${text}"
+
 
 MIN_LINE_ROWS = 20  # answers with a prompt size before a model's cost line is fitted
 

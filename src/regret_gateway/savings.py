@@ -17,7 +17,8 @@ from sqlalchemy.orm import Session
 from regret_gateway.causal.alternatives import Alternative, Served, value_alternatives
 from regret_gateway.causal.stats import prompt_groups
 from regret_gateway.config import Settings
-from regret_gateway.store.queries import usage_rows
+from regret_gateway.prices import usd
+from regret_gateway.store.queries import left_out_of_usage, usage_rows
 from regret_gateway.store.training_set import training_set
 
 N_BOOT = 300
@@ -56,9 +57,9 @@ class TeamSavings:
         n = self.requests
         total, lo, hi = alt.saved * n, alt.saved_ci[0] * n, alt.saved_ci[1] * n
         share = abs(alt.saved) / alt.cost if alt.cost > 0 else float("nan")
-        money = f"saved ${total:,.2f} ({share:.0%}) [${lo:,.2f}, ${hi:,.2f}]"
+        money = f"saved {usd(total)} ({share:.0%}) [{usd(lo)}, {usd(hi)}]"
         if total < 0:  # routing spent more than the alternative would have
-            money = f"spent ${-total:,.2f} more (+{share:.0%}) [${-hi:,.2f}, ${-lo:,.2f}]"
+            money = f"spent {usd(-total)} more (+{share:.0%}) [{usd(-hi)}, {usd(-lo)}]"
         return (
             f"{money} against always {alt.model}, quality "
             f"{100 * alt.quality_gap:+.1f} points [{100 * alt.quality_gap_ci[0]:+.1f}, {100 * alt.quality_gap_ci[1]:+.1f}]"
@@ -66,7 +67,7 @@ class TeamSavings:
 
     def headline(self) -> str:
         """One line: the requests, the spend, and the saving against the dearest model."""
-        head = f"team {self.name} (tier {self.tier}): {self.requests:,} requests, ${self.spend_usd:,.2f} spent"
+        head = f"team {self.name} (tier {self.tier}): {self.requests:,} requests, {usd(self.spend_usd)} spent"
         if self.served is None:
             return head + "; no scored request: nothing to compare"
         dear = self.dearest
@@ -89,10 +90,20 @@ class SavingsReport:
     since: datetime
     until: datetime
     teams: list[TeamSavings]
+    left_out: dict[str, int] = field(default_factory=dict)  # requests of the window not reported, by why
 
     def text(self) -> str:
         head = f"savings from {self.since:%Y-%m-%d %H:%M} to {self.until:%Y-%m-%d %H:%M} UTC (95% intervals)"
-        return "\n".join([head, *(line for t in self.teams for line in t.lines())])
+        if not self.teams:
+            head += ": no answered request to report"
+        return "\n".join([head, *(line for t in self.teams for line in t.lines()), *self.left_out_lines()])
+
+    def left_out_lines(self) -> list[str]:
+        """What the report leaves out, and why (nothing where it leaves nothing out)."""
+        why = {"mock": "answered by a mock upstream (serve --mock-upstream: no real spend)",
+               "no_outcome": "with no answer logged yet"}  # fmt: skip
+        parts = [f"{n:,} request{'s' if n != 1 else ''} {why[k]}" for k, n in self.left_out.items() if n]
+        return [f"left out: {'; '.join(parts)}"] if parts else []
 
 
 def savings_report(
@@ -132,4 +143,4 @@ def savings_report(
         fallback = settings.fallback_of(tier) if spec and settings.models else None
         out.append(TeamSavings(who, tier, u["requests"], u["spend"], served, alternatives, fallback, days,
                                [u["days"][d]["spend"] for d in days], [u["days"][d]["mix"] for d in days]))  # fmt: skip
-    return SavingsReport(since, until, out)
+    return SavingsReport(since, until, out, left_out_of_usage(session, since, until, team))

@@ -109,7 +109,8 @@ def frontier_plot(t: TeamSavings) -> str:
 
 def report_html(report: SavingsReport, settings: Settings) -> str:
     """The whole page (module doc)."""
-    parts = [f"<h1>regret-gateway: what routing saved</h1><p>{html.escape(report.text().splitlines()[0])}</p>"]
+    parts = [f"<h1>regret-gateway: what routing saved</h1><p>{html.escape(report.text().splitlines()[0])}</p>",
+             *(f"<p>{html.escape(line)}</p>" for line in report.left_out_lines())]  # fmt: skip
     for t in report.teams:
         spec = settings.teams.get(t.team) if t.team is not None else None
         budget = spec.budget if spec is not None else None

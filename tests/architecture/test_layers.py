@@ -77,9 +77,10 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
         ("sessions",),
         ("runtime",),
         ("request",),
-        ("hook",),
         ("auth", "routes"),
         ("app",),
+        ("hook",),
+        ("server",),
     ],
     "cli": [("options",), ("bench", "bench_offline", "db", "demo", "serve", "training"), ("__init__",)],
     "retrain": [

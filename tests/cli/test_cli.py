@@ -280,7 +280,7 @@ def test_retrain_feedback_sources_and_status_coverage_spend_agreement(tmp_path):
     assert ("judge against itself, per model judged: *: 5 judged twice, same pass/fail 60.0%, implied error 27.6% "
             "either way (too few to correct); a: 2 judged twice, same pass/fail 50.0%") in status.output, status.output  # fmt: skip
     # the team's budget: its requests' outcomes today (the judge's calls are not the team's spend)
-    assert "team support: budget $0.01 per month" in status.output and "spent $0.0010 (10.0%) on 10 requests" in status.output
+    assert "team support: budget $0.01 per month" in status.output and "spent $0.001 (10.0%) on 10 requests" in status.output
 
 
 DOWN = "postgresql+psycopg2://postgres@127.0.0.1:1/test?connect_timeout=1"
@@ -442,3 +442,89 @@ def test_every_help_text_is_printed_as_written_and_wrapped_to_the_terminal():
     lines = [line.strip() for line in narrow.split("╭")[0].splitlines()]
     description = "\n".join(lines).strip().split("\n\n")[-1].splitlines()  # retrain's second paragraph
     assert len(description) > 3 and all(len(line) > 60 for line in description[:-1]), description
+
+
+def _serve_config(tmp_path, deployments: list[dict], top: str = "regret_gateway"):
+    import yaml
+
+    section = {"models": ["a", "b"], "tiers": {"standard": {"lam": 0}}, "artifacts_dir": str(tmp_path / "artifacts"),
+               "store": {"url": f"sqlite:///{tmp_path}/gw.db"}}  # fmt: skip
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        yaml.safe_dump({"model_list": deployments, "general_settings": {"master_key": "sk-m-0123456789"}, top: section})
+    )
+    return path
+
+
+def test_serve_refuses_a_routed_model_without_a_price_and_takes_a_stated_zero(tmp_path, monkeypatch):
+    """A self-hosted model behind an OpenAI-compatible api_base that LiteLLM cannot price would be logged at $0
+    and learned as free: serve refuses it in one line; a price of 0 stated in its litellm_params is a price."""
+    from regret_gateway.gateway.preflight import check_deployment
+
+    monkeypatch.setattr("regret_gateway.gateway.preflight.check_embedder", lambda settings: None)  # not what this tests
+    priced = {"model_name": "a", "litellm_params": {"model": "openai/gpt-4o-mini"}}  # LiteLLM's cost map knows it
+    unpriced = {"model_name": "b", "litellm_params": {"model": "openai/my-llama", "api_base": "http://10.0.0.9:8000/v1"}}
+    from regret_gateway.bench.local import free_port
+
+    result = runner.invoke(
+        app, ["serve", "--config", str(_serve_config(tmp_path, [priced, unpriced])), "--port", str(free_port())]
+    )
+    assert result.exit_code == 2 and "'b' (openai/my-llama) has no price LiteLLM knows" in result.output, result.output
+    assert result.output.strip().count("\n") == 0
+    free = {**unpriced, "litellm_params": {**unpriced["litellm_params"], "input_cost_per_token": 0, "output_cost_per_token": 0}}
+    assert check_deployment(_serve_config(tmp_path, [priced, free])).models == ("a", "b")
+
+
+def test_serve_names_a_misspelled_section_in_one_line(tmp_path):
+    deployments = [{"model_name": m, "litellm_params": {"model": "openai/gpt-4o"}} for m in ("a", "b")]
+    result = runner.invoke(app, ["serve", "--config", str(_serve_config(tmp_path, deployments, top="regret_gatway"))])
+    assert result.exit_code == 2 and "no `regret_gateway:` section (is `regret_gatway:` a misspelling of it?)" in result.output
+    assert result.output.strip().count("\n") == 0, result.output
+
+
+def test_serve_refuses_a_port_in_use_before_anything_loads(tmp_path, monkeypatch):
+    import socket
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the config was loaded before the port was checked")
+
+    monkeypatch.setattr("regret_gateway.gateway.preflight.check_deployment", loaded)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = runner.invoke(app, ["serve", "--config", str(tmp_path / "any.yaml"), "--host", "127.0.0.1", "--port", str(port)])
+    assert result.exit_code == 2 and f"--port {port}: cannot listen on 127.0.0.1:{port}" in result.output, result.output
+    assert result.output.strip().count("\n") == 0
+
+
+def test_serve_with_litellms_database_runs_litellms_own_cli_which_migrates_it(tmp_path, monkeypatch):
+    """With LiteLLM's database, `serve` is `litellm --config` on the same config (LiteLLM's CLI runs its database
+    migrations before it serves; its database cannot start offline, so the command is checked, not run)."""
+    import subprocess
+
+    import yaml
+
+    from regret_gateway.bench.local import free_port
+
+    monkeypatch.setattr("regret_gateway.gateway.preflight.check_embedder", lambda settings: None)  # not what this tests
+    deployments = [{"model_name": m, "litellm_params": {"model": "openai/gpt-4o"}} for m in ("a", "b")]
+    path = _serve_config(tmp_path, deployments)
+    raw = yaml.safe_load(path.read_text())
+    raw["general_settings"]["database_url"] = "postgresql://litellm@db:5432/litellm"
+    path.write_text(yaml.safe_dump(raw))
+    started = []
+
+    class Child:
+        def __init__(self, command):
+            started.append(command)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(subprocess, "Popen", Child)
+    port = free_port()
+    result = runner.invoke(app, ["serve", "--config", str(path), "--host", "127.0.0.1", "--port", str(port)])
+    assert result.exit_code == 0, result.output
+    assert [c[0].rsplit("/", 1)[-1] for c in started] == ["litellm"]
+    assert started[0][1:] == ["--config", str(path), "--host", "127.0.0.1", "--port", str(port)]

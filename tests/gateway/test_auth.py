@@ -60,3 +60,45 @@ def test_the_routes_a_team_may_call():
                "/regret/decisions/rg-1", "/openai/deployments/regret-router/chat/completions"]  # fmt: skip
     denied = ["/regret", "/chat/completions/extra", "/openai/deployments/x/files", "/v1/models/../key/generate/x", "/"]
     assert all(team_may_call(p) for p in allowed) and not any(team_may_call(p) for p in denied)
+
+
+def litellm_route_check(route: str, role: LitellmUserRoles | None):
+    """LiteLLM's own route check for a non-admin virtual key as its database holds one: a generated team id,
+    the team's alias, no ``allowed_routes``."""
+    from litellm.proxy._types import UserAPIKeyAuth
+    from litellm.proxy.auth.route_checks import RouteChecks
+    from starlette.requests import Request
+
+    key = UserAPIKeyAuth(token="88dc28d0f030c55ed4ab77ed8faf098196cb1c05df778539800c9f1243fe6b4b",
+                         team_id="5f8e1c2a-team-uuid", team_alias="research", user_role=role)  # fmt: skip
+    request = Request({"type": "http", "method": "POST", "path": route, "headers": [], "query_string": b""})
+    user = None if role is None else SimpleNamespace(user_role=role.value, user_id="u-1", organization_memberships=None)
+    RouteChecks.non_proxy_admin_allowed_routes_check(user_obj=user, _user_role=role, route=route, request=request,
+                                                     valid_token=key, request_data={})  # fmt: skip
+
+
+@pytest.mark.parametrize("role", [None, LitellmUserRoles.INTERNAL_USER])
+@pytest.mark.parametrize("route", ["/regret/feedback", "/regret/feedback/batch", "/regret/decisions/rg-0123", "/regret/budget"])
+def test_litellms_route_check_lets_a_database_teams_key_reach_its_regret_routes(route, role):
+    """Under LiteLLM's database auth a team's virtual key is refused on any route LiteLLM does not know unless
+    the key lists it in ``allowed_routes``: once the gateway started, the routes a team calls pass (each
+    handler checks the team itself), and the admin's stay refused to a team key."""
+    from regret_gateway.gateway.auth import allow_team_routes
+
+    allow_team_routes()
+    litellm_route_check(route, role)
+    with pytest.raises(Exception, match="Only proxy admin"):  # LiteLLM answers it 401
+        litellm_route_check("/regret/stats", role)
+
+
+def test_a_database_team_is_named_by_its_alias_where_the_config_names_it_so():
+    """LiteLLM's database generates team ids; the config's ``teams:`` may name a team by its alias (or id)."""
+    from regret_gateway.gateway.tiers import resolve_tier, team_of
+
+    settings = Settings(models=("a", "b"), default_tier="std", tiers={"std": {"lam": 1.0}, "premium": {"lam": 0.0}},
+                        teams={"research": {"tier": "premium"}, "7c1e-id": {"tier": "std"}}, embedder={"model": "m"})  # fmt: skip
+    db_key = SimpleNamespace(team_id="5f8e-generated", team_alias="research")
+    assert team_of(settings, db_key) == "research" and resolve_tier(settings, team_of(settings, db_key)) == "premium"
+    assert team_of(settings, SimpleNamespace(team_id="7c1e-id", team_alias="research")) == "7c1e-id"  # the id first
+    assert team_of(settings, SimpleNamespace(team_id="5f8e-generated", team_alias="unknown")) == "5f8e-generated"
+    assert team_of(settings, SimpleNamespace(team_id="research")) == "research"  # custom_auth's team names

@@ -97,7 +97,7 @@ def completion(request: httpx.Request) -> httpx.Response:
 def app_client(tmp_path_factory):
     from fastapi.testclient import TestClient
 
-    from regret_gateway.gateway.app import build_app
+    from regret_gateway.gateway.server import build_app
 
     tmp = tmp_path_factory.mktemp("proxy")
     (tmp / "config.yaml").write_text(yaml.safe_dump(gateway_config(tmp)))
@@ -110,8 +110,8 @@ def app_client(tmp_path_factory):
 
 def start_gateway(app, tmp, encoder, **changes):
     from regret_gateway.config import Settings
-    from regret_gateway.gateway.app import attach
     from regret_gateway.gateway.runtime import Gateway
+    from regret_gateway.gateway.server import attach
 
     section = gateway_config(tmp)["regret_gateway"]
     gateway = Gateway(Settings.model_validate({**section, **changes}), encode=encoder, seed=0)
@@ -865,8 +865,8 @@ def test_a_hanging_judge_never_delays_chat(app_client, tmp_path, encoder):
         return "{}", 0.0
 
     from regret_gateway.config import Settings
-    from regret_gateway.gateway.app import attach
     from regret_gateway.gateway.runtime import Gateway
+    from regret_gateway.gateway.server import attach
 
     section = {**gateway_config(tmp_path)["regret_gateway"], "judge": {"model": "large", "teams": ["*"], "sample": 1.0,
                                                                      "timeout_s": 300.0, "queue_size": 4}}  # fmt: skip
@@ -1044,8 +1044,8 @@ def test_the_gateways_own_static_encoder_embeds_on_the_loop_without_batches(app_
     """With its own embedder of the default kind (static), the gateway embeds each routed request on the
     proxy's event loop (``embedding_inlined``): no worker thread, no batch, nothing shed."""
     from regret_gateway.config import Settings
-    from regret_gateway.gateway.app import attach
     from regret_gateway.gateway.runtime import Gateway
+    from regret_gateway.gateway.server import attach
 
     app, client, route = app_client
     gateway = Gateway(Settings.model_validate(gateway_config(tmp_path)["regret_gateway"]), seed=0)
@@ -1207,5 +1207,26 @@ def test_the_router_reads_the_request_not_its_apps_shared_system_prompt(app_clie
             assert np.allclose(logged, encoder([CODE_PROMPT, TRANSLATE_PROMPT]), atol=1e-5)
         else:
             assert float(logged[0] @ logged[1]) > 0.99  # the app's system prompt is all the router sees
+    finally:
+        gateway.close()
+
+
+def test_a_mock_upstreams_answers_are_not_spend_in_the_metrics_and_requests_sum_to_requests(app_client, tmp_path, encoder):
+    """``serve --mock-upstream`` marks its answers mock: they are no team's spend in the Prometheus metrics
+    either. Each request counts once in ``regret_gateway_requests_total`` (cold start and exploration are
+    events inside a routed request, in ``regret_gateway_routing_events_total``)."""
+    app, client, _ = app_client
+    gateway = start_gateway(app, tmp_path, encoder, mock_upstream=True)
+    try:
+        rids = [chat(client, "support", f"{CODE_PROMPT} ({i})").headers["x-regret-request-id"] for i in range(3)]
+        for rid in rids:
+            assert with_outcome(client, "support", rid)["outcome"] is not None
+        text = gateway.metrics.exposition().decode()
+        assert "regret_gateway_spend_usd_total{" not in text
+        requests = [
+            float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("regret_gateway_requests_total{")
+        ]
+        assert sum(requests) == 3, text
+        assert 'regret_gateway_routing_events_total{event="cold_start",tier="economy"} 3.0' in text
     finally:
         gateway.close()

@@ -208,6 +208,7 @@ def test_the_metrics_of_a_running_serve_move_with_its_traffic_and_only_the_admin
         return sum(after[k] - before.get(k, 0.0) for k in keys)
 
     assert moved("regret_gateway_requests_total", tier="falls", outcome="routed") == 1
+    assert moved("regret_gateway_requests_total", tier="falls") == 1  # one outcome a request: the outcomes sum to requests
     assert moved("regret_gateway_chosen_model_total", tier="falls", model="c") == 1
     assert moved("regret_gateway_spend_usd_total", team="falls", tier="falls", model="a") == pytest.approx(cost("a"))
     assert moved("regret_gateway_spend_usd_total", model="c") == 0

@@ -332,7 +332,7 @@ def test_a_teams_budget_counts_its_requests_in_the_current_period_only(engine):
     # $0.001 in the 12 hours so far, the rest of November (29.5 days) at that rate
     assert status.projected_usd == pytest.approx(1e-3 + 1e-3 / 12 * (29.5 * 24))
     line = status.line()
-    assert "budget $0.00 per month" in line and "spent $0.0010 (50.0%) on 4 requests" in line and "projected over" in line
+    assert "budget $0.002 per month" in line and "spent $0.001 (50.0%) on 4 requests" in line and "projected over" in line
 
 
 def test_the_projection_prices_the_requests_the_controller_expects_not_the_rate_so_far(engine):

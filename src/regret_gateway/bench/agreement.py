@@ -75,7 +75,11 @@ def backend_agreement(
     embedders = {  # the reference first: torch on CPU
         "torch": Embedder(device="cpu", kind="transformer", backend="torch", progress=True),
         "onnx": Embedder(
-            device="cpu", kind="transformer", backend="onnx", onnx_cache=onnx_cache or default_cache_dir("onnx"), progress=True
+            device="cpu",
+            kind="transformer",
+            backend="onnx",
+            onnx_cache=onnx_cache or default_cache_dir("encoders"),
+            progress=True,
         ),
     }
     if torch.cuda.is_available():

@@ -218,7 +218,7 @@ def run_gateway_bench(
     plain LiteLLM measured on a machine whose CPU other work takes."""
 
     from regret_gateway.encoders.embedder import resolve_device
-    from regret_gateway.gateway.app import attach
+    from regret_gateway.gateway.server import attach
 
     resolved = resolve_device(device)
     makers = PROMPT_SETS
@@ -305,8 +305,9 @@ def bench_proxy(
     port, its app, the gateways); closes the gateways and the servers at exit."""
     from regret_gateway.config import Settings
     from regret_gateway.encoders.embedder import Embedder, default_cache_dir
-    from regret_gateway.gateway.app import build_app, litellm_environment
+    from regret_gateway.gateway.app import litellm_environment
     from regret_gateway.gateway.runtime import Gateway
+    from regret_gateway.gateway.server import build_app
 
     litellm_environment()
     os.environ.setdefault("LITELLM_MASTER_KEY", MASTER_KEY)  # one key per process: LiteLLM keeps it in a global
@@ -321,7 +322,7 @@ def bench_proxy(
             "embedder": {
                 "model": embedder,
                 "device": device,
-                "onnx_cache": str(default_cache_dir("onnx")),
+                "onnx_cache": str(default_cache_dir("encoders")),
                 "max_length": max_length,
             },
             "store": {"url": f"sqlite:///{tmp}/bench.db", "spill_dir": str(tmp / "spill")},

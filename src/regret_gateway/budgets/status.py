@@ -12,6 +12,7 @@ from regret_gateway.budgets.controller import expected_requests
 from regret_gateway.budgets.ladder import Ladder, tier_ladder
 from regret_gateway.budgets.periods import RATE_WINDOW, period_bounds
 from regret_gateway.config import BudgetSpec, Settings
+from regret_gateway.prices import usd
 from regret_gateway.store.queries import team_spend
 from regret_gateway.store.records import team_key
 from regret_gateway.store.steering import read_steering
@@ -85,9 +86,9 @@ class BudgetStatus:
         over = " -- OVER BUDGET" if self.spent_usd > b.usd else (" -- projected over" if self.projected_usd > b.usd else "")
         why = f" -- cannot be met: {self.unmeetable}" if self.unmeetable else ""
         return (
-            f"team {self.team}: budget ${b.usd:,.2f} per {b.per} (since {self.start:%Y-%m-%d %H:%M} UTC, "
-            f"{100 * self.elapsed_share:.0f}% of the period gone): spent ${self.spent_usd:,.4f} "
-            f"({100 * self.spent_usd / b.usd:.1f}%) on {self.requests} requests, projected ${self.projected_usd:,.4f} "
+            f"team {self.team}: budget {usd(b.usd)} per {b.per} (since {self.start:%Y-%m-%d %H:%M} UTC, "
+            f"{100 * self.elapsed_share:.0f}% of the period gone): spent {usd(self.spent_usd)} "
+            f"({100 * self.spent_usd / b.usd:.1f}%) on {self.requests} requests, projected {usd(self.projected_usd)} "
             f"at the period's end{over}; λ now {self.lam:g}: {self.route or 'its tier'}"
             f"{'' if self.state else ' (not steered yet)'}{why}"
         )

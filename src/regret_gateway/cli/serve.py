@@ -31,19 +31,23 @@ def serve(
     A config that cannot work is refused before the proxy starts, with one line naming the key: a routed model
     or the judge's model missing from model_list, a store URL that is not SQLite or PostgreSQL (or whose
     driver is not installed), an SQLite file in a folder that does not exist, an environment variable the
-    config reads (the master key, a team key) that is not set. Shut down with SIGTERM or Ctrl-C: the
+    config reads (the master key, a team key) that is not set, a routed model without a price, a port in use.
+    With LiteLLM's database (`general_settings.database_url` or DATABASE_URL), the proxy is LiteLLM's own CLI,
+    `litellm --config`, which runs LiteLLM's database migrations before it serves; the hook starts inside it.
+    Shut down with SIGTERM or Ctrl-C: the
     decisions still queued are written first."""
     import contextlib
     import tempfile
 
-    from regret_gateway.gateway.preflight import check_deployment
+    from regret_gateway.gateway.preflight import check_deployment, check_port
 
     try:
+        check_port(host, port)  # before anything loads: the proxy's import and the encoder take a while
         check_deployment(config)  # fail here, with a clear message, rather than on the first request
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
-    from regret_gateway.gateway.app import litellm_environment
-    from regret_gateway.gateway.app import serve as run
+    from regret_gateway.gateway.app import litellm_database, litellm_environment, run_litellm_cli
+    from regret_gateway.gateway.server import serve as run
 
     with contextlib.ExitStack() as stack:
         if mock_upstream:
@@ -63,6 +67,8 @@ def serve(
                         f"model. Its decisions are marked `mock` in the store: retrain does not learn from them and no "
                         f"team budget is charged for them.", err=True, fg=typer.colors.YELLOW, bold=True)  # fmt: skip
             config = mocked
+        if litellm_database(config):  # LiteLLM's CLI sets its database up (migrations and all) before it serves
+            raise typer.Exit(run_litellm_cli(config, host=host, port=port))
         run(config, host=host, port=port)
 
 
@@ -174,7 +180,7 @@ def report_cmd(
         _fail(exc)
     finally:
         engine.dispose()
-    typer.echo(report.text() if report.teams else f"no request in the last {window}" + (f" from team {team}" if team else ""))
+    typer.echo(report.text())
     if html_out is not None:
         html_out.parent.mkdir(parents=True, exist_ok=True)
         html_out.write_text(report_html(report, settings))

@@ -137,6 +137,17 @@ def read_yaml(path: str | Path) -> Any:
         raise ConfigError(f"{path}: cannot be read: {exc}") from None
 
 
+SECTION = "regret_gateway"  # the gateway's section of a LiteLLM proxy config
+
+
+def _did_you_mean(loaded: dict) -> str:
+    """`` (is `regret_gatway:` a misspelling of it?)`` for a top-level key close to :data:`SECTION`."""
+    import difflib
+
+    close = difflib.get_close_matches(SECTION, [str(k) for k in loaded], n=1, cutoff=0.75)
+    return f" (is `{close[0]}:` a misspelling of it?)" if close else " (the gateway's settings: see examples/config.yaml)"
+
+
 def _one_line(error: ValidationError, where: str) -> ConfigError:
     problems = [f"{'.'.join(str(p) for p in e['loc']) or 'top level'}: {e['msg']}" for e in error.errors()]
     return ConfigError(f"{where}: " + "; ".join(problems))
@@ -154,7 +165,9 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
         loaded = read_yaml(path) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: expected a mapping at the top level")
-        raw = loaded.get("regret_gateway", loaded if "model_list" not in loaded else {})
+        if "model_list" in loaded and SECTION not in loaded:
+            raise ConfigError(f"{path}: no `{SECTION}:` section" + _did_you_mean(loaded))
+        raw = loaded.get(SECTION, loaded if "model_list" not in loaded else {})
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: `regret_gateway` must be a mapping")
     raw = _env_overrides(raw)

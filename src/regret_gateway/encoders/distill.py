@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from regret_gateway.encoders.static import StaticEncoder, StaticError, read_static, write_static
-from regret_gateway.files import update_with_tree
+from regret_gateway.files import new_folder, update_with_tree
 
 log = logging.getLogger(__name__)
 
@@ -91,23 +91,49 @@ def cache_key(model_path: str | Path, dims: int) -> str:
 
 
 def load_static_encoder(model_path: str | Path, cache_root: str | Path, *, model: str, dims: int,
-                        progress: bool = False) -> tuple[StaticEncoder, dict]:  # fmt: skip
-    """The static encoder of the model in ``model_path``, distilled on first use into the cache, and a report
-    ``{"status": "cached" | "distilled", "path", "reason"}``."""
-    folder = Path(cache_root) / f"static-{Path(model_path).name}-{cache_key(model_path, dims)}"
-    if folder.exists():
+                        progress: bool = False, published: str | Path | None = None) -> tuple[StaticEncoder, dict]:  # fmt: skip
+    """The static encoder of the model in ``model_path``: the one ``published`` beside a deployment's routers,
+    else the one in the machine's cache, else distilled into the cache now; and a report ``{"status":
+    "published" | "cached" | "distilled", "path", "reason"}``. One loaded from the cache is published (where
+    ``published`` is given) so the deployment's other replicas read it instead of distilling their own."""
+    name = f"static-{Path(model_path).name}-{cache_key(model_path, dims)}"
+    folder = Path(cache_root) / name
+    shared = Path(published) / name if published is not None else None
+    for where, status in ((shared, "published"), (folder, "cached")):
+        if where is None or not where.exists():
+            continue
         try:
-            meta = read_static(folder, model=model, dims=dims)
-            return StaticEncoder(folder, meta), {"status": "cached", "path": str(folder), "reason": f"cached in {folder}"}
+            meta = read_static(where, model=model, dims=dims)
         except StaticError as exc:
-            log.warning("regret-gateway: the cached static encoder is not whole (%s); it is removed and distilled again", exc)
-            shutil.rmtree(folder, ignore_errors=True)
+            log.warning("regret-gateway: the %s static encoder in %s is not whole (%s); it is removed, and read from another "
+                        "copy or distilled again", status, where, exc)  # fmt: skip
+            shutil.rmtree(where, ignore_errors=True)
+            continue
+        if shared is not None and where == folder:
+            _publish(folder, shared)
+        return StaticEncoder(where, meta), {"status": status, "path": str(where), "reason": f"{status} in {where}"}
     Path(cache_root).mkdir(parents=True, exist_ok=True)
+    log.warning("regret-gateway: distilling the static encoder of %s into %s (once a machine; ~25 s on 2 cores)", model, folder)
     try:
         meta = distill_static(model_path, folder, model=model, dims=dims, progress=progress)
     except (OSError, StaticError):  # another worker put its distillation there first: use that one
         if not folder.exists():
             raise
         meta = read_static(folder, model=model, dims=dims)
+    if shared is not None:
+        _publish(folder, shared)
     report = {"status": "distilled", "path": str(folder), "reason": f"distilled from {model} into {folder}"}
     return StaticEncoder(folder, meta), report
+
+
+def _publish(folder: Path, shared: Path) -> None:
+    """Copy the cached encoder ``folder`` to ``shared`` whole (a reader never sees half of it); a replica that
+    published it first wins, and a folder that cannot be written is logged, not raised (the cache serves)."""
+    if shared.exists():
+        return
+    try:
+        with new_folder(shared) as tmp:
+            shutil.copytree(folder, tmp, dirs_exist_ok=True)
+    except OSError as exc:
+        if not shared.exists():
+            log.warning("regret-gateway: the static encoder could not be published in %s (%s)", shared, exc)

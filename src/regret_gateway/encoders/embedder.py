@@ -23,6 +23,7 @@ from regret_gateway.encoders.models import (
     DEFAULT_STATIC_DIMS,
     ENCODER_CACHE_ENV,
     KINDS,
+    PUBLISHED_ENCODERS,
     TORCH_EXTRA_HINT,
     default_cache_dir,
     resolve_device,
@@ -41,7 +42,9 @@ class Embedder:
             (:mod:`regret_gateway.encoders.onnx_runtime`); when it cannot be used the embedder keeps torch and says
             why in :attr:`backend_report`.
         onnx_cache: folder of the encoders' cache: ONNX exports and distilled static encoders (default
-            ``$REGRET_GATEWAY_ENCODER_CACHE``, else ``~/.cache/regret-gateway/onnx``).
+            ``$REGRET_GATEWAY_ENCODER_CACHE``, else the machine's ``~/.cache/regret-gateway/encoders``).
+        published: where a deployment's replicas share the static encoder (``<artifacts_dir>/encoders``):
+            read before the cache, and the one loaded from the cache is published there.
         quantize: opt-in dynamic int8 quantisation of the ONNX encoder's weights.
         fuse: serve the fused ONNX graph where the model allows it (attention, layer norms and GELUs fused
             by ONNX Runtime's transformer optimiser; the same embedding, verified alike); False: the plain
@@ -85,6 +88,7 @@ class Embedder:
         progress: bool = True,
         backend: str = "auto",
         onnx_cache: str | Path | None = None,
+        published: str | Path | None = None,
         quantize: bool = False,
         threads: int | None = None,
         layers: int | None = None,
@@ -120,7 +124,8 @@ class Embedder:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self.progress = progress
         self.backend = backend
-        self.onnx_cache = Path(onnx_cache or os.environ.get(ENCODER_CACHE_ENV) or default_cache_dir("onnx"))
+        self.onnx_cache = Path(onnx_cache or os.environ.get(ENCODER_CACHE_ENV) or default_cache_dir("encoders"))
+        self.published = Path(published) if published is not None else None
         self.quantize = quantize
         self.threads = threads  # of one ONNX forward pass; None: ONNX Runtime's default (every core)
         self.layers = layers
@@ -156,7 +161,8 @@ class Embedder:
             layers=e.layers,
             fuse=e.fuse,
             trace=e.trace,
-            onnx_cache=e.onnx_cache or os.environ.get(ENCODER_CACHE_ENV) or Path(settings.artifacts_dir) / "encoders",
+            onnx_cache=e.onnx_cache,
+            published=Path(settings.artifacts_dir) / PUBLISHED_ENCODERS,
             exported=e.exported,
             kind=e.kind,
             static_dims=e.static_dims,
@@ -249,7 +255,7 @@ class Embedder:
             if not Path(path).is_dir():
                 raise FileNotFoundError(f"cannot distil a static encoder from '{self.model}': not a local model folder")
             self._static, self.backend_report = load_static_encoder(path, self.onnx_cache, model=self.model, dims=self.static_dims,
-                                                                    progress=self.progress)  # fmt: skip
+                                                                    progress=self.progress, published=self.published)  # fmt: skip
         self._dim, self._device = self._static.dim, "cpu"
         self.backend_used = "static"
 

@@ -18,8 +18,11 @@ def default_cache_dir(kind: str = "embeddings") -> Path:
 
 BACKENDS = ("auto", "onnx", "torch")
 # the encoders' cache (ONNX exports, distilled static encoders) where `embedder.onnx_cache` is unset: this variable,
-# else <artifacts_dir>/encoders (one distillation shared by every deployment that sets it)
+# else the machine's, default_cache_dir("encoders"): one distillation for every entry point of a machine (serve,
+# plain litellm, the demo, export-encoder). A gateway also reads and publishes the static encoder in
+# <artifacts_dir>/encoders, beside the routers, where every replica that shares the artifacts finds it.
 ENCODER_CACHE_ENV = "REGRET_GATEWAY_ENCODER_CACHE"
+PUBLISHED_ENCODERS = "encoders"  # the static encoders' folder in <artifacts_dir>
 KINDS = ("static", "transformer")  # the encoder: a token-vector lookup and a mean, or the model's forward pass
 DEFAULT_KIND = "static"
 DEFAULT_STATIC_DIMS = 256

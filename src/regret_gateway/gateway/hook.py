@@ -7,10 +7,11 @@ Register it in the proxy's config.yaml::
 
 The hook serves a :class:`~regret_gateway.gateway.runtime.Gateway`: ``regret-gateway serve`` builds one
 at start-up and attaches it (:meth:`RegretRouterHook.attach`); under a plain ``litellm --config`` the hook
-builds it from the ``regret_gateway:`` section of that same file (LiteLLM exports its path as
-``CONFIG_FILE_PATH``, or ``REGRET_GATEWAY_CONFIG``) and starts it on the first routed request. Nothing
-heavy happens at import, but one thing for LiteLLM itself: an import its proxy retries on every request is
-made to fail once (``gateway/litellm_imports.py``).
+is imported while the proxy loads that config, and builds, checks and starts the gateway from the same
+file's ``regret_gateway:`` section there and then, and mounts the ``/regret/*`` routes on LiteLLM's app
+(:func:`~regret_gateway.gateway.app.start_in_proxy`). Nothing heavy happens at any other import, but one
+thing for LiteLLM itself: an import its proxy retries on every request is made to fail once
+(``gateway/litellm_imports.py``).
 
 Per request to ``virtual_model`` (``async_pre_call_hook``): team -> tier (403 if the request asks for a
 tier its team may not use), read the request (``gateway/request.py``: what the router reads of it, its
@@ -39,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 import time
 import uuid
 from collections import OrderedDict
@@ -53,13 +53,14 @@ from litellm.proxy._types import LitellmUserRoles
 from regret_gateway.config import load_settings
 from regret_gateway.context import render
 from regret_gateway.gateway import litellm_imports
+from regret_gateway.gateway.app import proxy_config_path, start_in_proxy
 from regret_gateway.gateway.batcher import Overloaded
 from regret_gateway.gateway.decisions import Choice, fallback_model
 from regret_gateway.gateway.eligibility import NoEligibleModel
 from regret_gateway.gateway.messages import answer_text, answered_by, count_stream_usage, routed_text
 from regret_gateway.gateway.request import decision_record, read_request
 from regret_gateway.gateway.runtime import Gateway
-from regret_gateway.gateway.tiers import BadTierRequest, TierNotAllowed, resolve_tier
+from regret_gateway.gateway.tiers import BadTierRequest, TierNotAllowed, resolve_tier, team_of
 from regret_gateway.store.records import DecisionRecord, OutcomeRecord
 
 log = logging.getLogger(__name__)
@@ -114,9 +115,18 @@ class RegretRouterHook(CustomLogger):
         return None if pending is None else pending.record
 
     @property
+    def has_gateway(self) -> bool:
+        return self._gateway is not None
+
+    @property
     def gateway(self) -> Gateway:
+        """The gateway this hook serves: the one attached (``serve``, or the proxy's start-up under plain
+        ``litellm``: :func:`~regret_gateway.gateway.app.start_in_proxy`), else one built now from the proxy's
+        config (:func:`~regret_gateway.gateway.app.proxy_config_path`)."""
         if self._gateway is None:
-            path = os.environ.get("REGRET_GATEWAY_CONFIG") or os.environ.get("CONFIG_FILE_PATH")
+            path = proxy_config_path()
+            if path is None:
+                raise RuntimeError("regret-gateway: no config to serve: set REGRET_GATEWAY_CONFIG to the proxy's config.yaml")
             self._gateway = Gateway(load_settings(path))
         return self._gateway
 
@@ -138,7 +148,7 @@ class RegretRouterHook(CustomLogger):
         began = time.perf_counter()
         metadata: dict = data["metadata"] if isinstance(data.get("metadata"), dict) else {}
         requested = data.pop("regret_tier", None) or metadata.get("regret_tier")
-        team = getattr(user_api_key_dict, "team_id", None)
+        team = team_of(s, user_api_key_dict)
         try:
             tier = resolve_tier(s, team, getattr(user_api_key_dict, "team_metadata", None), requested)
         except TierNotAllowed as exc:
@@ -317,7 +327,7 @@ class RegretRouterHook(CustomLogger):
         r0 = pending.record
         if retries:
             gw.metrics.count("retried", r0.tier)
-        if outcome is not None:
+        if outcome is not None and not gw.settings.mock_upstream:  # a mock's answers are not spend
             gw.metrics.spent(r0.team, r0.tier, outcome.answered_model or r0.chosen_model, outcome.cost_usd)
         gw.writer.submit(dataclasses.replace(r0, outcome=outcome))
         if (
@@ -351,3 +361,4 @@ class RegretRouterHook(CustomLogger):
 
 litellm_imports.settle()  # the proxy that loads this callback stops retrying a missing import on every request
 handler = RegretRouterHook()
+start_in_proxy(handler)  # under plain `litellm --config`, imported while the proxy loads its config: start now

@@ -6,12 +6,16 @@ registry: two gateways in one process never mix their numbers). LiteLLM's own Pr
 
 Names follow Prometheus' conventions (``regret_gateway_`` prefix, base units, ``_total`` on counters):
 
-* ``regret_gateway_requests_total{tier, outcome}``: the hook's counters (``COUNTERS``: routed, fallback,
-  shed, timed_out, exploration, cold_start, forbidden, ineligible, restricted, session_kept, ...); a request
-  that names a model directly is ``outcome="passthrough"`` with ``tier=""``.
+* ``regret_gateway_requests_total{tier, outcome}``: each request the hook saw, once, by what it did
+  (:data:`OUTCOMES`: routed, passthrough -- a model named directly, ``tier=""`` --, forbidden, ineligible):
+  summing over ``outcome`` counts requests.
+* ``regret_gateway_routing_events_total{tier, event}``: what happened inside routed requests (fallback,
+  shed, timed_out, exploration, cold_start, restricted, session_kept, session_rerouted, retried, unlogged);
+  one request may have several (a shed request is a fallback too): do not sum them.
 * ``regret_gateway_chosen_model_total{tier, model, mode}``: where routed requests went (mode: policy,
   exploration, cold_start, fallback).
-* ``regret_gateway_spend_usd_total{team, tier, model}``: what the answers cost, as LiteLLM priced them.
+* ``regret_gateway_spend_usd_total{team, tier, model}``: what the answers cost, as LiteLLM priced them
+  (a mock upstream's answers, ``serve --mock-upstream``, are not spend and are not counted).
 * ``regret_gateway_hook_seconds`` and ``regret_gateway_embedding_seconds``: histograms of the time the
   hook adds to a routed request and of the embedding inside it.
 * read at each scrape: ``regret_gateway_writer_queue_depth``, ``regret_gateway_writer_records_total{result}``
@@ -32,6 +36,7 @@ from prometheus_client.registry import Collector
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)  # the hook's budget is 0.25 s
+OUTCOMES = ("routed", "passthrough", "forbidden", "ineligible")  # one per request: the requests counter's outcomes
 _WRITER = ("written", "spilled", "replayed", "dropped", "refused")
 _JUDGE = ("sampled", "scored", "failed", "timeouts", "unparsable", "dropped")
 
@@ -45,6 +50,8 @@ class GatewayMetrics:
         self.registry = CollectorRegistry()
         self._requests = Counter("regret_gateway_requests", "Requests by tier and what the hook did with them.",
                                  ["tier", "outcome"], registry=self.registry)  # fmt: skip
+        self._events = Counter("regret_gateway_routing_events", "What happened inside routed requests (not exclusive).",
+                               ["tier", "event"], registry=self.registry)  # fmt: skip
         self._chosen = Counter("regret_gateway_chosen_model", "Routed requests by tier, chosen model and how it was chosen.",
                                ["tier", "model", "mode"], registry=self.registry)  # fmt: skip
         self._spend = Counter("regret_gateway_spend_usd", "What routed answers cost (USD), as LiteLLM priced them.",
@@ -58,7 +65,10 @@ class GatewayMetrics:
     def count(self, name: str, tier: str | None = None) -> None:
         """One more ``name`` (one of the gateway's counters) for a request of ``tier``."""
         self.counters[name] += 1
-        self._requests.labels(tier=tier or "", outcome=name).inc()
+        if name in OUTCOMES:
+            self._requests.labels(tier=tier or "", outcome=name).inc()
+        else:
+            self._events.labels(tier=tier or "", event=name).inc()
 
     def chosen(self, tier: str, model: str, mode: str) -> None:
         self._chosen.labels(tier=tier, model=model, mode=mode).inc()

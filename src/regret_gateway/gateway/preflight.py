@@ -2,7 +2,10 @@
 the key, instead of failing requests (or dying with a traceback) later.
 
 - every model of ``regret_gateway.models`` and the judge's model is a ``model_name`` of the proxy's
-  ``model_list`` (skipped where LiteLLM keeps its models in its database: ``store_model_in_db``);
+  ``model_list``, and every deployment of a routed model has a price per input and output token (LiteLLM's
+  cost map, or the deployment's ``input_cost_per_token`` and ``output_cost_per_token``; 0 stated is a
+  price): the router weighs quality against cost, and a model logged at $0 would be learned as free
+  (both skipped where LiteLLM keeps its models in its database: ``store_model_in_db``);
 - ``regret_gateway.store.url`` is an SQLite or PostgreSQL URL whose driver is installed, and an SQLite
   file's folder exists (the store is not contacted: a server that is down at start heals, and the writer
   spills meanwhile);
@@ -32,12 +35,54 @@ def check_deployment(config: str | Path) -> Settings:
     """The deployment's settings, once every check above passed; raises :class:`DeploymentError`."""
     settings = load_settings(config)
     raw = read_yaml(config) or {}
-    if not (raw.get("general_settings") or {}).get("store_model_in_db"):
-        _check_models(settings, raw.get("model_list"))
+    model_list = deployments(config)
+    if model_list is not None:
+        _check_models(settings, model_list)
     check_store_url(settings.store.url)
     _check_environment(settings, raw.get("general_settings") or {})
     check_embedder(settings)
+    if model_list is not None:
+        _check_prices(settings, model_list)
     return settings
+
+
+def deployments(config: str | Path) -> list[dict] | None:
+    """The proxy config's ``model_list`` as written; None where LiteLLM keeps its models in its database
+    (``general_settings.store_model_in_db``): the running proxy's router knows them then."""
+    raw = read_yaml(config) or {}
+    if (raw.get("general_settings") or {}).get("store_model_in_db"):
+        return None
+    model_list = raw.get("model_list")
+    return model_list if isinstance(model_list, list) else []
+
+
+def _check_prices(settings: Settings, model_list: list) -> None:
+    from regret_gateway.gateway.model_info import deployment_info
+
+    for entry in model_list:
+        if not isinstance(entry, dict) or entry.get("model_name") not in settings.models:
+            continue
+        info = deployment_info(entry)
+        if info.input_cost_per_token is None or info.output_cost_per_token is None:
+            model = (entry.get("litellm_params") or {}).get("model")
+            raise DeploymentError(
+                f"model_list: {entry['model_name']!r} ({model}) has no price LiteLLM knows: set its litellm_params' "
+                "input_cost_per_token and output_cost_per_token (USD; 0 for a model that costs nothing per token) -- "
+                "the router weighs each model's quality against its cost"
+            )
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse a port this host cannot listen on (another process holds it, or it needs privileges)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a port in TIME_WAIT is free
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise DeploymentError(f"--port {port}: cannot listen on {host}:{port} ({exc.strerror or exc})") from None
 
 
 def check_embedder(settings: Settings) -> None:

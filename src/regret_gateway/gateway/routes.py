@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 
 from regret_gateway.gateway.metrics import CONTENT_TYPE
 from regret_gateway.gateway.runtime import Gateway
+from regret_gateway.gateway.tiers import team_of
 from regret_gateway.store.queries import (
     JUDGE_REPEAT_SOURCE,
     JUDGE_SOURCE,
@@ -62,10 +63,10 @@ class FeedbackIn(BaseModel):
 
 
 def current_gateway(request: Request) -> Gateway:
-    """The gateway the app serves (see :func:`regret_gateway.gateway.app.attach`), started."""
-    from regret_gateway.gateway.hook import handler
-
-    gateway = getattr(request.app.state, "regret_gateway", None) or handler.gateway
+    """The gateway the app serves (mounted by :func:`regret_gateway.gateway.app.mount`), started."""
+    gateway = getattr(request.app.state, "regret_gateway", None)
+    if gateway is None:
+        raise HTTPException(status_code=503, detail="the gateway has not started")
     if not gateway.started:
         gateway.start()
     return gateway
@@ -96,7 +97,7 @@ async def _authorize(gw: Gateway, request_ids: list[str], auth: UserAPIKeyAuth) 
         )
         raise HTTPException(status_code=404, detail=f"unknown request id{'s' if len(unknown) > 1 else ''} {shown}")
     if auth.user_role != LitellmUserRoles.PROXY_ADMIN:
-        own = team_key(auth.team_id)
+        own = team_key(team_of(gw.settings, auth))
         if foreign := [r for r in request_ids if teams[r] != own]:
             which = "this request was" if len(request_ids) == 1 else f"{len(foreign)} of these requests were"
             raise HTTPException(status_code=403, detail=f"{which} made by another team")
@@ -198,7 +199,7 @@ async def read_budget(
 ) -> dict:
     """The caller's team's budget (the proxy admin: any ``?team=``): the period, the spend so far (its
     requests' outcomes in the store), the projection at the period's end and the lambda its requests use."""
-    own = team_key(auth.team_id)
+    own = team_key(team_of(gw.settings, auth))
     admin = auth.user_role == LitellmUserRoles.PROXY_ADMIN
     name = team if team is not None else own
     if not admin and team is not None and team != own:

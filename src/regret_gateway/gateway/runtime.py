@@ -78,8 +78,8 @@ class Gateway:
             passes its mock).
         clock: the wall clock (UTC) decisions are stamped with and budget steering reads (default: now; the
             demo's budget days pass a simulated one).
-        model_list: the LiteLLM deployments whose model info says what each model can take (default: the
-            running proxy's ``model_list``, read at the first routed request).
+        model_list: the LiteLLM deployments whose model info says what each model can take, read at start
+            (default: the running proxy's ``model_list``, read at the first routed request).
     """
 
     def __init__(
@@ -213,6 +213,9 @@ class Gateway:
             self._started = True
         self._load_embedder()
         self.router.refresh()
+        if self._model_list is not None:
+            self.eligibility  # noqa: B018 - built now (LiteLLM's model info), not inside the first request
+            count_message_tokens([{"role": "user", "content": "warm-up"}])  # loads LiteLLM's tokenizer (~0.25 s)
         self._last_reload = time.monotonic()
         return self
 
@@ -229,7 +232,7 @@ class Gateway:
                     from regret_gateway.encoders.embedder import Embedder
 
                     # the hook renders the request's context template (context.render) before embedding
-                    self._encode = Embedder.from_settings(s).encode
+                    self._encode = Embedder.from_settings(s, progress=True).encode  # a distillation shows its progress
                     self._own_embedder = True
                 warm = np.asarray(self._encode(["warm-up"]))  # load now, not inside the first request's budget
             except Exception as exc:  # noqa: BLE001 - fail open: requests go to their tier's fallback

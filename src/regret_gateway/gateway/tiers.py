@@ -5,6 +5,17 @@ from __future__ import annotations
 from regret_gateway.config import Settings
 
 
+def team_of(settings: Settings, auth) -> str | None:
+    """The team a LiteLLM key belongs to, as the gateway names it (its tier, budget, logs, feedback): the
+    ``teams:`` entry its LiteLLM team id or team alias names (LiteLLM's database generates team ids, so a
+    platform names its teams there by alias), else the team id itself (``custom_auth``'s team names)."""
+    team_id = getattr(auth, "team_id", None)
+    alias = getattr(auth, "team_alias", None)
+    if team_id is not None and team_id not in settings.teams and isinstance(alias, str) and alias in settings.teams:
+        return alias
+    return team_id
+
+
 class TierNotAllowed(PermissionError):
     """A request asked for a tier its team may not use (HTTP 403)."""
 

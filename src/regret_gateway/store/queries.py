@@ -281,6 +281,23 @@ def team_spend(session: Session, team: str, since: datetime, until: datetime | N
     return float(usd or 0.0), int(n)
 
 
+def left_out_of_usage(session: Session, since: datetime, until: datetime, team: str | None = None) -> dict[str, int]:
+    """The requests made in [since, until) that :func:`usage_rows` leaves out, by why: ``mock`` (answered by
+    the mock of ``serve --mock-upstream``: no real spend) and ``no_outcome`` (no answer logged yet)."""
+    where = [Decision.created_at >= since, Decision.created_at < until]
+    if team is not None:
+        where.append(Decision.team == team)
+    mock = session.scalar(select(func.count()).select_from(Decision).where(*where, Decision.mock.is_(True))) or 0
+    pending = (
+        session.scalar(
+            select(func.count()).select_from(Decision).outerjoin(Outcome)
+            .where(*where, Decision.mock.is_(False), Outcome.request_id.is_(None))
+        )
+        or 0
+    )  # fmt: skip
+    return {"mock": int(mock), "no_outcome": int(pending)}
+
+
 def usage_rows(session: Session, since: datetime, until: datetime, team: str | None = None):
     """(created_at, team, tier, model, cost) of every request made in [since, until) that has an outcome
     (only ``team``'s where given): the model that answered (the chosen one where no other did) and what it

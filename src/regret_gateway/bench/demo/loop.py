@@ -81,7 +81,8 @@ def held_out_stats(world: World, artifact, lam: float, stats: RoundStats) -> Non
 
 def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     """Run the closed loop; returns the per-round table and writes OUT/closed_loop.{json,png,md}."""
-    from regret_gateway.gateway.app import build_app, litellm_environment
+    from regret_gateway.gateway.app import litellm_environment
+    from regret_gateway.gateway.server import build_app
 
     litellm_environment()
     os.environ.setdefault("LITELLM_MASTER_KEY", "sk-demo-master-" + os.urandom(8).hex())
@@ -144,10 +145,13 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
             ask = teams.ask_many
         engine = make_engine(settings.store.url)
         stack.callback(engine.dispose)
+        echo("starting the gateway: store, encoder (distilled once a machine), router")
         gateway.start()  # load the embedder, store and router before the first request
+        last_round_start = clock()
         for rnd in range(cfg.rounds):
-            t_round = time.perf_counter()
+            t_round, last_round_start = time.perf_counter(), clock()
             for team, tier, lam in cfg.tiers:
+                echo(f"round {rnd}: team {team} (tier {tier}) sends {cfg.requests} requests")
                 rows = rng.choice(world.traffic_ix, size=cfg.requests, replace=True)
                 answers = ask(team, rows, cfg.concurrency)
                 if world.chat is not None:  # a request sent to a model that cannot take it (its window, its tools)
@@ -169,6 +173,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                         calibrate_judge=cfg.calibrate_judge,
                         cold_start_rows=cfg.cold_start_rows,
                     ),
+                    progress=lambda line: echo(f"  retrain: {line}"),
                 )
                 echo(f"retrain after round {rnd}: {result.status} ({result.reason}) in {result.seconds.get('total', 0):.0f}s")
                 if cfg.replay:
@@ -180,7 +185,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
         if cfg.budget_days:
             budget_days = run_budget_days(cfg, world, gateway, work / "config.yaml", clock, rng, echo)
     hook = gateway.stats().to_dict()
-    savings = demo_savings(settings, gateway.engine, clock(), out)
+    savings = demo_savings(settings, gateway.engine, last_round_start, clock(), out)
     doc = {
         "config": {k: str(v) for k, v in cfg.__dict__.items()},
         "models": list(world.models),
@@ -194,23 +199,27 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     (out / "closed_loop.json").write_text(json.dumps(doc, indent=2, default=float))
     (out / "closed_loop.md").write_text(round_table(table, None))
     plot(table, out / "closed_loop.png")
-    echo(verdict(table))
+    summary = [verdict(table)]
     if world.chat is not None:
-        echo(chat_line(hook, unfit))
-    echo("what routing saved, from the logs (`regret-gateway report`; every team's requests, prompts never sent included):")
-    for team in savings.teams:
-        echo("  " + team.headline())
+        summary.append(chat_line(hook, unfit))
+    summary.append(f"what routing saved on the requests from the last round (round {cfg.rounds - 1}) on, the router's "
+                   "exploration included, against sending each of them to one model (`regret-gateway report` on the logs):")  # fmt: skip
+    summary += ["  " + team.headline() for team in savings.teams] + ["  " + line for line in savings.left_out_lines()]
+    (out / "verdict.txt").write_text("\n".join(summary) + "\n")
+    echo("\n".join(summary))
     if cfg.budget_days:
         write_budget_report(budget_days, out)
         echo(budget_verdict(budget_days) + f"\nwrote {out / 'budget.json'}, {out / 'budget.md'}, {out / 'budget.png'}")
     echo(
-        f"wrote {out / 'closed_loop.json'}, {out / 'closed_loop.md'}, {out / 'closed_loop.png'}, {out / 'savings.html'} in {doc['seconds']:.0f}s"
+        f"wrote {out / 'verdict.txt'}, {out / 'closed_loop.json'}, {out / 'closed_loop.md'}, {out / 'closed_loop.png'}, "
+        f"{out / 'savings.html'} in {doc['seconds']:.0f}s"
     )
     return doc
 
 
-def demo_savings(settings, engine, now, out: Path):
-    """The savings report of the demo's store (every row it holds) and its page, written to OUT/savings.html."""
+def demo_savings(settings, engine, since, now, out: Path):
+    """The savings report of the demo's requests from ``since`` (the last round's start) on, and its page,
+    written to OUT/savings.html."""
     from datetime import timedelta
 
     from sqlalchemy.orm import Session
@@ -219,7 +228,7 @@ def demo_savings(settings, engine, now, out: Path):
     from regret_gateway.savings_html import report_html
 
     with Session(engine) as session:
-        report = savings_report(settings, session, now - timedelta(days=60), now + timedelta(days=1))
+        report = savings_report(settings, session, since, now + timedelta(seconds=1))
     (out / "savings.html").write_text(report_html(report, settings))
     return report
 

@@ -40,7 +40,7 @@ def gateway_section(world: World, cfg: DemoConfig, work: Path, keys: dict[str, s
             "paper_template": cfg.paper_template,
             **({"context": cfg.context} if cfg.context is not None else {}),
             "reads": READS,
-            "onnx_cache": str(default_cache_dir("onnx")),  # one export for every demo run, not one per work dir
+            "onnx_cache": str(default_cache_dir("encoders")),  # the machine's: one export for every demo run and `serve`
         },
         # chat traffic: the cheapest model's window is small, the second cheapest takes no tools (evaluation/traffic.py)
         **(

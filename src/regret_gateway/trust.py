@@ -68,7 +68,10 @@ def _disagreement(team: str, teams: np.ndarray, models: np.ndarray, scores: np.n
         a, b = scores[mine & (models == m)], scores[ref]
         if len(a) < spec.min_rows or len(b) < spec.min_rows:
             continue
-        se = np.sqrt(max(a.var(ddof=1), VAR_FLOOR) / len(a) + max(b.var(ddof=1), VAR_FLOOR) / len(b))
+        # the spread under the null (both from one distribution): the pooled scores'. Each side's own variance
+        # understates it where a team's few scores sit near 0 or 1 (43 of 44 answers good), and flags honest teams
+        pooled = max(float(np.concatenate([a, b]).var(ddof=1)), VAR_FLOOR)
+        se = np.sqrt(pooled / len(a) + pooled / len(b))
         gap = float(a.mean() - b.mean())
         z = abs(gap) / se
         if abs(gap) >= spec.min_gap and z > best[2]:

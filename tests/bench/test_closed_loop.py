@@ -448,3 +448,18 @@ def test_chat_traffic_through_the_hook_keeps_conversations_and_limits(tmp_path):
     X = np.stack([np.frombuffer(e, dtype="<f4") for _, e, *_ in rows])
     assert np.all(np.linalg.norm(X, axis=1) > 0.99)  # every request found the world's embedding of what it reads
     assert all(p == 1.0 for _, _, turn, p in rows if turn == "kept")
+
+
+@pytest.mark.slow
+def test_the_demo_says_each_long_step_and_writes_its_verdict_and_savings_of_the_same_requests(tmp_path):
+    """Nothing long is silent (the gateway's start, each team's requests, each retrain step), and OUT/verdict.txt
+    holds what the run ended with: the verdict, and the savings of the requests from the last round on -- the
+    round the verdict's router served -- not of the cold-start rounds too."""
+    lines: list[str] = []
+    run_demo(DemoConfig(world_size=300, rounds=2, requests=40, out=tmp_path, device="cpu", replay=True), echo=lines.append)
+    said = "\n".join(lines)
+    assert "starting the gateway" in said and "round 0: team" in said and "round 1: team" in said
+    assert any(line.startswith("  retrain: ") for line in lines), said
+    verdict = (tmp_path / "verdict.txt").read_text()
+    assert "verdict: " in verdict and "what routing saved on the requests from the last round (round 1) on" in verdict
+    assert verdict.strip() in said  # what was printed is what was written

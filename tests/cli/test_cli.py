@@ -528,3 +528,35 @@ def test_serve_with_litellms_database_runs_litellms_own_cli_which_migrates_it(tm
     assert result.exit_code == 0, result.output
     assert [c[0].rsplit("/", 1)[-1] for c in started] == ["litellm"]
     assert started[0][1:] == ["--config", str(path), "--host", "127.0.0.1", "--port", str(port)]
+
+
+@pytest.mark.parametrize(
+    "info, says",
+    [({"supports_function_calling": "maybe"}, "model_info.supports_function_calling: 'maybe' is not true or false"),
+     ({"supports_vision": "no"}, "model_info.supports_vision: 'no' is not true or false"),
+     ({"max_tokens": -5}, "model_info.max_tokens: -5 is not a positive whole number of tokens"),
+     ({"input_cost_per_token": "cheap"}, "model_info.input_cost_per_token: 'cheap' is not a price")],
+)  # fmt: skip
+def test_serve_refuses_a_deployments_model_info_of_the_wrong_type_in_one_line(tmp_path, info, says):
+    """LiteLLM takes such a config and fails every answer of that deployment afterwards (a 500 after the upstream
+    answered); the gateway would read the value as unknown and send it tools or images: refused at start."""
+    from regret_gateway.bench.local import free_port
+
+    deployments = [{"model_name": "a", "litellm_params": {"model": "openai/gpt-4o"}, "model_info": info},
+                   {"model_name": "b", "litellm_params": {"model": "openai/gpt-4o-mini"}}]  # fmt: skip
+    result = runner.invoke(app, ["serve", "--config", str(_serve_config(tmp_path, deployments)), "--port", str(free_port())])
+    assert result.exit_code == 2 and f"model_list: 'a' {says}" in result.output, result.output
+    assert result.output.strip().count("\n") == 0
+
+
+def test_the_example_config_passes_every_start_up_check(monkeypatch):
+    """examples/config.yaml is what the README starts: every routed model priced (LiteLLM's cost map knows each
+    deployment's model), every key it reads named, the encoder loadable."""
+    from pathlib import Path
+
+    from regret_gateway.gateway.preflight import check_deployment
+
+    for var in ("LITELLM_MASTER_KEY", "RESEARCH_KEY", "PRODUCT_KEY", "SUPPORT_KEY"):
+        monkeypatch.setenv(var, f"sk-{var.lower()}-0123456789")
+    settings = check_deployment(Path(__file__).resolve().parents[2] / "examples" / "config.yaml")
+    assert settings.models == ("gpt-4o-mini", "claude-haiku", "gpt-4o")

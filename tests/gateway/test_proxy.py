@@ -147,7 +147,7 @@ def routed(proxy, trained_router):
     """The proxy with a router published and loaded."""
     client, route, gateway, tmp = proxy
     path = publish(tmp, trained_router)
-    assert gateway.router.refresh()
+    gateway.router.refresh()  # now (the gateway's reload timer may have loaded it a moment before)
     assert gateway.router.artifact.version == path.name
     return proxy
 
@@ -271,7 +271,8 @@ def test_the_response_names_the_router_version_that_chose_and_none_in_the_cold_s
     assert cold.status_code == 200 and "x-regret-router-version" not in cold.headers  # no router chose it
     assert decision(client, "support", cold.headers["x-regret-request-id"])["router_version"] is None
     version = publish(tmp, trained_router).name
-    assert gateway.router.refresh()
+    gateway.router.refresh()
+    assert gateway.router.artifact.version == version
     r = chat(client, "support", CODE_PROMPT)
     assert r.headers["x-regret-router-version"] == version
     assert decision(client, "support", r.headers["x-regret-request-id"])["router_version"] == version
@@ -1127,8 +1128,9 @@ def test_a_conversation_keeps_its_model_unless_a_switch_is_worth_its_lost_cache(
     prices = {"input_cost_per_token": 1e-3, "cached_input_cost_per_token": 0.0} if cache == "dear" else {}
     gateway = start_gateway(app, tmp_path, encoder, model_info={"small-a": prices} if prices else {})
     try:
-        publish(tmp_path, trained_router, estimator=trained_learner.nuisance_.outcome_.to_policy(MODELS))
-        assert gateway.router.refresh()
+        version = publish(tmp_path, trained_router, estimator=trained_learner.nuisance_.outcome_.to_policy(MODELS)).name
+        gateway.router.refresh()
+        assert gateway.router.artifact.version == version
         turns = [CODE_PROMPT, "Write a Python function that merges two dictionaries.", TRANSLATE_PROMPT]
         seen = []
         for n in range(1, len(turns) + 1):
@@ -1230,3 +1232,47 @@ def test_a_mock_upstreams_answers_are_not_spend_in_the_metrics_and_requests_sum_
         assert 'regret_gateway_routing_events_total{event="cold_start",tier="economy"} 3.0' in text
     finally:
         gateway.close()
+
+
+def test_a_write_that_loses_to_a_concurrent_one_is_a_409_to_retry_not_a_503(proxy, monkeypatch):
+    """PostgreSQL aborts one of two writes that lock each other's rows (a deadlock, a serialization failure):
+    the store is up, so the client is told to retry (409), not that it is unavailable (503)."""
+    from sqlalchemy.exc import OperationalError
+
+    import regret_gateway.gateway.routes as routes
+
+    client, _, _, _ = proxy
+    rid = chat(client, "support", CODE_PROMPT).headers["x-regret-request-id"]
+    lost = type("DeadlockDetected", (Exception,), {"pgcode": "40P01"})("deadlock detected")
+
+    def deadlocked(gw, body):
+        raise OperationalError("INSERT INTO feedback ...", {}, lost)
+
+    monkeypatch.setattr(routes, "_post_feedback_batch", deadlocked)
+    headers = {"Authorization": f"Bearer {KEYS['support']}"}
+    r = client.post("/regret/feedback/batch", headers=headers, json={"scores": [{"request_id": rid, "score": 1.0}]})
+    assert r.status_code == 409 and "retry" in r.text, r.text
+
+
+@pytest.mark.parametrize("field, value", [("max_tokens", 2**70), ("max_tokens", 1e12), ("max_tokens", "999999999"),
+                                          ("max_tokens", True), ("max_tokens", 0), ("max_completion_tokens", 1.5),
+                                          ("stream", "true"), ("stream", 1)])  # fmt: skip
+def test_a_field_the_gateway_reads_of_the_wrong_json_type_is_a_400_before_any_upstream_call(proxy, field, value):
+    """``max_tokens`` must be a JSON integer the gateway can bound (``1e12`` is a float, ``"999999999"`` a string,
+    2**70 more than any model answers), ``stream`` a boolean: refused before routing, nothing goes upstream."""
+    client, route, _, _ = proxy
+    calls = route.call_count
+    r = chat(client, "support", CODE_PROMPT, **{field: value})
+    assert r.status_code == 400 and f"`{field}` must be" in r.text, (r.status_code, r.text[:300])
+    assert route.call_count == calls
+
+
+def test_a_score_must_be_a_json_number(proxy):
+    """``"0.5"`` (a string) or ``true`` is a client's mistake (422), not a score; an integer 1 is a number."""
+    client, _, _, _ = proxy
+    rid = chat(client, "support", CODE_PROMPT).headers["x-regret-request-id"]
+    headers = {"Authorization": f"Bearer {KEYS['support']}"}
+    for bad in ("0.5", True):
+        r = client.post("/regret/feedback", headers=headers, json={"request_id": rid, "score": bad})
+        assert r.status_code == 422, (bad, r.text)
+    assert client.post("/regret/feedback", headers=headers, json={"request_id": rid, "score": 1}).status_code == 200

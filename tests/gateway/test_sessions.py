@@ -110,3 +110,110 @@ def test_keep_false_routes_every_turn_afresh():
     sessions.remember("c", "small-a")
     drawn = Choice("large", 0.9, "policy", "v1")
     assert step(sessions, Turn("c", True, True), drawn) == (drawn, None)
+
+
+def _gateway_with_conversation_on(dear: str, tmp_path, **settings):
+    """A started gateway (cold start) whose conversation with team ``t`` is kept on ``dear``, and the later turn."""
+    from regret_gateway.config import Settings
+    from regret_gateway.gateway.runtime import Gateway
+
+    s = Settings.model_validate({"models": list(MODELS), "default_tier": "std", "teams": {"t": {"tier": "std"}},
+                                 "store": {"url": f"sqlite:///{tmp_path}/gw.db", "spill_dir": str(tmp_path / "spill")},
+                                 "artifacts_dir": str(tmp_path / "artifacts"), **settings})  # fmt: skip
+    gw = Gateway(s, encode=lambda texts: np.ones((len(texts), 4), dtype=np.float32), seed=0, model_list=[]).start()
+    data = {"model": s.virtual_model, "messages": chat("hello", "and then?")}
+    turn = conversation_of(data, {}, "t", gw.hash_key)
+    gw.sessions.remember(turn.key, dear)
+    return gw, data
+
+
+def _route(gw, data) -> dict:
+    import asyncio
+    from types import SimpleNamespace
+
+    from regret_gateway.gateway.hook import RegretRouterHook
+
+    key = SimpleNamespace(team_id="t", team_metadata=None, user_role=None)
+    out = asyncio.run(RegretRouterHook(gw).async_pre_call_hook(key, None, dict(data), "completion"))
+    return out["metadata"]["regret_gateway"]
+
+
+def test_a_tiers_cost_cap_bounds_a_kept_conversation_turn(tmp_path):
+    """A conversation kept on a model its tier's cap now excludes (the store has seen what it costs) is routed
+    afresh among the models under the cap: the cap bounds every turn, kept or not (cold start included)."""
+    gw, data = _gateway_with_conversation_on("large", tmp_path, tiers={"std": {"lam": 0, "max_cost_per_request_usd": 1e-3}})
+    try:
+        gw.router.costs_seen({"small-a": 1e-5, "small-b": 2e-5, "large": 5e-2}, {})
+        routed = [_route(gw, data) for _ in range(10)]
+        assert {r["model"] for r in routed} <= {"small-a", "small-b"} and {r["session_turn"] for r in routed} <= {
+            "rerouted",
+            "kept",
+        }
+        assert routed[0]["session_turn"] == "rerouted"
+    finally:
+        gw.close()
+
+
+def test_a_teams_budget_position_bounds_a_kept_conversation_turn(tmp_path):
+    """A team over its budget is steered to the cheapest rung: its conversation kept on the dearest model moves
+    there too, instead of spending past the budget on every later turn."""
+    gw, data = _gateway_with_conversation_on("large", tmp_path, tiers={"std": {"lam": 0, "fallback": "small-a"}},
+                                             teams={"t": {"tier": "std", "budget": {"usd": 1.0, "per": "month"}}})  # fmt: skip
+    try:
+        gw.steerer.positions["t"] = float(len(gw.steerer.ladder("t").rungs) - 1)  # the last rung: the cheapest model
+        routed = [_route(gw, data) for _ in range(5)]
+        assert [r["model"] for r in routed] == ["small-a"] * 5 and routed[0]["session_turn"] == "rerouted"
+    finally:
+        gw.close()
+
+
+def test_one_teams_burst_of_new_conversations_evicts_its_own_never_another_teams():
+    sessions = Sessions(SessionSpec(max_sessions=4), clock=lambda: 0.0)
+    sessions.remember("a1", "large", "team-a")
+    sessions.remember("a2", "large", "team-a")
+    for i in range(10):  # team b opens ten conversations on a worker that keeps four
+        sessions.remember(f"b{i}", "small-a", "team-b")
+    assert sessions.model("a1") == "large" and sessions.model("a2") == "large"
+    assert [sessions.model(f"b{i}") for i in range(10)] == [None] * 8 + ["small-a"] * 2 and len(sessions) == 4
+
+
+def test_users_of_one_app_who_open_with_the_same_words_are_two_conversations_when_the_client_sends_user():
+    same = chat("reset my password", "it did not work")
+    alice = conversation_of({"messages": same, "user": "alice"}, {}, "team-a", KEY)
+    bob = conversation_of({"messages": same, "user": "bob"}, {}, "team-a", KEY)
+    anonymous = conversation_of({"messages": same}, {}, "team-a", KEY)
+    assert len({alice.key, bob.key, anonymous.key}) == 3
+    assert alice.key == conversation_of({"messages": chat("reset my password"), "user": "alice"}, {}, "team-a", KEY).key
+
+
+def test_the_outcome_names_the_model_that_answered_after_a_litellm_fallback(tmp_path):
+    """Fast (the quick loop; the proxy's own test is slow): the router chose one model, LiteLLM's fallback
+    answered from another; the outcome logs the one that answered and what its answer cost, and the decision
+    keeps the router's choice."""
+    import asyncio
+
+    from sqlalchemy.orm import Session
+
+    from regret_gateway.gateway.hook import RegretRouterHook
+    from regret_gateway.store.queries import get_decision
+
+    gw, data = _gateway_with_conversation_on("large", tmp_path, tiers={"std": {"lam": 0}})
+    try:
+        hook = RegretRouterHook(gw)
+        from types import SimpleNamespace
+
+        key = SimpleNamespace(team_id="t", team_metadata=None, user_role=None)
+        routed = asyncio.run(hook.async_pre_call_hook(key, None, {"model": gw.settings.virtual_model,
+                                                                  "messages": chat("one question")}, "completion"))  # fmt: skip
+        meta = routed["metadata"]["regret_gateway"]
+        other = next(m for m in MODELS if m != meta["model"])
+        slo = {"model_group": other, "response_cost": 0.0042, "prompt_tokens": 7, "completion_tokens": 3}
+        kwargs = {"litellm_params": {"metadata": routed["metadata"]}, "standard_logging_object": slo}
+        asyncio.run(hook.async_log_success_event(kwargs, None, 0.0, 1.0))
+        assert gw.writer.drain(timeout=30)
+        with Session(gw.engine) as session:
+            stored = get_decision(session, meta["request_id"])
+        assert stored.chosen_model == meta["model"] and stored.outcome.answered_model == other
+        assert stored.outcome.cost_usd == pytest.approx(0.0042) and stored.outcome.status == "success"
+    finally:
+        gw.close()

@@ -359,3 +359,37 @@ def test_the_projection_prices_the_requests_the_controller_expects_not_the_rate_
     # today's requests so far cost $0.001 each and 10 more are expected: $0.012, over the $0.011 budget
     assert status.projected_usd == pytest.approx(2e-3 + 10 * 1e-3)
     assert "projected over" in status.line()
+
+
+def test_two_batches_of_the_same_scores_in_opposite_orders_never_deadlock(engine):
+    """Two clients post the same request ids' scores at once, in opposite orders: on PostgreSQL each batch locks
+    its rows in the order it writes them, so the writes are made in one order whoever sends them -- the second
+    waits for the first, neither is aborted as a deadlock (SQLite writes one transaction at a time)."""
+    import threading
+
+    if engine.dialect.name != "postgresql":
+        pytest.skip("row locks: PostgreSQL's")
+    n = 400
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [decision(i) for i in range(n)])
+    failures: list[BaseException] = []
+    for attempt in range(5):
+        start = threading.Barrier(2)
+
+        def post(order):
+            batch = [FeedbackRecord(f"r{i}", 0.5 + 0.1 * (attempt % 2)) for i in order]
+            start.wait()
+            try:
+                with Session(engine) as s, s.begin():
+                    record_feedback(s, batch)
+            except BaseException as exc:  # noqa: BLE001 - collected, asserted below
+                failures.append(exc)
+
+        threads = [threading.Thread(target=post, args=(order,)) for order in (range(n), range(n - 1, -1, -1))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert failures == []
+    with Session(engine) as s:
+        assert s.scalar(select(func.max(Feedback.revision))) == 10  # every batch applied, one after the other

@@ -32,11 +32,11 @@ class ActiveVersion:
 
     def refresh(self) -> bool:
         """Swap in the version named by ``ACTIVE`` if it is new. Returns True when a swap happened."""
-        version = active_version_id(self.root)
-        current = self.artifact.version if self.artifact else None
-        if version is None or version == current or version in self._refused:
-            return False
-        with self._lock:
+        with self._lock:  # the reload timer's and a caller's refresh load a version once between them
+            version = active_version_id(self.root)
+            current = self.artifact.version if self.artifact else None
+            if version is None or version == current or version in self._refused:
+                return False
             try:
                 artifact = load_artifact(
                     version_folder(self.root, version),

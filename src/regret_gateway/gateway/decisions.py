@@ -37,6 +37,10 @@ class Choice:
     mode: str  # policy | exploration | cold_start | fallback
     router_version: str | None
     scores: dict[str, float] | None = None
+    # (T,) the models its tier's cost cap and its team's budget position allow (ActiveRouter.permitted; not
+    # exploration's support: a tier without exploration permits every model under its cap); None: any. A kept
+    # conversation turn stays within it.
+    permitted: np.ndarray | None = None
 
 
 def fallback_model(settings: Settings, tier: str, allowed: np.ndarray | None = None) -> str:
@@ -183,7 +187,8 @@ class ActiveRouter:
             return Choice(models[t], 1.0 / len(models), "cold_start", None)
         if position is None and artifact is not None and artifact.router.tier(tier) is None:
             self.unpublished += 1
-            return Choice(fallback_model(settings, tier, allowed), 1.0, "fallback", artifact.version)
+            permitted = self.permitted(artifact, X, tier, prompt_tokens=prompt_tokens)
+            return Choice(fallback_model(settings, tier, allowed), 1.0, "fallback", artifact.version, permitted=permitted)
         p, best, scores = self.distribution(X, tier, position=position, ladder=ladder, cheapest=cheapest, artifact=artifact,
                                             prompt_tokens=prompt_tokens, allowed=allowed)  # fmt: skip
         t = int(np.searchsorted(np.cumsum(p), rng.random(), side="right"))
@@ -191,7 +196,35 @@ class ActiveRouter:
         mode = "policy" if t == best else "exploration"
         if artifact is None:
             mode = "cold_start"
-        return Choice(models[t], float(p[t]), mode, getattr(artifact, "version", None), scores)
+        permitted = self.permitted(artifact, X, tier, position=position, ladder=ladder, cheapest=cheapest,
+                                   prompt_tokens=prompt_tokens)  # fmt: skip
+        return Choice(models[t], float(p[t]), mode, getattr(artifact, "version", None), scores, permitted=permitted)
+
+    def permitted(self, artifact: RouterArtifact | None, X: np.ndarray, tier: str, *, position: float | None = None,
+                  ladder: Ladder | None = None, cheapest: str | None = None,
+                  prompt_tokens: float | None = None) -> np.ndarray | None:  # fmt: skip
+        """(T,) the models a request of ``tier`` may go to whatever exploration draws: under the tier's cost cap
+        (at a budget's ladder ``position``: under the caps of the rungs in effect, or the rung's one model);
+        None where that is every model. What bounds a kept conversation turn as it bounds a new request."""
+        models, columns = self.settings.models, None if artifact is None else self.active.columns(artifact)
+        every = np.ones(len(models), dtype=bool)
+
+        def under(name: str) -> Distribution:  # a tier rung: its cap's models (a support, not a distribution)
+            cap = self.settings.tiers[name].max_cost_per_request_usd
+            mask = every if cap is None else self.costs.under_cap(artifact, columns, X, cap, name, prompt_tokens)
+            return mask.astype(float), 0, None
+
+        if position is None:
+            out = under(tier)[0] > 0
+        else:
+            steps = ladder or tier_ladder(self.settings)
+            j, s = steps.split(position)
+            rungs = [steps.rungs[j]] + ([steps.rungs[j + 1]] if s > 1e-9 else [])
+            last = cheapest or fallback_model(self.settings, tier)
+            out = np.zeros(len(models), dtype=bool)
+            for rung in rungs:
+                out |= rung_distribution(rung, models, tuple(self.settings.tiers), last, under, tier)[0] > 0
+        return None if out.all() else out
 
     def distribution(self, X: np.ndarray, tier: str, *, position: float | None = None, ladder: Ladder | None = None,
                      cheapest: str | None = None, artifact: RouterArtifact | None = None,

@@ -58,7 +58,7 @@ from regret_gateway.gateway.batcher import Overloaded
 from regret_gateway.gateway.decisions import Choice, fallback_model
 from regret_gateway.gateway.eligibility import NoEligibleModel
 from regret_gateway.gateway.messages import answer_text, answered_by, count_stream_usage, routed_text
-from regret_gateway.gateway.request import decision_record, read_request
+from regret_gateway.gateway.request import BadRequestField, check_fields, decision_record, read_request
 from regret_gateway.gateway.runtime import Gateway
 from regret_gateway.gateway.tiers import BadTierRequest, TierNotAllowed, resolve_tier, team_of
 from regret_gateway.store.records import DecisionRecord, OutcomeRecord
@@ -160,6 +160,10 @@ class RegretRouterHook(CustomLogger):
         # may choose LiteLLM's call id (x-litellm-call-id), so that id can neither fail a request, merge
         # two requests nor reach another team's decision.
         request_id = f"rg-{uuid.uuid4().hex}"
+        try:
+            check_fields(data)
+        except BadRequestField as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from None
         try:
             req = read_request(gw, data, metadata, team, tier)
         except NoEligibleModel as exc:  # no call that is bound to fail: the client is told why

@@ -2,7 +2,8 @@
 the key, instead of failing requests (or dying with a traceback) later.
 
 - every model of ``regret_gateway.models`` and the judge's model is a ``model_name`` of the proxy's
-  ``model_list``, and every deployment of a routed model has a price per input and output token (LiteLLM's
+  ``model_list``, every deployment's ``model_info`` flags are booleans, its token limits positive integers
+  and its prices non-negative numbers, and every deployment of a routed model has a price per input and output token (LiteLLM's
   cost map, or the deployment's ``input_cost_per_token`` and ``output_cost_per_token``; 0 stated is a
   price): the router weighs quality against cost, and a model logged at $0 would be learned as free
   (both skipped where LiteLLM keeps its models in its database: ``store_model_in_db``);
@@ -38,6 +39,7 @@ def check_deployment(config: str | Path) -> Settings:
     model_list = deployments(config)
     if model_list is not None:
         _check_models(settings, model_list)
+        _check_model_info(model_list)
     check_store_url(settings.store.url)
     _check_environment(settings, raw.get("general_settings") or {})
     check_embedder(settings)
@@ -54,6 +56,36 @@ def deployments(config: str | Path) -> list[dict] | None:
         return None
     model_list = raw.get("model_list")
     return model_list if isinstance(model_list, list) else []
+
+
+_FLAGS = ("supports_function_calling", "supports_vision", "supports_response_schema", "supports_parallel_function_calling",
+          "supports_prompt_caching", "supports_system_messages", "supports_tool_choice", "supports_audio_input",
+          "supports_audio_output", "supports_pdf_input", "supports_reasoning")  # fmt: skip
+_COUNTS = ("max_tokens", "max_input_tokens", "max_output_tokens")
+
+
+def _check_model_info(model_list: list) -> None:
+    """Refuse a deployment's ``model_info`` value of the wrong type: LiteLLM accepts the config, then fails
+    every answer of that deployment in its own model-group validation (HTTP 500 after the upstream answered);
+    the gateway would read the value as unknown and send tools or images where they are not taken."""
+    for entry in model_list:
+        info = entry.get("model_info") if isinstance(entry, dict) else None
+        if info is None:
+            continue
+        name = entry.get("model_name")
+        if not isinstance(info, dict):
+            raise DeploymentError(f"model_list: {name!r}'s model_info must be a mapping, got {type(info).__name__}")
+        for key, value in info.items():
+            if key in _FLAGS and not isinstance(value, bool):
+                raise DeploymentError(f"model_list: {name!r} model_info.{key}: {value!r} is not true or false")
+            if key in _COUNTS and not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+                raise DeploymentError(
+                    f"model_list: {name!r} model_info.{key}: {value!r} is not a positive whole number of tokens"
+                )
+            if key.endswith("_cost_per_token") and not (
+                isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+            ):
+                raise DeploymentError(f"model_list: {name!r} model_info.{key}: {value!r} is not a price (USD, >= 0)")
 
 
 def _check_prices(settings: Settings, model_list: list) -> None:

@@ -23,6 +23,31 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+MAX_OUTPUT_TOKENS = 2**31 - 1  # the most max_tokens a request may ask for, whatever a model states
+
+
+class BadRequestField(ValueError):
+    """A field the gateway reads of a routed request has the wrong type or an impossible value (HTTP 400)."""
+
+
+def check_fields(data: Mapping) -> None:
+    """Refuse, before anything is routed or sent upstream, the fields the gateway reads whose JSON type or
+    value is wrong: ``max_tokens`` / ``max_completion_tokens`` must be integers in [1, MAX_OUTPUT_TOKENS]
+    (``1e12`` is a JSON float, ``"999999999"`` a string), ``stream`` a boolean (``"true"`` is a string: the
+    gateway would not ask a stream's usage of the upstream, and its cost would be lost)."""
+    for field in ("max_tokens", "max_completion_tokens"):
+        value = data.get(field)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise BadRequestField(f"`{field}` must be an integer, got {type(value).__name__} {value!r:.40}")
+        if not 1 <= value <= MAX_OUTPUT_TOKENS:
+            raise BadRequestField(f"`{field}` must be between 1 and {MAX_OUTPUT_TOKENS}, got {value}")
+    stream = data.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise BadRequestField(f"`stream` must be true or false, got {type(stream).__name__} {stream!r:.40}")
+
+
 NO_EMBEDDING = "none"  # embedding_model of fallback decisions made before an embedding existed
 
 

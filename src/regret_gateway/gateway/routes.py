@@ -44,7 +44,8 @@ router = APIRouter(prefix="/regret", tags=["regret-gateway"])
 
 class FeedbackIn(BaseModel):
     request_id: str = Field(min_length=1, max_length=128, description="The x-regret-request-id response header of the request.")
-    score: float = Field(ge=0.0, le=1.0, description="Quality of the answer in [0, 1].")
+    # strict: a JSON number; "0.5" (a string) or true is a client's mistake, not a score (422)
+    score: float = Field(ge=0.0, le=1.0, strict=True, description="Quality of the answer in [0, 1], a JSON number.")
     source: str = Field(
         default="user",
         min_length=1,
@@ -142,7 +143,13 @@ def _decision(gw: Gateway, request_id: str) -> DecisionView:
     return found
 
 
+CONFLICTS = ("40P01", "40001")  # PostgreSQL's deadlock detected, serialization failure: another write won
+
+
 def _store_unavailable(exc: Exception) -> HTTPException:
+    """503 where the store is down or slow; 409 (retry) where a concurrent write of the same rows won."""
+    if getattr(getattr(exc, "orig", None), "pgcode", None) in CONFLICTS:
+        return HTTPException(status_code=409, detail="a concurrent write of the same scores won: retry the request")
     return HTTPException(status_code=503, detail=f"the store is unavailable, try again later ({type(exc).__name__})")
 
 

@@ -6,7 +6,9 @@ embedder and warms it, opens the store (migrating it under a database lock, see
 :func:`regret_gateway.store.migrate.upgrade`), starts the writer and loads the active router.
 With a ``judge:`` model it also holds the sampled LLM judge (:mod:`regret_gateway.gateway.judge`).
 ``maybe_reload()`` looks for a newly published version at most every ``reload_interval_s`` and loads it
-in a worker thread, never on the event loop: requests keep routing with the current version meanwhile.
+in a worker thread, never on the event loop: requests keep routing with the current version meanwhile. A
+timer thread calls it every ``reload_interval_s`` from ``start()`` on, so an idle gateway loads a new
+version before its next request, not with it.
 """
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ class Gateway:
         self._lock = threading.Lock()
         self._started = False
         self._reloading = threading.Event()
+        self._closing = threading.Event()  # stops the reload timer
         # The /regret/* routes' store calls run here, never in the event loop's default pool that LiteLLM and
         # the embedder share: a slow or hung database fills this pool, not theirs.
         self.store_pool = ThreadPoolExecutor(max_workers=STORE_WORKERS, thread_name_prefix="regret-gateway-store")
@@ -168,8 +171,12 @@ class Gateway:
     def session_step(self, turn: Turn | None, allowed: np.ndarray | None, choice: Choice, x: np.ndarray | None,
                      tier: str, lam: float, messages) -> tuple[Choice, str | None]:  # fmt: skip
         """A request's ``turn`` of its conversation (gateway/sessions.py), among the ``allowed`` models that can
-        take it: ``choice`` kept on the conversation's model or let through, and its ``session_turn``."""
+        take it and that ``choice`` was drawn among (its tier's cost cap and its team's budget position bound a
+        kept turn as they bound a new request): ``choice`` kept on the conversation's model or let through, and
+        its ``session_turn``."""
         info = self.eligibility.info
+        if choice.permitted is not None:
+            allowed = choice.permitted if allowed is None else allowed & choice.permitted
 
         def lost(model: str) -> float:
             known = info.get(model, ModelInfo())
@@ -217,7 +224,14 @@ class Gateway:
             self.eligibility  # noqa: B018 - built now (LiteLLM's model info), not inside the first request
             count_message_tokens([{"role": "user", "content": "warm-up"}])  # loads LiteLLM's tokenizer (~0.25 s)
         self._last_reload = time.monotonic()
+        threading.Thread(target=self._reload_timer, name="regret-gateway-reload-timer", daemon=True).start()
         return self
+
+    def _reload_timer(self) -> None:
+        """Look for a newly published version every ``reload_interval_s`` whether or not requests come: an idle
+        gateway serves the new router from its next request on (requests look too, between two ticks)."""
+        while not self._closing.wait(self.settings.reload_interval_s):
+            self.maybe_reload()
 
     def _load_embedder(self) -> bool:
         """Load and warm the embedder (once); on failure log it and allow a retry after EMBEDDER_RETRY_S."""
@@ -337,6 +351,7 @@ class Gateway:
 
     def close(self, timeout: float = 30.0) -> None:
         """Flush and stop the writer (what is still queued is written or spilled) and the encoder's thread."""
+        self._closing.set()
         if self._started:
             self.writer.close(timeout=timeout)
             self.batcher.close()

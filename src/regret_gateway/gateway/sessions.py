@@ -41,6 +41,7 @@ class Turn:
     key: str
     named: bool  # the client's session id
     later: bool  # it carries history (an assistant turn)
+    team: str | None = None  # whose conversation it is (each team's conversations share the worker's memory fairly)
 
     @property
     def opens(self) -> bool:
@@ -50,19 +51,22 @@ class Turn:
 
 
 def conversation_of(data: Mapping, metadata: Mapping, team: str | None, key: bytes) -> Turn | None:
-    """The request's conversation: the client's session id, else the keyed hash of its team, system prompt and
-    first user turn (None: a request without a user turn and without a session id)."""
+    """The request's conversation: the client's session id, else the keyed hash of its team, its OpenAI ``user``
+    (where the client sends one), system prompt and first user turn (None: a request without a user turn and
+    without a session id). Two users of one app who open with the same words are one conversation unless the
+    client names them apart: ``x-litellm-session-id`` (or ``user``)."""
     given = data.get("messages")
     messages: list = given if isinstance(given, list) else []
     later = any(isinstance(m, Mapping) and m.get("role") == "assistant" for m in messages)
     named = data.get("litellm_session_id") or metadata.get("session_id")
     if isinstance(named, str) and named:
-        return Turn("id:" + hmac.new(key, f"{team}\x00{named}".encode(), hashlib.sha256).hexdigest()[:32], True, later)
+        return Turn("id:" + hmac.new(key, f"{team}\x00{named}".encode(), hashlib.sha256).hexdigest()[:32], True, later, team)
     users = [message_text(m) for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
     if not users:
         return None
-    text = f"{team}\x00{system_text(messages)}\x00{users[0]}"
-    return Turn("h:" + hmac.new(key, text.encode(), hashlib.sha256).hexdigest()[:32], False, later)
+    user = data.get("user")
+    text = f"{team}\x00{system_text(messages)}\x00{users[0]}" + (f"\x00user\x00{user}" if isinstance(user, str) and user else "")
+    return Turn("h:" + hmac.new(key, text.encode(), hashlib.sha256).hexdigest()[:32], False, later, team)
 
 
 def lost_cache_usd(info: ModelInfo, history_tokens: int | None) -> float:
@@ -80,12 +84,15 @@ def worth_switching(gain: float, lam: float, lost_usd: float, penalty: float) ->
 
 
 class Sessions:
-    """Each live conversation's model, in this worker's memory."""
+    """Each live conversation's model, in this worker's memory: at most ``max_sessions``; past that the team
+    holding the most conversations loses its least recently used one, so one team's burst of new
+    conversations evicts its own, never another team's."""
 
     def __init__(self, spec: SessionSpec, clock: Callable[[], float] = time.monotonic) -> None:
         self.spec = spec
         self._clock = clock
-        self._models: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._models: dict[str, tuple[str, float, str | None]] = {}
+        self._by_team: dict[str | None, OrderedDict[str, None]] = {}  # each team's conversations, least recent first
 
     def model(self, key: str) -> str | None:
         """The conversation's model, None where it is unknown or has expired."""
@@ -93,16 +100,29 @@ class Sessions:
         if entry is None:
             return None
         if self._clock() - entry[1] > self.spec.ttl_s:
-            del self._models[key]
+            self._forget(key)
             return None
         return entry[0]
 
-    def remember(self, key: str, model: str) -> None:
-        """The conversation is on ``model`` as of now."""
-        self._models[key] = (model, self._clock())
-        self._models.move_to_end(key)
+    def remember(self, key: str, model: str, team: str | None = None) -> None:
+        """``team``'s conversation is on ``model`` as of now."""
+        old = self._models.get(key)
+        if old is not None and old[2] != team:
+            self._forget(key)
+        self._models[key] = (model, self._clock(), team)
+        keys = self._by_team.setdefault(team, OrderedDict())
+        keys[key] = None
+        keys.move_to_end(key)
         while len(self._models) > self.spec.max_sessions:
-            self._models.popitem(last=False)
+            largest = max(self._by_team.values(), key=len)
+            self._forget(next(iter(largest)))
+
+    def _forget(self, key: str) -> None:
+        _, _, team = self._models.pop(key)
+        keys = self._by_team[team]
+        del keys[key]
+        if not keys:
+            del self._by_team[team]
 
     def step(self, turn: Turn | None, choice: Choice, *, models: tuple[str, ...], allowed: np.ndarray | None,
              utilities: Callable[[], np.ndarray | None], lam: float,
@@ -118,7 +138,7 @@ class Sessions:
         kept = self.model(turn.key) if turn.later else None
         if kept is None:
             if choice.mode != "fallback":
-                self.remember(turn.key, choice.model)
+                self.remember(turn.key, choice.model, turn.team)
             return choice, "first" if turn.opens else None
         k = models.index(kept) if kept in models else None
         switch = k is None or (allowed is not None and not allowed[k])
@@ -128,10 +148,10 @@ class Sessions:
             gain = float(np.max(u[among])) - float(u[k])
             switch = worth_switching(gain, lam, lost_usd(kept), self.spec.switch_penalty)
         if not switch:
-            self.remember(turn.key, kept)
+            self.remember(turn.key, kept, turn.team)
             return Choice(kept, 1.0, "policy", choice.router_version, choice.scores), "kept"
         if choice.mode != "fallback":
-            self.remember(turn.key, choice.model)
+            self.remember(turn.key, choice.model, turn.team)
         return choice, "rerouted"
 
     def __len__(self) -> int:

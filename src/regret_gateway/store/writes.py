@@ -171,7 +171,9 @@ def record_feedback(session: Session, records: Sequence[FeedbackRecord]) -> int:
     and bump ``revision``): a user's score and the judge's live side by side. Returns records applied."""
     if not records:
         return 0
-    latest = _unique_last(records, key=lambda r: (r.request_id, r.source))
+    # rows in one order whoever writes them: two batches of the same ids in opposite orders then wait for each
+    # other's locks instead of deadlocking (PostgreSQL locks a statement's rows in the order it lists them)
+    latest = sorted(_unique_last(records, key=lambda r: (r.request_id, r.source)), key=lambda r: (r.request_id, r.source))
     _require_known(session, [r.request_id for r in latest])
     insert = _insert(session)
     for chunk in chunks(latest, _ROW_CHUNK):

@@ -373,19 +373,19 @@ def test_two_batches_of_the_same_scores_in_opposite_orders_never_deadlock(engine
     with Session(engine) as s, s.begin():
         record_decisions(s, [decision(i) for i in range(n)])
     failures: list[BaseException] = []
+    def post(order, score: float, start: threading.Barrier) -> None:
+        batch = [FeedbackRecord(f"r{i}", score) for i in order]
+        start.wait()
+        try:
+            with Session(engine) as s, s.begin():
+                record_feedback(s, batch)
+        except BaseException as exc:  # noqa: BLE001 - collected, asserted below
+            failures.append(exc)
+
     for attempt in range(5):
         start = threading.Barrier(2)
-
-        def post(order):
-            batch = [FeedbackRecord(f"r{i}", 0.5 + 0.1 * (attempt % 2)) for i in order]
-            start.wait()
-            try:
-                with Session(engine) as s, s.begin():
-                    record_feedback(s, batch)
-            except BaseException as exc:  # noqa: BLE001 - collected, asserted below
-                failures.append(exc)
-
-        threads = [threading.Thread(target=post, args=(order,)) for order in (range(n), range(n - 1, -1, -1))]
+        score = 0.5 + 0.1 * (attempt % 2)
+        threads = [threading.Thread(target=post, args=(order, score, start)) for order in (range(n), range(n - 1, -1, -1))]
         for t in threads:
             t.start()
         for t in threads:

@@ -373,6 +373,7 @@ def test_two_batches_of_the_same_scores_in_opposite_orders_never_deadlock(engine
     with Session(engine) as s, s.begin():
         record_decisions(s, [decision(i) for i in range(n)])
     failures: list[BaseException] = []
+
     def post(order, score: float, start: threading.Barrier) -> None:
         batch = [FeedbackRecord(f"r{i}", score) for i in order]
         start.wait()

@@ -72,6 +72,7 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
             "model_info",
             "eligibility",
             "metrics",
+            "stats",
         ),  # fmt: skip
         ("decisions",),
         ("sessions",),

@@ -31,7 +31,7 @@ from regret_gateway.bench.hook_latency_result import GatewayBench, HookCost, Loa
 from regret_gateway.bench.local import LocalServer, cpu_hogs, free_port, mock_upstream, proxy_config
 
 if TYPE_CHECKING:
-    from regret_gateway.gateway.runtime import GatewayStats
+    from regret_gateway.gateway.stats import GatewayStats
 
 MODELS = ("model-a", "model-b", "model-c")
 BACKENDS = ("static", "torch", "torch-eager", "onnx", "onnx-plain")  # what --backends may name (:func:`variants`)

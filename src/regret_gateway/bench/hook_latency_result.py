@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from regret_gateway.gateway.runtime import GatewayStats
+    from regret_gateway.gateway.stats import GatewayStats
 
 
 @dataclass(frozen=True)

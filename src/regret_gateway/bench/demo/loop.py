@@ -206,7 +206,8 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                    "exploration included, against sending each of them to one model (`regret-gateway report` on the logs):")  # fmt: skip
     summary += ["  " + team.headline() for team in savings.teams] + ["  " + line for line in savings.left_out_lines()]
     (out / "verdict.txt").write_text("\n".join(summary) + "\n")
-    echo("\n".join(summary))
+    for part in summary:  # each as the run said it before there was a file (the verdict is one block of lines)
+        echo(part)
     if cfg.budget_days:
         write_budget_report(budget_days, out)
         echo(budget_verdict(budget_days) + f"\nwrote {out / 'budget.json'}, {out / 'budget.md'}, {out / 'budget.png'}")

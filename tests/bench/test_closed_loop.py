@@ -461,5 +461,8 @@ def test_the_demo_says_each_long_step_and_writes_its_verdict_and_savings_of_the_
     assert "starting the gateway" in said and "round 0: team" in said and "round 1: team" in said
     assert any(line.startswith("  retrain: ") for line in lines), said
     verdict = (tmp_path / "verdict.txt").read_text()
-    assert "after the last round (1):" in verdict and "what routing saved on the requests from the last round (round 1) on" in verdict
+    assert (
+        "after the last round (1):" in verdict
+        and "what routing saved on the requests from the last round (round 1) on" in verdict
+    )
     assert verdict.strip() in said  # what was printed is what was written

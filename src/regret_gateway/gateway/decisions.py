@@ -37,10 +37,6 @@ class Choice:
     mode: str  # policy | exploration | cold_start | fallback
     router_version: str | None
     scores: dict[str, float] | None = None
-    # (T,) the models its tier's cost cap and its team's budget position allow (ActiveRouter.permitted; not
-    # exploration's support: a tier without exploration permits every model under its cap); None: any. A kept
-    # conversation turn stays within it.
-    permitted: np.ndarray | None = None
 
 
 def fallback_model(settings: Settings, tier: str, allowed: np.ndarray | None = None) -> str:
@@ -187,8 +183,7 @@ class ActiveRouter:
             return Choice(models[t], 1.0 / len(models), "cold_start", None)
         if position is None and artifact is not None and artifact.router.tier(tier) is None:
             self.unpublished += 1
-            permitted = self.permitted(artifact, X, tier, prompt_tokens=prompt_tokens)
-            return Choice(fallback_model(settings, tier, allowed), 1.0, "fallback", artifact.version, permitted=permitted)
+            return Choice(fallback_model(settings, tier, allowed), 1.0, "fallback", artifact.version)
         p, best, scores = self.distribution(X, tier, position=position, ladder=ladder, cheapest=cheapest, artifact=artifact,
                                             prompt_tokens=prompt_tokens, allowed=allowed)  # fmt: skip
         t = int(np.searchsorted(np.cumsum(p), rng.random(), side="right"))
@@ -196,16 +191,15 @@ class ActiveRouter:
         mode = "policy" if t == best else "exploration"
         if artifact is None:
             mode = "cold_start"
-        permitted = self.permitted(artifact, X, tier, position=position, ladder=ladder, cheapest=cheapest,
-                                   prompt_tokens=prompt_tokens)  # fmt: skip
-        return Choice(models[t], float(p[t]), mode, getattr(artifact, "version", None), scores, permitted=permitted)
+        return Choice(models[t], float(p[t]), mode, getattr(artifact, "version", None), scores)
 
     def permitted(self, artifact: RouterArtifact | None, X: np.ndarray, tier: str, *, position: float | None = None,
                   ladder: Ladder | None = None, cheapest: str | None = None,
                   prompt_tokens: float | None = None) -> np.ndarray | None:  # fmt: skip
         """(T,) the models a request of ``tier`` may go to whatever exploration draws: under the tier's cost cap
         (at a budget's ladder ``position``: under the caps of the rungs in effect, or the rung's one model);
-        None where that is every model. What bounds a kept conversation turn as it bounds a new request."""
+        None where that is every model, not exploration's support (a tier without exploration permits every model
+        under its cap). What bounds a kept conversation turn as it bounds a new request (``Gateway.session_step``)."""
         models, columns = self.settings.models, None if artifact is None else self.active.columns(artifact)
         every = np.ones(len(models), dtype=bool)
 

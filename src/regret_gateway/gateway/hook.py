@@ -191,7 +191,8 @@ class RegretRouterHook(CustomLogger):
                 log.warning("regret-gateway: routing failed (%s: %s); tier %s falls back", type(exc).__name__, exc, tier)
             choice = Choice(fallback_model(s, tier, allowed), 1.0, "fallback", getattr(gw.router.artifact, "version", None))
         lam = s.tiers[tier].lam if position is None or choice.mode == "fallback" else gw.steerer.lam(team, position)
-        choice, turn = gw.session_step(req.turn, allowed, choice, x, tier, lam, data.get("messages"))
+        choice, turn = gw.session_step(req.turn, allowed, choice, x, tier, lam, data.get("messages"), team=team,
+                                       position=position, prompt_tokens=req.needs.prompt_tokens)  # fmt: skip
         record = decision_record(gw, request_id, tier, team, choice, x, text, lam, turn)
         if record is None:  # the store would refuse this decision (e.g. a bad router version): fall back, log that
             choice = Choice(fallback_model(s, tier, allowed), 1.0, "fallback", None)

@@ -153,14 +153,13 @@ class Gateway:
         return self._eligibility
 
     def session_step(self, turn: Turn | None, allowed: np.ndarray | None, choice: Choice, x: np.ndarray | None,
-                     tier: str, lam: float, messages) -> tuple[Choice, str | None]:  # fmt: skip
+                     tier: str, lam: float, messages, *, team: str | None = None, position: float | None = None,
+                     prompt_tokens: float | None = None) -> tuple[Choice, str | None]:  # fmt: skip
         """A request's ``turn`` of its conversation (gateway/sessions.py), among the ``allowed`` models that can
-        take it and that ``choice`` was drawn among (its tier's cost cap and its team's budget position bound a
-        kept turn as they bound a new request): ``choice`` kept on the conversation's model or let through, and
-        its ``session_turn``."""
+        take it: ``choice`` kept on the conversation's model or let through, and its ``session_turn``. The
+        tier's cost cap and the ``team``'s budget ``position`` bound a kept turn as they bound a new request
+        (:meth:`ActiveRouter.permitted`, asked only of a later turn with a model to keep)."""
         info = self.eligibility.info
-        if choice.permitted is not None:
-            allowed = choice.permitted if allowed is None else allowed & choice.permitted
 
         def lost(model: str) -> float:
             known = info.get(model, ModelInfo())
@@ -172,8 +171,15 @@ class Gateway:
         def utilities():
             return None if x is None else self.router.utilities(x, tier, lam)
 
+        def permitted():
+            if x is None:  # routing failed before an embedding: nothing to predict a cost from
+                return None
+            return self.router.permitted(self.router.artifact, x[None, :], tier, position=position,
+                                         ladder=self.steerer.ladder(team), cheapest=self.steerer.cheapest,
+                                         prompt_tokens=prompt_tokens)  # fmt: skip
+
         return self.sessions.step(turn, choice, models=self.settings.models, allowed=allowed,
-                                  utilities=utilities, lam=lam, lost_usd=lost)  # fmt: skip
+                                  utilities=utilities, lam=lam, lost_usd=lost, permitted=permitted)  # fmt: skip
 
     def now(self) -> datetime:
         """The gateway's clock (UTC): decisions are stamped with it, budgets' periods and steps read it."""

@@ -125,12 +125,13 @@ class Sessions:
             del self._by_team[team]
 
     def step(self, turn: Turn | None, choice: Choice, *, models: tuple[str, ...], allowed: np.ndarray | None,
-             utilities: Callable[[], np.ndarray | None], lam: float,
-             lost_usd: Callable[[str], float]) -> tuple[Choice, str | None]:  # fmt: skip
+             utilities: Callable[[], np.ndarray | None], lam: float, lost_usd: Callable[[str], float],
+             permitted: Callable[[], np.ndarray | None] = lambda: None) -> tuple[Choice, str | None]:  # fmt: skip
         """The turn's decision and how it is logged (``session_turn``). ``choice``: the router's draw for the
         request, among the ``allowed`` models (T,) of ``models``; ``utilities()`` (T,): the router's estimates at
         the decision's ``lam`` (None: none, so no switch is shown worth it; asked only of a later turn); ``lost_usd(model)``: what leaving
-        ``model`` loses of its cache. The turn is kept on its conversation's model unless that model cannot
+        ``model`` loses of its cache; ``permitted()`` (T,): the models the tier's cap and the team's budget allow
+        now (None: all; asked only of a later turn). The turn is kept on its conversation's model unless that model cannot
         take it, or the best allowed estimate beats the kept one's by more than the switch costs: whether to
         switch does not depend on the draw, so a switch's propensity is the draw's, exact."""
         if turn is None or not self.spec.keep:
@@ -140,6 +141,9 @@ class Sessions:
             if choice.mode != "fallback":
                 self.remember(turn.key, choice.model, turn.team)
             return choice, "first" if turn.opens else None
+        bound = permitted()  # (T,) what the tier's cap and the team's budget allow now; None: every model
+        if bound is not None:
+            allowed = bound if allowed is None else allowed & bound
         k = models.index(kept) if kept in models else None
         switch = k is None or (allowed is not None and not allowed[k])
         u = None if switch else utilities()

@@ -36,7 +36,7 @@ def check_deployment(config: str | Path) -> Settings:
     """The deployment's settings, once every check above passed; raises :class:`DeploymentError`."""
     settings = load_settings(config)
     raw = read_yaml(config) or {}
-    model_list = deployments(config)
+    model_list = _deployments(raw)
     if model_list is not None:
         _check_models(settings, model_list)
         _check_model_info(model_list)
@@ -51,7 +51,10 @@ def check_deployment(config: str | Path) -> Settings:
 def deployments(config: str | Path) -> list[dict] | None:
     """The proxy config's ``model_list`` as written; None where LiteLLM keeps its models in its database
     (``general_settings.store_model_in_db``): the running proxy's router knows them then."""
-    raw = read_yaml(config) or {}
+    return _deployments(read_yaml(config) or {})
+
+
+def _deployments(raw: dict) -> list[dict] | None:
     if (raw.get("general_settings") or {}).get("store_model_in_db"):
         return None
     model_list = raw.get("model_list")

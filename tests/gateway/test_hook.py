@@ -45,3 +45,35 @@ def test_a_routed_decision_awaits_its_outcome_until_the_success_event(tmp_path):
         assert stored.outcome.cost_usd == 1e-4
     finally:
         gateway.close()
+
+
+def test_a_request_the_proxy_fails_after_its_answer_is_logged_as_a_failure_at_the_answer_s_cost(tmp_path):
+    """LiteLLM's success event came (the answer's cost is logged), then the proxy answered the client with an
+    error (e.g. its own check of a deployment's model_info): the stored outcome is the failure the client got."""
+    settings = Settings(models=("a", "b", "c"), default_tier="t", tiers={"t": {"lam": 100.0}},
+                        artifacts_dir=str(tmp_path / "artifacts"), embedder={"model": "m"},
+                        store={"url": f"sqlite:///{tmp_path}/gw.db", "spill_dir": str(tmp_path / "spill")})  # fmt: skip
+    gateway = Gateway(settings, encode=lambda texts: np.ones((len(texts), 8), dtype=np.float32), seed=0)
+    hook = RegretRouterHook(gateway)
+    key = SimpleNamespace(team_id=None, team_metadata=None, user_role=None)
+    request = {"model": "regret-router", "messages": [{"role": "user", "content": "hi"}]}
+
+    async def answer_then_fail():
+        data = await hook.async_pre_call_hook(key, None, request, "completion")
+        answer = SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(content="hello"))])
+        event = {"metadata": data["metadata"], "standard_logging_object": {"response_cost": 1e-4}}
+        await hook.async_log_success_event(event, answer, None, None)
+        await hook.async_post_call_failure_hook(data, ValueError("ModelGroupInfo: bad supports_vision"), key)
+        return data["metadata"]["regret_gateway"]["request_id"]
+
+    try:
+        request_id = asyncio.run(answer_then_fail())
+        assert gateway.writer.drain(timeout=10)
+        from sqlalchemy.orm import Session
+
+        with Session(gateway.engine) as session:
+            outcome = get_decision(session, request_id).outcome
+        assert outcome.status == "failure" and "bad supports_vision" in outcome.error
+        assert outcome.cost_usd == 1e-4  # the upstream answered and was paid
+    finally:
+        gateway.close()

@@ -394,3 +394,25 @@ def test_two_batches_of_the_same_scores_in_opposite_orders_never_deadlock(engine
     assert failures == []
     with Session(engine) as s:
         assert s.scalar(select(func.max(Feedback.revision))) == 10  # every batch applied, one after the other
+
+
+def test_a_failure_after_the_answer_replaces_the_logged_success_and_keeps_its_cost(engine):
+    """The proxy may fail a request after LiteLLM's success event (its own checks of the answer): the client got
+    an error, so a later ``failure`` outcome replaces the success -- written alone, or in the same batch as the
+    decision with its success -- and the answer's cost stays (the upstream was paid). A later success never
+    replaces a failure."""
+    failed = OutcomeRecord(request_id="r0", cost_usd=0.0, status="failure", error="ValidationError: bad model_info")
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [decision(0), decision(1)])
+    with Session(engine) as s, s.begin():
+        assert record_outcomes(s, [failed]) == 0  # no new row: the stored one changes
+    with Session(engine) as s, s.begin():
+        both = dataclasses.replace(decision(2), outcome=None)
+        record_decisions(s, [decision(2), dataclasses.replace(both, outcome=dataclasses.replace(failed, request_id="r2"))])
+        record_outcomes(s, [OutcomeRecord(request_id="r1", cost_usd=0.0, status="failure", error="e1")])
+        record_outcomes(s, [OutcomeRecord(request_id="r1", cost_usd=1.0, status="success")])  # too late: stays failed
+    with Session(engine) as s:
+        r0, r1, r2 = (get_decision(s, f"r{i}").outcome for i in range(3))
+    assert (r0.status, r0.error, r0.cost_usd) == ("failure", "ValidationError: bad model_info", pytest.approx(1e-4))
+    assert (r1.status, r1.error, r1.cost_usd) == ("failure", "e1", pytest.approx(2e-4))
+    assert (r2.status, r2.cost_usd) == ("failure", pytest.approx(3e-4))

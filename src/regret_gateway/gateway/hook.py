@@ -72,6 +72,7 @@ TIER_HEADER = "x-regret-tier"  # the response header with the tier it was routed
 VERSION_HEADER = "x-regret-router-version"  # the response header with the router version that chose (none: no router did)
 JUDGE_READS = "system-and-last-user"  # what the LLM judge is shown of the request: the instructions and the question
 _MAX_PENDING = 100_000  # decisions waiting for their success/failure event
+_MAX_ANSWERED = 10_000  # answered requests kept in case the proxy still fails them (their outcome is then corrected)
 
 
 @dataclass
@@ -103,11 +104,13 @@ class RegretRouterHook(CustomLogger):
         super().__init__()
         self._gateway = gateway
         self._pending: OrderedDict[str, _Pending] = OrderedDict()
+        self._answered: OrderedDict[str, DecisionRecord] = OrderedDict()  # logged answers, newest last
 
     def attach(self, gateway: Gateway) -> None:
         """Serve ``gateway`` from now on (the proxy registers this very instance, so it is swapped, not replaced)."""
         self._gateway = gateway
         self._pending.clear()
+        self._answered.clear()
 
     def awaiting_outcome(self, request_id: str) -> DecisionRecord | None:
         """The logged decision of a routed request whose outcome (success or failure event) has not come yet."""
@@ -297,6 +300,8 @@ class RegretRouterHook(CustomLogger):
         client closed before its last chunk is logged as ``client_left`` with what it cost."""
         pending = self._pending.get(call_id) if call_id else None
         if pending is None or call_id is None:
+            if status == "failure" and call_id in self._answered:
+                self._failed_after_answer(self._answered.pop(call_id), error)
             return  # not a routed request (or one whose outcome is logged already)
         if pending.stream is not None and status == "success":
             if not pending.stream.ended:
@@ -335,6 +340,10 @@ class RegretRouterHook(CustomLogger):
         if outcome is not None and not gw.settings.mock_upstream:  # a mock's answers are not spend
             gw.metrics.spent(r0.team, r0.tier, outcome.answered_model or r0.chosen_model, outcome.cost_usd)
         gw.writer.submit(dataclasses.replace(r0, outcome=outcome))
+        if outcome is not None and answered:
+            self._answered[call_id] = dataclasses.replace(r0, outcome=outcome)
+            while len(self._answered) > _MAX_ANSWERED:
+                self._answered.popitem(last=False)
         if (
             status == "success"
             and gw.judge is not None
@@ -343,6 +352,17 @@ class RegretRouterHook(CustomLogger):
         ):
             r = pending.record
             gw.judge.consider(call_id, r.team, r.tier, routed_text(messages, JUDGE_READS), answer_text(response_obj))
+
+    def _failed_after_answer(self, record: DecisionRecord, error: str | None) -> None:
+        """The proxy answered the client with an error after the answer was logged (LiteLLM's own checks after
+        LiteLLM's success event): the outcome is corrected to ``failure``, at what the answer cost (the store
+        replaces the answer's status, :func:`~regret_gateway.store.writes.record_outcomes`)."""
+        assert record.outcome is not None
+        log.warning("regret-gateway: request %s failed after its answer was logged (%s); its outcome is now a failure",
+                    record.request_id, error)  # fmt: skip
+        self.gateway.writer.submit(
+            dataclasses.replace(record, outcome=dataclasses.replace(record.outcome, status="failure", error=error))
+        )
 
     async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
         self._finish(self._request_id(kwargs), "success", kwargs.get("standard_logging_object") or {},

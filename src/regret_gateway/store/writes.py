@@ -1,7 +1,8 @@
 """Writes over a :class:`~sqlalchemy.orm.Session`: the only code that inserts or updates rows.
 
 Writes take batches of validated records and are idempotent on the request id: decisions and outcomes
-already present are left as they are, feedback replaces the one current score (``revision`` counts the
+already present are left as they are (but a ``failure`` outcome replaces a logged success: the proxy failed the
+request after its answer arrived, :func:`_failures_replace`), feedback replaces the one current score (``revision`` counts the
 re-scorings). Every check runs before the first write, so a refused batch changes nothing. The caller
 owns the transaction (``with session.begin(): ...``). Reads: :mod:`~regret_gateway.store.queries` (audit,
 status) and :mod:`~regret_gateway.store.training_set` (what retrain learns from).
@@ -12,7 +13,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
@@ -84,7 +85,22 @@ def record_decisions(session: Session, records: Sequence[DecisionRecord]) -> int
     outcomes = [r.outcome for r in records if r.outcome is not None]
     if outcomes:
         _insert_new(session, Outcome, outcomes)
+        _failures_replace(session, outcomes)
     return new_rows
+
+
+def _failures_replace(session: Session, outcomes: Sequence[OutcomeRecord]) -> None:
+    """A ``failure`` outcome of a request whose stored outcome is an answer (``success``, ``client_left``) replaces
+    its status and error: the proxy failed the request after LiteLLM's success event (a check of LiteLLM's own
+    after the answer arrived), so the client got an error. Its cost, tokens and answering model stay: the upstream
+    was paid. Rows in request-id order (see :func:`record_feedback`)."""
+    failed = sorted({r.request_id: r for r in outcomes if r.status == "failure"}.values(), key=lambda r: r.request_id)
+    for r in failed:
+        session.execute(
+            update(Outcome)
+            .where(Outcome.request_id == r.request_id, Outcome.status != "failure")
+            .values(status="failure", error=r.error)
+        )
 
 
 def _insert_new(session: Session, table, records: Sequence) -> int:
@@ -156,14 +172,17 @@ def _require_known(session: Session, ids: Sequence[str]) -> None:
 
 
 def record_outcomes(session: Session, records: Sequence[OutcomeRecord], *, decisions_known: bool = False) -> int:
-    """Insert outcomes of known decisions; the first outcome of a request is kept. Returns new rows.
+    """Insert outcomes of known decisions; the first outcome of a request is kept, but a failure replaces an
+    answer (:func:`_failures_replace`). Returns new rows.
     ``decisions_known``: the caller committed these decisions itself (the gateway's writer), so the lookup
     is skipped; a decision gone since (pruned) fails the batch on the foreign key instead."""
     if not records:
         return 0
     if not decisions_known:
         _require_known(session, [r.request_id for r in records])
-    return _insert_new(session, Outcome, records)
+    new = _insert_new(session, Outcome, records)
+    _failures_replace(session, records)
+    return new
 
 
 def record_feedback(session: Session, records: Sequence[FeedbackRecord]) -> int:

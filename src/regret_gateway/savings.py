@@ -18,7 +18,7 @@ from regret_gateway.causal.alternatives import Alternative, Served, value_altern
 from regret_gateway.causal.stats import prompt_groups
 from regret_gateway.config import Settings
 from regret_gateway.prices import usd
-from regret_gateway.store.queries import left_out_of_usage, usage_rows
+from regret_gateway.store.queries import daily_usage, left_out_of_usage
 from regret_gateway.store.training_set import training_set
 
 N_BOOT = 300
@@ -114,13 +114,13 @@ def savings_report(
     MAX_ROWS scored requests, quality and the per-request estimates read a stratified sample of them (every
     tier and model keeps its share, the propensities stay exact); requests and spend count every one."""
     usage: dict[tuple[str | None, str], dict] = {}
-    for created, who, tier, model, cost in usage_rows(session, since, until, team):
+    for who, tier, on, model, n, cost in daily_usage(session, since, until, team):
         u = usage.setdefault((who, tier), {"requests": 0, "spend": 0.0, "days": {}})
-        day = u["days"].setdefault(created.date().isoformat(), {"spend": 0.0, "mix": {}})
-        u["requests"] += 1
-        u["spend"] += cost or 0.0
-        day["spend"] += cost or 0.0
-        day["mix"][model] = day["mix"].get(model, 0) + 1
+        day = u["days"].setdefault(on, {"spend": 0.0, "mix": {}})
+        u["requests"] += n
+        u["spend"] += cost
+        day["spend"] += cost
+        day["mix"][model] = day["mix"].get(model, 0) + n
     ts = training_set(session, model_names=settings.models or None, since=since, until=until, team=team, trust=settings.trust,
                       max_rows=MAX_ROWS)  # fmt: skip
     logged = ts.logged

@@ -73,6 +73,7 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
             "eligibility",
             "metrics",
             "stats",
+            "single_flight",
         ),  # fmt: skip
         ("decisions",),
         ("sessions",),

@@ -4,6 +4,7 @@ observation of the chosen model; budgets charge what was really spent, at the an
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -82,3 +83,44 @@ def test_logs_of_the_static_encoder_and_of_minilms_forward_pass_never_meet_in_on
         for spec, n, other, dim in ((static, 6, 4, 256), (minilm, 4, 6, 384)):
             got = training_set(session, embedding_model=spec.embedding_id)
             assert got.logged is not None and got.logged.X.shape == (n, dim) and got.skipped["other_embedder"] == other
+
+
+def test_a_row_is_left_out_of_training_for_the_same_reason_scored_or_not(engine):
+    """Unscored rows are counted in the database, scored ones one by one: each reason counts both alike."""
+    kinds = [dict(cost=1.0), dict(cost=1.0, mock=True), dict(cost=0.5, status="client_left"),
+             dict(cost=0.0, status="failure"), dict(cost=1.0, answered="b")]  # fmt: skip
+    rows = [decision(f"{s}{i}", "a", **kw) for s in ("scored-", "unscored-") for i, kw in enumerate(kinds)]
+    pending = [DecisionRecord(f"{s}pending", "t", 0.0, "e", np.ones(4, dtype=np.float32), "a", 0.5, created_at=NOW)
+               for s in ("scored-", "unscored-")]  # fmt: skip
+    with Session(engine) as session, session.begin():
+        record_decisions(session, rows + pending)
+        record_feedback(session, [FeedbackRecord(r.request_id, 1.0, created_at=NOW) for r in rows + pending
+                                  if r.request_id.startswith("scored-")])  # fmt: skip
+    with Session(engine) as session:
+        ts = training_set(session, model_names=("a", "b"))
+    assert ts.request_ids == ("scored-0",) and ts.logged is not None and ts.logged.X.shape == (1, 4)
+    assert {k: n for k, n in ts.skipped.items() if n} == {
+        "mock": 2, "client_left": 2, "failed": 2, "answered_by_other": 2, "no_outcome": 2, "no_feedback": 1
+    }  # fmt: skip
+
+
+def test_the_report_counts_each_utc_day_s_spend_and_requests_by_the_model_that_answered(engine):
+    """The report's usage is summed in the database: per UTC day (a request at 23:30 UTC is that day's,
+    whatever the server's zone), by the model that answered, the mock's answers left out."""
+    from regret_gateway.config import Settings, TierSpec
+    from regret_gateway.savings import savings_report
+
+    late, early = NOW.replace(hour=23, minute=30), NOW.replace(hour=0, minute=30) + timedelta(days=1)
+    rows = [decision("d1-a", "a", cost=1.0), decision("d1-c", "c", cost=2.0, answered="a"),
+            decision("d1-mock", "a", cost=50.0, mock=True), decision("d2-b", "b", cost=4.0)]  # fmt: skip
+    at = {"d1-c": late, "d2-b": early}
+    rows = [replace(r, created_at=at.get(r.request_id, r.created_at)) for r in rows]
+    with Session(engine) as session, session.begin():
+        record_decisions(session, rows)
+    settings = Settings(models=("a", "b", "c"), tiers={"t": TierSpec(lam=0.0)}, default_tier="t")
+    with Session(engine) as session:
+        report = savings_report(settings, session, NOW - timedelta(days=1), NOW + timedelta(days=2))
+    (team,) = report.teams
+    assert (team.requests, team.spend_usd) == (3, 7.0) and report.left_out["mock"] == 1
+    assert team.days == ["2026-12-01", "2026-12-02"] and team.daily_spend == [3.0, 4.0]
+    assert team.daily_mix == [{"a": 2}, {"b": 1}]

@@ -1,4 +1,4 @@
-"""`regret-gateway bench store | gateway | backends | routing | retrain | savings`: timing runs, measured side by side, and the savings report checked against the truth."""
+"""`regret-gateway bench store | gateway | backends | routing | retrain | savings | report`: timing runs, measured side by side, and the savings report checked against the truth."""
 
 from __future__ import annotations
 
@@ -231,3 +231,30 @@ def bench_savings(
     lines.append(f"| all | | {s['alternatives']} | {s['quality_coverage']:.0%} | {s['quality_bias']:+.2f} | {s['quality_width']:.1f} | "
                  f"{s['saved_coverage']:.0%} | {s['saved_bias_per_1k']:+.4f} | {s['saved_width_per_1k']:.4f} |")  # fmt: skip
     typer.echo("\n".join(lines))
+
+
+@bench_app.command("report")
+def bench_report(
+    sizes: str = typer.Option("250000,1000000", "--sizes", help="Comma-separated store sizes: decisions in the 30-day window."),
+    url: str = typer.Option(
+        "sqlite", "--url", help="Database: 'sqlite' = a temporary file; PostgreSQL runs in a scratch schema that is dropped."
+    ),
+    scored: float = typer.Option(0.05, "--scored", min=0.0, max=1.0, help="Share of the decisions with a user's score."),
+) -> None:
+    """The savings report's time and peak memory against the store's size: for each size, a store filled with
+    that many simulated decisions (12 teams on 3 tiers, 4 models, over 30 days), then one 30-day report in a
+    fresh process, side by side in one run."""
+    from regret_gateway.bench.report import fill_store, report_table, time_report
+    from regret_gateway.bench.store import scratch_database
+
+    counts = _counts(sizes, "--sizes")
+    if not counts:
+        raise typer.BadParameter("--sizes needs at least one size")
+    runs = []
+    for n in counts:
+        with scratch_database(url) as target:
+            typer.echo(f"filling a store with {n:,} decisions ...", err=True)
+            fill_store(target, n, scored=scored, echo=lambda line: typer.echo(line, err=True))
+            runs.append(time_report(target, n))
+            typer.echo(f"  report: {runs[-1].seconds:.1f} s, peak {runs[-1].peak_mb:,.0f} MB", err=True)
+    typer.echo(report_table(runs))

@@ -300,7 +300,7 @@ class RegretRouterHook(CustomLogger):
         client closed before its last chunk is logged as ``client_left`` with what it cost."""
         pending = self._pending.get(call_id) if call_id else None
         if pending is None or call_id is None:
-            if status == "failure" and call_id in self._answered:
+            if status == "failure" and call_id is not None and call_id in self._answered:
                 self._failed_after_answer(self._answered.pop(call_id), error)
             return  # not a routed request (or one whose outcome is logged already)
         if pending.stream is not None and status == "success":

@@ -239,6 +239,9 @@ async def read_metrics(auth: UserAPIKeyAuth = Depends(user_api_key_auth), gw: Ga
     return Response(gw.metrics.exposition(), media_type=CONTENT_TYPE)
 
 
+REPORT_WAIT_S = 120.0  # a report request's wait (503 past it; the report goes on for the requests that join it)
+
+
 def _report(gw: Gateway, days: float) -> str:
     from regret_gateway.savings import savings_report
     from regret_gateway.savings_html import report_html
@@ -258,8 +261,9 @@ async def read_report(
         raise HTTPException(status_code=403, detail="the savings report is for the proxy admin's key")
     if not 0 < days <= 366:
         raise HTTPException(status_code=400, detail=f"days must be in (0, 366], got {days}")
-    try:
-        page = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(gw.store_pool, _report, gw, days), 120.0)
+    loop = asyncio.get_running_loop()
+    try:  # concurrent requests for the same days share one report; reports run one at a time (gateway/single_flight.py)
+        page = await gw.reports.run(days, lambda: loop.run_in_executor(gw.store_pool, _report, gw, days), REPORT_WAIT_S)
     except (SQLAlchemyError, TimeoutError, asyncio.TimeoutError) as exc:
         raise _store_unavailable(exc) from None
     return Response(page, media_type="text/html; charset=utf-8")

@@ -33,6 +33,7 @@ from regret_gateway.gateway.eligibility import Eligibility
 from regret_gateway.gateway.metrics import GatewayMetrics
 from regret_gateway.gateway.model_info import group_info, proxy_model_list
 from regret_gateway.gateway.sessions import Sessions, Turn, lost_cache_usd
+from regret_gateway.gateway.single_flight import SingleFlight
 from regret_gateway.gateway.stats import COUNTERS, GatewayStats
 from regret_gateway.gateway.steering import Steerer, published_ladder
 from regret_gateway.limits import ModelInfo
@@ -102,6 +103,7 @@ class Gateway:
         # The /regret/* routes' store calls run here, never in the event loop's default pool that LiteLLM and
         # the embedder share: a slow or hung database fills this pool, not theirs.
         self.store_pool = ThreadPoolExecutor(max_workers=STORE_WORKERS, thread_name_prefix="regret-gateway-store")
+        self.reports: SingleFlight[str] = SingleFlight()  # GET /regret/report's pages, one computation at a time
         self._last_reload = 0.0
         if len(settings.models) < 2:
             raise ValueError("regret_gateway.models must list at least 2 LiteLLM model groups to route between")

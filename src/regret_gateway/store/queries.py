@@ -282,7 +282,7 @@ def team_spend(session: Session, team: str, since: datetime, until: datetime | N
 
 
 def left_out_of_usage(session: Session, since: datetime, until: datetime, team: str | None = None) -> dict[str, int]:
-    """The requests made in [since, until) that :func:`usage_rows` leaves out, by why: ``mock`` (answered by
+    """The requests made in [since, until) that :func:`daily_usage` leaves out, by why: ``mock`` (answered by
     the mock of ``serve --mock-upstream``: no real spend) and ``no_outcome`` (no answer logged yet)."""
     where = [Decision.created_at >= since, Decision.created_at < until]
     if team is not None:
@@ -298,17 +298,20 @@ def left_out_of_usage(session: Session, since: datetime, until: datetime, team: 
     return {"mock": int(mock), "no_outcome": int(pending)}
 
 
-def usage_rows(session: Session, since: datetime, until: datetime, team: str | None = None):
-    """(created_at, team, tier, model, cost) of every request made in [since, until) that has an outcome
-    (only ``team``'s where given): the model that answered (the chosen one where no other did) and what it
-    cost, leaving out the mock's answers of ``serve --mock-upstream``; in chunks."""
+def daily_usage(session: Session, since: datetime, until: datetime, team: str | None = None):
+    """(team, tier, UTC day as ``YYYY-MM-DD``, model, requests, cost) of the requests made in [since, until)
+    that have an outcome (only ``team``'s where given), summed in the database per team, tier, day and the
+    model that answered (the chosen one where no other did), leaving out the mock's answers of ``serve
+    --mock-upstream``."""
     where = [Decision.created_at >= since, Decision.created_at < until, Decision.mock.is_(False)]
     if team is not None:
         where.append(Decision.team == team)
+    utc = Decision.created_at if session.get_bind().dialect.name == "sqlite" else func.timezone("UTC", Decision.created_at)
+    day = func.date(utc)  # SQLite stores the UTC wall clock; PostgreSQL a timestamptz, read in UTC here
+    model = func.coalesce(Outcome.answered_model, Decision.chosen_model)
     q = (
-        select(Decision.created_at, Decision.team, Decision.tier, func.coalesce(Outcome.answered_model, Decision.chosen_model),
-               Outcome.cost_usd)
-        .select_from(Decision).join(Outcome).where(*where)
+        select(Decision.team, Decision.tier, day, model, func.count(), func.sum(Outcome.cost_usd))
+        .select_from(Decision).join(Outcome).where(*where).group_by(Decision.team, Decision.tier, day, model)
     )  # fmt: skip
-    for created, who, tier, model, cost in session.execute(q.execution_options(yield_per=10_000)):
-        yield created, who, tier, model, float(cost or 0.0)
+    for who, tier, on, answered, n, cost in session.execute(q):
+        yield who, tier, on if isinstance(on, str) else on.isoformat(), answered, int(n), float(cost or 0.0)

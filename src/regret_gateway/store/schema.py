@@ -64,10 +64,12 @@ class Decision(Base):
         CheckConstraint("lam >= 0", name="ck_decisions_lam"),
         CheckConstraint(f"mode IN ({', '.join(repr(m) for m in DECISION_MODES)})", name="ck_decisions_mode"),
         Index("ix_decisions_team_created", "team", "created_at"),
+        # a window's decisions counted from this narrow index, not the rows with their embeddings (0009)
+        Index("ix_decisions_window", "created_at", "team", "tier", "chosen_model", "mock", "request_id"),
     )
 
     request_id: Mapped[str] = mapped_column(String(128), primary_key=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     team: Mapped[str | None] = mapped_column(String(128))
     tier: Mapped[str] = mapped_column(String(64))
     lam: Mapped[float] = mapped_column(Float)

@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from regret_gateway.config import TrustSpec
@@ -18,6 +18,7 @@ from regret_gateway.judge_calibration import JudgeError, SelfAgreement, correcte
 from regret_gateway.store.judge_errors import judge_errors, self_agreement
 from regret_gateway.store.queries import JUDGE_SOURCE, USER_SOURCE, source_rank
 from regret_gateway.store.schema import Decision, Feedback, Outcome
+from regret_gateway.store.writes import ID_CHUNK, chunks
 from regret_gateway.tables import write_columns
 from regret_gateway.trust import TeamCheck, check_teams, request_id_keys
 
@@ -138,8 +139,9 @@ def training_set(
     its share (:mod:`regret_gateway.trust`) -- is left out: the request takes its next source's score, if any
     (``team_checks`` says what each team's scores came to).
 
-    Memory stays bounded by what is kept: the window is read twice in chunks, first without the embeddings
-    (which rows are usable and kept), then only the kept rows' embeddings, into one float32 array."""
+    Time and memory grow with the window's scored rows: the unscored ones are counted in the database, the
+    scored ones read in chunks without their embeddings (which rows are usable and kept), then the kept rows'
+    embeddings by id, into one float32 array."""
     window = []
     if since is not None:
         window.append(Decision.created_at >= since)
@@ -159,6 +161,7 @@ def training_set(
         if k is not None and (rid not in best or (k, src) < best[rid][:2]) and not (src == USER_SOURCE and rid in untrusted):
             best[rid] = (k, src, score)
     del read
+    outcome_reason = _outcome_reason()
     q = (
         select(
             Decision.request_id,
@@ -173,28 +176,29 @@ def training_set(
             Decision.mode,
             Decision.router_version,
             Outcome.cost_usd,
-            Outcome.status,
-            Outcome.answered_model,
-            Decision.mock,
+            outcome_reason,
             Decision.session_turn,
         )
+        .select_from(Decision)
+        .join(scored := select(Feedback.request_id).distinct().subquery(), scored.c.request_id == Decision.request_id)
         .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
         .where(*window)
-    )  # in the table's order (a sequential read; the created_at index order reads the table at random), sorted below
+    )  # the scored decisions only, one by one; the rest are counted in the database below, by why they are left out
     skipped = {"no_outcome": 0, "failed": 0, "client_left": 0, "answered_by_other": 0, "mock": 0, "no_feedback": 0,
                "fallback": 0, "session_kept": 0, "other_embedder": 0, "unknown_model": 0}  # fmt: skip
+    unscored = (
+        select(outcome_reason, func.count())
+        .select_from(Decision).outerjoin(Outcome, Outcome.request_id == Decision.request_id)
+        .where(*window, ~select(Feedback.request_id).where(Feedback.request_id == Decision.request_id).exists())
+        .group_by(outcome_reason)
+    )  # fmt: skip
+    for reason, n in session.execute(unscored):
+        skipped[reason or "no_feedback"] += int(n)
     candidates = []  # successful, scored, routed rows: the embedder is chosen among them
     for r in session.execute(q.execution_options(yield_per=READ_CHUNK)):
-        if r.mock:  # `serve --mock-upstream` answered, not the model
-            skipped["mock"] += 1
-        elif r.cost_usd is None:
-            skipped["no_outcome"] += 1
-        elif r.status == "client_left":  # a stream the client closed: its cost is real, its answer is not whole
-            skipped["client_left"] += 1
-        elif r.status != "success":
-            skipped["failed"] += 1
-        elif r.answered_model is not None and r.answered_model != r.chosen_model:  # a LiteLLM fallback answered
-            skipped["answered_by_other"] += 1
+        reason = r[12]
+        if reason is not None:  # mock, no outcome, a stream the client left, failed, answered by a fallback's model
+            skipped[reason] += 1
         elif r.request_id not in best:
             skipped["no_feedback"] += 1
         elif r.mode == "fallback":  # routing failed: not a draw of the logging policy
@@ -202,7 +206,7 @@ def training_set(
         elif r.session_turn == "kept":  # kept on its conversation's model (p = 1): no draw of the logging policy
             skipped["session_kept"] += 1
         else:
-            candidates.append(tuple(r)[:13])
+            candidates.append(tuple(r)[:12])
     names = [c[5] for c in candidates]
     if embedding_model is None and names:
         embedder, counts = np.unique(names, return_counts=True)
@@ -220,9 +224,7 @@ def training_set(
         sampled_from = len(kept)
         kept = [kept[i] for i in sample_rows([c[0] for c in kept], [(c[3], c[7]) for c in kept], max_rows)]
     kept.sort(key=lambda c: (c[1], c[0]))  # by time, then request id
-    ids, created, teams, tiers, lams, _, dims, models, propensities, modes, versions, costs, _ = (
-        zip(*kept) if kept else ((),) * 13
-    )
+    ids, created, teams, tiers, lams, _, dims, models, propensities, modes, versions, costs = zip(*kept) if kept else ((),) * 12
     logged = None
     left_out = [t for t, c in checks.items() if c.kept == 0]  # their scores do not measure the judge's error either
     judged = window + ([Decision.team.not_in(left_out)] if left_out else [])
@@ -234,7 +236,7 @@ def training_set(
         target, corrected, target_errors = corrected_targets(
             models, sources, quality, *((errors, agreement) if calibrate_judge else ())
         )
-        X = _embeddings(session, window, {r: i for i, r in enumerate(ids)}, int(dims[0]))
+        X = _embeddings(session, ids, int(dims[0]))
         # a row imported without a propensity carries NaN (LoggedFeedback.imported): retrain estimates its logging
         # policy (XGBoost) and keeps every other row's logged value
         logged = LoggedFeedback(
@@ -300,19 +302,32 @@ def _untrusted_user_scores(read: Sequence, trust: TrustSpec | None) -> tuple[set
                        np.array([r[1] == USER_SOURCE for r in rows]), trust)  # fmt: skip
 
 
-def _embeddings(session: Session, window: list, position: dict[str, int], dim: int) -> np.ndarray:
-    """(k, dim) float32: the embeddings of the ``position``-indexed request ids of the window, read in chunks
-    (the other rows' embeddings pass by and are dropped)."""
-    X = np.empty((len(position), dim), dtype=np.float32)
+def _outcome_reason():
+    """Why a decision's outcome keeps it from training, as a SQL expression (NULL: it does not): ``mock``
+    (``serve --mock-upstream`` answered, not the model), ``no_outcome``, ``client_left`` (a stream the client
+    closed: its cost is real, its answer not whole), ``failed``, ``answered_by_other`` (a LiteLLM fallback's
+    model answered). Needs ``Outcome`` outer-joined to ``Decision``."""
+    return case(
+        (Decision.mock.is_(True), "mock"),
+        (Outcome.cost_usd.is_(None), "no_outcome"),
+        (Outcome.status == "client_left", "client_left"),
+        (Outcome.status != "success", "failed"),
+        (and_(Outcome.answered_model.is_not(None), Outcome.answered_model != Decision.chosen_model), "answered_by_other"),
+        else_=None,
+    )
+
+
+def _embeddings(session: Session, ids: Sequence[str], dim: int) -> np.ndarray:
+    """(k, dim) float32: the embeddings of the request ids ``ids``, in their order, read by id in chunks."""
+    X = np.empty((len(ids), dim), dtype=np.float32)
+    position = {r: i for i, r in enumerate(ids)}
     found = 0
-    rows = select(Decision.request_id, Decision.embedding).where(*window)
-    for rid, blob in session.execute(rows.execution_options(yield_per=READ_CHUNK)):
-        i = position.get(rid)
-        if i is not None:
-            X[i] = np.frombuffer(blob, dtype="<f4")
+    for chunk in chunks(list(ids), ID_CHUNK):
+        for rid, blob in session.execute(select(Decision.request_id, Decision.embedding).where(Decision.request_id.in_(chunk))):
+            X[position[rid]] = np.frombuffer(blob, dtype="<f4")
             found += 1
-    if found != len(position):  # pruned between the two reads
-        raise RuntimeError(f"{len(position) - found} of the window's rows went while it was read; read it again")
+    if found != len(ids):  # pruned between the two reads
+        raise RuntimeError(f"{len(ids) - found} of the window's rows went while it was read; read it again")
     return X
 
 

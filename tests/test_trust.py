@@ -91,3 +91,42 @@ def test_the_false_flag_rate_over_many_honest_platforms_stays_within_alpha():
         out, _ = check([scores(rng, f"h{k}", 150) for k in range(10)] + [scores(rng, "j", 300, judge=True)], spec)
         flagged += bool(out)
     assert flagged <= 8, f"{flagged} of 60 honest platforms had a team flagged"
+
+
+APP_QUALITY = {"chat": {"a": 0.9, "b": 0.5, "c": 0.2}, "code": {"a": 0.2, "b": 0.6, "c": 0.9},
+               "legal": {"a": 0.5, "b": 0.9, "c": 0.3}}  # fmt: skip
+
+
+def app_scores(rng, team: str, app: str, n: int, *, attack: bool = False):
+    """``n`` requests of ``team`` from one ``app``, whose models' chances of a good answer differ by app,
+    scored honestly (or, ``attack``: 1 for a, 0 for the rest)."""
+    models = rng.choice(MODELS, n)
+    values = np.array([(1.0 if m == "a" else 0.0) if attack else float(rng.random() < APP_QUALITY[app][m]) for m in models])
+    return [f"{team}-{app}-{i}" for i in range(n)], [team] * n, list(models), values, np.full(n, True), [app] * n
+
+
+def check_apps(parts, spec=TrustSpec()):
+    ids, teams, models, values, users, apps = (sum((list(p[k]) for p in parts), []) for k in range(6))
+    return check_teams(ids, teams, models, np.array(values), np.array(users), spec, apps)
+
+
+def test_teams_on_different_apps_are_compared_like_with_like_and_never_flagged():
+    """A platform: each team on its own app, each app with another best model. Every team's mean score per
+    model differs from everyone else's by 0.3 to 0.7 -- and every team is honest."""
+    rng = np.random.default_rng(3)
+    parts = [app_scores(rng, "t-chat", "chat", 400), app_scores(rng, "t-code", "code", 400),
+             app_scores(rng, "t-legal", "legal", 400)]  # fmt: skip
+    out, verdicts = check_apps(parts)
+    assert out == set() and all(v.verdict == "trusted" for v in verdicts.values())
+    _, pooled = check_apps([p[:5] + ([None] * len(p[0]),) for p in parts])  # the same scores with no app known
+    assert any(v.verdict.startswith("flagged") for v in pooled.values())  # compared across apps: honest teams flagged
+
+
+def test_within_an_app_a_team_scoring_against_the_others_is_still_flagged_and_named_with_its_app():
+    rng = np.random.default_rng(4)
+    parts = [app_scores(rng, "h1", "code", 400), app_scores(rng, "h2", "code", 400),
+             app_scores(rng, "x", "code", 600, attack=True), app_scores(rng, "h3", "chat", 400)]  # fmt: skip
+    out, verdicts = check_apps(parts)
+    assert verdicts["x"].kept == 0 and verdicts["x"].app == "code" and "in app code" in verdicts["x"].line()
+    assert out == {f"x-code-{i}" for i in range(600)}
+    assert all(verdicts[t].verdict == "trusted" for t in ("h1", "h2", "h3"))

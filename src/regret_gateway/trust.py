@@ -6,10 +6,12 @@ from it, so a team's scores change what the tiers other teams use are served. Th
 
 - ``trust.teams``: only the listed teams' user scores train (default: every team's);
 - agreement: a team whose mean score on some model differs from everyone else's (other teams' users and
-  the LLM judge) on that model by at least ``min_gap``, beyond chance (a two-sample z test, Bonferroni
-  over every team and model compared, at ``alpha``), is flagged and its scores left out -- unless
-  ``trust.exempt`` vouches for it. A team whose prompts really differ from everyone else's can be flagged
-  too: its flag says by how much and on which model, for an operator to judge;
+  the LLM judge) on that model and within the same app -- like with like: the requests of one system
+  prompt (gateway/messages.py ``app_key``) -- by at least ``min_gap``, beyond chance (a two-sample z test,
+  Bonferroni over every team, app and model compared, at ``alpha``), is flagged and its scores left out --
+  unless ``trust.exempt`` vouches for it. Teams whose apps differ are not compared: a platform's teams
+  each on their own apps really score each model differently. Requests without a system prompt are one
+  app. Its flag says by how much, on which model and app, for an operator to judge;
 - cap: where several teams score, no team's scores are more than ``max_team_share`` of the user scores
   that train; a team past it keeps a share of its scores chosen by a hash of the request id.
 
@@ -40,9 +42,11 @@ class TeamCheck:
     model: str | None = None  # where it disagrees most with everyone else
     gap: float | None = None  # its mean score there minus everyone else's
     z: float | None = None
+    app: str | None = None  # the app of that comparison (None: requests without a system prompt, or none)
 
     def line(self) -> str:
-        where = "" if self.model is None else f"; on {self.model} {self.gap:+.2f} against everyone else (z {self.z:.1f})"
+        app = "" if self.app is None else f" in app {self.app}"
+        where = "" if self.model is None else f"; on {self.model}{app} {self.gap:+.2f} against everyone else (z {self.z:.1f})"
         return f"team {self.team}: {self.rows} user scores, {self.kept} train ({self.verdict}{where})"
 
 
@@ -57,15 +61,21 @@ def _hash_order(ids: list[str]) -> np.ndarray:
     return np.argsort(request_id_keys(ids), kind="stable")
 
 
-def _disagreement(team: str, teams: np.ndarray, models: np.ndarray, scores: np.ndarray, is_user: np.ndarray,
-                  reference: np.ndarray, spec: TrustSpec) -> tuple[str | None, float, float, int]:  # fmt: skip
-    """(model, gap, z, sources) where ``team``'s user scores differ most (in z) from the ``reference`` scores of
-    the same model, at least ``min_gap``; ``sources``: how many others made that reference (each team, the judge)."""
-    best: tuple[str | None, float, float, int] = (None, 0.0, 0.0, 0)
+Stratum = tuple[str, str]  # (app, model): scores compared like with like ("" : no app)
+Found = tuple[Stratum | None, float, float, int]
+
+
+def _disagreement(team: str, teams: np.ndarray, strata: np.ndarray, labels: list[Stratum], scores: np.ndarray,
+                  is_user: np.ndarray, reference: np.ndarray, spec: TrustSpec) -> Found:  # fmt: skip
+    """((app, model), gap, z, sources) where ``team``'s user scores differ most (in z) from the ``reference``
+    scores of the same app and model, at least ``min_gap``; ``sources``: how many others made that reference
+    (each team, the judge). ``strata``: (n,) each score's code of its (app, model) in ``labels``."""
+    best: Found = (None, 0.0, 0.0, 0)
     mine = is_user & (teams == team)
-    for m in np.unique(models[mine]):
-        ref = reference & ~mine & (models == m)
-        a, b = scores[mine & (models == m)], scores[ref]
+    for key in np.unique(strata[mine]):
+        same = strata == key
+        ref = reference & ~mine & same
+        a, b = scores[mine & same], scores[ref]
         if len(a) < spec.min_rows or len(b) < spec.min_rows:
             continue
         # the spread under the null (both from one distribution): the pooled scores'. Each side's own variance
@@ -76,22 +86,27 @@ def _disagreement(team: str, teams: np.ndarray, models: np.ndarray, scores: np.n
         z = abs(gap) / se
         if abs(gap) >= spec.min_gap and z > best[2]:
             sources = len({(t if u else "judge") for t, u in zip(teams[ref], is_user[ref])})
-            best = (str(m), gap, float(z), sources)
+            best = (labels[int(key)], gap, float(z), sources)
     return best
 
 
 def check_teams(request_ids: list[str], teams: list[str | None], models: list[str], scores: np.ndarray,
-                is_user: np.ndarray, spec: TrustSpec) -> tuple[set[str], dict[str, TeamCheck]]:  # fmt: skip
+                is_user: np.ndarray, spec: TrustSpec, apps: list[str | None] | None = None) -> tuple[set[str], dict[str, TeamCheck]]:  # fmt: skip
     """(the request ids whose user score does not train, every scoring team's :class:`TeamCheck`).
 
     Args: one entry per score of the window: its request id, the team that asked, the model that answered,
-    the score in [0, 1], and whether it is a user's (``False``: the judge's, a reference for everyone).
+    the score in [0, 1], whether it is a user's (``False``: the judge's, a reference for everyone), and the
+    app the request came from (None: no system prompt; ``apps`` None: one app for all).
 
     The agreement check goes worst first: the team that disagrees most (in z) with everyone else is flagged,
     its scores leave the reference, and the others are checked again. Where the only other source on that
     model is one other team, which of the two is right cannot be told: both are flagged."""
     team_arr = np.array([t if t is not None else "" for t in teams], dtype=object)
-    model_arr, scores = np.array(models, dtype=object), np.asarray(scores, dtype=float)
+    scores = np.asarray(scores, dtype=float)
+    keys = [(a or "", str(m)) for a, m in zip(apps if apps is not None else [None] * len(models), models)]
+    labels = sorted(set(keys))
+    code = {k: i for i, k in enumerate(labels)}
+    strata = np.array([code[k] for k in keys], dtype=np.int64)
     is_user = np.asarray(is_user, dtype=bool)
     scoring = sorted({t for t, u in zip(team_arr, is_user) if u})
     listed = None if spec.teams is None else set(spec.teams)
@@ -101,28 +116,25 @@ def check_teams(request_ids: list[str], teams: list[str | None], models: list[st
     }
     checked = [t for t in scoring if t not in verdicts and t not in spec.exempt]
     reference = ~is_user | np.isin(team_arr, checked)  # the judge and the teams checked (an exempt team's prompts differ)
-    tests = max(1, sum(len(np.unique(model_arr[is_user & (team_arr == t)])) for t in checked))
+    tests = max(1, sum(len(np.unique(strata[is_user & (team_arr == t)])) for t in checked))
     z_crit = NormalDist().inv_cdf(1 - spec.alpha / (2 * tests))
-    found = {t: (None, 0.0, 0.0, 0) for t in scoring}
+    found: dict[str, Found] = {t: (None, 0.0, 0.0, 0) for t in scoring}
     while spec.check_agreement and checked:
-        found.update({t: _disagreement(t, team_arr, model_arr, scores, is_user, reference, spec) for t in checked})
+        found.update({t: _disagreement(t, team_arr, strata, labels, scores, is_user, reference, spec) for t in checked})
         worst = max(checked, key=lambda t: found[t][2])
-        model, gap, z, sources = found[worst]
-        if model is None or z < z_crit:
+        stratum, gap, z, sources = found[worst]
+        if stratum is None or z < z_crit:
             break
-        other = {t for t in checked if t != worst and found[t][0] == model and found[t][2] >= z_crit}
+        other = {t for t in checked if t != worst and found[t][0] == stratum and found[t][2] >= z_crit}
         pair = sources == 1 and len(other) == 1  # it and one other team disagree, and nobody else scored the model
         for t in ({worst} | other) if pair else {worst}:
             why = "flagged: disagrees with the only other team on that model, neither trains" if pair else "flagged: left out"
-            m, g, zz, _ = found[t]
-            verdicts[t] = TeamCheck(t, rows[t], 0, why, m, g, zz)
+            verdicts[t] = _check(t, rows[t], 0, why, found[t])
             checked.remove(t)
             reference &= ~(is_user & (team_arr == t))
     for t in scoring:
         if t not in verdicts:
-            m, g, zz, _ = found[t]
-            verdicts[t] = TeamCheck(t, rows[t], rows[t], "exempt" if t in spec.exempt else "trusted", m,
-                                    g if m else None, zz if m else None)  # fmt: skip
+            verdicts[t] = _check(t, rows[t], rows[t], "exempt" if t in spec.exempt else "trusted", found[t])
     out: set[str] = set()
     ids = np.array(request_ids, dtype=object)
     for t, check in verdicts.items():
@@ -136,5 +148,14 @@ def check_teams(request_ids: list[str], teams: list[str | None], models: list[st
             if c.kept > limit:
                 mine = list(ids[is_user & (team_arr == t)])
                 out.update(mine[i] for i in _hash_order(mine)[limit:])
-                verdicts[t] = TeamCheck(t, c.rows, limit, f"capped at {share:.0%} of the user scores", c.model, c.gap, c.z)
+                verdicts[t] = TeamCheck(t, c.rows, limit, f"capped at {share:.0%} of the user scores", c.model, c.gap, c.z,
+                                        c.app)  # fmt: skip
     return out, dict(sorted(verdicts.items()))
+
+
+def _check(team: str, rows: int, kept: int, verdict: str, found: Found) -> TeamCheck:
+    stratum, gap, z, _ = found
+    if stratum is None:
+        return TeamCheck(team, rows, kept, verdict)
+    app, model = stratum
+    return TeamCheck(team, rows, kept, verdict, model, gap, z, app or None)

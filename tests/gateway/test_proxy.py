@@ -265,17 +265,30 @@ def test_feedback_only_from_the_team_that_asked(proxy):
     assert "judge" not in decision(client, "support", rid)["feedback_by_source"]
 
 
-def test_the_response_names_the_router_version_that_chose_and_none_in_the_cold_start(proxy, trained_router):
+def test_the_response_names_the_router_version_that_chose_and_its_greedy_choice_and_none_in_the_cold_start(proxy, trained_router):
+    """The router version and its greedy choice (before exploration) in the headers and the audit; the app a
+    request came from (a keyed hash of its system prompt) in the audit."""
     client, _, gateway, tmp = proxy
     cold = chat(client, "support", CODE_PROMPT)
     assert cold.status_code == 200 and "x-regret-router-version" not in cold.headers  # no router chose it
-    assert decision(client, "support", cold.headers["x-regret-request-id"])["router_version"] is None
+    assert "x-regret-greedy-model" not in cold.headers
+    audit = decision(client, "support", cold.headers["x-regret-request-id"])
+    assert audit["router_version"] is None and audit["greedy_model"] is None and audit["app"] is None  # no system prompt
     version = publish(tmp, trained_router).name
     gateway.router.refresh()
     assert gateway.router.artifact.version == version
-    r = chat(client, "support", CODE_PROMPT)
-    assert r.headers["x-regret-router-version"] == version
-    assert decision(client, "support", r.headers["x-regret-request-id"])["router_version"] == version
+    system = [{"role": "system", "content": "You are the code-review bot."}, {"role": "user", "content": CODE_PROMPT}]
+    seen = set()
+    for _ in range(10):
+        r = client.post("/v1/chat/completions", headers={"Authorization": f"Bearer {KEYS['support']}"},
+                        json={"model": "regret-router", "messages": system})  # fmt: skip
+        assert r.headers["x-regret-router-version"] == version
+        greedy = r.headers["x-regret-greedy-model"]
+        audit = decision(client, "support", r.headers["x-regret-request-id"])
+        assert audit["router_version"] == version and audit["greedy_model"] == greedy and greedy in gateway.settings.models
+        assert (audit["mode"] == "policy") == (audit["chosen_model"] == greedy)  # exploration draws another model
+        seen.add(audit["app"])
+    assert len(seen) == 1 and len(next(iter(seen))) == 12  # one app, by its key
 
 
 def test_a_batch_of_scores_is_stored_all_or_none_and_only_by_the_team_that_asked(proxy):

@@ -251,6 +251,7 @@ def test_training_set_joins_filters_and_counts(engine):
             "answered_by_other": 0,
             "mock": 0,
             "no_feedback": 2,
+            "untrusted": 0,
             "fallback": 0,
             "session_kept": 1,
             "other_embedder": 0,

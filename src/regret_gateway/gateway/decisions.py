@@ -37,6 +37,7 @@ class Choice:
     mode: str  # policy | exploration | cold_start | fallback
     router_version: str | None
     scores: dict[str, float] | None = None
+    greedy: str | None = None  # the router's choice before exploration (None: no router chose)
 
 
 def fallback_model(settings: Settings, tier: str, allowed: np.ndarray | None = None) -> str:
@@ -191,7 +192,8 @@ class ActiveRouter:
         mode = "policy" if t == best else "exploration"
         if artifact is None:
             mode = "cold_start"
-        return Choice(models[t], float(p[t]), mode, getattr(artifact, "version", None), scores)
+        greedy = models[best] if artifact is not None else None
+        return Choice(models[t], float(p[t]), mode, getattr(artifact, "version", None), scores, greedy)
 
     def permitted(self, artifact: RouterArtifact | None, X: np.ndarray, tier: str, *, position: float | None = None,
                   ladder: Ladder | None = None, cheapest: str | None = None,

@@ -69,6 +69,7 @@ REQUEST_ID_HEADER = "x-regret-request-id"  # the response header with the gatewa
 MODEL_HEADER = "x-regret-model"  # the response header with the model that answered (a LiteLLM fallback's, if one did)
 CHOSEN_HEADER = "x-regret-chosen-model"  # the response header with the model the router chose
 TIER_HEADER = "x-regret-tier"  # the response header with the tier it was routed for
+GREEDY_HEADER = "x-regret-greedy-model"  # the router's choice before exploration (none: no router chose)
 VERSION_HEADER = "x-regret-router-version"  # the response header with the router version that chose (none: no router did)
 JUDGE_READS = "system-and-last-user"  # what the LLM judge is shown of the request: the instructions and the question
 _MAX_PENDING = 100_000  # decisions waiting for their success/failure event
@@ -196,11 +197,11 @@ class RegretRouterHook(CustomLogger):
         lam = s.tiers[tier].lam if position is None or choice.mode == "fallback" else gw.steerer.lam(team, position)
         choice, turn = gw.session_step(req.turn, allowed, choice, x, tier, lam, data.get("messages"), team=team,
                                        position=position, prompt_tokens=req.needs.prompt_tokens)  # fmt: skip
-        record = decision_record(gw, request_id, tier, team, choice, x, text, lam, turn)
+        record = decision_record(gw, request_id, tier, team, choice, x, text, lam, turn, req.context["app"])
         if record is None:  # the store would refuse this decision (e.g. a bad router version): fall back, log that
             choice = Choice(fallback_model(s, tier, allowed), 1.0, "fallback", None)
             x, lam = None, s.tiers[tier].lam
-            record = decision_record(gw, request_id, tier, team, choice, x, text, lam)
+            record = decision_record(gw, request_id, tier, team, choice, x, text, lam, app=req.context["app"])
         gw.metrics.count("routed", tier)
         gw.metrics.chosen(tier, choice.model, choice.mode)
         if choice.mode in ("fallback", "exploration", "cold_start"):
@@ -219,6 +220,7 @@ class RegretRouterHook(CustomLogger):
             "mode": choice.mode,
             "router_version": choice.router_version,
             "session_turn": turn,
+            "greedy": choice.greedy,
         }
         data["metadata"] = metadata
         if record is None:  # cannot happen with valid settings; the request is answered all the same
@@ -249,7 +251,8 @@ class RegretRouterHook(CustomLogger):
                                                     litellm_call_info=None):  # fmt: skip
         """Tell the client its request's id (the id feedback and the audit take), the model that answered (a
         LiteLLM fallback's, where one answered for the router's choice), the router's choice, the tier it
-        was routed for and the router version that chose (absent where none did: a fallback, the cold start)."""
+        was routed for, the router version that chose and its greedy choice before exploration (both absent
+        where no router chose: a fallback, the cold start)."""
         routing = self._routing(data)
         if not routing.get("request_id"):
             return None
@@ -258,6 +261,8 @@ class RegretRouterHook(CustomLogger):
                    CHOSEN_HEADER: chosen, TIER_HEADER: str(routing.get("tier", ""))}  # fmt: skip
         if routing.get("router_version"):
             headers[VERSION_HEADER] = str(routing["router_version"])
+        if routing.get("greedy"):
+            headers[GREEDY_HEADER] = str(routing["greedy"])
         return headers
 
     async def async_post_call_streaming_iterator_hook(self, user_api_key_dict, response, request_data: dict):

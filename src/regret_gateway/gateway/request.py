@@ -93,7 +93,7 @@ def read_request(gw: Gateway, data: dict, metadata: dict, team: str | None, tier
 
 
 def decision_record(gw: Gateway, request_id: str, tier: str, team: str | None, choice: Choice, x: np.ndarray | None,
-                    text: str, lam: float, session_turn: str | None = None) -> DecisionRecord | None:  # fmt: skip
+                    text: str, lam: float, session_turn: str | None = None, app: str | None = None) -> DecisionRecord | None:  # fmt: skip
     """The decision as the store will hold it, or None (with a log line) where the store would refuse it:
     then the request falls back instead of failing (a router never fails a request)."""
     s = gw.settings
@@ -115,6 +115,8 @@ def decision_record(gw: Gateway, request_id: str, tier: str, team: str | None, c
             created_at=gw.now(),
             mock=s.mock_upstream,
             session_turn=session_turn,
+            app=app,
+            greedy_model=choice.greedy,
         )
     except (ValueError, TypeError) as exc:
         log.error("regret-gateway: decision %s cannot be logged (%s); tier %s falls back", request_id, exc, tier)

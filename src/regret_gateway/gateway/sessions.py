@@ -153,7 +153,7 @@ class Sessions:
             switch = worth_switching(gain, lam, lost_usd(kept), self.spec.switch_penalty)
         if not switch:
             self.remember(turn.key, kept, turn.team)
-            return Choice(kept, 1.0, "policy", choice.router_version, choice.scores), "kept"
+            return Choice(kept, 1.0, "policy", choice.router_version, choice.scores, choice.greedy), "kept"
         if choice.mode != "fallback":
             self.remember(turn.key, choice.model, turn.team)
         return choice, "rerouted"

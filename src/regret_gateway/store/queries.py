@@ -82,6 +82,8 @@ class DecisionView:
     embedding_model: str
     mock: bool  # answered by `serve --mock-upstream`'s mock
     session_turn: str | None  # first | kept | rerouted: which turn of a conversation (None: not one)
+    greedy_model: str | None  # the router's choice before exploration (None: no router chose)
+    app: str | None  # the app it came from (a keyed hash of its system prompt; None: none)
     outcome: OutcomeView | None
     feedback: FeedbackView | None
     feedback_by_source: dict[str, FeedbackView]
@@ -119,6 +121,8 @@ def get_decision(session: Session, request_id: str) -> DecisionView | None:
         embedding_model=d.embedding_model,
         mock=bool(d.mock),
         session_turn=d.session_turn,
+        greedy_model=d.greedy_model,
+        app=d.app,
         outcome=None if o is None else OutcomeView.of(o),
         feedback=next(iter(by_source.values()), None),
         feedback_by_source=by_source,

@@ -185,6 +185,8 @@ class DecisionRecord:
     outcome: OutcomeRecord | None = field(default=None)
     mock: bool = False  # answered by `serve --mock-upstream`'s mock: kept out of retrain and budgets
     session_turn: str | None = None  # first | kept | rerouted (schema.SESSION_TURNS); None: not a conversation's turn
+    app: str | None = None  # the app the request came from (gateway/messages.py app_key); None: no system prompt
+    greedy_model: str | None = None  # the router's choice before exploration; None: no router chose
 
     def __post_init__(self) -> None:
         rid = self.request_id
@@ -233,6 +235,8 @@ class DecisionRecord:
             "scores": None if self.scores is None else {k: float(v) for k, v in self.scores.items()},
             "mock": bool(self.mock),
             "session_turn": self.session_turn,
+            "app": self.app,
+            "greedy_model": self.greedy_model,
         }
 
     # The spill file is JSON lines: one record per line, embedding as base64 float32.

@@ -86,6 +86,8 @@ class Decision(Base):
     # answered by `serve --mock-upstream`'s mock, not the model: never training data, never budget spend
     mock: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     session_turn: Mapped[str | None] = mapped_column(String(8))  # SESSION_TURNS; None: not a turn of a conversation
+    app: Mapped[str | None] = mapped_column(String(16))  # the app (keyed hash of the system prompt); None: none
+    greedy_model: Mapped[str | None] = mapped_column(String(256))  # the router's choice before exploration (None: no router)
 
 
 class Outcome(Base):

@@ -128,7 +128,8 @@ def training_set(
     ``skipped``: ``mock``, ``no_outcome``, ``client_left`` (a stream the client closed before its end: its
     cost is real, its answer not whole), ``failed``, ``answered_by_other`` (a LiteLLM fallback's model
     answered: its score is not the chosen model's, and the chosen model's failure may be an outage, not its
-    quality), ``no_feedback``, ``fallback``, ``session_kept`` (a later turn of a conversation kept on its first
+    quality), ``no_feedback``, ``untrusted`` (scored only by a user whose scores may not train under ``trust``),
+    ``fallback``, ``session_kept`` (a later turn of a conversation kept on its first
     turn's model, propensity 1: not a draw), ``other_embedder``, ``unknown_model``.
     Where more rows are usable than ``max_rows``, a stratified sample of them is kept (:func:`sample_rows`;
     ``sampled_from`` says of how many). A row scored by the LLM judge takes, as its ``target``, the judge's
@@ -154,7 +155,7 @@ def training_set(
     spend: dict[str, float] = {}
     read = _scores(session, window)
     untrusted, checks = _untrusted_user_scores(read, trust)
-    for rid, src, score, cost, _, _ in read:
+    for rid, src, score, cost, *_ in read:
         if cost:
             spend[src] = spend.get(src, 0.0) + cost
         k = rank(src)
@@ -185,7 +186,7 @@ def training_set(
         .where(*window)
     )  # the scored decisions only, one by one; the rest are counted in the database below, by why they are left out
     skipped = {"no_outcome": 0, "failed": 0, "client_left": 0, "answered_by_other": 0, "mock": 0, "no_feedback": 0,
-               "fallback": 0, "session_kept": 0, "other_embedder": 0, "unknown_model": 0}  # fmt: skip
+               "untrusted": 0, "fallback": 0, "session_kept": 0, "other_embedder": 0, "unknown_model": 0}  # fmt: skip
     unscored = (
         select(outcome_reason, func.count())
         .select_from(Decision).outerjoin(Outcome, Outcome.request_id == Decision.request_id)
@@ -199,8 +200,8 @@ def training_set(
         reason = r[12]
         if reason is not None:  # mock, no outcome, a stream the client left, failed, answered by a fallback's model
             skipped[reason] += 1
-        elif r.request_id not in best:
-            skipped["no_feedback"] += 1
+        elif r.request_id not in best:  # unscored, or only by a user whose scores may not train (the trust check)
+            skipped["untrusted" if r.request_id in untrusted else "no_feedback"] += 1
         elif r.mode == "fallback":  # routing failed: not a draw of the logging policy
             skipped["fallback"] += 1
         elif r.session_turn == "kept":  # kept on its conversation's model (p = 1): no draw of the logging policy
@@ -272,10 +273,10 @@ def training_set(
 
 
 def _scores(session: Session, window: list) -> list:
-    """The window's scores: (request id, source, score, cost, team, the model that answered) each."""
+    """The window's scores: (request id, source, score, cost, team, the model that answered, app) each."""
     answered = func.coalesce(Outcome.answered_model, Decision.chosen_model)
     scores = (
-        select(Feedback.request_id, Feedback.source, Feedback.score, Feedback.cost_usd, Decision.team, answered)
+        select(Feedback.request_id, Feedback.source, Feedback.score, Feedback.cost_usd, Decision.team, answered, Decision.app)
         .select_from(Feedback)
         .join(Decision, Decision.request_id == Feedback.request_id)
         .outerjoin(Outcome, Outcome.request_id == Feedback.request_id)
@@ -292,14 +293,14 @@ def team_checks(session: Session, trust: TrustSpec, since: datetime | None = Non
 def _untrusted_user_scores(read: Sequence, trust: TrustSpec | None) -> tuple[set[str], dict[str, TeamCheck]]:
     """The request ids whose user score does not train under ``trust`` (:func:`regret_gateway.trust.check_teams`),
     and each scoring team's check; nothing left out where ``trust`` is None. ``read``: the window's scores as
-    (request id, source, score, cost, team, model that answered)."""
+    (request id, source, score, cost, team, model that answered, app)."""
     if trust is None:
         return set(), {}
     rows = [r for r in read if r[1] in (USER_SOURCE, JUDGE_SOURCE)]
     if not any(r[1] == USER_SOURCE for r in rows):
         return set(), {}
     return check_teams([r[0] for r in rows], [r[4] for r in rows], [r[5] for r in rows], np.array([r[2] for r in rows]),
-                       np.array([r[1] == USER_SOURCE for r in rows]), trust)  # fmt: skip
+                       np.array([r[1] == USER_SOURCE for r in rows]), trust, [r[6] for r in rows])  # fmt: skip
 
 
 def _outcome_reason():

@@ -115,6 +115,14 @@ def test_the_demo_runs_through_the_proxy(tmp_path):
     rounds = doc["rounds"]
     assert [(r["round"], r["tier"]) for r in rounds] == [(k, t) for k in range(2) for t in ("premium", "standard", "economy")]
     assert all(set(r["utility"]) - set(HELD_OUT) == set(BASELINES) for r in rounds)
+    held = [r["utility"] for r in rounds if "held-out greedy" in r["utility"]]
+    assert held and all(set(u) >= set(HELD_OUT) for u in held)
+    assert all(u["held-out oracle"] >= max(u[h] for h in HELD_OUT) for u in held)  # each prompt's best: the ceiling
+    assert any("each app's best model" in line for line in lines)
+    # every gain the retrain published, beside its truth on the prompts never sent
+    assert any(line.startswith("published claims: ") for line in lines)
+    assert all(set(c) >= {"claimed", "ci", "held_out_truth", "holds"} and c["ci"][0] <= c["ci"][1]
+               for c in doc["claims"])  # fmt: skip
     hook = doc["hook"]
     assert hook["routed"] == 2 * 3 * 70 and hook["fallback"] <= 5 and hook["writer_dropped"] == 0
     assert any("retrain after round 0: published" in line for line in lines), "\n".join(lines)

@@ -48,3 +48,14 @@ def test_the_rows_only_a_flagged_team_scored_are_left_out_as_untrusted(engine):
         ts = training_set(session, trust=TrustSpec())
     assert ts.team_checks["x"].kept == 0 and ts.team_checks["x"].app == "code"
     assert ts.n_rows == 600 and ts.skipped["untrusted"] == 300 and ts.skipped["no_feedback"] == 0
+
+
+def test_a_retrain_refused_because_no_score_may_train_names_the_trust_check():
+    import pytest
+
+    from regret_gateway.retrain.checks import check_data
+    from regret_gateway.retrain.options import RetrainOptions, RetrainRefused
+
+    skipped = {"no_feedback": 3, "untrusted": 40}
+    with pytest.raises(RetrainRefused, match="40 were scored only by teams the trust check left out"):
+        check_data(None, skipped, RetrainOptions())

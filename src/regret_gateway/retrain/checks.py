@@ -19,10 +19,13 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
     teams paid for the uniform rounds more than the better first choice gave back (docs/experiments/judge.md)."""
     left_out = ", ".join(f"{k}={v}" for k, v in skipped.items() if v) or "none"
     if logged is None or logged.n_samples == 0:
+        untrusted = skipped.get("untrusted", 0)
         raise RetrainRefused(
             f"no usable rows (left out: {left_out}); rows need an outcome and a quality score "
             "(POST /regret/feedback or `regret-gateway feedback import`)"
-        )
+            + (f"; {untrusted} were scored only by teams the trust check left out (`status` says which and why; "
+               "`trust:` in the config)" if untrusted else "")
+        )  # fmt: skip
     if logged.n_samples < opts.min_rows:
         raise RetrainRefused(f"only {logged.n_samples} usable rows, at least {opts.min_rows} needed (left out: {left_out})")
     counts = logged.counts()

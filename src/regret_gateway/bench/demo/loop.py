@@ -64,19 +64,66 @@ def round_stats(world: World, rnd: int, tier: str, lam: float, rows: np.ndarray,
 
 def held_out_stats(world: World, artifact, lam: float, stats: RoundStats) -> None:
     """Score, on the prompts never sent, the greedy choices of ``artifact`` (the router that served the round;
-    None before the first: no ``held-out greedy`` entry) beside the best single model and the best
-    full-information router."""
+    None before the first: no ``held-out greedy`` entry) beside the best single model, each app's best model
+    (chosen on the references' prompts with every outcome known; with bare prompts the app is the task), the
+    best full-information router, and the oracle (each prompt's best model: the ceiling)."""
     rows = world.held_ix
     if len(rows) == 0:
         return
+    utility = world.bench.quality[rows] - lam * world.bench.cost[rows]
     picks = {
         "held-out best-single": np.full(len(rows), world.best_single[lam]),
+        "held-out per-app best": world.app_best(lam, rows),
         "held-out full-info": world.full_information.predict("full-info", world.X[rows], lam),
+        "held-out oracle": np.argmax(utility, axis=1),
     }
     greedy = greedy_choices(world, artifact, stats.tier, lam, rows)
     if greedy is not None:
         picks["held-out greedy"] = greedy
     score(stats, world.bench, rows, lam, picks)
+
+
+def claim_checks(world: World, tiers: list, before, after, rnd: int) -> list[dict]:
+    """Every gain a retrain published, beside its truth on the prompts never sent: per tier that now serves
+    something other than its incumbent, the claimed gain (x100, its 95% interval) of the published policy
+    over the incumbent, and the true difference of their greedy choices on the held-out prompts. ``before``,
+    ``after``: the artifacts that served before and after the retrain."""
+    from regret_gateway.servable.policy import Candidate
+
+    rows, out = world.held_ix, list[dict]()
+    if len(rows) == 0 or after is None:
+        return out
+    for te in tiers:
+        incumbent = te.candidates.get(te.incumbent)
+        if te.served == te.incumbent or incumbent is None:
+            continue
+        new = greedy_choices(world, after, te.tier, te.lam, rows)
+        old: np.ndarray | None
+        if isinstance(incumbent, Candidate) and incumbent.kind == "constant" and incumbent.model is not None:
+            old = np.full(len(rows), world.models.index(incumbent.model))
+        else:  # the policy the tier served before
+            old = greedy_choices(world, before, te.tier, te.lam, rows)
+        if new is None or old is None:
+            continue
+        u = world.bench.quality[rows] - te.lam * world.bench.cost[rows]
+        n = np.arange(len(rows))
+        truth = float(100 * (u[n, new] - u[n, old]).mean())
+        lo, hi = 100 * te.gain_ci[0], 100 * te.gain_ci[1]
+        out.append({"round": rnd, "tier": te.tier, "published": te.served, "incumbent": te.incumbent,
+                    "claimed": 100 * te.gain, "ci": [lo, hi], "held_out_truth": truth, "holds": lo <= truth <= hi})  # fmt: skip
+    return out
+
+
+def claims_line(claims: list[dict]) -> str:
+    """How many of the published gains' intervals held their truth on the prompts never sent."""
+    if not claims:
+        return "published claims: none (no retrain changed what a tier serves)"
+    held = sum(c["holds"] for c in claims)
+    worst = min(claims, key=lambda c: c["held_out_truth"] - c["ci"][0])
+    return (f"published claims: {held} of {len(claims)} intervals held their truth on the prompts never sent "
+            f"({held / len(claims):.0%}); the worst: round {worst['round']} {worst['tier']} {worst['published']} over "
+            f"{worst['incumbent']} claimed {worst['claimed']:+.1f} [{worst['ci'][0]:+.1f}, {worst['ci'][1]:+.1f}], "
+            f"true {worst['held_out_truth']:+.1f}")  # fmt: skip
 
 
 def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
@@ -131,6 +178,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                       judge_complete=replay_judge if cfg.replay else None, clock=clock)  # fmt: skip
     rng, retrain_seed = np.random.default_rng(traffic_seq), int(retrain_seq.generate_state(1)[0] % 2**31)
     table: list[RoundStats] = []
+    claims: list[dict] = []
     unfit = 0
     with ExitStack() as stack:
         replay = ReplayTeams(gateway, world, user_share=cfg.user_share, seed=cfg.seed) if cfg.replay else None
@@ -162,6 +210,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
             if rnd < cfg.rounds - 1:
                 wait_for_judge(gateway)
                 gateway.writer.drain(timeout=120)
+                before = gateway.router.artifact
                 result = retrain(
                     settings,
                     engine,
@@ -180,6 +229,10 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                     gateway.router.refresh()  # what the reload thread does, now
                 else:
                     time.sleep(1.0)  # > reload_interval_s: the gateway swaps the new version in
+                if result.status.value == "published":
+                    if getattr(gateway.router.artifact, "version", None) != result.version:
+                        gateway.router.refresh()  # the reload timer has not swapped it in yet
+                    claims += claim_checks(world, result.tiers, before, gateway.router.artifact, rnd)
         wait_for_judge(gateway)
         gateway.writer.drain(timeout=120)
         if cfg.budget_days:
@@ -194,12 +247,13 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
         "work_dir": str(work),
         "hook": hook,
         "sent_to_a_model_that_cannot_take_it": unfit if world.chat is not None else None,
+        "claims": claims,
     }
     gateway.close()
     (out / "closed_loop.json").write_text(json.dumps(doc, indent=2, default=float))
     (out / "closed_loop.md").write_text(round_table(table, None))
     plot(table, out / "closed_loop.png")
-    summary = [verdict(table)]
+    summary = [verdict(table), claims_line(claims)]
     if world.chat is not None:
         summary.append(chat_line(hook, unfit))
     summary.append(f"what routing saved on the requests from the last round (round {cfg.rounds - 1}) on, the router's "

@@ -13,7 +13,7 @@ BASELINES = (
 )  # fmt: skip
 
 
-HELD_OUT = ("held-out greedy", "held-out best-single", "held-out full-info")  # on the prompts never sent
+HELD_OUT = ("held-out greedy", "held-out best-single", "held-out per-app best", "held-out full-info", "held-out oracle")
 
 
 @dataclass
@@ -81,6 +81,12 @@ def verdict(table: list[RoundStats]) -> str:
             f"{'BELOW on ' + ', '.join(below) if below else '>= on every tier'}), full-information router "
             f"{held['held-out full-info']:.1f}"
         )
+        app_gain = held["held-out per-app best"] - held["held-out best-single"]
+        share = f"{above / app_gain:.0%} of it" if app_gain > 0 else "no app gain to reach"
+        lines.append(
+            f"  each app's best model {held['held-out per-app best']:.1f} ({app_gain:+.1f} over the best single model; "
+            f"the greedy router reached {share}), oracle {held['held-out oracle']:.1f}"
+        )
         if above > 0 and not below:
             lines.append(f"verdict: MET -- on prompts it never sent, the router's own choices beat the best single model by "
                          f"{above:+.1f} on the mean over tiers and are at least as good on every tier: it learned from its own logs")  # fmt: skip
@@ -105,6 +111,7 @@ LOOKS: dict[str, dict[str, Any]] = {
     "uniform": {"color": "C7", "lw": 1, "ls": ":", "alpha": 0.8},
     "held-out greedy": {"color": "black", "lw": 1.5, "marker": "s", "ms": 5},
     "held-out best-single": {"color": "black", "lw": 1, "ls": "-.", "marker": "+", "ms": 9},
+    "held-out per-app best": {"color": "C4", "lw": 1.2, "ls": "--", "marker": "*", "ms": 7},
 }
 
 

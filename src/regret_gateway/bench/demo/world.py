@@ -4,7 +4,7 @@ upstream's and mock judge's answers, the split into traffic, held-out prompts an
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -124,6 +124,18 @@ class World:
     text_dim: int | None = None  # the embedding's own size in X (the rest: the context code the hook appends)
     reference_ix: np.ndarray | None = None  # prompts the references (full information, best single) learn from
     chat: ChatTraffic | None = None  # with --traffic chat: each prompt's request (X embeds what the gateway reads of it)
+    per_app_best: dict[float, dict[str, int]] = field(default_factory=dict)  # per lambda, each app's best model (train)
+
+    @property
+    def apps(self) -> np.ndarray:
+        """(n,) the app of each prompt: its chat request's app, or, with bare prompts, its task."""
+        return self.chat.apps if self.chat is not None else self.bench.groups.astype(str)
+
+    def app_best(self, lam: float, rows: np.ndarray) -> np.ndarray:
+        """(len(rows),) each prompt's app's best model at ``lam`` (the best single model for an app the
+        references' prompts do not hold)."""
+        best = self.per_app_best[lam]
+        return np.array([best.get(str(a), self.best_single[lam]) for a in self.apps[rows]])
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -259,6 +271,11 @@ def prepare(cfg: DemoConfig, work: Path, echo) -> World:
         responses=recorded_responses(Path(data_path), bench), template=template, text_dim=text_dim, reference_ix=train_ix,
         chat=chat,
     )  # fmt: skip
+    train = full.subset(train_ix)
+    for lam in lams:
+        utility = train.utility(lam)
+        world.per_app_best[lam] = {str(a): int(np.argmax(utility[world.apps[train_ix] == a].mean(0)))
+                                   for a in np.unique(world.apps[train_ix])}  # fmt: skip
     if len(world.traffic_ix) < len(traffic_ix):
         echo(
             f"traffic: {len(world.traffic_ix)} distinct prompts of {len(traffic_ix)} traffic rows (a repeated text is one prompt)"

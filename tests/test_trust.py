@@ -130,3 +130,15 @@ def test_within_an_app_a_team_scoring_against_the_others_is_still_flagged_and_na
     assert verdicts["x"].kept == 0 and verdicts["x"].app == "code" and "in app code" in verdicts["x"].line()
     assert out == {f"x-code-{i}" for i in range(600)}
     assert all(verdicts[t].verdict == "trusted" for t in ("h1", "h2", "h3"))
+
+
+def test_two_teams_alone_that_disagree_on_one_app_lose_that_app_s_scores_and_keep_learning_elsewhere():
+    """No judge, no listed team: where the only two teams of an app disagree, which is right cannot be told, so
+    neither's scores of that app train -- but their other apps' do: one hostile team cannot freeze a platform."""
+    rng = np.random.default_rng(5)
+    honest = [app_scores(rng, "h", "code", 400), app_scores(rng, "h", "chat", 300)]
+    hostile = [app_scores(rng, "x", "code", 400, attack=True), app_scores(rng, "x", "legal", 300)]
+    out, verdicts = check_apps([*honest, *hostile])
+    assert out == {f"{t}-code-{i}" for t in ("h", "x") for i in range(400)}  # the disputed app, both sides
+    assert (verdicts["h"].kept, verdicts["x"].kept) == (300, 300)
+    assert "not in app code" in verdicts["h"].verdict and "not in app code" in verdicts["x"].verdict

@@ -100,10 +100,12 @@ def check_teams(request_ids: list[str], teams: list[str | None], models: list[st
 
     The agreement check goes worst first: the team that disagrees most (in z) with everyone else is flagged,
     its scores leave the reference, and the others are checked again. Where the only other source on that
-    model is one other team, which of the two is right cannot be told: both are flagged."""
+    model and app is one other team, which of the two is right cannot be told: neither's scores of that app
+    train (their other apps' do), and the check goes on."""
     team_arr = np.array([t if t is not None else "" for t in teams], dtype=object)
     scores = np.asarray(scores, dtype=float)
     keys = [(a or "", str(m)) for a, m in zip(apps if apps is not None else [None] * len(models), models)]
+    app_arr = np.array([a for a, _ in keys], dtype=object)
     labels = sorted(set(keys))
     code = {k: i for i, k in enumerate(labels)}
     strata = np.array([code[k] for k in keys], dtype=np.int64)
@@ -119,24 +121,43 @@ def check_teams(request_ids: list[str], teams: list[str | None], models: list[st
     tests = max(1, sum(len(np.unique(strata[is_user & (team_arr == t)])) for t in checked))
     z_crit = NormalDist().inv_cdf(1 - spec.alpha / (2 * tests))
     found: dict[str, Found] = {t: (None, 0.0, 0.0, 0) for t in scoring}
+    disputed = np.zeros(len(scores), dtype=bool)  # user scores of an app two teams alone disagree on: neither's train
+    dispute: dict[str, Found] = {}
     while spec.check_agreement and checked:
-        found.update({t: _disagreement(t, team_arr, strata, labels, scores, is_user, reference, spec) for t in checked})
+        live = is_user & ~disputed
+        found.update({t: _disagreement(t, team_arr, strata, labels, scores, live, reference, spec) for t in checked})
         worst = max(checked, key=lambda t: found[t][2])
         stratum, gap, z, sources = found[worst]
         if stratum is None or z < z_crit:
             break
         other = {t for t in checked if t != worst and found[t][0] == stratum and found[t][2] >= z_crit}
-        pair = sources == 1 and len(other) == 1  # it and one other team disagree, and nobody else scored the model
-        for t in ({worst} | other) if pair else {worst}:
-            why = "flagged: disagrees with the only other team on that model, neither trains" if pair else "flagged: left out"
-            verdicts[t] = _check(t, rows[t], 0, why, found[t])
-            checked.remove(t)
-            reference &= ~(is_user & (team_arr == t))
+        if sources == 1 and len(other) == 1:  # it and one other team disagree, and nobody else scored the model there
+            for t in {worst} | other:  # which is right cannot be told: that app's scores of both leave, the rest stay
+                drop = is_user & (team_arr == t) & (app_arr == stratum[0])
+                disputed |= drop
+                reference &= ~drop
+                dispute.setdefault(t, found[t])
+            continue
+        verdicts[worst] = _check(worst, rows[worst], 0, "flagged: left out", found[worst])
+        checked.remove(worst)
+        reference &= ~(is_user & (team_arr == worst))
     for t in scoring:
-        if t not in verdicts:
+        if t in verdicts:
+            continue
+        lost = int((disputed & (team_arr == t)).sum())
+        if t in dispute and lost == rows[t]:
+            verdicts[t] = _check(
+                t, rows[t], 0, "flagged: disagrees with the only other team on that model, neither trains", dispute[t]
+            )
+        elif t in dispute:
+            where = dispute[t][0]
+            app = where[0] if where is not None else ""
+            verdicts[t] = _check(t, rows[t], rows[t] - lost, f"trusted, but not in app {app or '(none)'}: disagrees there "
+                                 "with the only other team on that model, neither's scores of it train", dispute[t])  # fmt: skip
+        else:
             verdicts[t] = _check(t, rows[t], rows[t], "exempt" if t in spec.exempt else "trusted", found[t])
-    out: set[str] = set()
     ids = np.array(request_ids, dtype=object)
+    out: set[str] = set(ids[disputed])
     for t, check in verdicts.items():
         if check.kept == 0:
             out.update(ids[is_user & (team_arr == t)])
@@ -146,7 +167,7 @@ def check_teams(request_ids: list[str], teams: list[str | None], models: list[st
         for t, c in list(verdicts.items()):
             limit = int(share / (1 - share) * (sum(kept.values()) - kept[t]))
             if c.kept > limit:
-                mine = list(ids[is_user & (team_arr == t)])
+                mine = list(ids[is_user & (team_arr == t) & ~disputed])
                 out.update(mine[i] for i in _hash_order(mine)[limit:])
                 verdicts[t] = TeamCheck(t, c.rows, limit, f"capped at {share:.0%} of the user scores", c.model, c.gap, c.z,
                                         c.app)  # fmt: skip

@@ -12,14 +12,18 @@ from regret_gateway.gateway.runtime import Gateway
 from regret_gateway.store.queries import get_decision
 
 
-def test_a_routed_decision_awaits_its_outcome_until_the_success_event(tmp_path):
+def _one_tier_gateway(tmp_path):
+    """A gateway of three models on one tier, its hook, a caller without a team, and a one-message request."""
     settings = Settings(models=("a", "b", "c"), default_tier="t", tiers={"t": {"lam": 100.0}},
                         artifacts_dir=str(tmp_path / "artifacts"), embedder={"model": "m"},
                         store={"url": f"sqlite:///{tmp_path}/gw.db", "spill_dir": str(tmp_path / "spill")})  # fmt: skip
     gateway = Gateway(settings, encode=lambda texts: np.ones((len(texts), 8), dtype=np.float32), seed=0)
-    hook = RegretRouterHook(gateway)
     key = SimpleNamespace(team_id=None, team_metadata=None, user_role=None)
-    request = {"model": "regret-router", "messages": [{"role": "user", "content": "hi"}]}
+    return gateway, RegretRouterHook(gateway), key, {"model": "regret-router", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def test_a_routed_decision_awaits_its_outcome_until_the_success_event(tmp_path):
+    gateway, hook, key, request = _one_tier_gateway(tmp_path)
 
     async def route_and_answer():
         data = await hook.async_pre_call_hook(key, None, request, "completion")
@@ -50,13 +54,7 @@ def test_a_routed_decision_awaits_its_outcome_until_the_success_event(tmp_path):
 def test_a_request_the_proxy_fails_after_its_answer_is_logged_as_a_failure_at_the_answer_s_cost(tmp_path):
     """LiteLLM's success event came (the answer's cost is logged), then the proxy answered the client with an
     error (e.g. its own check of a deployment's model_info): the stored outcome is the failure the client got."""
-    settings = Settings(models=("a", "b", "c"), default_tier="t", tiers={"t": {"lam": 100.0}},
-                        artifacts_dir=str(tmp_path / "artifacts"), embedder={"model": "m"},
-                        store={"url": f"sqlite:///{tmp_path}/gw.db", "spill_dir": str(tmp_path / "spill")})  # fmt: skip
-    gateway = Gateway(settings, encode=lambda texts: np.ones((len(texts), 8), dtype=np.float32), seed=0)
-    hook = RegretRouterHook(gateway)
-    key = SimpleNamespace(team_id=None, team_metadata=None, user_role=None)
-    request = {"model": "regret-router", "messages": [{"role": "user", "content": "hi"}]}
+    gateway, hook, key, request = _one_tier_gateway(tmp_path)
 
     async def answer_then_fail():
         data = await hook.async_pre_call_hook(key, None, request, "completion")

@@ -1,0 +1,44 @@
+"""The closed loop with chat traffic, run by run (`demo` output folders): per round, the mean over tiers on
+the held-out prompts of the router's greedy choices against the best single model, each app's best model
+and the oracle, and the share of the per-app gain reached; then every gain a retrain published beside its
+held-out truth, and how many intervals held it.
+
+    python docs/experiments/scripts/app_claims_summary.py runs/app-llmrouter-s0 runs/app-mmlupro-s0 ...
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def main(folders: list[str]) -> None:
+    print("| run | round | held-out greedy | best single | each app's best | oracle | greedy - best single | share of the per-app gain |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    claims = []
+    for folder in folders:
+        doc = json.loads((Path(folder) / "closed_loop.json").read_text())
+        for rnd in sorted({r["round"] for r in doc["rounds"]}):
+            rows = [r["utility"] for r in doc["rounds"] if r["round"] == rnd and "held-out greedy" in r["utility"]]
+            if not rows:
+                continue
+            m = {k: float(np.mean([u[k] for u in rows])) for k in ("held-out greedy", "held-out best-single",
+                                                                   "held-out per-app best", "held-out oracle")}  # fmt: skip
+            lift, app = m["held-out greedy"] - m["held-out best-single"], m["held-out per-app best"] - m["held-out best-single"]
+            share = f"{lift / app:.0%}" if app > 0 else "-"
+            print(f"| {Path(folder).name} | {rnd} | {m['held-out greedy']:.1f} | {m['held-out best-single']:.1f} | "
+                  f"{m['held-out per-app best']:.1f} | {m['held-out oracle']:.1f} | {lift:+.1f} | {share} |")  # fmt: skip
+        claims += [(Path(folder).name, c) for c in doc.get("claims", [])]
+    print()
+    print("| run | after round | tier | published | over | claimed (x100) | 95% interval | held-out truth | holds |")
+    print("|---|---:|---|---|---|---:|---|---:|---|")
+    for name, c in claims:
+        print(f"| {name} | {c['round']} | {c['tier']} | {c['published']} | {c['incumbent']} | {c['claimed']:+.1f} | "
+              f"[{c['ci'][0]:+.1f}, {c['ci'][1]:+.1f}] | {c['held_out_truth']:+.1f} | {'yes' if c['holds'] else 'NO'} |")  # fmt: skip
+    held = sum(c["holds"] for _, c in claims)
+    print(f"\n{held} of {len(claims)} published claims' intervals held their held-out truth")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -14,7 +14,9 @@ import numpy as np
 
 
 def main(folders: list[str]) -> None:
-    print("| run | round | held-out greedy | best single | each app's best | oracle | greedy - best single | share of the per-app gain |")
+    print(
+        "| run | round | held-out greedy | best single | each app's best | oracle | greedy - best single | share of the per-app gain |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     claims = []
     for folder in folders:
@@ -31,11 +33,14 @@ def main(folders: list[str]) -> None:
                   f"{m['held-out per-app best']:.1f} | {m['held-out oracle']:.1f} | {lift:+.1f} | {share} |")  # fmt: skip
         claims += [(Path(folder).name, c) for c in doc.get("claims", [])]
     print()
-    print("| run | after round | tier | published | over | claimed (x100) | 95% interval | held-out truth | holds |")
-    print("|---|---:|---|---|---|---:|---|---:|---|")
+    print(
+        "| run | after round | tier | published | over | claimed (x100) | 95% interval | held-out truth | traffic truth | holds |"
+    )
+    print("|---|---:|---|---|---|---:|---|---:|---:|---|")
     for name, c in claims:
+        pool = f"{c['traffic_truth']:+.1f}" if c.get("traffic_truth") is not None else "-"
         print(f"| {name} | {c['round']} | {c['tier']} | {c['published']} | {c['incumbent']} | {c['claimed']:+.1f} | "
-              f"[{c['ci'][0]:+.1f}, {c['ci'][1]:+.1f}] | {c['held_out_truth']:+.1f} | {'yes' if c['holds'] else 'NO'} |")  # fmt: skip
+              f"[{c['ci'][0]:+.1f}, {c['ci'][1]:+.1f}] | {c['held_out_truth']:+.1f} | {pool} | {'yes' if c['holds'] else 'NO'} |")  # fmt: skip
     held = sum(c["holds"] for _, c in claims)
     print(f"\n{held} of {len(claims)} published claims' intervals held their held-out truth")
 

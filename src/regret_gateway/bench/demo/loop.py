@@ -86,17 +86,17 @@ def held_out_stats(world: World, artifact, lam: float, stats: RoundStats) -> Non
 def claim_checks(world: World, tiers: list, before, after, rnd: int) -> list[dict]:
     """Every gain a retrain published, beside its truth on the prompts never sent: per tier that now serves
     something other than its incumbent, the claimed gain (x100, its 95% interval) of the published policy
-    over the incumbent, and the true difference of their greedy choices on the held-out prompts. ``before``,
-    ``after``: the artifacts that served before and after the retrain."""
+    over the incumbent, and the true difference of their greedy choices on the held-out prompts -- and on the
+    traffic's prompts, the pool the logs were drawn from (a claim that misses both is the estimate's error on
+    its own logs, not a failure to carry to new prompts). ``before``, ``after``: the artifacts that served
+    before and after the retrain."""
     from regret_gateway.servable.policy import Candidate
 
-    rows, out = world.held_ix, list[dict]()
-    if len(rows) == 0 or after is None:
+    out = list[dict]()
+    if len(world.held_ix) == 0 or after is None:
         return out
-    for te in tiers:
-        incumbent = te.candidates.get(te.incumbent)
-        if te.served == te.incumbent or incumbent is None:
-            continue
+
+    def truth(te, incumbent, rows: np.ndarray) -> float | None:
         new = greedy_choices(world, after, te.tier, te.lam, rows)
         old: np.ndarray | None
         if isinstance(incumbent, Candidate) and incumbent.kind == "constant" and incumbent.model is not None:
@@ -104,13 +104,21 @@ def claim_checks(world: World, tiers: list, before, after, rnd: int) -> list[dic
         else:  # the policy the tier served before
             old = greedy_choices(world, before, te.tier, te.lam, rows)
         if new is None or old is None:
+            return None
+        u, n = world.bench.quality[rows] - te.lam * world.bench.cost[rows], np.arange(len(rows))
+        return float(100 * (u[n, new] - u[n, old]).mean())
+
+    for te in tiers:
+        incumbent = te.candidates.get(te.incumbent)
+        if te.served == te.incumbent or incumbent is None:
             continue
-        u = world.bench.quality[rows] - te.lam * world.bench.cost[rows]
-        n = np.arange(len(rows))
-        truth = float(100 * (u[n, new] - u[n, old]).mean())
+        held, pool = truth(te, incumbent, world.held_ix), truth(te, incumbent, world.traffic_ix)
+        if held is None:
+            continue
         lo, hi = 100 * te.gain_ci[0], 100 * te.gain_ci[1]
         out.append({"round": rnd, "tier": te.tier, "published": te.served, "incumbent": te.incumbent,
-                    "claimed": 100 * te.gain, "ci": [lo, hi], "held_out_truth": truth, "holds": lo <= truth <= hi})  # fmt: skip
+                    "claimed": 100 * te.gain, "ci": [lo, hi], "held_out_truth": held, "traffic_truth": pool,
+                    "holds": lo <= held <= hi})  # fmt: skip
     return out
 
 

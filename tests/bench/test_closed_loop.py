@@ -418,7 +418,9 @@ def test_the_verdict_names_the_tiers_whose_held_out_greedy_choices_fall_below_th
         utility = {b: 50.0 for b in BASELINES} | {
             "held-out greedy": greedy,
             "held-out best-single": 60.0,
+            "held-out per-app best": 64.0,
             "held-out full-info": 61.0,
+            "held-out oracle": 80.0,
         }
         return RoundStats(round=4, tier=tier, lam=0.0, router_version="v", utility=utility)
 
@@ -426,6 +428,9 @@ def test_the_verdict_names_the_tiers_whose_held_out_greedy_choices_fall_below_th
     assert "BELOW on standard)" in mixed and "NOT above on the mean" in mixed, mixed
     level = verdict([stats("premium", 60.0), stats("standard", 61.0), stats("economy", 60.0)])
     assert ">= on every tier)" in level and "(+0.3; above on the mean" in level, level
+    assert (
+        "each app's best model 64.0 (+4.0 over the best single model; the greedy router reached 8% of it), oracle 80.0" in level
+    )
     # the last line says it in words
     assert mixed.splitlines()[-1].startswith("verdict: NOT MET") and "below it on standard" in mixed.splitlines()[-1]
     assert level.splitlines()[-1].startswith("verdict: MET") and "+0.3" in level.splitlines()[-1]

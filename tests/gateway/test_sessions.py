@@ -143,6 +143,8 @@ def test_a_tiers_cost_cap_bounds_a_kept_conversation_turn(tmp_path):
     afresh among the models under the cap: the cap bounds every turn, kept or not (cold start included)."""
     gw, data = _gateway_with_conversation_on("large", tmp_path, tiers={"std": {"lam": 0, "max_cost_per_request_usd": 1e-3}})
     try:
+        gw.steerer.maybe_step()  # the cap's first step reads the (empty) store: let it land before the costs are set,
+        assert gw.steerer.stepped.wait(timeout=30)  # or it would overwrite them mid-test (a step every 300 s after)
         gw.router.costs_seen({"small-a": 1e-5, "small-b": 2e-5, "large": 5e-2}, {})
         routed = [_route(gw, data) for _ in range(10)]
         assert {r["model"] for r in routed} <= {"small-a", "small-b"} and {r["session_turn"] for r in routed} <= {

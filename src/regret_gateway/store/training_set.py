@@ -162,7 +162,7 @@ def training_set(
         if k is not None and (rid not in best or (k, src) < best[rid][:2]) and not (src == USER_SOURCE and rid in untrusted):
             best[rid] = (k, src, score)
     del read
-    outcome_reason = _outcome_reason()
+    outcome_reason = _outcome_reason().label("reason")
     q = (
         select(
             Decision.request_id,
@@ -197,9 +197,8 @@ def training_set(
         skipped[reason or "no_feedback"] += int(n)
     candidates = []  # successful, scored, routed rows: the embedder is chosen among them
     for r in session.execute(q.execution_options(yield_per=READ_CHUNK)):
-        reason = r[12]
-        if reason is not None:  # mock, no outcome, a stream the client left, failed, answered by a fallback's model
-            skipped[reason] += 1
+        if r.reason is not None:  # mock, no outcome, a stream the client left, failed, answered by a fallback's model
+            skipped[r.reason] += 1
         elif r.request_id not in best:  # unscored, or only by a user whose scores may not train (the trust check)
             skipped["untrusted" if r.request_id in untrusted else "no_feedback"] += 1
         elif r.mode == "fallback":  # routing failed: not a draw of the logging policy

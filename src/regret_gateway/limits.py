@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from typing import TypeGuard
 
 # LiteLLM's model-info keys -> ours
 _LITELLM_KEYS = {
@@ -63,7 +64,7 @@ class ModelInfo:
                 continue
             if name in _FLAGS and isinstance(value, bool):
                 out[name] = value
-            elif name not in _FLAGS and isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+            elif name not in _FLAGS and is_number(value) and value >= 0:
                 out[name] = int(value) if name.startswith("max_") else float(value)
         return cls(**out)
 
@@ -83,8 +84,18 @@ def _has_images(messages) -> bool:
     return False
 
 
+def is_whole(value: object) -> TypeGuard[int]:
+    """An integer as JSON and YAML give it: an ``int`` that is not a ``bool`` (True is an int in Python)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> TypeGuard[int | float]:
+    """An ``int`` or ``float`` that is not a ``bool``."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _int(value) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    return value if is_whole(value) and value > 0 else None
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from typing import Any, cast
 import numpy as np
 
 from regret_gateway.config import Settings
+from regret_gateway.limits import is_number
 from regret_gateway.store.queries import JUDGE_REPEAT_SOURCE, JUDGE_SOURCE
 from regret_gateway.store.records import FeedbackRecord
 
@@ -88,7 +89,7 @@ def parse_score(text: str | None) -> float | None:
             start = text.rfind("{", 0, start)
             continue
         score = obj.get("score") if isinstance(obj, dict) else None
-        if not isinstance(score, (int, float)) or isinstance(score, bool):
+        if not is_number(score):
             return None
         value = float(score)
         return value if np.isfinite(value) and 0.0 <= value <= 1.0 else None

@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 
 from regret_gateway.config import Settings, env_var, load_settings, read_yaml
+from regret_gateway.limits import is_number, is_whole
 
 STORE_BACKENDS = ("sqlite", "postgresql")
 
@@ -81,13 +82,11 @@ def _check_model_info(model_list: list) -> None:
         for key, value in info.items():
             if key in _FLAGS and not isinstance(value, bool):
                 raise DeploymentError(f"model_list: {name!r} model_info.{key}: {value!r} is not true or false")
-            if key in _COUNTS and not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            if key in _COUNTS and not (is_whole(value) and value > 0):
                 raise DeploymentError(
                     f"model_list: {name!r} model_info.{key}: {value!r} is not a positive whole number of tokens"
                 )
-            if key.endswith("_cost_per_token") and not (
-                isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
-            ):
+            if key.endswith("_cost_per_token") and not (is_number(value) and value >= 0):
                 raise DeploymentError(f"model_list: {name!r} model_info.{key}: {value!r} is not a price (USD, >= 0)")
 
 

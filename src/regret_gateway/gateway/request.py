@@ -14,7 +14,7 @@ from regret_gateway.gateway.decisions import Choice
 from regret_gateway.gateway.eligibility import NoEligibleModel
 from regret_gateway.gateway.messages import app_key, routed_text, tool_names
 from regret_gateway.gateway.sessions import Turn, conversation_of
-from regret_gateway.limits import Needs
+from regret_gateway.limits import Needs, is_whole
 from regret_gateway.store.records import DecisionRecord, prompt_hash, team_key
 from regret_gateway.tokens import count_message_tokens
 
@@ -39,7 +39,7 @@ def check_fields(data: Mapping) -> None:
         value = data.get(field)
         if value is None:
             continue
-        if not isinstance(value, int) or isinstance(value, bool):
+        if not is_whole(value):
             raise BadRequestField(f"`{field}` must be an integer, got {type(value).__name__} {value!r:.40}")
         if not 1 <= value <= MAX_OUTPUT_TOKENS:
             raise BadRequestField(f"`{field}` must be between 1 and {MAX_OUTPUT_TOKENS}, got {value}")

@@ -272,6 +272,6 @@ def test_bench_report_times_the_savings_report_on_stores_of_each_size_side_by_si
     assert result.exit_code == 0, result.output
     rows = [line for line in result.stdout.splitlines() if line.startswith("| 4") or line.startswith("| 8")]
     assert [r.split("|")[1].strip() for r in rows] == ["400", "800"], result.stdout
-    cells = [[c.strip() for c in r.split("|")[1:-1]] for r in rows]
+    cells = [[c.strip().replace(",", "") for c in r.split("|")[1:-1]] for r in rows]
     assert all(float(c[1]) > 0 and float(c[2]) >= float(c[3]) > 0 and c[4] == "12" for c in cells), cells
     assert cells[0][5] == "1.00" and cells[1][6] == "2.0"

@@ -89,18 +89,31 @@ class ReportRun:
     teams: int  # team-and-tier rows the report has
 
 
+def _peak_mb() -> float:
+    """This process's peak resident memory in MB: the kernel's high-water mark of its own address space
+    (``VmHWM``; ``ru_maxrss`` keeps the forking parent's across exec, so a child would report its parent's)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def _report_child(url: str, results) -> None:
     from regret_gateway.savings import savings_report
 
     settings = report_settings()
     engine = make_engine(url)
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    base = _peak_mb()
     started = time.perf_counter()
     with Session(engine) as session:
         report = savings_report(settings, session, UNTIL - timedelta(days=DAYS), UNTIL)
         report.text()
     seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = _peak_mb()
     engine.dispose()
     results.put((seconds, peak, base, len(report.teams)))
 

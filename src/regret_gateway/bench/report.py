@@ -4,8 +4,6 @@ fresh process, with that process's peak memory."""
 
 from __future__ import annotations
 
-import multiprocessing
-import resource
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 from sqlalchemy.orm import Session
 
+from regret_gateway.bench.own_process import in_own_process, peak_mb
 from regret_gateway.config import Settings, TierSpec
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
@@ -89,46 +88,26 @@ class ReportRun:
     teams: int  # team-and-tier rows the report has
 
 
-def _peak_mb() -> float:
-    """This process's peak resident memory in MB: the kernel's high-water mark of its own address space
-    (``VmHWM``; ``ru_maxrss`` keeps the forking parent's across exec, so a child would report its parent's)."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _report_child(url: str, results) -> None:
+def _one_report(url: str) -> tuple[float, float | None, int]:
+    """(seconds, peak MB before it, team-and-tier rows) of one 30-day report over the store at ``url``."""
     from regret_gateway.savings import savings_report
 
     settings = report_settings()
     engine = make_engine(url)
-    base = _peak_mb()
+    base = peak_mb()
     started = time.perf_counter()
     with Session(engine) as session:
         report = savings_report(settings, session, UNTIL - timedelta(days=DAYS), UNTIL)
         report.text()
     seconds = time.perf_counter() - started
-    peak = _peak_mb()
     engine.dispose()
-    results.put((seconds, peak, base, len(report.teams)))
+    return seconds, base, len(report.teams)
 
 
 def time_report(url: str, decisions: int) -> ReportRun:
     """One 30-day report over the store at ``url``, in a fresh process (its peak memory is the report's)."""
-    ctx = multiprocessing.get_context("spawn")
-    results = ctx.Queue()
-    proc = ctx.Process(target=_report_child, args=(url, results))
-    proc.start()
-    try:
-        seconds, peak, base, teams = results.get(timeout=3600)
-    finally:
-        proc.join()
-    return ReportRun(decisions, seconds, peak, base, teams)
+    (seconds, base, teams), peak = in_own_process(_one_report, url, timeout=3600)
+    return ReportRun(decisions, seconds, float("nan") if peak is None else peak, float("nan") if base is None else base, teams)
 
 
 def report_table(runs: list[ReportRun]) -> str:

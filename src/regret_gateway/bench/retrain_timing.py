@@ -8,7 +8,6 @@ timed for each size in one run.
 
 from __future__ import annotations
 
-import multiprocessing
 import tempfile
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from regret_gateway.bench.own_process import in_own_process
 from regret_gateway.config import EmbedderSpec, Settings, StoreSpec, TierSpec
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
@@ -100,31 +100,21 @@ def _fill(engine, n: int, dim: int, seed: int, chunk: int = 5000) -> None:
             record_feedback(s, [FeedbackRecord(ids[i], float(quality[i])) for i in range(m)])
 
 
-def _retrain_process(settings: Settings, options, results) -> None:
-    """One retrain in this process: (status, reason, step seconds, rows fitted, peak RSS MB) on ``results``."""
+def _one_retrain(settings: Settings, options) -> tuple[str, str, dict, int]:
+    """One retrain in this process: (status, reason, step seconds, rows fitted)."""
     from regret_gateway.retrain import retrain
 
     engine = make_engine(settings.store.url)
     result = retrain(settings, engine, options)
     engine.dispose()
-    try:
-        import resource
-
-        peak: float | None = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    except ImportError:  # not on this system
-        peak = None
-    results.put((result.status, result.reason, result.seconds, result.data.get("rows", 0), peak))
+    return result.status, result.reason, result.seconds, result.data.get("rows", 0)
 
 
 def retrain_in_own_process(settings: Settings, options) -> tuple[str, str, dict, int, float | None]:
-    """One retrain in a fresh process, so that its peak memory is its own."""
-    ctx = multiprocessing.get_context("spawn")
-    results = ctx.Queue()
-    child = ctx.Process(target=_retrain_process, args=(settings, options, results))
-    child.start()
-    out = results.get()
-    child.join()
-    return out
+    """One retrain in a fresh process, so that its peak memory is its own: (status, reason, step seconds,
+    rows fitted, peak MB)."""
+    (status, reason, seconds, rows), peak = in_own_process(_one_retrain, settings, options)
+    return status, reason, seconds, rows, peak
 
 
 def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print, precisions: tuple[str, ...] = ("auto",),

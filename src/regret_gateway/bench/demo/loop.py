@@ -20,11 +20,21 @@ from regret_gateway.bench.demo.traffic import ReplayTeams, Teams, gateway_sectio
 from regret_gateway.bench.demo.world import JUDGE_PRICE, JUDGE_TOKENS, OUTPUT_PRICE, DemoConfig, World, judge_models, prepare
 
 
+def utilities(bench, rows: np.ndarray, lam: float) -> np.ndarray:
+    """(len(rows), T) each prompt's true utility per model at ``lam``: quality - lam x cost (USD)."""
+    return bench.quality[rows] - lam * bench.cost[rows]
+
+
+def mean_utility(bench, rows: np.ndarray, lam: float, choice: np.ndarray) -> float:
+    """Utility x100 of ``choice`` (one model per row) on prompts ``rows``, the mean over them."""
+    return float(100 * utilities(bench, rows, lam)[np.arange(len(rows)), choice].mean())
+
+
 def score(stats: RoundStats, bench, rows: np.ndarray, lam: float, picks: dict[str, np.ndarray]) -> None:
     """Utility x100, accuracy and cost on prompts ``rows`` of each named choice ``picks`` (one model per row)."""
     n = np.arange(len(rows))
     for name, a in picks.items():
-        stats.utility[name] = float(100 * (bench.quality[rows][n, a] - lam * bench.cost[rows][n, a]).mean())
+        stats.utility[name] = mean_utility(bench, rows, lam, a)
         stats.accuracy[name] = float(bench.quality[rows][n, a].mean())
         stats.cost[name] = float(bench.cost[rows][n, a].mean())
 
@@ -56,7 +66,7 @@ def round_stats(world: World, rnd: int, tier: str, lam: float, rows: np.ndarray,
     }
     stats = RoundStats(rnd, tier, lam, ",".join(sorted({str(v) for _, v in answers})))
     score(stats, bench, rows, lam, picks)
-    stats.utility["uniform"] = float(100 * (bench.quality[rows] - lam * bench.cost[rows]).mean())
+    stats.utility["uniform"] = float(100 * utilities(bench, rows, lam).mean())
     stats.accuracy["uniform"] = float(bench.quality[rows].mean())
     stats.cost["uniform"] = float(bench.cost[rows].mean())
     return stats
@@ -70,12 +80,11 @@ def held_out_stats(world: World, artifact, lam: float, stats: RoundStats) -> Non
     rows = world.held_ix
     if len(rows) == 0:
         return
-    utility = world.bench.quality[rows] - lam * world.bench.cost[rows]
     picks = {
         "held-out best-single": np.full(len(rows), world.best_single[lam]),
         "held-out per-app best": world.app_best(lam, rows),
         "held-out full-info": world.full_information.predict("full-info", world.X[rows], lam),
-        "held-out oracle": np.argmax(utility, axis=1),
+        "held-out oracle": np.argmax(utilities(world.bench, rows, lam), axis=1),
     }
     greedy = greedy_choices(world, artifact, stats.tier, lam, rows)
     if greedy is not None:
@@ -105,8 +114,7 @@ def claim_checks(world: World, tiers: list, before, after, rnd: int) -> list[dic
             old = greedy_choices(world, before, te.tier, te.lam, rows)
         if new is None or old is None:
             return None
-        u, n = world.bench.quality[rows] - te.lam * world.bench.cost[rows], np.arange(len(rows))
-        return float(100 * (u[n, new] - u[n, old]).mean())
+        return mean_utility(world.bench, rows, te.lam, new) - mean_utility(world.bench, rows, te.lam, old)
 
     for te in tiers:
         incumbent = te.candidates.get(te.incumbent)

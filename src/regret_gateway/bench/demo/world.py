@@ -271,11 +271,10 @@ def prepare(cfg: DemoConfig, work: Path, echo) -> World:
         responses=recorded_responses(Path(data_path), bench), template=template, text_dim=text_dim, reference_ix=train_ix,
         chat=chat,
     )  # fmt: skip
-    train = full.subset(train_ix)
+    train, train_apps = full.subset(train_ix), world.apps[train_ix]
     for lam in lams:
         utility = train.utility(lam)
-        world.per_app_best[lam] = {str(a): int(np.argmax(utility[world.apps[train_ix] == a].mean(0)))
-                                   for a in np.unique(world.apps[train_ix])}  # fmt: skip
+        world.per_app_best[lam] = {str(a): int(np.argmax(utility[train_apps == a].mean(0))) for a in np.unique(train_apps)}
     if len(world.traffic_ix) < len(traffic_ix):
         echo(
             f"traffic: {len(world.traffic_ix)} distinct prompts of {len(traffic_ix)} traffic rows (a repeated text is one prompt)"

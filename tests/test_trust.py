@@ -1,5 +1,5 @@
-"""Whose user scores train the router (regret_gateway/trust.py): a team that scores against everyone else
-is left out, honest teams are not, the cap and the trusted list hold."""
+"""Whose user scores train the router (regret_gateway/trust.py): a team that scores against a reference is
+left out, honest teams are not, a count of teams never decides, the cap and the trusted list hold."""
 
 from __future__ import annotations
 
@@ -27,12 +27,33 @@ def check(parts, spec=TrustSpec()):
     return check_teams(ids, teams, models, np.array(values), np.array(users), spec)
 
 
-def test_a_team_scoring_against_everyone_else_is_left_out_and_honest_teams_are_not():
+def test_a_team_scoring_against_the_judge_is_left_out_and_honest_teams_are_not():
     rng = np.random.default_rng(0)
-    out, verdicts = check([scores(rng, "h1", 400), scores(rng, "h2", 400), scores(rng, "x", 600, attack=True)])
+    parts = [scores(rng, "h1", 400), scores(rng, "h2", 400), scores(rng, "x", 600, attack=True)]
+    out, verdicts = check([*parts, scores(rng, "j", 200, judge=True)])
     assert verdicts["x"].kept == 0 and verdicts["x"].verdict.startswith("flagged") and abs(verdicts["x"].gap) > 0.2
     assert verdicts["h1"].kept == 400 and verdicts["h2"].kept == 400
     assert out == {f"x-u{i}" for i in range(600)}
+    out, verdicts = check(parts)  # no reference: two teams against one is a dispute, not a vote
+    assert out == {i for p in parts for i in p[0]} and all(v.verdict.startswith("disputed") for v in verdicts.values())
+
+
+def test_a_coalition_cannot_outvote_an_honest_team_it_can_only_stop_the_app_it_shares_from_training():
+    """The probe's coalition: two teams score 1 for model a and 0 for the rest on the app they share with an
+    honest team. By count they win; here none of their scores ever trains, the honest team is never flagged,
+    and its other app keeps training. The judge or an operator-listed reference team restores the shared app."""
+    rng = np.random.default_rng(6)
+    honest = [app_scores(rng, "h", "code", 400), app_scores(rng, "h", "chat", 300)]
+    colluders = [app_scores(rng, x, "code", 400, attack=True) for x in ("x1", "x2")]
+    out, verdicts = check_apps([*honest, *colluders])
+    assert out == {i for p in [honest[0], *colluders] for i in p[0]}  # the shared app's user scores, every side's
+    assert verdicts["h"].kept == 300 and "not in app code" in verdicts["h"].verdict
+    assert verdicts["x1"].kept == verdicts["x2"].kept == 0
+    for spec, judge in ((TrustSpec(reference=("h",)), []), (TrustSpec(), [app_scores(rng, "j", "code", 150, judge=True)])):
+        out, verdicts = check_apps([*honest, *colluders, *judge], spec)
+        assert out == {i for p in colluders for i in p[0]}, spec  # the reference decides: the colluders leave
+        assert verdicts["h"].kept == 700 and verdicts["h"].verdict in ("reference", "trusted")
+        assert verdicts["x1"].verdict.startswith("flagged") and verdicts["x2"].verdict.startswith("flagged")
 
 
 def test_the_judge_tells_which_of_two_teams_is_right_and_without_it_neither_trains():
@@ -41,7 +62,7 @@ def test_the_judge_tells_which_of_two_teams_is_right_and_without_it_neither_trai
     _, with_judge = check([honest, attacker, scores(rng, "h", 150, judge=True)])
     assert with_judge["x"].kept == 0 and with_judge["h"].verdict == "trusted"
     out, alone = check([honest, attacker])
-    assert alone["x"].kept == 0 and alone["h"].kept == 0 and "neither trains" in alone["h"].verdict
+    assert alone["x"].kept == 0 and alone["h"].kept == 0 and alone["h"].verdict.startswith("disputed")
     assert len(out) == 1000
 
 
@@ -97,12 +118,12 @@ APP_QUALITY = {"chat": {"a": 0.9, "b": 0.5, "c": 0.2}, "code": {"a": 0.2, "b": 0
                "legal": {"a": 0.5, "b": 0.9, "c": 0.3}}  # fmt: skip
 
 
-def app_scores(rng, team: str, app: str, n: int, *, attack: bool = False):
+def app_scores(rng, team: str, app: str, n: int, *, attack: bool = False, judge: bool = False):
     """``n`` requests of ``team`` from one ``app``, whose models' chances of a good answer differ by app,
-    scored honestly (or, ``attack``: 1 for a, 0 for the rest)."""
+    scored honestly (or, ``attack``: 1 for a, 0 for the rest); ``judge``: scored by the judge."""
     models = rng.choice(MODELS, n)
     values = np.array([(1.0 if m == "a" else 0.0) if attack else float(rng.random() < APP_QUALITY[app][m]) for m in models])
-    return [f"{team}-{app}-{i}" for i in range(n)], [team] * n, list(models), values, np.full(n, True), [app] * n
+    return [f"{team}-{app}-{i}" for i in range(n)], [team] * n, list(models), values, np.full(n, not judge), [app] * n
 
 
 def check_apps(parts, spec=TrustSpec()):
@@ -119,13 +140,14 @@ def test_teams_on_different_apps_are_compared_like_with_like_and_never_flagged()
     out, verdicts = check_apps(parts)
     assert out == set() and all(v.verdict == "trusted" for v in verdicts.values())
     _, pooled = check_apps([p[:5] + ([None] * len(p[0]),) for p in parts])  # the same scores with no app known
-    assert any(v.verdict.startswith("flagged") for v in pooled.values())  # compared across apps: honest teams flagged
+    assert any(v.kept < v.rows for v in pooled.values())  # compared across apps: honest teams' scores left out
 
 
-def test_within_an_app_a_team_scoring_against_the_others_is_still_flagged_and_named_with_its_app():
+def test_within_an_app_a_team_scoring_against_the_judge_is_still_flagged_and_named_with_its_app():
     rng = np.random.default_rng(4)
     parts = [app_scores(rng, "h1", "code", 400), app_scores(rng, "h2", "code", 400),
-             app_scores(rng, "x", "code", 600, attack=True), app_scores(rng, "h3", "chat", 400)]  # fmt: skip
+             app_scores(rng, "x", "code", 600, attack=True), app_scores(rng, "h3", "chat", 400),
+             app_scores(rng, "j", "code", 150, judge=True)]  # fmt: skip
     out, verdicts = check_apps(parts)
     assert verdicts["x"].kept == 0 and verdicts["x"].app == "code" and "in app code" in verdicts["x"].line()
     assert out == {f"x-code-{i}" for i in range(600)}

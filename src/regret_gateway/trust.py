@@ -1,17 +1,21 @@
-"""Whose scores train the router: every team's user scores are checked against everyone else's on the
-same models, capped in share, and left out where the deployment does not trust them (``trust:`` config).
+"""Whose scores train the router: every team's user scores are checked on the same models and app, capped
+in share, and left out where the deployment does not trust them (``trust:`` config).
 
 Retrain fits one model of every model's quality from the whole window and chooses every tier's policy
-from it, so a team's scores change what the tiers other teams use are served. Three rules bound that:
+from it, so a team's scores change what the tiers other teams use are served. Four rules bound that:
 
 - ``trust.teams``: only the listed teams' user scores train (default: every team's);
-- agreement: a team whose mean score on some model differs from everyone else's (other teams' users and
-  the LLM judge) on that model and within the same app -- like with like: the requests of one system
-  prompt (gateway/messages.py ``app_key``) -- by at least ``min_gap``, beyond chance (a two-sample z test,
-  Bonferroni over every team, app and model compared, at ``alpha``), is flagged and its scores left out --
-  unless ``trust.exempt`` vouches for it. Teams whose apps differ are not compared: a platform's teams
-  each on their own apps really score each model differently. Requests without a system prompt are one
-  app. Its flag says by how much, on which model and app, for an operator to judge;
+- agreement, like with like: a team's mean score on a model within one app (the requests of one system
+  prompt, gateway/messages.py ``app_key``; requests without one are one app) is compared with the others'
+  there, and a difference of at least ``min_gap``, beyond chance (a two-sample z test, Bonferroni over
+  every team, app and model compared, at ``alpha``), is a disagreement. Teams whose apps differ are never
+  compared: a platform's teams each on their own apps really score each model differently;
+- a reference decides, a count never does: where the judge or a team the operator lists in
+  ``trust.reference`` scored that model in that app, a team is compared with them alone, and one that
+  disagrees is flagged and its scores left out. Where only peer teams scored it, which side is right cannot
+  be told -- two colluding teams look like a majority -- so every team that scored that model there loses
+  its scores of that app (its other apps' still train): a coalition can stop the learning of an app it
+  shares with an honest team, never steer it. ``trust.exempt`` teams are never checked, and no reference;
 - cap: where several teams score, no team's scores are more than ``max_team_share`` of the user scores
   that train; a team past it keeps a share of its scores chosen by a hash of the request id.
 
@@ -62,19 +66,21 @@ def _hash_order(ids: list[str]) -> np.ndarray:
 
 
 Stratum = tuple[str, str]  # (app, model): scores compared like with like ("" : no app)
-Found = tuple[Stratum | None, float, float, int]
+Found = tuple[Stratum | None, float, float, bool]  # (where, gap, z, against a reference)
 
 
 def _disagreement(team: str, teams: np.ndarray, strata: np.ndarray, labels: list[Stratum], scores: np.ndarray,
-                  is_user: np.ndarray, reference: np.ndarray, spec: TrustSpec) -> Found:  # fmt: skip
-    """((app, model), gap, z, sources) where ``team``'s user scores differ most (in z) from the ``reference``
-    scores of the same app and model, at least ``min_gap``; ``sources``: how many others made that reference
-    (each team, the judge). ``strata``: (n,) each score's code of its (app, model) in ``labels``."""
-    best: Found = (None, 0.0, 0.0, 0)
+                  is_user: np.ndarray, peers: np.ndarray, independent: np.ndarray, spec: TrustSpec) -> Found:  # fmt: skip
+    """((app, model), gap, z, referenced) where ``team``'s user scores differ most (in z) from the others' of
+    the same app and model, by at least ``min_gap``: the ``independent`` scores there (the judge's, the
+    reference teams') where they are at least ``min_rows`` (``referenced``), else the ``peers``' (the other
+    checked teams'). ``strata``: (n,) each score's code of its (app, model) in ``labels``."""
+    best: Found = (None, 0.0, 0.0, False)
     mine = is_user & (teams == team)
     for key in np.unique(strata[mine]):
         same = strata == key
-        ref = reference & ~mine & same
+        referenced = int((independent & same).sum()) >= spec.min_rows
+        ref = (independent if referenced else peers & ~mine) & same
         a, b = scores[mine & same], scores[ref]
         if len(a) < spec.min_rows or len(b) < spec.min_rows:
             continue
@@ -85,8 +91,7 @@ def _disagreement(team: str, teams: np.ndarray, strata: np.ndarray, labels: list
         gap = float(a.mean() - b.mean())
         z = abs(gap) / se
         if abs(gap) >= spec.min_gap and z > best[2]:
-            sources = len({(t if u else "judge") for t, u in zip(teams[ref], is_user[ref])})
-            best = (labels[int(key)], gap, float(z), sources)
+            best = (labels[int(key)], gap, float(z), referenced)
     return best
 
 
@@ -98,10 +103,10 @@ def check_teams(request_ids: list[str], teams: list[str | None], models: list[st
     the score in [0, 1], whether it is a user's (``False``: the judge's, a reference for everyone), and the
     app the request came from (None: no system prompt; ``apps`` None: one app for all).
 
-    The agreement check goes worst first: the team that disagrees most (in z) with everyone else is flagged,
-    its scores leave the reference, and the others are checked again. Where the only other source on that
-    model and app is one other team, which of the two is right cannot be told: neither's scores of that app
-    train (their other apps' do), and the check goes on."""
+    The agreement check goes worst first: the team that disagrees most (in z) is flagged where a reference
+    (the judge, ``trust.reference``) scored that model and app, and its scores leave the comparisons; where
+    only peer teams did, every checked team that scored that model there loses its scores of that app (a
+    dispute: no side wins by count), and the check goes on."""
     team_arr = np.array([t if t is not None else "" for t in teams], dtype=object)
     scores = np.asarray(scores, dtype=float)
     keys = [(a or "", str(m)) for a, m in zip(apps if apps is not None else [None] * len(models), models)]
@@ -116,46 +121,47 @@ def check_teams(request_ids: list[str], teams: list[str | None], models: list[st
     verdicts = {
         t: TeamCheck(t, rows[t], 0, "not listed in trust.teams") for t in scoring if listed is not None and t not in listed
     }
-    checked = [t for t in scoring if t not in verdicts and t not in spec.exempt]
-    reference = ~is_user | np.isin(team_arr, checked)  # the judge and the teams checked (an exempt team's prompts differ)
+    vouched = [t for t in spec.reference if t in scoring and t not in verdicts]
+    checked = [t for t in scoring if t not in verdicts and t not in spec.exempt and t not in vouched]
+    independent = ~is_user | np.isin(team_arr, vouched)  # the judge and the operator's reference teams
+    peers = is_user & np.isin(team_arr, checked)  # the teams checked: compared with each other where no reference is
     tests = max(1, sum(len(np.unique(strata[is_user & (team_arr == t)])) for t in checked))
     z_crit = NormalDist().inv_cdf(1 - spec.alpha / (2 * tests))
-    found: dict[str, Found] = {t: (None, 0.0, 0.0, 0) for t in scoring}
-    disputed = np.zeros(len(scores), dtype=bool)  # user scores of an app two teams alone disagree on: neither's train
+    found: dict[str, Found] = {t: (None, 0.0, 0.0, False) for t in scoring}
+    disputed = np.zeros(len(scores), dtype=bool)  # user scores of an app peers disagree on with no reference: none train
     dispute: dict[str, Found] = {}
     while spec.check_agreement and checked:
-        live = is_user & ~disputed
-        found.update({t: _disagreement(t, team_arr, strata, labels, scores, live, reference, spec) for t in checked})
+        live = peers & ~disputed
+        found.update({t: _disagreement(t, team_arr, strata, labels, scores, is_user & ~disputed, live, independent, spec)
+                      for t in checked})  # fmt: skip
         worst = max(checked, key=lambda t: found[t][2])
-        stratum, gap, z, sources = found[worst]
+        stratum, _, z, referenced = found[worst]
         if stratum is None or z < z_crit:
             break
-        other = {t for t in checked if t != worst and found[t][0] == stratum and found[t][2] >= z_crit}
-        if sources == 1 and len(other) == 1:  # it and one other team disagree, and nobody else scored the model there
-            for t in {worst} | other:  # which is right cannot be told: that app's scores of both leave, the rest stay
-                drop = is_user & (team_arr == t) & (app_arr == stratum[0])
-                disputed |= drop
-                reference &= ~drop
-                dispute.setdefault(t, found[t])
+        if not referenced:  # peers alone: which side is right cannot be told -- the app's scores of every party leave
+            parties = {t for t in checked if (live & (team_arr == t) & (strata == code[stratum])).any()}
+            for t in parties:
+                disputed |= is_user & (team_arr == t) & (app_arr == stratum[0])
+                dispute.setdefault(t, found[worst] if found[t][0] != stratum else found[t])
             continue
         verdicts[worst] = _check(worst, rows[worst], 0, "flagged: left out", found[worst])
         checked.remove(worst)
-        reference &= ~(is_user & (team_arr == worst))
+        peers &= team_arr != worst
     for t in scoring:
         if t in verdicts:
             continue
         lost = int((disputed & (team_arr == t)).sum())
+        where = dispute[t][0] if t in dispute else None
+        app = "(none)" if where is None or not where[0] else where[0]
         if t in dispute and lost == rows[t]:
-            verdicts[t] = _check(
-                t, rows[t], 0, "flagged: disagrees with the only other team on that model, neither trains", dispute[t]
-            )
+            verdicts[t] = _check(t, rows[t], 0, f"disputed: disagrees with other teams in app {app} and no reference "
+                                 "(the judge, trust.reference) tells who is right; none of their scores there train", dispute[t])  # fmt: skip
         elif t in dispute:
-            where = dispute[t][0]
-            app = where[0] if where is not None else ""
-            verdicts[t] = _check(t, rows[t], rows[t] - lost, f"trusted, but not in app {app or '(none)'}: disagrees there "
-                                 "with the only other team on that model, neither's scores of it train", dispute[t])  # fmt: skip
+            verdicts[t] = _check(t, rows[t], rows[t] - lost, f"trusted, but not in app {app}: disagrees there with other "
+                                 "teams and no reference tells who is right; none of their scores there train", dispute[t])  # fmt: skip
         else:
-            verdicts[t] = _check(t, rows[t], rows[t], "exempt" if t in spec.exempt else "trusted", found[t])
+            verdict = "reference" if t in vouched else "exempt" if t in spec.exempt else "trusted"
+            verdicts[t] = _check(t, rows[t], rows[t], verdict, found[t])
     ids = np.array(request_ids, dtype=object)
     out: set[str] = set(ids[disputed])
     for t, check in verdicts.items():

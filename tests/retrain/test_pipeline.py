@@ -568,27 +568,34 @@ def _teams_log(engine, bench, X, rng, teams: dict[str, tuple[int, str | None]]) 
 def test_one_teams_scores_cannot_move_a_tier_other_teams_use_while_honest_scores_still_teach(tmp_path, world):
     """The probe's attack: a team scores its own requests 1.0 where the worst model answered and 0 elsewhere.
     Trusting every score (today's pooling), the premium tier -- which the honest teams use too -- serves that
-    model; with the trust checks (the default) the attacker is flagged, left out, and premium serves what
-    the honest teams' scores alone choose: the best model."""
+    model; with the trust checks and a reference team the attacker is flagged, left out, and premium serves
+    what the honest teams' scores alone choose: the best model. Two such teams against one honest team and
+    no reference: no count decides, none of their scores train, and nothing is published."""
     bench, X = world
     X = X[np.random.default_rng(9).permutation(len(X))]  # outcomes that do not depend on the prompt: tiers serve constants
     rows = slice(0, 1400)
     truth = bench.quality[rows].mean(0)
     best, worst = bench.model_names[int(np.argmax(truth))], bench.model_names[int(np.argmin(truth))]
-    served = {}
-    for arm, trust in (("pooled", {"check_agreement": False, "max_team_share": 1.0}), ("trusted", {}), ("honest", {})):
+    served, results = {}, {}
+    arms = {"pooled": ({"check_agreement": False, "max_team_share": 1.0}, {"x": (600, worst)}),
+            "trusted": ({"reference": ["h1"]}, {"x": (600, worst)}), "honest": ({"reference": ["h1"]}, {}),
+            "coalition": ({}, {"x1": (300, worst), "x2": (300, worst)})}  # fmt: skip
+    for arm, (trust, attackers) in arms.items():
         folder = tmp_path / arm
         folder.mkdir()
         settings = settings_for(folder, bench).model_copy(update={"trust": Settings.model_validate({"trust": trust}).trust})
         engine = new_engine(settings)
-        teams = {"h1": (400, None), "h2": (400, None)} | ({} if arm == "honest" else {"x": (600, worst)})
-        _teams_log(engine, bench, X, np.random.default_rng(11), teams)
-        result = retrain(settings, engine, RetrainOptions(n_boot=300, cross_fit=False, regions=False))
+        _teams_log(engine, bench, X, np.random.default_rng(11), {"h1": (400, None), "h2": (400, None)} | attackers)
+        results[arm] = retrain(settings, engine, RetrainOptions(n_boot=300, cross_fit=False, regions=False))
         engine.dispose()
-        assert result.status == "published", result.reason
-        served[arm] = {row.tier: row.served for row in result.tiers}["premium"]
-        if arm == "trusted":
-            assert any(line.startswith("team x: 600 user scores, 0 train (flagged") for line in result.data["trust"]), result.data
-            assert all("team h" not in line or "trusted" in line for line in result.data["trust"])
+        if arm != "coalition":
+            assert results[arm].status == "published", results[arm].reason
+            served[arm] = {row.tier: row.served for row in results[arm].tiers}["premium"]
+    trust = results["trusted"].data["trust"]
+    assert any(line.startswith("team x: 600 user scores, 0 train (flagged") for line in trust), trust
+    assert all("team h" not in line or "trusted" in line or "reference" in line for line in trust)
     assert served["pooled"] == f"constant:{worst}", served  # the attack works where every score is trusted
     assert served["trusted"] == served["honest"] == f"constant:{best}", served
+    coalition = results["coalition"]
+    assert coalition.status == "refused" and "trust check" in coalition.reason, coalition.reason
+    assert all("disputed" in line for line in coalition.data["trust"]), coalition.data["trust"]

@@ -1,6 +1,6 @@
 """Retrain's window under the default trust check (SQLite and PostgreSQL): teams whose apps differ all
-train; a team flagged within its app is left out, and the rows it alone scored say so (``untrusted``, not
-``no_feedback``)."""
+train; a team flagged within its app against a reference is left out (without one, the app is disputed),
+and the rows it alone scored say so (``untrusted``, not ``no_feedback``)."""
 
 from __future__ import annotations
 
@@ -45,9 +45,12 @@ def test_the_rows_only_a_flagged_team_scored_are_left_out_as_untrusted(engine):
     write(engine, "h2", "code", 300, rng)
     write(engine, "x", "code", 300, rng, attack=True)
     with Session(engine) as session:
-        ts = training_set(session, trust=TrustSpec())
+        ts = training_set(session, trust=TrustSpec(reference=("h1",)))
+        disputed = training_set(session, trust=TrustSpec())  # no reference: three teams, no vote
     assert ts.team_checks["x"].kept == 0 and ts.team_checks["x"].app == "code"
+    assert ts.team_checks["h1"].verdict == "reference" and ts.team_checks["h2"].verdict == "trusted"
     assert ts.n_rows == 600 and ts.skipped["untrusted"] == 300 and ts.skipped["no_feedback"] == 0
+    assert disputed.n_rows == 0 and disputed.skipped["untrusted"] == 900
 
 
 def test_a_retrain_refused_because_no_score_may_train_names_the_trust_check():

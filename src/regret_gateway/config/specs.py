@@ -84,13 +84,16 @@ class TrustSpec(_Strict):
     # where several teams score, the most of the window's user scores one team's may be: a team past it keeps
     # a share of its scores drawn by request id (so that nothing about the scores decides which)
     max_team_share: float = Field(default=0.5, gt=0, le=1)
-    # leave out the scores of a team that disagrees with everyone else's (other teams' users and the judge) on
-    # the same models: on some model its mean differs by at least `min_gap`, beyond chance at `alpha`
+    # leave out the scores of a team that disagrees with the others' (a reference's where there is one: the judge,
+    # `reference`) on the same model and app: its mean differs by at least `min_gap`, beyond chance at `alpha`
     check_agreement: bool = True
     min_gap: float = Field(default=0.2, gt=0, le=1)
     alpha: float = Field(default=0.001, gt=0, lt=1)
     min_rows: int = Field(default=20, ge=2)  # a team's scores on a model, and the others', needed to compare them
     exempt: tuple[str, ...] = ()  # teams never checked (vouched for: e.g. their prompts differ from everyone else's)
+    # teams whose scores the operator vouches for as a reference: never checked, and where they (or the judge)
+    # scored a model in an app, the other teams are compared with them alone there -- they decide, not a count
+    reference: tuple[str, ...] = ()
 
 
 class ModelInfoSpec(_Strict):

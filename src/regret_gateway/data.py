@@ -222,6 +222,13 @@ class TargetErrors:
         return slope - slope0, -fp * slope + self.false_pass * slope0
 
 
+# What a logger favoured at a prompt, where it is not one of the models (an index): it drew uniformly among
+# the models eligible for the request (the cold start), or what it favoured is not known (imported rows,
+# rows logged before the greedy choice was). The off-policy estimators weight each logger by it (causal/ope.py).
+FAVOURED_UNIFORM = -2
+FAVOURED_UNKNOWN = -1
+
+
 @dataclass(frozen=True)
 class LoggedFeedback:
     """Observational data: for each prompt only the model that answered is observed.

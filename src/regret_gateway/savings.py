@@ -137,7 +137,8 @@ def savings_report(
                 part = logged.subset(rows)
                 served, alternatives = value_alternatives(
                     part.model_names, part.action, part.quality if part.target is None else part.target, part.cost,
-                    logged.propensity[rows], strata=codes[rows], groups=prompt_groups(part.X), n_boot=n_boot, seed=seed,
+                    logged.propensity[rows], strata=codes[rows], groups=prompt_groups(part.X), favoured=ts.favoured[rows],
+                    n_boot=n_boot, seed=seed,
                 )  # fmt: skip
         days = sorted(u["days"])
         fallback = settings.fallback_of(tier) if spec and settings.models else None

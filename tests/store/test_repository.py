@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from regret_gateway.data import FAVOURED_UNIFORM, FAVOURED_UNKNOWN
 from regret_gateway.store.queries import get_decision, traffic_summary
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord, StoreInputError, UnknownRequestError
 from regret_gateway.store.schema import Decision, Feedback, Outcome, RouterVersion
@@ -210,6 +211,22 @@ def test_refused_batches_change_nothing(engine):
     with Session(engine) as s:
         assert counts(s) == before
         assert get_decision(s, "r1").feedback is None and get_decision(s, "r0").feedback.score == 0.5
+
+
+def test_the_training_set_says_what_each_row_s_logger_favoured(engine):
+    """The off-policy weights read what each row's logger favoured (causal/ope.py): the router's greedy choice
+    (also where exploration drew another model), the one model of a logger that did not randomise, the cold
+    start's uniform draw, and nothing for a row whose greedy choice was not logged or is not a model here."""
+    rows = [decision(0, model="large", mode="cold_start"), decision(1, model="small", greedy_model="large"),
+            decision(2, model="large", mode="exploration", propensity=0.01, greedy_model="small"),
+            decision(3, model="large", propensity=1.0), decision(4, model="small"),
+            decision(5, model="small", greedy_model="retired")]  # fmt: skip
+    with Session(engine) as s, s.begin():
+        record_decisions(s, rows)
+        record_feedback(s, [FeedbackRecord(r.request_id, 1.0) for r in rows])
+    with Session(engine) as s:
+        ts = training_set(s, model_names=["large", "small"])
+    assert ts.favoured.tolist() == [FAVOURED_UNIFORM, 0, 1, 0, FAVOURED_UNKNOWN, FAVOURED_UNKNOWN]
 
 
 def test_training_set_joins_filters_and_counts(engine):

@@ -32,7 +32,8 @@ def _rows(data: LoggedData, rows: np.ndarray) -> LoggedData:
                       data.quality_hat[rows], data.cost_hat[rows],
                       strata=None if data.strata is None else data.strata[rows],
                       groups=None if data.groups is None else data.groups[rows],
-                      target_errors=None if data.target_errors is None else data.target_errors.subset(rows))  # fmt: skip
+                      target_errors=None if data.target_errors is None else data.target_errors.subset(rows),
+                      favoured=None if data.favoured is None else data.favoured[rows])  # fmt: skip
 
 
 def flag_dominated(rungs: list[Rung], actions: list[np.ndarray], data: LoggedData, *, n_boot: int = N_BOOT,

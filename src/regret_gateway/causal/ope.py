@@ -17,18 +17,23 @@ WSDM 2017, applied per chosen model). With ``strata`` s_i naming each row's logg
     DR = mean_i r_pi(x_i) + sum_a sum_s omega_{s,a} C_{s,a},
     C_{s,a} = mean_{i in s} 1[pi(x_i) = a] w_i (y_i - r_pi(x_i))       (logger s's correction of block a)
     omega_{s,a} proportional to n_s / k_{s,a},  summing to 1 over s,
-    k_{s,a} = max( sum_{i in s, pi(x_i) = a} w_i^2 / m_{s,a},  (m_{s,a} + 1/p_s) / (h_{s,a} + 1) )
+    k_{s,a} = mean_{i in s, pi(x_i) = a} v_i,      v_i the logger's 1 / mu_s(a | x_i) as its draw tells it
 
-where n_s is the logger's row count, m_{s,a} the rows of its block, h_{s,a} those where the logged
-model is a, and p_s the smallest propensity the logger logged (at most 1/T; a logger that never
-randomised counts as knowing nothing of other models). k_{s,a} estimates the mean of 1 / mu_s(a | x)
-over the block: from the squared weights (E[1[t_i = a] w_i^2] = 1 / mu_s(a | x_i)) or, at least, the
-inverse of the match rate with one prior row at the logger's floor, so a block the logger rarely or
-never matched counts as one it explores at its floor, not one it knows exactly. C_{s,a} has variance
-~ P(pi = a) k_{s,a} / n_s, and omega is its inverse. Every logger's C_{s,a} is an unbiased estimate of
-the outcome model's error on block a when the loggers see the same prompts; the weights take it from
-the loggers that chose model a often (weights near 1) instead of averaging in rows another tier
-explored at propensity 0.001 (weights near 1,000). With one logger it is the plain DR above. The estimators share one base
+where n_s is the logger's row count. C_{s,a} has variance ~ P(pi = a) k_{s,a} / n_s, and omega is its
+inverse; every logger's C_{s,a} is an unbiased estimate of the outcome model's error on block a when the
+loggers see the same prompts. The weights must not depend on which rows a logger happened to draw: where a
+logger favoured a on most of the block but explores it elsewhere at 1/1,000, its realised draws almost
+never include the rest, and a weight read from them (the squared weights it drew) makes it look exact on
+the whole block -- its correction then leaves the outcome model's error on the rest uncorrected, and the
+learned candidates, which depart from the loggers exactly where that model is optimistic, were valued 3-5
+points above their truth on the same rows with intervals that missed it (docs/experiments/chat-traffic.md).
+So v_i comes from what the logger favoured at that prompt (``favoured``: its greedy model, or
+:data:`~regret_gateway.data.FAVOURED_UNIFORM` for a uniform draw, or
+:data:`~regret_gateway.data.FAVOURED_UNKNOWN`): 1/p_i where the logged model is a or the draw was uniform
+among the eligible models; 1 / (1 - p_i) where the logger favoured a but drew another (a lower bound of
+its share of a); else the logger's worst case, 1/p_s, p_s the smallest propensity it logged (at most 1/T;
+a logger that never randomised counts as knowing nothing of other models: 1e6). With one logger it is the
+plain DR above. The estimators share one base
 (Open Bandit Pipeline's layout): a subclass implements :meth:`OffPolicyEstimator._values`, the estimate
 on each of a batch of row resamples; the point estimate is the full sample, the interval the percentile
 bootstrap over the same resamples for every estimator. Where the rows' quality is an LLM judge's score
@@ -46,7 +51,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from regret_gateway.causal.stats import bootstrap_counts, dr_term, effective_sample_size, percentile_interval
-from regret_gateway.data import TargetErrors
+from regret_gateway.data import FAVOURED_UNIFORM, FAVOURED_UNKNOWN, TargetErrors
 
 Shifts = tuple[np.ndarray, np.ndarray]  # (slope, intercept), each (B, G): TargetErrors.shifts
 N_BOOT = 300  # bootstrap resamples of retrain's intervals: the gate's and the budget ladders' (RetrainOptions.n_boot)
@@ -73,9 +78,10 @@ class PolicyValue:
 class LoggedOutcomes:
     """Per logged row: observed outcome ``y`` (n,), the outcome model's value of the policy's choice
     ``r`` (n,), and the importance weight ``w`` (n,) of that choice; with several loggers, the row's
-    logger ``strata`` (n,) in 0..S-1, the policy's choice ``actions`` (n,) and each logger's worst-case
-    inverse propensity ``worst`` (S,) (:func:`worst_case_inverse_propensity`); where ``y`` holds judge scores
-    corrected by an estimated error, how uncertain that is (``errors``)."""
+    logger ``strata`` (n,) in 0..S-1, the policy's choice ``actions`` (n,), each logger's worst-case inverse
+    propensity ``worst`` (S,) (:func:`worst_case_inverse_propensity`) and each row's ``inverse`` (n,): its
+    logger's 1 / mu(choice | x) as far as the logger's draw tells it (module doc); where ``y`` holds judge
+    scores corrected by an estimated error, how uncertain that is (``errors``)."""
 
     y: np.ndarray
     r: np.ndarray
@@ -84,6 +90,7 @@ class LoggedOutcomes:
     actions: np.ndarray | None = None
     worst: np.ndarray | None = None
     errors: TargetErrors | None = None
+    inverse: np.ndarray | None = None
 
     def terms(self) -> np.ndarray:
         """(n,) the plain DR term of each row."""
@@ -102,7 +109,7 @@ class LoggedOutcomes:
         the sample itself): plain, or weighted by logger (module doc); ``shifts`` (B resamples of the judge's
         error, :meth:`LoggedData.shifts`) move the corrected judge scores of each resample."""
         moved = self._moved(shifts)
-        if self.strata is None or self.actions is None or self.worst is None or len(self.worst) == 1:
+        if self.strata is None or self.actions is None or self.worst is None or self.inverse is None or len(self.worst) == 1:
             out = counts @ self.terms()
             if (
                 moved is not None and shifts is not None
@@ -117,7 +124,6 @@ class LoggedOutcomes:
         S, T = len(self.worst), int(self.actions.max()) + 1
         cell = self.strata * T + self.actions
         base = self.w * (self.y - self.r)
-        matched = (self.w > 0).astype(np.float64)
         worst = self.worst
         out = np.empty(len(counts))
         for b, c in enumerate(counts):
@@ -129,9 +135,8 @@ class LoggedOutcomes:
             n_s = np.bincount(self.strata, c, minlength=S)
             mean = np.bincount(cell, c * correction, minlength=S * T).reshape(S, T) / np.maximum(n_s, 1.0)[:, None]
             m = np.bincount(cell, c, minlength=S * T).reshape(S, T)
-            hits = np.bincount(cell, c * matched, minlength=S * T).reshape(S, T)
-            w2 = np.bincount(cell, c * self.w**2, minlength=S * T).reshape(S, T)
-            kappa = np.maximum(w2 / np.maximum(m, 1), (m + worst[:, None]) / (hits + 1))
+            seen = np.bincount(cell, c * self.inverse, minlength=S * T).reshape(S, T)
+            kappa = np.where(m > 0, seen / np.maximum(m, 1), worst[:, None])  # an empty block: the logger's floor
             precision = n_s[:, None] / kappa
             omega = precision / precision.sum(0)
             out[b] = c @ self.r / c.sum() + float((omega * mean).sum())
@@ -192,9 +197,12 @@ class LoggedData:
     fitted on other rows; optionally each row's logger ``strata`` (n,) (any labels: the gateway's tier and
     router version), which weights each logger's DR correction by what it knows (module doc), and each
     row's prompt ``groups`` (n,) in 0..G-1 (:func:`~regret_gateway.causal.stats.prompt_groups`): the
-    bootstrap then resamples prompts, so a prompt logged many times counts as one draw; and where
-    ``quality`` holds judge scores corrected by an estimated error, how uncertain it is (``target_errors``:
-    every resample redraws it)."""
+    bootstrap then resamples prompts, so a prompt logged many times counts as one draw; where ``quality``
+    holds judge scores corrected by an estimated error, how uncertain it is (``target_errors``: every
+    resample redraws it); and each row's ``favoured`` (n,): the model its logger favoured at that prompt (its
+    greedy choice), :data:`~regret_gateway.data.FAVOURED_UNIFORM` or
+    :data:`~regret_gateway.data.FAVOURED_UNKNOWN` (None: unknown everywhere), which tells the loggers'
+    weights (module doc)."""
 
     logged: np.ndarray
     quality: np.ndarray
@@ -205,6 +213,7 @@ class LoggedData:
     strata: np.ndarray | None = None
     groups: np.ndarray | None = None
     target_errors: TargetErrors | None = None
+    favoured: np.ndarray | None = None
     worst: np.ndarray | None = field(default=None, init=False, repr=False)  # (S,) per logger, from strata
     _boot: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # (n_boot, seed) -> counts
 
@@ -226,6 +235,11 @@ class LoggedData:
             if groups.shape != np.shape(self.logged):
                 raise ValueError(f"`groups` must have one label per row ({len(self.logged)}), got shape {groups.shape}")
             object.__setattr__(self, "groups", np.unique(groups, return_inverse=True)[1].reshape(-1))
+        if self.favoured is not None:
+            favoured = np.asarray(self.favoured, dtype=np.int64)
+            if favoured.shape != np.shape(self.logged):
+                raise ValueError(f"`favoured` must have one entry per row ({len(self.logged)}), got shape {favoured.shape}")
+            object.__setattr__(self, "favoured", favoured)
 
     def bootstrap(self, n_boot: int, seed: int) -> np.ndarray:
         """(n_boot, n) resample counts (:func:`~regret_gateway.causal.stats.bootstrap_counts` over the prompts),
@@ -248,12 +262,25 @@ class LoggedData:
     def outcomes(self, actions: np.ndarray, lam: float) -> tuple[LoggedOutcomes, LoggedOutcomes, LoggedOutcomes]:
         """(utility, quality, cost) per row for the policy that chose ``actions``."""
         actions = np.asarray(actions)
-        w = (actions == self.logged) / np.asarray(self.propensity, dtype=np.float64)
+        p = np.asarray(self.propensity, dtype=np.float64)
+        w = (actions == self.logged) / p
         rows = np.arange(len(actions))
         q_hat, c_hat = self.quality_hat[rows, actions], self.cost_hat[rows, actions]
-        s, k, e = self.strata, self.worst, self.target_errors
-        return (LoggedOutcomes(self.quality - lam * self.cost, q_hat - lam * c_hat, w, s, actions, k, e),
-                LoggedOutcomes(self.quality, q_hat, w, s, actions, k, e), LoggedOutcomes(self.cost, c_hat, w, s, actions, k))  # fmt: skip
+        s, k, e, v = self.strata, self.worst, self.target_errors, self.inverse_propensities(actions)
+        return (LoggedOutcomes(self.quality - lam * self.cost, q_hat - lam * c_hat, w, s, actions, k, e, v),
+                LoggedOutcomes(self.quality, q_hat, w, s, actions, k, e, v), LoggedOutcomes(self.cost, c_hat, w, s, actions, k, None, v))  # fmt: skip
+
+    def inverse_propensities(self, actions: np.ndarray) -> np.ndarray | None:
+        """(n,) each row's logger's 1 / mu(actions_i | x_i) as its draw tells it (module doc): exact where the
+        logged model is the action or the draw was uniform, a lower bound where the logger favoured the action
+        but drew another, else the logger's worst case. None without loggers."""
+        if self.strata is None or self.worst is None:
+            return None
+        p = np.asarray(self.propensity, dtype=np.float64)
+        favoured = np.full(len(p), FAVOURED_UNKNOWN) if self.favoured is None else self.favoured
+        known = (actions == self.logged) | (favoured == FAVOURED_UNIFORM)
+        drawn_elsewhere = (favoured == actions) & ~known
+        return np.where(known, 1.0 / p, np.where(drawn_elsewhere, 1.0 / np.maximum(1.0 - p, 1e-12), self.worst[self.strata]))
 
     def value(self, actions: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = ALPHA, seed: int = 0) -> PolicyValue:
         """DR and SNIPS value (with bootstrap intervals), DR quality and cost, ESS, match rate."""

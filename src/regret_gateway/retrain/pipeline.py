@@ -80,7 +80,7 @@ def retrain(
     fits = out_of_fold_fits(logged, [spec.lam for _, spec in tiers], folds=k, every=opts.cross_fit, seed=opts.seed,
                             on_fit=fitting, precision=opts.precision)  # fmt: skip
     loggers = ts.logger_codes()  # each row's logging policy (tier and router version), as the estimators number them
-    held = held_out_rows(fits, loggers)
+    held = held_out_rows(fits, loggers, ts.favoured)
     data_info["evaluation"] = (
         f"cross-fitted, {k} folds: every row held out once" if opts.cross_fit else f"1/{k} of the rows held out"
     )

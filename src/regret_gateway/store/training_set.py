@@ -13,7 +13,7 @@ from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from regret_gateway.config import TrustSpec
-from regret_gateway.data import LoggedFeedback
+from regret_gateway.data import FAVOURED_UNIFORM, FAVOURED_UNKNOWN, LoggedFeedback
 from regret_gateway.judge_calibration import JudgeError, SelfAgreement, corrected_targets
 from regret_gateway.store.judge_errors import judge_errors, self_agreement
 from regret_gateway.store.queries import JUDGE_SOURCE, USER_SOURCE, source_rank
@@ -58,6 +58,8 @@ class TrainingSet:
     judge_self_agreement: dict[str, SelfAgreement] = field(default_factory=dict)  # on the answers it judged twice
     judge_corrected: dict[str, int] = field(default_factory=dict)  # rows whose judge score each estimate corrected
     team_checks: dict[str, TeamCheck] = field(default_factory=dict)  # whose user scores train (regret_gateway.trust)
+    # (n,) what each row's logger favoured at its prompt (:func:`favoured_of`): the off-policy weights read it
+    favoured: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def n_rows(self) -> int:
@@ -179,6 +181,7 @@ def training_set(
             Outcome.cost_usd,
             outcome_reason,
             Decision.session_turn,
+            Decision.greedy_model,
         )
         .select_from(Decision)
         .join(scored := select(Feedback.request_id).distinct().subquery(), scored.c.request_id == Decision.request_id)
@@ -206,7 +209,7 @@ def training_set(
         elif r.session_turn == "kept":  # kept on its conversation's model (p = 1): no draw of the logging policy
             skipped["session_kept"] += 1
         else:
-            candidates.append(tuple(r)[:12])
+            candidates.append((*tuple(r)[:12], r.greedy_model))
     names = [c[5] for c in candidates]
     if embedding_model is None and names:
         embedder, counts = np.unique(names, return_counts=True)
@@ -224,7 +227,9 @@ def training_set(
         sampled_from = len(kept)
         kept = [kept[i] for i in sample_rows([c[0] for c in kept], [(c[3], c[7]) for c in kept], max_rows)]
     kept.sort(key=lambda c: (c[1], c[0]))  # by time, then request id
-    ids, created, teams, tiers, lams, _, dims, models, propensities, modes, versions, costs = zip(*kept) if kept else ((),) * 12
+    ids, created, teams, tiers, lams, _, dims, models, propensities, modes, versions, costs, greedy = (
+        zip(*kept) if kept else ((),) * 13
+    )
     logged = None
     left_out = [t for t, c in checks.items() if c.kept == 0]  # their scores do not measure the judge's error either
     judged = window + ([Decision.team.not_in(left_out)] if left_out else [])
@@ -268,7 +273,25 @@ def training_set(
         judge_self_agreement=agreement,
         judge_corrected=corrected,
         team_checks=checks,
+        favoured=favoured_of(modes, greedy, models, propensities, index),
     )
+
+
+def favoured_of(modes: Sequence[str], greedy: Sequence[str | None], models: Sequence[str],
+                propensities: Sequence[float | None], index: dict[str, int]) -> np.ndarray:  # fmt: skip
+    """(n,) what each row's logger favoured at its prompt: the router's greedy choice (its index in ``index``),
+    the model a logger that did not randomise (propensity 1) chose, :data:`FAVOURED_UNIFORM` for the cold
+    start's uniform draw among the eligible models, else :data:`FAVOURED_UNKNOWN` (imported; logged before
+    the greedy choice was kept)."""
+    out = np.full(len(modes), FAVOURED_UNKNOWN, dtype=np.int64)
+    for i, (mode, g, m, p) in enumerate(zip(modes, greedy, models, propensities)):
+        if mode == "cold_start":
+            out[i] = FAVOURED_UNIFORM
+        elif g is not None and g in index:
+            out[i] = index[g]
+        elif p is not None and p >= 1.0 and m in index:
+            out[i] = index[m]
+    return out
 
 
 def _scores(session: Session, window: list) -> list:

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numpy as np
 
+from regret_gateway.confidence import z_critical
 from regret_gateway.config import TrustSpec
 
 VAR_FLOOR = 0.01  # a score's variance is taken as at least this: a team that gives one score to everything has none
@@ -126,7 +126,7 @@ def check_teams(request_ids: list[str], teams: list[str | None], models: list[st
     independent = ~is_user | np.isin(team_arr, vouched)  # the judge and the operator's reference teams
     peers = is_user & np.isin(team_arr, checked)  # the teams checked: compared with each other where no reference is
     tests = max(1, sum(len(np.unique(strata[is_user & (team_arr == t)])) for t in checked))
-    z_crit = NormalDist().inv_cdf(1 - spec.alpha / (2 * tests))
+    z_crit = z_critical(spec.alpha, tests, two_sided=True)
     found: dict[str, Found] = {t: (None, 0.0, 0.0, False) for t in scoring}
     disputed = np.zeros(len(scores), dtype=bool)  # user scores of an app peers disagree on with no reference: none train
     dispute: dict[str, Found] = {}

@@ -16,7 +16,20 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "regret_gateway"
 # Lower layers first; a module may import its own layer and the layers below it, never above.
 # A module named with its package ("budgets.frontier") sits apart from the rest of the package.
 LAYERS: list[tuple[str, ...]] = [
-    ("config", "context", "data", "tables", "files", "tokens", "prices", "trust", "judge_calibration", "limits", "hull"),
+    (
+        "config",
+        "context",
+        "data",
+        "tables",
+        "files",
+        "tokens",
+        "prices",
+        "confidence",
+        "trust",
+        "judge_calibration",
+        "limits",
+        "hull",
+    ),
     ("nn", "store"),
     ("servable", "encoders", "budgets"),
     ("artifacts", "causal"),

@@ -19,8 +19,8 @@ import numpy as np
 
 from regret_gateway.budgets.ladder import CHEAPEST, EVERYONE, BudgetLadders, Ladder, Rung, frontier_ladder
 from regret_gateway.budgets.periods import period_bounds
-from regret_gateway.causal.ope import ALPHA, DR, N_BOOT, LoggedData
-from regret_gateway.causal.stats import percentile_interval
+from regret_gateway.causal.ope import DR, N_BOOT, LoggedData
+from regret_gateway.confidence import ALPHA, confidently_above, family_alpha
 from regret_gateway.servable import PublishedRouter
 
 MIN_TEAM_ROWS = 1_000  # a budgeted team's frontier is valued on its own requests from this many; else on everyone's
@@ -64,8 +64,8 @@ def flag_dominated(rungs: list[Rung], actions: list[np.ndarray], data: LoggedDat
         others = [i for i in range(len(rungs)) if i != j]
         same = [i for i in others if np.array_equal(actions[i], actions[j])]
         found = list(rivals_at_its_cost(j, [i for i in others if i not in same]))
-        family = alpha / max(1, len(found))
-        dominated = any(i > j for i in same) or any(percentile_interval(q - quality[j], family)[0] > 0 for q in found)
+        family = family_alpha(alpha, len(found))
+        dominated = any(i > j for i in same) or any(confidently_above(q - quality[j], 0.0, family) for q in found)
         out.append(replace(rung, dominated=dominated))
     return out
 

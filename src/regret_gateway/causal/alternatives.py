@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from regret_gateway.causal.ope import ALPHA, N_BOOT, LoggedData
-from regret_gateway.causal.stats import effective_sample_size, percentile_interval
+from regret_gateway.causal.ope import N_BOOT, LoggedData
+from regret_gateway.causal.stats import effective_sample_size
+from regret_gateway.confidence import ALPHA, percentile_interval
 
 MIN_ESS = 30.0  # effective logged rows of a model before the report estimates "every request to it"
 

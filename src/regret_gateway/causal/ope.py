@@ -50,12 +50,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from regret_gateway.causal.stats import bootstrap_counts, dr_term, effective_sample_size, percentile_interval
+from regret_gateway.causal.stats import bootstrap_counts, dr_term, effective_sample_size
+from regret_gateway.confidence import ALPHA, family_alpha, percentile_interval
 from regret_gateway.data import FAVOURED_UNIFORM, FAVOURED_UNKNOWN, TargetErrors
 
 Shifts = tuple[np.ndarray, np.ndarray]  # (slope, intercept), each (B, G): TargetErrors.shifts
 N_BOOT = 300  # bootstrap resamples of retrain's intervals: the gate's and the budget ladders' (RetrainOptions.n_boot)
-ALPHA = 0.05  # every interval is at 1 - ALPHA (two-sided), the gate's too (select), where it is shared among the challengers
 
 
 @dataclass(frozen=True)
@@ -368,7 +368,7 @@ def select(
         raise ValueError(f"the incumbent {incumbent!r} must be one of the candidates {sorted(candidates)}")
     values = {name: data.value(a, lam, n_boot=n_boot, alpha=alpha, seed=seed) for name, a in candidates.items()}
     best = max(values, key=lambda name: (values[name].dr, name == incumbent))
-    family = alpha / max(1, len(candidates) - 1)
+    family = family_alpha(alpha, len(candidates) - 1)
     gain, ci = data.gain(candidates[best], candidates[incumbent], lam, n_boot=n_boot, alpha=family, seed=seed)
     confident = ci[0] > required or (force and gain > 0)
     return Selection(best if best != incumbent and confident else incumbent, incumbent, best, gain, ci, values, required)

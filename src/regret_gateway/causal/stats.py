@@ -3,8 +3,8 @@
 * importance weight   w_i = 1[t_i = t] / p(t_i | x_i)
 * doubly robust term  r + c * w * (y - r)      (Dudik et al. 2011; c = 1 is DR, c = 0 the direct method)
 * effective sample size  ESS = (sum_i w_i)^2 / sum_i w_i^2
-* percentile bootstrap: resample prompts with replacement (every row of a drawn prompt comes along, so
-  rows that share a prompt count as one draw), take the [alpha/2, 1 - alpha/2] percentiles.
+* bootstrap: resample prompts with replacement (every row of a drawn prompt comes along, so rows that
+  share a prompt count as one draw); its percentile interval is regret_gateway/confidence.py's.
 * prompts and folds: rows with the same feature vector are one prompt (:func:`prompt_groups`); folds
   never split a prompt (:func:`folds_of`), so no fit is scored on a prompt it was trained on.
 """
@@ -61,11 +61,3 @@ def bootstrap_counts(n: int, n_boot: int, seed: int, groups: np.ndarray | None =
     n_groups = int(groups.max()) + 1
     drawn = rng.integers(0, n_groups, size=(n_boot, n_groups))
     return np.stack([np.bincount(d, minlength=n_groups)[groups] for d in drawn]).astype(np.float64)
-
-
-def percentile_interval(samples: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
-    """The [alpha/2, 1 - alpha/2] percentiles of the finite ``samples`` (NaN, NaN when none is finite)."""
-    finite = np.asarray(samples)[np.isfinite(samples)]
-    if finite.size == 0:
-        return float("nan"), float("nan")
-    return float(np.percentile(finite, 100 * alpha / 2)), float(np.percentile(finite, 100 * (1 - alpha / 2)))

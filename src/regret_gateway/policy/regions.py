@@ -51,15 +51,14 @@ Where two models are close in a key the folds propose one or the other, and both
 from __future__ import annotations
 
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numpy as np
 
 from regret_gateway.causal.stats import effective_sample_size
+from regret_gateway.confidence import ALPHA, holm, p_value, z_critical
 from regret_gateway.policy.cluster import spherical_kmeans
 from regret_gateway.servable import RegionPolicy, nearest_centroid, unit_rows
 
-ALPHA = 0.05  # family-wise error over a tier's regions
 ROWS_PER_REGION = 2_400
 MIN_PROMPTS_PER_REGION = 800
 MAX_REGIONS = 32
@@ -222,11 +221,11 @@ def choose_regions(
         published = region_proposal(d, logged, regions.region, R, np.arange(n), baseline, min_matched, testable,
                                     shrink=regions.keyed)  # fmt: skip
     models = np.full(R, baseline)
-    gain, lower, p_value = np.zeros(R), np.full(R, -np.inf), np.ones(R)
+    gain, lower, p_values = np.zeros(R), np.full(R, -np.inf), np.ones(R)
     inside = regions.region >= 0
     share = np.bincount(regions.region[inside], minlength=R) / n
     challengers = max(1, T - 1) if proposed is None else 1
-    z_any = NormalDist().inv_cdf(1.0 - alpha / challengers)
+    z_any = z_critical(alpha, challengers)
     # one region is the whole traffic, unless it is one key's: the baseline is its best model
     for r in range(R if R > 1 or regions.keyed else 0):
         rows, g = members[r]
@@ -241,7 +240,7 @@ def choose_regions(
         if proposed is None or published is None:
             m = int(np.argmax(np.where(eligible, z, -np.inf)))
             models[r], gain[r], lower[r] = m, mean[m], mean[m] - z_any * se[m]
-            p_value[r] = min(1.0, challengers * (1.0 - NormalDist().cdf(z[m])))
+            p_values[r] = min(1.0, challengers * p_value(z[m]))
             continue
         # each row's gain under what the other folds proposed for the region (the baseline: 0), out of fold;
         # whether a region is tested reads no outcome, so the test's rows did not choose what it tests
@@ -251,8 +250,7 @@ def choose_regions(
             continue
         models[r] = published[r]  # what the region serves if it departs: what all its rows propose
         gain[r], lower[r] = own_mean, own_mean - z_any * own_se
-        p_value[r] = 1.0 - NormalDist().cdf(own_mean / own_se)
-    adopted = np.zeros(R, dtype=bool)
+        p_values[r] = p_value(own_mean / own_se)
     if aggregate and proposed is not None and (R > 1 or regions.keyed):
         # first the whole proposal at once: every row of a tested region under what the other folds proposed,
         # the rest under the baseline (gain 0)
@@ -260,15 +258,12 @@ def choose_regions(
         tested = inside & np.isfinite(lower)[region]
         own = np.where(tested, d[np.arange(n), proposed], 0.0)
         se_all = clustered_se(own, groups)
-        if se_all > 0 and own.mean() / se_all > NormalDist().inv_cdf(1.0 - alpha):
+        if se_all > 0 and own.mean() / se_all > z_critical(alpha):
             adopted = (gain > 0) & (models != baseline) & np.isfinite(lower)
             models = np.where(adopted, models, baseline)
             return RegionChoice(baseline, models, adopted, np.where(adopted, gain, 0.0), lower, share)
-    p_value = np.where(alone[np.arange(R), models] & (models != baseline), p_value, 1.0)  # alone, a region needs min_ess
-    for j, r in enumerate(np.argsort(p_value, kind="stable")):  # Holm's step-down over the regions
-        if p_value[r] > alpha / (R - j) or gain[r] <= 0:
-            break
-        adopted[r] = True
+    p_values = np.where(alone[np.arange(R), models] & (models != baseline), p_values, 1.0)  # alone, a region needs min_ess
+    adopted = holm(p_values, alpha, ahead=gain > 0)  # Holm's step-down over the regions
     models = np.where(adopted, models, baseline)
     return RegionChoice(baseline, models, adopted, np.where(adopted, gain, 0.0), lower, share)
 

@@ -49,9 +49,9 @@ def test_the_held_out_prompts_are_never_sent(tmp_path, monkeypatch):
     seen: dict[str, np.ndarray] = {}
     real = loop.held_out_stats
 
-    def spy(world, artifact, lam, stats):
-        seen["held"], seen["traffic"] = world.held_ix, world.traffic_ix
-        return real(world, artifact, lam, stats)
+    def spy(world, artifact, lam, stats, rows):
+        seen["held"], seen["traffic"] = rows, world.traffic_ix
+        return real(world, artifact, lam, stats, rows)
 
     monkeypatch.setattr(loop, "held_out_stats", spy)
     sent: list[int] = []
@@ -65,6 +65,37 @@ def test_the_held_out_prompts_are_never_sent(tmp_path, monkeypatch):
     run_demo(DemoConfig(world_size=300, rounds=2, requests=40, out=tmp_path, device="cpu", replay=True), echo=lambda _: None)
     held, traffic = seen["held"], seen["traffic"]
     assert len(held) > 0 and not set(held.tolist()) & set(sent) and set(sent) <= set(traffic.tolist())
+
+
+def test_with_their_own_apps_each_team_sends_and_is_scored_on_its_own_apps_only(tmp_path, monkeypatch):
+    """``team_apps="own"``: the apps (here the generated world's tasks) are dealt out to the three teams; each
+    sends only its own apps' prompts, and its tier's never-sent prompts are those apps' too."""
+    from regret_gateway.bench.demo import loop
+
+    sent: dict[str, set[int]] = {}
+    held: dict[str, set[int]] = {}
+    worlds = []
+    real_ask, real_held = loop.ReplayTeams.ask_many, loop.held_out_stats
+
+    def ask_many(self, team, rows, concurrency):
+        sent.setdefault(team, set()).update(int(i) for i in rows)
+        worlds.append(self.world)
+        return real_ask(self, team, rows, concurrency)
+
+    def held_out_stats(world, artifact, lam, stats, rows):
+        held.setdefault(stats.tier, set()).update(int(i) for i in rows)
+        return real_held(world, artifact, lam, stats, rows)
+
+    monkeypatch.setattr(loop.ReplayTeams, "ask_many", ask_many)
+    monkeypatch.setattr(loop, "held_out_stats", held_out_stats)
+    cfg = DemoConfig(world_size=300, rounds=2, requests=40, out=tmp_path, device="cpu", replay=True, team_apps="own")
+    run_demo(cfg, echo=lambda _: None)
+    apps = worlds[0].apps
+    dealt = sorted({str(a) for a in apps})
+    assert len(dealt) >= 3
+    for k, (team, tier, _) in enumerate(cfg.tiers):
+        own = set(dealt[k::3])  # the apps dealt to team k
+        assert {str(apps[i]) for i in sent[team]} <= own and held[tier] and {str(apps[i]) for i in held[tier]} <= own
 
 
 def test_the_loop_explores_uniformly_until_the_cold_start_rows_asked_for(tmp_path):

@@ -105,6 +105,12 @@ def demo(
         "prompt, a share as later turns of a conversation, some with tools, a few longer than the cheapest model's "
         "window, which the gateway's model_info then states: evaluation/traffic.py; the gateway reads the last user turn).",
     ),
+    team_apps: str = typer.Option(
+        "all",
+        "--team-apps",
+        help="all (every team sends every app's requests) | own (the apps are dealt out to the three teams: each team "
+        "sends only its own apps' requests, as a platform's teams do, and its tier is scored on its apps' never-sent prompts).",
+    ),
     judge_sample: Optional[float] = typer.Option(
         None,
         "--judge-sample",
@@ -240,6 +246,7 @@ def demo(
             paper_template=paper_template,
             context=context,
             traffic=traffic,
+            team_apps=team_apps,
             judge_sample=judge_sample,
             judge_noise=judge_noise,
             judge_repeat=judge_repeat,

@@ -61,7 +61,7 @@ def round_stats(world: World, rnd: int, tier: str, lam: float, rows: np.ndarray,
         "full-feedback": world.full_information.predict("full-feedback", world.X[rows], lam),
         "full-info": world.full_information.predict("full-info", world.X[rows], lam),
         "litellm-adaptive": np.array([world.adaptive[lam].choose_and_learn(bench.prompts[i], bench.quality[i]) for i in rows]),
-        "best-single": np.full(len(rows), world.best_single[lam]),
+        "best-single": np.full(len(rows), world.best_single_for(lam, rows)),
         "cheapest": np.full(len(rows), world.cheapest),
     }
     stats = RoundStats(rnd, tier, lam, ",".join(sorted({str(v) for _, v in answers})))
@@ -72,16 +72,16 @@ def round_stats(world: World, rnd: int, tier: str, lam: float, rows: np.ndarray,
     return stats
 
 
-def held_out_stats(world: World, artifact, lam: float, stats: RoundStats) -> None:
+def held_out_stats(world: World, artifact, lam: float, stats: RoundStats, rows: np.ndarray) -> None:
     """Score, on the prompts never sent, the greedy choices of ``artifact`` (the router that served the round;
     None before the first: no ``held-out greedy`` entry) beside the best single model, each app's best model
     (chosen on the references' prompts with every outcome known; with bare prompts the app is the task), the
-    best full-information router, and the oracle (each prompt's best model: the ceiling)."""
-    rows = world.held_ix
+    best full-information router, and the oracle (each prompt's best model: the ceiling). ``rows``: the
+    never-sent prompts of the tier's team (every one, unless the teams send only their own apps')."""
     if len(rows) == 0:
         return
     picks = {
-        "held-out best-single": np.full(len(rows), world.best_single[lam]),
+        "held-out best-single": np.full(len(rows), world.best_single_for(lam, rows)),
         "held-out per-app best": world.app_best(lam, rows),
         "held-out full-info": world.full_information.predict("full-info", world.X[rows], lam),
         "held-out oracle": np.argmax(utilities(world.bench, rows, lam), axis=1),
@@ -92,13 +92,15 @@ def held_out_stats(world: World, artifact, lam: float, stats: RoundStats) -> Non
     score(stats, world.bench, rows, lam, picks)
 
 
-def claim_checks(world: World, tiers: list, before, after, rnd: int) -> list[dict]:
+def claim_checks(
+    world: World, tiers: list, before, after, rnd: int, rows_of: dict[str, tuple[np.ndarray, np.ndarray]]
+) -> list[dict]:
     """Every gain a retrain published, beside its truth on the prompts never sent: per tier that now serves
     something other than its incumbent, the claimed gain (x100, its 95% interval) of the published policy
     over the incumbent, and the true difference of their greedy choices on the held-out prompts -- and on the
     traffic's prompts, the pool the logs were drawn from (a claim that misses both is the estimate's error on
     its own logs, not a failure to carry to new prompts). ``before``, ``after``: the artifacts that served
-    before and after the retrain."""
+    before and after the retrain; ``rows_of``: per tier, the (never-sent, traffic) prompts of its team."""
     from regret_gateway.servable.policy import Candidate
 
     out = list[dict]()
@@ -120,7 +122,7 @@ def claim_checks(world: World, tiers: list, before, after, rnd: int) -> list[dic
         incumbent = te.candidates.get(te.incumbent)
         if te.served == te.incumbent or incumbent is None:
             continue
-        held, pool = truth(te, incumbent, world.held_ix), truth(te, incumbent, world.traffic_ix)
+        held, pool = (truth(te, incumbent, rows) for rows in rows_of[te.tier])
         if held is None:
             continue
         lo, hi = 100 * te.gain_ci[0], 100 * te.gain_ci[1]
@@ -193,6 +195,11 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     gateway = Gateway(settings, encode=world.encode if cfg.replay else None, seed=int(gateway_seq.generate_state(1)[0]),
                       judge_complete=replay_judge if cfg.replay else None, clock=clock)  # fmt: skip
     rng, retrain_seed = np.random.default_rng(traffic_seq), int(retrain_seq.generate_state(1)[0] % 2**31)
+    rows_of = {  # per tier, the never-sent and the traffic prompts of its team
+        tier: (world.team_rows(world.held_ix, k, len(cfg.tiers), cfg.team_apps),
+               world.team_rows(world.traffic_ix, k, len(cfg.tiers), cfg.team_apps))
+        for k, (_, tier, _) in enumerate(cfg.tiers)
+    }  # fmt: skip
     table: list[RoundStats] = []
     claims: list[dict] = []
     unfit = 0
@@ -216,12 +223,12 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
             t_round, last_round_start = time.perf_counter(), clock()
             for team, tier, lam in cfg.tiers:
                 echo(f"round {rnd}: team {team} (tier {tier}) sends {cfg.requests} requests")
-                rows = rng.choice(world.traffic_ix, size=cfg.requests, replace=True)
+                rows = rng.choice(rows_of[tier][1], size=cfg.requests, replace=True)
                 answers = ask(team, rows, cfg.concurrency)
                 if world.chat is not None:  # a request sent to a model that cannot take it (its window, its tools)
                     unfit += sum(not world.chat.eligible[i, t] for i, (t, _) in zip(rows, answers))
                 table.append(round_stats(world, rnd, tier, lam, rows, answers, gateway.router.artifact))
-                held_out_stats(world, gateway.router.artifact, lam, table[-1])
+                held_out_stats(world, gateway.router.artifact, lam, table[-1], rows_of[tier][0])
             echo(round_table(table, rnd) + f"\n(round {rnd} took {time.perf_counter() - t_round:.0f}s)")
             if rnd < cfg.rounds - 1:
                 wait_for_judge(gateway)
@@ -248,7 +255,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                 if result.status.value == "published":
                     if getattr(gateway.router.artifact, "version", None) != result.version:
                         gateway.router.refresh()  # the reload timer has not swapped it in yet
-                    claims += claim_checks(world, result.tiers, before, gateway.router.artifact, rnd)
+                    claims += claim_checks(world, result.tiers, before, gateway.router.artifact, rnd, rows_of)
         wait_for_judge(gateway)
         gateway.writer.drain(timeout=120)
         if cfg.budget_days:

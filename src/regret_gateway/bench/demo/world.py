@@ -64,6 +64,7 @@ class DemoConfig:
     paper_template: bool = False  # the gateway embeds the paper's template, {dataset} = the request's tags (its task)
     context: str | None = None  # embedder.context: the code of this key (e.g. "{tags}": the task) appended to embeddings
     traffic: str = "bare"  # bare: each prompt alone | chat: as requests of apps, conversations, tools (evaluation/traffic.py)
+    team_apps: str = "all"  # all: every team sends every app's requests | own: the apps dealt out, each team sends its own
     judge_sample: float | None = None  # quality from the gateway's LLM judge on this share of requests (None: teams post it)
     judge_noise: float = 0.1  # the mock judge flips the recorded correctness this often
     judge_repeat: float = 0.0  # judge.repeat: share of the judged answers judged again (its self-agreement)
@@ -140,6 +141,26 @@ class World:
     @property
     def models(self) -> tuple[str, ...]:
         return self.bench.model_names
+
+    def best_single_for(self, lam: float, rows: np.ndarray) -> int:
+        """The best single model at ``lam`` for the apps of prompts ``rows``, chosen on the references' prompts
+        of those apps (a team on its own apps has its own best single model); the file's where none is known."""
+        if self.reference_ix is None:
+            return self.best_single[lam]
+        ref = self.reference_ix[np.isin(self.apps[self.reference_ix], np.unique(self.apps[rows]))]
+        if len(ref) == 0:
+            return self.best_single[lam]
+        return int(np.argmax((self.bench.quality[ref] - lam * self.bench.cost[ref]).mean(0)))
+
+    def team_rows(self, ix: np.ndarray, team: int, teams: int, mode: str) -> np.ndarray:
+        """The prompts of ``ix`` that team number ``team`` of ``teams`` sends: all of them (``mode`` all), or
+        (own) those of its own apps -- the apps, in order, dealt out to the teams in turn."""
+        if mode == "all":
+            return ix
+        if mode != "own":
+            raise ValueError(f"`team_apps` must be 'all' or 'own', got {mode!r}")
+        apps = sorted(set(self.apps.tolist()))
+        return ix[np.isin(self.apps[ix], apps[team::teams])]
 
     def respond(self, model: str, text: str) -> tuple[str, int, int]:
         """The mock upstream: the recorded answer and a token count that makes LiteLLM's cost the recorded one."""

@@ -545,6 +545,37 @@ def test_with_an_app_key_retrain_departs_per_app_where_the_logs_prove_it_and_a_n
     engine.dispose()
 
 
+@pytest.mark.slow
+def test_each_tier_is_valued_on_the_apps_its_own_requests_come_from(tmp_path):
+    """A platform's teams each send their own apps: tier `chat` only the chat app's requests (`a` answers them
+    better), tier `code` only the code app's (`b` better there, and better on the two together). Valued on
+    everyone's requests both tiers would serve `b`; each valued on its own apps' requests, `chat` serves `a`."""
+    rng = np.random.default_rng(2)
+    n = 600
+    settings = Settings(models=("a", "b"), tiers={"chat": TierSpec(lam=0.0), "code": TierSpec(lam=1.0)},
+                        default_tier="chat", artifacts_dir=str(tmp_path / "artifacts"),
+                        store=StoreSpec(url=f"sqlite:///{tmp_path}/gw.db"))  # fmt: skip
+    engine = new_engine(settings)
+    good = {"chat": (0.8, 0.5), "code": (0.35, 0.9)}  # each app's chance of a good answer from a and from b
+    for app, (p_a, p_b) in good.items():
+        actions = rng.integers(0, 2, n)
+        right = rng.random(n) < np.where(actions == 0, p_a, p_b)
+        X = rng.normal(size=(n, 8)).astype(np.float32)  # nothing in the prompt tells the apps apart
+        with Session(engine) as s, s.begin():
+            record_decisions(s, [DecisionRecord(request_id=f"{app}{i}", tier=app, lam=settings.tiers[app].lam, team=f"team-{app}", app=app,
+                                                embedding_model=settings.embedder.embedding_id, embedding=X[i],
+                                                chosen_model=("a", "b")[a], propensity=0.5, mode="cold_start",
+                                                outcome=OutcomeRecord(f"{app}{i}", cost_usd=1e-4))
+                                 for i, a in enumerate(actions)])  # fmt: skip
+            record_feedback(s, [FeedbackRecord(f"{app}{i}", float(right[i])) for i in range(n)])
+    result = retrain(settings, engine, RetrainOptions(n_boot=300, regions=False))
+    engine.dispose()
+    assert result.status == "published", result.reason
+    served = {row.tier: row for row in result.tiers}
+    assert served["chat"].served == "constant:a" and served["code"].served == "constant:b", result.reason
+    assert served["chat"].new.n == served["code"].new.n == n  # each valued on its own apps' rows only
+
+
 def _teams_log(engine, bench, X, rng, teams: dict[str, tuple[int, str | None]]) -> None:
     """Each team's requests (``n`` each) logged uniformly on tier standard; its users score them honestly, or
     -- the probe's attack, with ``promote`` a model -- 1.0 for that model's answers and 0 for the rest."""

@@ -26,7 +26,7 @@ def decision(i: int, *, model: str = "small", team: str = "a", dim: int = 4, out
     rid = f"r{i}"
     return DecisionRecord(
         request_id=rid,
-        tier="standard",
+        tier=kw.pop("tier", "standard"),
         lam=100.0,
         embedding_model="mini",
         embedding=np.full(dim, i, dtype=np.float32),
@@ -217,9 +217,9 @@ def test_the_training_set_says_what_each_row_s_logger_favoured(engine):
     """The off-policy weights read what each row's logger favoured (causal/ope.py): the router's greedy choice
     (also where exploration drew another model), the one model of a logger that did not randomise, the cold
     start's uniform draw, and nothing for a row whose greedy choice was not logged or is not a model here."""
-    rows = [decision(0, model="large", mode="cold_start"), decision(1, model="small", greedy_model="large"),
-            decision(2, model="large", mode="exploration", propensity=0.01, greedy_model="small"),
-            decision(3, model="large", propensity=1.0), decision(4, model="small"),
+    rows = [decision(0, model="large", mode="cold_start", app="chat"), decision(1, model="small", greedy_model="large"),
+            decision(2, model="large", mode="exploration", propensity=0.01, greedy_model="small", app="chat"),
+            decision(3, model="large", propensity=1.0), decision(4, model="small", app="code", tier="code"),
             decision(5, model="small", greedy_model="retired")]  # fmt: skip
     with Session(engine) as s, s.begin():
         record_decisions(s, rows)
@@ -227,6 +227,11 @@ def test_the_training_set_says_what_each_row_s_logger_favoured(engine):
     with Session(engine) as s:
         ts = training_set(s, model_names=["large", "small"])
     assert ts.favoured.tolist() == [FAVOURED_UNIFORM, 0, 1, 0, FAVOURED_UNKNOWN, FAVOURED_UNKNOWN]
+    # each tier is valued on the rows of the apps its own requests came from (no app: one app of its own)
+    assert ts.apps == ("chat", None, "chat", None, "code", None)
+    populations = ts.populations(["standard", "code", "new"])
+    assert populations["code"].tolist() == [False, False, False, False, True, False]
+    assert populations["standard"].tolist() == [True, True, True, True, False, True] and populations["new"].all()
 
 
 def test_training_set_joins_filters_and_counts(engine):

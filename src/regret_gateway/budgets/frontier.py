@@ -26,16 +26,6 @@ from regret_gateway.servable import PublishedRouter
 MIN_TEAM_ROWS = 1_000  # a budgeted team's frontier is valued on its own requests from this many; else on everyone's
 
 
-def _rows(data: LoggedData, rows: np.ndarray) -> LoggedData:
-    """The rows ``rows`` of ``data`` (their loggers and prompts kept)."""
-    return LoggedData(data.logged[rows], data.quality[rows], data.cost[rows], np.asarray(data.propensity)[rows],
-                      data.quality_hat[rows], data.cost_hat[rows],
-                      strata=None if data.strata is None else data.strata[rows],
-                      groups=None if data.groups is None else data.groups[rows],
-                      target_errors=None if data.target_errors is None else data.target_errors.subset(rows),
-                      favoured=None if data.favoured is None else data.favoured[rows])  # fmt: skip
-
-
 def flag_dominated(rungs: list[Rung], actions: list[np.ndarray], data: LoggedData, *, n_boot: int = N_BOOT,
                    alpha: float = ALPHA, seed: int = 0) -> list[Rung]:  # fmt: skip
     """``rungs`` (dearest first, with their estimated cost), each flagged ``dominated`` where another rung
@@ -123,5 +113,5 @@ def budget_ladders(tiers: Sequence[tuple[str, float]], models: Sequence[str], ro
         start, end = period_bounds(per, now)
         recent = rows[created_at[rows] >= np.datetime64((now - (end - start)).replace(tzinfo=None), "us")]
         rows = recent if len(recent) >= MIN_TEAM_ROWS else rows
-        add(team, ladders(tiers, models, router, X[rows], _rows(data, rows), n_boot=n_boot, seed=seed))
+        add(team, ladders(tiers, models, router, X[rows], data.subset(rows), n_boot=n_boot, seed=seed))
     return BudgetLadders(**out)

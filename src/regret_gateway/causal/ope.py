@@ -241,6 +241,15 @@ class LoggedData:
                 raise ValueError(f"`favoured` must have one entry per row ({len(self.logged)}), got shape {favoured.shape}")
             object.__setattr__(self, "favoured", favoured)
 
+    def subset(self, rows: np.ndarray) -> "LoggedData":
+        """The rows ``rows`` (their loggers, prompts, judge errors and what their loggers favoured kept)."""
+        return LoggedData(self.logged[rows], self.quality[rows], self.cost[rows], np.asarray(self.propensity)[rows],
+                          self.quality_hat[rows], self.cost_hat[rows],
+                          strata=None if self.strata is None else self.strata[rows],
+                          groups=None if self.groups is None else self.groups[rows],
+                          target_errors=None if self.target_errors is None else self.target_errors.subset(rows),
+                          favoured=None if self.favoured is None else self.favoured[rows])  # fmt: skip
+
     def bootstrap(self, n_boot: int, seed: int) -> np.ndarray:
         """(n_boot, n) resample counts (:func:`~regret_gateway.causal.stats.bootstrap_counts` over the prompts),
         drawn once per (n_boot, seed): every candidate of a comparison is valued on the same resamples."""

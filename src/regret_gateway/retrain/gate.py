@@ -106,6 +106,7 @@ def evaluate(
     held: HeldOutRows | None = None,
     size: SizeFeature | None = None,
     code: ContextCode | None = None,
+    populations: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[list[TierEvaluation], PublishedRouter]:
     """Per tier: every candidate's DR/SNIPS value on the held-out folds' rows (every row when cross-fitted)
     and the choice of what to serve (:func:`regret_gateway.causal.ope.select`). A learned candidate's choice on
@@ -126,7 +127,10 @@ def evaluate(
     (:mod:`regret_gateway.policy.priced`: the best constant with each request priced by its prompt's size) is
     then a candidate too, built like the best constant from every row's DR scores. ``code``: the context
     code the rows carry after the embedding (before the size feature), if they do: the safe default's
-    regions are then its keys (:func:`regret_gateway.policy.regions.key_regions`)."""
+    regions are then its keys (:func:`regret_gateway.policy.regions.key_regions`). ``populations``: per tier
+    name, (n,) bool over the held-out rows (in ``fits.order``) -- the requests of the apps that tier's own
+    came from (:meth:`regret_gateway.store.training_set.TrainingSet.populations`): its best constant and its
+    gate read those rows only (a tier without one: every row)."""
     order, names = fits.order, fits.logged.model_names
     parts = [fits.logged.subset(f) for f in fits.folds]
     rows_out = held or held_out_rows(fits, loggers)
@@ -163,7 +167,8 @@ def evaluate(
     }
     gated: list[_Gated] = []  # per tier: the gate's choice among its candidates
     for i, (name, spec) in enumerate(tiers):
-        best = scores.best_constant(spec.lam)
+        own = None if populations is None or name not in populations or populations[name].all() else populations[name]
+        best = (scores if own is None or len(parts) == 1 else scores.subset(own)).best_constant(spec.lam)
         served_now = (incumbents or {}).get(name)
         prior = None if served_now is None else (served_now.candidate, served_now.policy)
         current = None if prior is None or prior[0].safe else prior  # a safe default is re-derived, not kept
@@ -193,7 +198,8 @@ def evaluate(
             incumbent = current[0].label
             pool[incumbent] = current
             actions[incumbent] = current[1].choose(hold.X, spec.lam)
-        sel = select(data, actions, incumbent, spec.lam, required=margin, force=force, n_boot=n_boot, seed=seed)
+        on, acts = (data, actions) if own is None else (data.subset(own), {k: a[own] for k, a in actions.items()})
+        sel = select(on, acts, incumbent, spec.lam, required=margin, force=force, n_boot=n_boot, seed=seed)
         gated.append(_Gated(sel, pool, actions, incumbent, current, prior, choice, safe))
     # what the published policy does with these requests: a learned candidate's actions above are its fold
     # fits' (out of fold), so a served one is asked again, once for the tiers that serve it; the safe

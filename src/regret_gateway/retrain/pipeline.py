@@ -90,10 +90,11 @@ def retrain(
     say(f"fitted in {timings['fit']:.1f} s; evaluating every tier's candidates on {held.logs.n_samples:,} held-out rows")
     t2 = time.perf_counter()
     active = active_router(settings, active_id, data_info)
+    populations = {name: rows[fits.order] for name, rows in ts.populations([name for name, _ in tiers]).items()}
     rows, router = evaluate(
         fits, tiers, serving_now(active, logged.model_names), loggers, margin=opts.margin, force=opts.force,
         n_boot=opts.n_boot, seed=opts.seed, regions=opts.regions, held=held, size=settings.embedder.size,
-        code=settings.embedder.context_code,
+        code=settings.embedder.context_code, populations=populations,
     )  # fmt: skip
     timings["evaluate"] = time.perf_counter() - t2
     say(f"evaluated in {timings['evaluate']:.1f} s; publishing")

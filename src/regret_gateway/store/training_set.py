@@ -60,6 +60,7 @@ class TrainingSet:
     team_checks: dict[str, TeamCheck] = field(default_factory=dict)  # whose user scores train (regret_gateway.trust)
     # (n,) what each row's logger favoured at its prompt (:func:`favoured_of`): the off-policy weights read it
     favoured: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    apps: tuple[str | None, ...] = ()  # (n,) the app each row's request came from (None: no system prompt)
 
     @property
     def n_rows(self) -> int:
@@ -69,6 +70,17 @@ class TrainingSet:
         """(n,) int: each row's logger as a number (one per distinct :class:`Logger`, in order of first row)."""
         codes: dict[Logger, int] = {}
         return np.array([codes.setdefault(lg, len(codes)) for lg in self.loggers], dtype=np.int64)
+
+    def populations(self, tiers: Sequence[str]) -> dict[str, np.ndarray]:
+        """Per tier name, (n,) bool: the rows of the apps that tier's own requests came from -- the requests a
+        tier's candidates are valued on (a platform's teams each send their own apps, and a router worth more
+        on everyone's requests can be worth less on theirs). A tier with no row of its own: every row."""
+        apps, tier_of = np.array([a or "" for a in self.apps], dtype=object), np.array(self.tiers, dtype=object)
+        out = {}
+        for name in tiers:
+            own = set(apps[tier_of == name].tolist())
+            out[name] = np.isin(apps, list(own)) if own else np.ones(len(apps), dtype=bool)
+        return out
 
     def rows_by_source(self) -> dict[str, int]:
         names, counts = np.unique(np.array(self.sources, dtype=object), return_counts=True) if self.sources else ((), ())
@@ -182,6 +194,7 @@ def training_set(
             outcome_reason,
             Decision.session_turn,
             Decision.greedy_model,
+            Decision.app,
         )
         .select_from(Decision)
         .join(scored := select(Feedback.request_id).distinct().subquery(), scored.c.request_id == Decision.request_id)
@@ -209,7 +222,7 @@ def training_set(
         elif r.session_turn == "kept":  # kept on its conversation's model (p = 1): no draw of the logging policy
             skipped["session_kept"] += 1
         else:
-            candidates.append((*tuple(r)[:12], r.greedy_model))
+            candidates.append((*tuple(r)[:12], r.greedy_model, r.app))
     names = [c[5] for c in candidates]
     if embedding_model is None and names:
         embedder, counts = np.unique(names, return_counts=True)
@@ -227,8 +240,8 @@ def training_set(
         sampled_from = len(kept)
         kept = [kept[i] for i in sample_rows([c[0] for c in kept], [(c[3], c[7]) for c in kept], max_rows)]
     kept.sort(key=lambda c: (c[1], c[0]))  # by time, then request id
-    ids, created, teams, tiers, lams, _, dims, models, propensities, modes, versions, costs, greedy = (
-        zip(*kept) if kept else ((),) * 13
+    ids, created, teams, tiers, lams, _, dims, models, propensities, modes, versions, costs, greedy, apps = (
+        zip(*kept) if kept else ((),) * 14
     )
     logged = None
     left_out = [t for t, c in checks.items() if c.kept == 0]  # their scores do not measure the judge's error either
@@ -274,6 +287,7 @@ def training_set(
         judge_corrected=corrected,
         team_checks=checks,
         favoured=favoured_of(modes, greedy, models, propensities, index),
+        apps=tuple(apps),
     )
 
 

@@ -1,7 +1,8 @@
 """The closed loop with chat traffic, run by run (`demo` output folders): per round, the mean over tiers on
 the held-out prompts of the router's greedy choices against the best single model, each app's best model
 and the oracle, and the share of the per-app gain reached; then every gain a retrain published beside its
-held-out truth, and how many intervals held it.
+held-out truth, and how many intervals held it; then each tier's greedy choices against its best single model
+after the last round.
 
     python docs/experiments/scripts/app_claims_summary.py runs/app-llmrouter-s0 runs/app-mmlupro-s0 ...
 """
@@ -11,6 +12,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+TIERS = ("premium", "standard", "economy")
 
 
 def main(folders: list[str]) -> None:
@@ -43,6 +46,18 @@ def main(folders: list[str]) -> None:
               f"[{c['ci'][0]:+.1f}, {c['ci'][1]:+.1f}] | {c['held_out_truth']:+.1f} | {pool} | {'yes' if c['holds'] else 'NO'} |")  # fmt: skip
     held = sum(c["holds"] for _, c in claims)
     print(f"\n{held} of {len(claims)} published claims' intervals held their held-out truth")
+    print("\nAfter the last round, per tier, on its never-sent prompts: greedy - best single (per-app best - best single)\n")
+    print("| run | " + " | ".join(TIERS) + " | tiers below their best single by more than 0.5 |")
+    print("|---|" + "---:|" * len(TIERS) + "---:|")
+    for folder in folders:
+        doc = json.loads((Path(folder) / "closed_loop.json").read_text())
+        last = max(r["round"] for r in doc["rounds"])
+        u = {r["tier"]: r["utility"] for r in doc["rounds"] if r["round"] == last}
+        if not all("held-out greedy" in u.get(t, {}) for t in TIERS):
+            continue
+        gaps = {t: u[t]["held-out greedy"] - u[t]["held-out best-single"] for t in TIERS}
+        cells = [f"{gaps[t]:+.1f} ({u[t]['held-out per-app best'] - u[t]['held-out best-single']:+.1f})" for t in TIERS]
+        print(f"| {Path(folder).name} | " + " | ".join(cells) + f" | {sum(g < -0.5 for g in gaps.values())} |")
 
 
 if __name__ == "__main__":

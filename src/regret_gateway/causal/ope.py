@@ -25,8 +25,8 @@ loggers see the same prompts. The weights must not depend on which rows a logger
 logger favoured a on most of the block but explores it elsewhere at 1/1,000, its realised draws almost
 never include the rest, and a weight read from them (the squared weights it drew) makes it look exact on
 the whole block -- its correction then leaves the outcome model's error on the rest uncorrected, and the
-learned candidates, which depart from the loggers exactly where that model is optimistic, were valued 3-5
-points above their truth on the same rows with intervals that missed it (docs/experiments/chat-traffic.md).
+learned candidates, which depart from the loggers exactly where that model is optimistic, were valued 2.6-5.2
+points above their truth on the same rows with intervals that missed it (docs/experiments/platform-replay.md).
 So v_i comes from what the logger favoured at that prompt (``favoured``: its greedy model, or
 :data:`~regret_gateway.data.FAVOURED_UNIFORM` for a uniform draw, or
 :data:`~regret_gateway.data.FAVOURED_UNKNOWN`): 1/p_i where the logged model is a or the draw was uniform

@@ -54,7 +54,7 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
     "servable": [("arrays", "policy"), ("kinds",), ("published",), ("__init__",)],
     "store": [
         ("__init__", "schema", "engine", "locks", "pg_copy"),
-        ("records", "migrate"),
+        ("records", "migrate", "loggers"),
         ("spill",),
         ("writes", "queries", "retention"),
         ("judge_errors",),

@@ -16,9 +16,9 @@ from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.synthetic import write_world
 from regret_gateway.retrain import RetrainOptions, retrain
 from regret_gateway.store.engine import make_engine
+from regret_gateway.store.loggers import Logger, loggers_of
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
-from regret_gateway.store.training_set import Logger, loggers_of
 from regret_gateway.store.writes import record_decisions, record_feedback
 
 TIERS = {"premium": TierSpec(lam=0.0), "standard": TierSpec(lam=200.0), "economy": TierSpec(lam=1000.0)}

@@ -115,7 +115,7 @@ def evaluate(
     fold's and the fit's own -- (the most data for the fixed choice; that the evaluation rows chose it
     favours it in the comparison, which errs on the safe side). The safe default departs from it only in
     the regions the held-out rows' DR scores prove (:mod:`regret_gateway.policy.regions`). ``loggers``
-    (n,) names the policy that logged each row (tier and router version, :func:`regret_gateway.store.training_set.loggers_of`): each
+    (n,) names the policy that logged each row (tier and router version, :func:`regret_gateway.store.loggers.loggers_of`): each
     logger's DR correction is then weighted by what it knows about a candidate's choices
     (:mod:`regret_gateway.causal.ope`); the bootstrap resamples prompts (rows with one embedding). ``incumbents``: what each tier serves now, by tier
     name, its candidate carrying its version (:func:`regret_gateway.retrain.publish.serving_now`); a tier it

@@ -13,28 +13,15 @@ from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from regret_gateway.config import TrustSpec
-from regret_gateway.data import FAVOURED_UNIFORM, FAVOURED_UNKNOWN, LoggedFeedback
+from regret_gateway.data import LoggedFeedback
 from regret_gateway.judge_calibration import JudgeError, SelfAgreement, corrected_targets
 from regret_gateway.store.judge_errors import judge_errors, self_agreement
+from regret_gateway.store.loggers import Logger, favoured_of, loggers_of
 from regret_gateway.store.queries import JUDGE_SOURCE, USER_SOURCE, source_rank
 from regret_gateway.store.schema import Decision, Feedback, Outcome
 from regret_gateway.store.writes import ID_CHUNK, chunks
 from regret_gateway.tables import write_columns
 from regret_gateway.trust import TeamCheck, check_teams, request_id_keys
-
-
-@dataclass(frozen=True)
-class Logger:
-    """The randomised policy that logged a row: its ``tier`` under the router ``version`` that chose it (None:
-    the cold start, before any router); every imported row is one historical policy (:meth:`imported`:
-    neither tier nor version)."""
-
-    tier: str | None
-    version: str | None
-
-    @classmethod
-    def imported(cls) -> "Logger":
-        return cls(None, None)
 
 
 @dataclass(frozen=True)
@@ -291,23 +278,6 @@ def training_set(
     )
 
 
-def favoured_of(modes: Sequence[str], greedy: Sequence[str | None], models: Sequence[str],
-                propensities: Sequence[float | None], index: dict[str, int]) -> np.ndarray:  # fmt: skip
-    """(n,) what each row's logger favoured at its prompt: the router's greedy choice (its index in ``index``),
-    the model a logger that did not randomise (propensity 1) chose, :data:`FAVOURED_UNIFORM` for the cold
-    start's uniform draw among the eligible models, else :data:`FAVOURED_UNKNOWN` (imported; logged before
-    the greedy choice was kept)."""
-    out = np.full(len(modes), FAVOURED_UNKNOWN, dtype=np.int64)
-    for i, (mode, g, m, p) in enumerate(zip(modes, greedy, models, propensities)):
-        if mode == "cold_start":
-            out[i] = FAVOURED_UNIFORM
-        elif g is not None and g in index:
-            out[i] = index[g]
-        elif p is not None and p >= 1.0 and m in index:
-            out[i] = index[m]
-    return out
-
-
 def _scores(session: Session, window: list) -> list:
     """The window's scores: (request id, source, score, cost, team, the model that answered, app) each."""
     answered = func.coalesce(Outcome.answered_model, Decision.chosen_model)
@@ -366,14 +336,6 @@ def _embeddings(session: Session, ids: Sequence[str], dim: int) -> np.ndarray:
     if found != len(ids):  # pruned between the two reads
         raise RuntimeError(f"{len(ids) - found} of the window's rows went while it was read; read it again")
     return X
-
-
-def loggers_of(tiers: Sequence[str], versions: Sequence[str | None], modes: Sequence[str]) -> tuple[Logger, ...]:
-    """(n,) the logging policy of each row, decided once as the store is read: its tier under the router
-    version that chose it (cold start: no version); every imported row one historical policy. Rows of one
-    logger were drawn from one randomised policy."""
-    imported = Logger.imported()
-    return tuple(imported if mode == "imported" else Logger(tier, version) for tier, version, mode in zip(tiers, versions, modes))
 
 
 EXPORT_COLUMNS = ("request_id", "created_at", "team", "tier", "lam", "mode", "model", "propensity", "quality", "cost_usd")

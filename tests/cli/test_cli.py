@@ -563,3 +563,8 @@ def test_the_example_config_passes_every_start_up_check(monkeypatch):
         monkeypatch.setenv(var, f"sk-{var.lower()}-0123456789")
     settings = check_deployment(Path(__file__).resolve().parents[2] / "examples" / "config.yaml")
     assert settings.models == ("gpt-4o-mini", "claude-haiku", "gpt-4o")
+
+
+def test_demo_refuses_an_unknown_team_apps_before_it_starts():
+    result = runner.invoke(app, ["demo", "--team-apps", "mine"])
+    assert result.exit_code == 2 and "--team-apps is all or own, got 'mine'" in result.output, result.output

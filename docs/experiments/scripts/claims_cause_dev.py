@@ -23,7 +23,7 @@ from regret_gateway.bench.demo.world import DemoConfig, prepare
 from regret_gateway.causal.ope import LoggedData
 from regret_gateway.config.settings import load_settings
 from regret_gateway.retrain.fits import held_out_rows, out_of_fold_fits
-from regret_gateway.retrain.gate import evaluate
+from regret_gateway.retrain.gate import evaluate, learned_candidates
 from regret_gateway.retrain.options import RetrainOptions
 from regret_gateway.retrain.pipeline import read_training_set
 from regret_gateway.retrain.publish import serving_now
@@ -60,21 +60,19 @@ order = fits.order
 P = prompt[order]
 names = logged.model_names
 col = np.array([world.models.index(m) for m in names])
+parts = [fits.logged.subset(f) for f in fits.folds]
 plain = LoggedData(held.data.logged, held.data.quality, held.data.cost, held.data.propensity, held.data.quality_hat,
                    held.data.cost_hat, groups=held.data.groups)  # fmt: skip
 for te in rows:
     lam = te.lam
     acts_of = {}
     U = world.bench.quality[P][:, col] - lam * world.bench.cost[P][:, col]
-    # each candidate's actions on the held-out rows as the gate valued them
-    from regret_gateway.retrain.gate import learned_candidates
-
+    # each candidate's actions on the held-out rows as the gate valued them: a learned one's by each fold's fit
+    offered = [learned_candidates(lr, names, [lam])[0] for lr in fits.learners]
     for label, value in te.values.items():
         cand = te.candidates[label]
         if label in ("rm-interval", "r-and-c", "rm-cluster"):
-            parts = [fits.logged.subset(f) for f in fits.folds]
-            acts = np.concatenate([learned_candidates(lr, names, [lam])[0][label].choose(p.X, lam)
-                                   for lr, p in zip(fits.learners, parts)])  # fmt: skip
+            acts = np.concatenate([fold[label].choose(p.X, lam) for fold, p in zip(offered, parts)])
         elif incumbents and label == te.incumbent and label in {t.candidate.label for t in incumbents.values()}:
             acts = incumbents[te.tier].policy.choose(held.logs.X, lam)
         elif cand.model is not None and label.startswith("constant"):

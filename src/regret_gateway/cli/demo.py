@@ -218,8 +218,10 @@ def demo(
         raise typer.BadParameter("--budget-days needs --replay (the days run on a simulated clock)")
     if budget_ladder not in ("tiers", "frontier"):
         raise typer.BadParameter(f"--budget-ladder is tiers or frontier, got {budget_ladder!r}")
-    if team_apps not in ("all", "own"):
-        raise typer.BadParameter(f"--team-apps is all or own, got {team_apps!r}")
+    from regret_gateway.bench.demo.world import TEAM_APPS
+
+    if team_apps not in TEAM_APPS:
+        raise typer.BadParameter(f"--team-apps is {' or '.join(TEAM_APPS)}, got {team_apps!r}")
     tier_lams = _floats(lambdas, "--lambdas")
     if len(tier_lams) != 3 or min(tier_lams) < 0:
         raise typer.BadParameter(f"--lambdas takes three numbers >= 0 (premium, standard, economy), got {lambdas!r}")

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from regret_gateway.evaluation.traffic import ChatTraffic
 
 TEAMS = (("team-premium", "premium"), ("team-standard", "standard"), ("team-economy", "economy"))
+TEAM_APPS = ("all", "own")  # which apps' requests each team sends (DemoConfig.team_apps, World.team_rows)
 
 
 OUTPUT_PRICE = 1e-9  # USD per completion token at the mock upstream: tokens = recorded cost / price
@@ -64,7 +65,7 @@ class DemoConfig:
     paper_template: bool = False  # the gateway embeds the paper's template, {dataset} = the request's tags (its task)
     context: str | None = None  # embedder.context: the code of this key (e.g. "{tags}": the task) appended to embeddings
     traffic: str = "bare"  # bare: each prompt alone | chat: as requests of apps, conversations, tools (evaluation/traffic.py)
-    team_apps: str = "all"  # all: every team sends every app's requests | own: the apps dealt out, each team sends its own
+    team_apps: str = "all"  # TEAM_APPS -- all: every team sends every app's requests | own: the apps dealt out, each its own
     judge_sample: float | None = None  # quality from the gateway's LLM judge on this share of requests (None: teams post it)
     judge_noise: float = 0.1  # the mock judge flips the recorded correctness this often
     judge_repeat: float = 0.0  # judge.repeat: share of the judged answers judged again (its self-agreement)
@@ -155,10 +156,10 @@ class World:
     def team_rows(self, ix: np.ndarray, team: int, teams: int, mode: str) -> np.ndarray:
         """The prompts of ``ix`` that team number ``team`` of ``teams`` sends: all of them (``mode`` all), or
         (own) those of its own apps -- the apps, in order, dealt out to the teams in turn."""
+        if mode not in TEAM_APPS:
+            raise ValueError(f"`team_apps` is one of {', '.join(TEAM_APPS)}, got {mode!r}")
         if mode == "all":
             return ix
-        if mode != "own":
-            raise ValueError(f"`team_apps` must be 'all' or 'own', got {mode!r}")
         apps = sorted(set(self.apps.tolist()))
         return ix[np.isin(self.apps[ix], apps[team::teams])]
 

@@ -43,7 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
 # bottom where it holds nothing, at the top where it re-exports).
 MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
     "budgets": [("__init__", "periods"), ("ladder",), ("controller",), ("status",), ("frontier",)],
-    "causal": [("__init__", "stats", "outcome", "propensity"), ("estimators", "ope"), ("alternatives",)],
+    "causal": [("__init__", "stats", "outcome", "propensity"), ("estimators", "ope"), ("alternatives", "pooling")],
     "config": [("specs",), ("embedder", "judge"), ("settings",), ("__init__",)],
     "encoders": [
         ("__init__", "models", "static", "onnx_runtime", "exported"),

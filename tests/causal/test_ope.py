@@ -301,3 +301,29 @@ def test_a_gain_confident_alone_is_not_confident_as_the_best_of_ten_challengers(
     crowd = {"incumbent": zero, "better": one, **{f"decoy{k}": zero.copy() for k in range(9)}}
     chosen = select(data, crowd, "incumbent", 0.0, n_boot=500, seed=seed)
     assert chosen.best == "better" and chosen.served == "incumbent", chosen.reason()
+
+
+def test_a_challenger_proven_better_serves_though_a_noisier_one_leads_on_its_point_estimate():
+    """Fast and seeded: an incumbent (0.5), a steady challenger (0.6, logged half the time) and a noisy one
+    (0.62, logged 2% of the time, so its value is a wide guess). The noisy one leads on its DR point estimate
+    but its gain is not confident; the steady one's is. Testing only the leader keeps the incumbent -- a
+    tier stuck on a model 10 points below one its logs prove better; every challenger tested (the same
+    Bonferroni share each) serves the steady one."""
+    from regret_gateway.causal.ope import select
+    from regret_gateway.confidence import family_alpha
+
+    n, seed = 1500, 8
+    rng = np.random.default_rng(seed)
+    Q = (rng.random((n, 3)) < np.array([0.5, 0.6, 0.62])).astype(float)
+    probs = np.array([0.49, 0.49, 0.02])
+    logged = rng.choice(3, size=n, p=probs)
+    data = LoggedData(logged, Q[np.arange(n), logged], np.zeros(n), probs[logged], np.full((n, 3), 0.55), np.zeros((n, 3)))
+    candidates = {"incumbent": np.zeros(n, int), "steady": np.ones(n, int), "noisy": np.full(n, 2)}
+    family = family_alpha(0.05, 2)
+    _, noisy = data.gain(candidates["noisy"], candidates["incumbent"], 0.0, n_boot=300, alpha=family, seed=seed)
+    _, steady = data.gain(candidates["steady"], candidates["incumbent"], 0.0, n_boot=300, alpha=family, seed=seed)
+    assert noisy[0] < 0 < steady[0]  # the world this test needs: only the steady gain is confident
+    sel = select(data, candidates, "incumbent", 0.0, n_boot=300, seed=seed)
+    assert sel.values["noisy"].dr > sel.values["steady"].dr  # the noisy one leads on its point estimate
+    assert sel.served == "steady" and sel.best == "steady" and sel.gain_ci == pytest.approx(steady), sel.reason()
+    assert "steady replaces incumbent" in sel.reason()

@@ -48,6 +48,53 @@ def test_challengers_share_what_igw_leaves_of_epsilon():
     )
 
 
+def test_a_tier_s_contenders_share_what_igw_leaves_of_epsilon_where_the_estimates_rank_them_low():
+    """The gate's contenders (models its logs could not show to be worse than the served constant) get what
+    IGW leaves of epsilon though the estimates rank them far below the choice -- they would otherwise draw
+    the floor's share, a few rows a round -- under igw and challengers alike; the others keep their IGW
+    shares, and without contenders it is IGW."""
+    u = np.array([0.60, 0.10, 0.65, 0.10, -0.40, 0.20, 0.0, 0.3, 0.59])
+    contenders = np.zeros(9, dtype=bool)
+    contenders[[0, 1, 4]] = True  # the served model itself is not explored as its own contender
+    igw = exploration_distribution(0, 9, 0.1, utilities=u, gamma=50.0)
+    p = exploration_distribution(0, 9, 0.1, utilities=u, gamma=50.0, contenders=contenders)
+    assert p.sum() == pytest.approx(1.0) and p[0] == pytest.approx(0.9)  # epsilon is spent in full
+    rest = np.ones(9, dtype=bool)
+    rest[[0, 1, 4]] = False
+    assert np.allclose(p[rest], igw[rest]) and p[1] == p[4] == pytest.approx((0.1 - igw[rest].sum()) / 2)
+    assert p[1] > 10 * igw[1] and p[4] > 10 * igw[4]
+    both = exploration_distribution(0, 9, 0.1, rule="challengers", utilities=u, gamma=50.0, contenders=contenders)
+    assert both[2] > igw[2] and both[1] > igw[1]  # ranked above the choice (2) and contending (1): both share
+    assert np.allclose(exploration_distribution(0, 9, 0.1, utilities=u, contenders=np.zeros(9, dtype=bool)), igw)
+
+
+def test_the_gateway_explores_the_contenders_the_published_router_names(trained_learner, encoder, tmp_path):
+    """A published router whose tier names a contender, saved and loaded as the gateway loads it: the
+    gateway's draws give the contender what IGW leaves of epsilon, with the exact propensity logged."""
+    from regret_gateway.artifacts import load_artifact, save_artifact
+    from regret_gateway.config import Settings, TierSpec
+    from regret_gateway.gateway.decisions import ActiveRouter
+    from regret_gateway.servable import Candidate, ConstantPolicy, PublishedRouter, ServedTier
+
+    estimator = trained_learner.nuisance_.outcome_.to_policy(MODELS)
+    served = ServedTier(0.0, Candidate("constant", MODELS[0]), ConstantPolicy(MODELS, MODELS[0]), (MODELS[2],))
+    path = save_artifact(tmp_path, router=PublishedRouter({"t": served}, estimator), embedder={"model": "m"}, version="v1")
+    loaded = load_artifact(path, models=MODELS)
+    assert loaded.router.tier("t").contenders == (MODELS[2],)
+    tier = TierSpec(lam=0.0, epsilon=0.2, igw_gamma=50.0)
+    active = ActiveRouter(Settings(models=MODELS, default_tier="t", tiers={"t": tier}))
+    active.active.artifact = loaded
+    x = encoder([CODE_PROMPT])[0]
+    u = estimator.utility_estimates(x[None, :], 0.0)[0]
+    contenders = np.array([False, False, True])
+    expected = exploration_distribution(0, 3, 0.2, utilities=u, gamma=50.0, contenders=contenders)
+    rng = np.random.default_rng(4)
+    choices = [active.choose(x, "t", rng) for _ in range(4000)]
+    assert all(c.propensity == pytest.approx(expected[MODELS.index(c.model)]) for c in choices[:200])
+    shares = np.bincount([MODELS.index(c.model) for c in choices], minlength=3) / len(choices)
+    assert np.allclose(shares, expected, atol=0.02) and expected[2] == pytest.approx(0.2 - expected[1])
+
+
 def test_uniform_rule_is_epsilon_greedy():
     p = exploration_distribution(1, 4, 0.2, rule="uniform", utilities=np.array([0.0, 1.0, 0.0, 0.0]))
     assert np.allclose(p, [0.05, 0.85, 0.05, 0.05])

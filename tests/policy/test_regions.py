@@ -329,3 +329,20 @@ def test_apps_with_a_few_effective_rows_a_model_join_the_whole_proposal():
     departed = np.flatnonzero(choice.adopted)
     rows = np.array([np.bincount(key[regions.region == r]).argmax() for r in departed])  # each region's app
     assert (choice.models[departed] == better[rows]).mean() > 0.8
+
+
+def test_a_tier_departs_only_where_its_own_mix_of_apps_gains():
+    """Two tiers on their own apps: tier A's six apps gain 0.5 with model 1, tier B's six lose 0.03 with model 2.
+    Read on every tier's rows, the whole proposal gains (A's apps carry it) and B's apps whose noise ran
+    positive ride along: B would be served a worse model there. Read on B's own rows (``population``), the
+    whole proposal does not gain, no app of B's is proven alone, and B keeps its baseline everywhere."""
+    gains = np.zeros((12, 3))
+    gains[:6, 1] = 0.5
+    gains[6:, 2] = -0.03
+    quality, logged, regions, groups, key = _keyed_scores(gains, 150, seed=3)
+    of_b = key >= 6
+    apps_of = np.array([np.bincount(key[regions.region == r]).argmax() for r in range(regions.n_regions)])
+    everyone = _regional_choice(quality, logged, regions, groups, seed=3)
+    assert everyone.adopted[apps_of >= 6].any()  # the world this test needs: some of B's apps ride along
+    own = _regional_choice(quality, logged, regions, groups, seed=3, population=of_b)
+    assert not own.adopted[apps_of >= 6].any(), own.describe(("a", "b", "c"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -242,6 +243,14 @@ def test_where_the_prompt_does_not_matter_every_tier_serves_the_fixed_choice(tmp
     assert all(v.n == n for row in result.tiers for v in row.values.values())
     served = {row.tier: row.served for row in result.tiers}
     assert all(label.startswith("constant:") for label in served.values()), result.reason
+    # the models the logs could not show worse than each tier's constant are published for its exploration
+    from regret_gateway.artifacts import load_artifact
+
+    router = load_artifact(Path(settings.artifacts_dir) / result.version).router
+    for row in result.tiers:
+        assert router.tier(row.tier).contenders == row.contenders
+        assert row.served.removeprefix("constant:") not in row.contenders
+        assert not row.contenders or "not yet shown worse" in row.reason
     engine.dispose()
 
 

@@ -46,9 +46,11 @@ def main(folders: list[str]) -> None:
               f"[{c['ci'][0]:+.1f}, {c['ci'][1]:+.1f}] | {c['held_out_truth']:+.1f} | {pool} | {'yes' if c['holds'] else 'NO'} |")  # fmt: skip
     held = sum(c["holds"] for _, c in claims)
     print(f"\n{held} of {len(claims)} published claims' intervals held their held-out truth")
-    print("\nAfter the last round, per tier, on its never-sent prompts: greedy - best single (per-app best - best single)\n")
-    print("| run | " + " | ".join(TIERS) + " | tiers below their best single by more than 0.5 |")
-    print("|---|" + "---:|" * len(TIERS) + "---:|")
+    print("\nAfter the last round, per tier, on its never-sent prompts: greedy - best single (per-app best - best single);")
+    print("then the same greedy choices on the last round's traffic (the prompts the logs were drawn from)\n")
+    print("| run | " + " | ".join(TIERS) + " | tiers below their best single by more than 0.5 | mean | on the traffic: "
+          + " | ".join(TIERS) + " |")  # fmt: skip
+    print("|---|" + "---:|" * (len(TIERS) * 2 + 2))
     for folder in folders:
         doc = json.loads((Path(folder) / "closed_loop.json").read_text())
         last = max(r["round"] for r in doc["rounds"])
@@ -57,7 +59,9 @@ def main(folders: list[str]) -> None:
             continue
         gaps = {t: u[t]["held-out greedy"] - u[t]["held-out best-single"] for t in TIERS}
         cells = [f"{gaps[t]:+.1f} ({u[t]['held-out per-app best'] - u[t]['held-out best-single']:+.1f})" for t in TIERS]
-        print(f"| {Path(folder).name} | " + " | ".join(cells) + f" | {sum(g < -0.5 for g in gaps.values())} |")
+        traffic = [f"{u[t]['gateway-greedy'] - u[t]['best-single']:+.1f}" for t in TIERS]
+        print(f"| {Path(folder).name} | " + " | ".join(cells) + f" | {sum(g < -0.5 for g in gaps.values())} | "
+              f"{np.mean(list(gaps.values())):+.2f} | " + " | ".join(traffic) + " |")  # fmt: skip
 
 
 if __name__ == "__main__":

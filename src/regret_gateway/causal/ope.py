@@ -308,17 +308,29 @@ class LoggedData:
     ) -> tuple[float, tuple[float, float]]:
         """DR value of ``actions`` minus that of ``reference`` and its paired bootstrap interval (the same
         resampled rows for both policies, so the noise they share cancels)."""
-        a, b = self.outcomes(actions, lam)[0], self.outcomes(reference, lam)[0]
+        return self.gains({"a": actions}, reference, lam, n_boot=n_boot, alpha=alpha, seed=seed)["a"]
+
+    def gains(
+        self, policies: dict[str, np.ndarray], reference: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = ALPHA,
+        seed: int = 0,
+    ) -> dict[str, tuple[float, tuple[float, float]]]:  # fmt: skip
+        """:meth:`gain` of each of ``policies`` (name -> actions) over ``reference``, the reference valued once."""
         boot, shifts = self.bootstrap(n_boot, seed), self.shifts(n_boot, seed)
-        everything = np.ones((1, len(a.y)))
-        gain = float((a.dr(everything) - b.dr(everything))[0])
-        return gain, percentile_interval(a.dr(boot, shifts) - b.dr(boot, shifts), alpha)
+        everything = np.ones((1, len(self.logged)))
+        b = self.outcomes(reference, lam)[0]
+        b_point, b_draws = float(b.dr(everything)[0]), b.dr(boot, shifts)
+        out = {}
+        for name, actions in policies.items():
+            a = self.outcomes(actions, lam)[0]
+            out[name] = float(a.dr(everything)[0]) - b_point, percentile_interval(a.dr(boot, shifts) - b_draws, alpha)
+        return out
 
 
 @dataclass(frozen=True)
 class Selection:
-    """Which candidate serves a tier: the best by DR value, if its paired gain over the incumbent is
-    confidently above ``required`` (the lower end of its interval), else the incumbent."""
+    """Which candidate serves a tier: of the challengers whose paired gain over the incumbent is confidently
+    above ``required`` (the lower end of its interval), the best by DR value; else the incumbent. ``best``
+    is the challenger whose gain is reported: the served one, or where none is confident the best by DR."""
 
     served: str
     incumbent: str
@@ -367,17 +379,22 @@ def select(
 ) -> Selection:
     """Choose among ``candidates`` (name -> (n,) actions on the held-out rows; ``incumbent`` is one of them).
 
-    The best candidate by DR value replaces the incumbent only when the lower end of the paired bootstrap
-    interval of its gain exceeds ``required`` (``force``: whenever it is better at all). Never worse than the
-    incumbent with confidence: a tier whose candidates cannot show a gain keeps what it has. The best of
-    several challengers is the one whose noise flattered it most, so the gain's interval is taken at
-    ``alpha / challengers`` (Bonferroni): ``alpha`` bounds the chance that any challenger without a real
-    gain replaces the incumbent, however many there are."""
+    Every challenger's paired gain over the incumbent is tested, each at ``alpha / challengers``
+    (Bonferroni: the best of several is the one whose noise flattered it most, and ``alpha`` bounds the
+    chance that any challenger without a real gain passes, however many there are); of those whose
+    interval's lower end exceeds ``required`` (``force``: whose gain is positive at all), the best by DR
+    value replaces the incumbent. Testing only the best by DR would keep a wrong incumbent whenever a noisy
+    candidate led on its point estimate while another, proven better, trailed it -- the share of alpha each
+    challenger is tested at is the same either way. Never worse than the incumbent with confidence: a tier
+    whose candidates cannot show a gain keeps what it has."""
     if incumbent not in candidates:
         raise ValueError(f"the incumbent {incumbent!r} must be one of the candidates {sorted(candidates)}")
     values = {name: data.value(a, lam, n_boot=n_boot, alpha=alpha, seed=seed) for name, a in candidates.items()}
-    best = max(values, key=lambda name: (values[name].dr, name == incumbent))
     family = family_alpha(alpha, len(candidates) - 1)
-    gain, ci = data.gain(candidates[best], candidates[incumbent], lam, n_boot=n_boot, alpha=family, seed=seed)
-    confident = ci[0] > required or (force and gain > 0)
-    return Selection(best if best != incumbent and confident else incumbent, incumbent, best, gain, ci, values, required)
+    ahead = {name: a for name, a in candidates.items() if name != incumbent and values[name].dr > values[incumbent].dr}
+    gains = data.gains(ahead, candidates[incumbent], lam, n_boot=n_boot, alpha=family, seed=seed)
+    passed = [name for name, (gain, ci) in gains.items() if ci[0] > required or (force and gain > 0)]
+    leader = max(values, key=lambda name: (values[name].dr, name == incumbent))
+    best = max(passed, key=lambda name: values[name].dr) if passed else leader
+    gain, ci = gains.get(best, (0.0, (0.0, 0.0)))
+    return Selection(best if passed else incumbent, incumbent, best, gain, ci, values, required)

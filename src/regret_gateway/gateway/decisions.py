@@ -157,9 +157,11 @@ class ActiveRouter:
             utilities = np.full(T, np.inf)
             utilities[columns] = estimates[0]
             utilities[~np.isfinite(utilities)] = utilities[best]
+        served = artifact.router.tier(tier)
+        contenders = np.isin(settings.models, served.contenders) if served is not None and served.contenders else None
         p = exploration_distribution(
             best, T, spec.epsilon, rule=spec.exploration, utilities=utilities,
-            gamma=spec.igw_gamma, min_propensity=spec.min_propensity,
+            gamma=spec.igw_gamma, min_propensity=spec.min_propensity, contenders=contenders,
         )  # fmt: skip
         return p, best, scores
 

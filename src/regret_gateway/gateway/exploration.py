@@ -16,6 +16,14 @@ probability another model (:func:`exploration_distribution`):
   or a router that disagrees with the estimator) share what IGW leaves of epsilon, each at least its IGW
   share: the comparisons the next retrain's gate has to make get rows at weights near k / epsilon
   instead of the floor's. Where nothing is ranked above t*, it is IGW.
+
+Under ``igw`` and ``challengers`` the tier's *contenders* (``ServedTier.contenders``: the models retrain's
+logs could not show to be worse, as the tier's constant, than what it serves) share what IGW leaves of
+epsilon the same way, beside the models ranked above t*. A tier's first constant is chosen on a cold
+start's few hundred rows a model; IGW's estimates rank a wrongly dismissed model low, so it would draw
+the floor's share -- a few rows a round, never enough for the gate to prove it better -- and the tier
+stayed on the wrong constant (docs/experiments/platform-replay.md). Exploration spends where the gate's
+evidence is thin, and stops when the logs settle it (no contender left: IGW).
 * ``uniform``: epsilon-greedy, each model epsilon / T and t* 1 - epsilon + epsilon / T.
 
 The logged propensity is the exact probability of the chosen model under that distribution.
@@ -35,8 +43,10 @@ def exploration_distribution(
     utilities: np.ndarray | None = None,
     gamma: float = 50.0,
     min_propensity: float | None = None,
+    contenders: np.ndarray | None = None,
 ) -> np.ndarray:
-    """(T,) probability of routing to each model when the router's choice is ``best`` (see the module doc)."""
+    """(T,) probability of routing to each model when the router's choice is ``best`` (see the module doc);
+    ``contenders`` (T,) bool: the tier's contenders (None: none)."""
     T = n_models
     p = np.zeros(T)
     if epsilon <= 0 or T == 1:
@@ -54,9 +64,10 @@ def exploration_distribution(
     share = epsilon / (T - 1)
     floor = share / 4 if min_propensity is None else min(min_propensity, share)
     p[others] = np.maximum(floor, share / (1.0 + gamma * gap[others]))
+    ahead = others & (np.zeros(T, dtype=bool) if contenders is None else np.asarray(contenders, dtype=bool))
     if rule == "challengers" and u is not None:
-        ahead = others & (u > u[best])
-        if ahead.any():  # what IGW leaves of epsilon goes to them: at least share each, since the rest <= share each
-            p[ahead] = np.maximum(p[ahead], (epsilon - p[others & ~ahead].sum()) / ahead.sum())
+        ahead |= others & (u > u[best])
+    if ahead.any():  # what IGW leaves of epsilon goes to them: at least share each, since the rest <= share each
+        p[ahead] = np.maximum(p[ahead], (epsilon - p[others & ~ahead].sum()) / ahead.sum())
     p[best] = 1.0 - p[others].sum()
     return p

@@ -10,7 +10,9 @@ confidence bound).
   (docs/experiments/learning-curve.md). The regions read no outcome, so the same rows may test them.
 * Evidence: every logged row's out-of-fold DR scores Gamma_i(t) of quality and cost (every tier's rows: a
   model's quality and cost do not depend on the tier that logged it, and each row carries its own exact
-  propensity). In region r, the gain of model m over the baseline b at lambda is the mean over the
+  propensity), each logger's correction weighted by what it knows of the model
+  (:mod:`regret_gateway.causal.pooling`: the rows of routers that explored a model at a tiny propensity
+  would otherwise carry the outcome model's guess of it uncorrected). In region r, the gain of model m over the baseline b at lambda is the mean over the
   region's rows of d_i = Gamma_i(m) - Gamma_i(b) (utility A - lambda C, unclipped).
 * Challengers, cross-fitted (retrain): for the rows of each fold, each region's challenger is the model
   with the best mean gain on the other folds' rows of the region, so the rows that test a challenger did
@@ -192,12 +194,16 @@ def choose_regions(
     min_ess: float = MIN_ESS,
     folds: list[np.ndarray] | None = None,
     aggregate: bool = False,
+    population: np.ndarray | None = None,
 ) -> RegionChoice:
     """Per region, the model to serve at ``lam`` (module doc). ``quality``, ``cost`` (n, T): DR scores,
     out of fold; ``logged`` (n,): the model each row logged, ``propensity`` (n,) its probability; ``groups``
     (n,): each row's prompt, in 0..G-1 (:func:`~regret_gateway.causal.stats.prompt_groups`). With
     ``folds`` (row indices), each region tests one challenger per row, the model the other folds' rows
-    propose for the region (:func:`proposals`), with no correction over the models."""
+    propose for the region (:func:`proposals`), with no correction over the models. ``population`` (n,)
+    bool: the rows of the requests the tier serves (None: every row) -- the whole proposal's test reads
+    those rows only, so it gains on the tier's own mix of regions: every row is evidence of a region's
+    gain, but a proposal that gains on other tiers' apps may lose on this tier's."""
     n, T = quality.shape
     R = regions.n_regions
     d = (quality - lam * cost) - (quality[:, [baseline]] - lam * cost[:, [baseline]])  # (n, T) gain over b
@@ -257,8 +263,9 @@ def choose_regions(
         region = np.where(inside, regions.region, 0)
         tested = inside & np.isfinite(lower)[region]
         own = np.where(tested, d[np.arange(n), proposed], 0.0)
-        se_all = clustered_se(own, groups)
-        if se_all > 0 and own.mean() / se_all > z_critical(alpha):
+        on = np.arange(n) if population is None else np.flatnonzero(population)
+        se_all = clustered_se(own[on], np.unique(groups[on], return_inverse=True)[1].reshape(-1)) if len(on) else 0.0
+        if se_all > 0 and own[on].mean() / se_all > z_critical(alpha):
             adopted = (gain > 0) & (models != baseline) & np.isfinite(lower)
             models = np.where(adopted, models, baseline)
             return RegionChoice(baseline, models, adopted, np.where(adopted, gain, 0.0), lower, share)

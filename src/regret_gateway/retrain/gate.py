@@ -7,6 +7,8 @@
   tier name), each valued on the held-out rows; :func:`regret_gateway.causal.ope.select` keeps the incumbent
   unless a candidate's gain is confident. The incumbent is the tier's active learned router if it has one,
   else the safe default (re-derived every retrain: it departs from the constant only where the logs prove it).
+* Where exploration spends (:func:`contenders`): per tier, the models the logs could not yet show to be
+  worse, as its constant, than what it serves; published with the tier (``ServedTier.contenders``).
 """
 
 from __future__ import annotations
@@ -16,10 +18,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from regret_gateway.causal.ope import N_BOOT, PolicyValue, Selection, select
+from regret_gateway.causal.ope import N_BOOT, LoggedData, PolicyValue, Selection, select
+from regret_gateway.causal.pooling import pooled_scores
+from regret_gateway.confidence import ALPHA, family_alpha
 from regret_gateway.context import ContextCode, SizeFeature
 from regret_gateway.policy.cluster import SharedCentroids
-from regret_gateway.policy.regions import MAX_REGIONS, RegionChoice, choose_regions, fit_regions, key_regions, region_policy
+from regret_gateway.policy.regions import (
+    MAX_REGIONS,
+    RegionChoice,
+    choose_regions,
+    fit_regions,
+    key_regions,
+    region_policy,
+)
 from regret_gateway.retrain.fits import HeldOutRows, OutOfFoldFits, held_out_rows
 from regret_gateway.servable import Candidate, ConstantPolicy, PublishedRouter, ServablePolicy, ServedTier, unit_rows
 
@@ -44,6 +55,7 @@ class TierEvaluation:
     regions_adopted: int = 0  # regions where the safe default departs from the constant (a proven gain)
     regions: int = 1  # regions of prompt space the safe default tested
     candidates: dict[str, Candidate] = field(default_factory=dict)  # label -> what it is (of ``values``' labels)
+    contenders: tuple[str, ...] = ()  # models not yet shown worse, as a constant, than what it serves: it explores them
 
     @property
     def new(self) -> PolicyValue:
@@ -52,6 +64,20 @@ class TierEvaluation:
     @property
     def reference(self) -> PolicyValue:
         return self.values[self.incumbent]
+
+
+def contenders(data: LoggedData, served: np.ndarray, lam: float, names: tuple[str, ...], *, n_boot: int = N_BOOT,
+               seed: int = 0, alpha: float = ALPHA) -> tuple[str, ...]:  # fmt: skip
+    """The models the held-out logs ``data`` cannot show to be worse, as a constant, than the choices
+    ``served`` (n,): a model is dismissed where the upper end of its paired gain's interval over the served
+    choices (the gate's estimator, each logger weighted by what it knows; one of T - 1 comparisons) is below
+    0; one ``served`` picks on every row is served, not contending. Where the tier's exploration spends
+    (gateway/exploration.py) until the logs settle it."""
+    n = len(served)
+    rivals = {name: np.full(n, t) for t, name in enumerate(names) if not np.all(served == t)}
+    family = family_alpha(alpha, max(1, len(names) - 1))
+    gains = data.gains(rivals, served, lam, n_boot=n_boot, alpha=family, seed=seed)
+    return tuple(name for name in rivals if gains[name][1][1] > 0)
 
 
 FIXED = "constant"  # the best constant model, the fixed choice every tier can fall back to
@@ -80,7 +106,8 @@ def learned_candidates(
 @dataclass(frozen=True)
 class _Gated:
     """One tier's gate in :func:`evaluate`: its choice, the candidates (label -> (candidate, policy)) and their
-    actions on the held-out rows, the incumbent, what the tier served before, and the safe default."""
+    actions on the held-out rows, the incumbent, what the tier served before, the safe default, and the
+    tier's own rows."""
 
     sel: Selection
     pool: dict[str, tuple[Candidate, ServablePolicy]]
@@ -90,6 +117,7 @@ class _Gated:
     prior: tuple[Candidate, ServablePolicy] | None
     choice: RegionChoice
     safe: Candidate
+    own: np.ndarray | None  # (n,) bool: the held-out rows of the apps the tier's own requests came from (None: all)
 
 
 def evaluate(
@@ -135,7 +163,9 @@ def evaluate(
     parts = [fits.logged.subset(f) for f in fits.folds]
     rows_out = held or held_out_rows(fits, loggers)
     hold, data = rows_out.logs, rows_out.data
-    oof = rows_out.held[0].scores.concat(*(h.scores for h in rows_out.held[1:]))
+    # every held-out row's DR scores, each logger's correction weighted by what it knows of each model (the
+    # gate's estimator spread over rows): the best constant and the regions read them
+    oof = pooled_scores(data, clip=rows_out.held[0].scores.clip)
     scores, scored = oof, [hold]  # the rows the fixed choice reads: their DR scores, and the rows themselves
     if len(parts) == 1:  # one fold held out: the fixed choice reads the fit's own rows too (in-sample scores)
         scores = scores.concat(fits.learners[0].data_.scores, fits.learners[0].data_.val_scores)
@@ -147,6 +177,7 @@ def evaluate(
         space = key_regions(hold.X, groups, slice(end - code.dim, end))
     else:
         space = fit_regions(hold.X, groups, seed=seed, max_regions=MAX_REGIONS if regions else 1)
+    by_region = pooled_scores(data, clip=oof.clip, blocks=space.region)  # each region's loggers pooled on its own rows
     fold_rows = np.split(np.arange(len(order)), np.cumsum([len(f) for f in fits.folds])[:-1])  # each fold's rows in ``hold``
     lams = [spec.lam for _, spec in tiers]
     shared = SharedCentroids(unit_rows(fits.logged.X), seed=fits.learners[0].policy.random_state)  # one k-means per K
@@ -176,8 +207,8 @@ def evaluate(
         # the gate as a challenger); its regions are re-derived from these logs
         b = names.index(prior[0].model) if prior is not None and current is None and prior[0].model is not None else best
         choice = choose_regions(
-            oof.quality, oof.cost, hold.action, space, groups, b, spec.lam, propensity=data.propensity,
-            folds=fold_rows if len(parts) > 1 else None, aggregate=True,
+            by_region.quality, by_region.cost, hold.action, space, groups, b, spec.lam, propensity=data.propensity,
+            folds=fold_rows if len(parts) > 1 else None, aggregate=True, population=own,
         )  # fmt: skip
         safe = Candidate(REGIONS if choice.n_adopted else FIXED, names[b])
         safe_policy = region_policy(names, space, choice) if choice.n_adopted else ConstantPolicy(names, names[b])
@@ -200,7 +231,7 @@ def evaluate(
             actions[incumbent] = current[1].choose(hold.X, spec.lam)
         on, acts = (data, actions) if own is None else (data.subset(own), {k: a[own] for k, a in actions.items()})
         sel = select(on, acts, incumbent, spec.lam, required=margin, force=force, n_boot=n_boot, seed=seed)
-        gated.append(_Gated(sel, pool, actions, incumbent, current, prior, choice, safe))
+        gated.append(_Gated(sel, pool, actions, incumbent, current, prior, choice, safe, own))
     # what the published policy does with these requests: a learned candidate's actions above are its fold
     # fits' (out of fold), so a served one is asked again, once for the tiers that serve it; the safe
     # default's and the incumbent's are their published choices already
@@ -217,12 +248,16 @@ def evaluate(
         changing = float(np.mean(served != g.actions[g.incumbent]))
         changed = sel.served != g.incumbent if g.current is not None else (
             g.prior is None or not np.array_equal(g.prior[1].choose(hold.X, spec.lam), served))  # fmt: skip
+        on, on_served = (data, served) if g.own is None else (data.subset(g.own), served[g.own])  # the tier's own rows
+        rivals = contenders(on, on_served, spec.lam, names, n_boot=n_boot, seed=seed)
         reason = sel.reason() + ("; " + g.choice.describe(names) if sel.served == g.safe.label else "")
+        if rivals:
+            reason += f"; explores {', '.join(rivals)} (not yet shown worse as a constant)"
         rows.append(
             TierEvaluation(name, spec.lam, sel.served, g.incumbent, reason, sel.values, sel.gain, sel.gain_ci, changing,
                            {m: float(v) for m, v in zip(names, mix)}, changed, g.choice.n_adopted, space.n_regions,
-                           {label: g.pool[label][0] for label in sel.values})
+                           {label: g.pool[label][0] for label in sel.values}, rivals)
         )  # fmt: skip
-        served_tiers[name] = ServedTier(spec.lam, chosen.of_version(None), chosen_policy)  # published in the new version
+        served_tiers[name] = ServedTier(spec.lam, chosen.of_version(None), chosen_policy, rivals)  # published in the new version
     estimator = published["r-and-c"]  # this retrain's outcome networks: every tier's utility estimates for exploration
     return rows, PublishedRouter(served_tiers, estimator)

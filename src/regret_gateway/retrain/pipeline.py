@@ -106,8 +106,8 @@ def retrain(
         ts.created_at[fits.order], n_boot=opts.n_boot, seed=opts.seed,
     ))  # fmt: skip
     # published even when every tier keeps what it serves: the new version carries this retrain's utility
-    # estimates, which exploration reads; with the old ones it would keep exploring where the first
-    # retrain's estimates pointed, and the comparisons the gate has to make next would get no new rows
+    # estimates and each tier's contenders, which exploration reads; with the old ones it would keep exploring
+    # where the first retrain pointed, and the comparisons the gate has to make next would get no new rows
     path = publish(settings, engine, router, rows, data_info)
     if active is not None and not any(r.changed for r in rows):
         status = RetrainStatus.KEPT

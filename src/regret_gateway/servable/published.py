@@ -22,11 +22,14 @@ from regret_gateway.servable.policy import Candidate, ServablePolicy, check_lamb
 
 @dataclass(frozen=True)
 class ServedTier:
-    """One tier of a published router: the policy it serves, what that policy is, the lambda it was chosen for."""
+    """One tier of a published router: the policy it serves, what that policy is, the lambda it was chosen for,
+    and its ``contenders``: the models retrain's logs could not show to be worse, as the tier's constant,
+    than what it serves -- where the tier's exploration spends (gateway/exploration.py)."""
 
     lam: float
     candidate: Candidate
     policy: ServablePolicy
+    contenders: tuple[str, ...] = ()
 
 
 def candidate_of(policy: ServablePolicy) -> Candidate:
@@ -50,6 +53,9 @@ class PublishedRouter:
             raise ValueError("the policies of a published router must route over the same models and embedding size")
         self.tiers: dict[str, ServedTier] = {str(k): replace(v, lam=check_lambda(v.lam)) for k, v in tiers.items()}
         self.model_names: tuple[str, ...] = names.pop()
+        unknown = {m for t in self.tiers.values() for m in t.contenders} - set(self.model_names)
+        if unknown:
+            raise ValueError(f"a tier's contenders must be models the router routes over, got {sorted(unknown)}")
         self.dim: int | None = dims.pop() if dims else None
         self.estimator = estimator
         self.ladders = ladders or BudgetLadders()
@@ -116,8 +122,8 @@ class PublishedRouter:
             return next(i for i, u in enumerate(unique) if u is p)
 
         return {
-            "tiers": {name: {"lam": t.lam, "candidate": t.candidate.state(), "policy": index(t.policy)}
-                      for name, t in self.tiers.items()},
+            "tiers": {name: {"lam": t.lam, "candidate": t.candidate.state(), "policy": index(t.policy),
+                             "contenders": list(t.contenders)} for name, t in self.tiers.items()},
             "policies": [u.state() for u in unique],
             "estimator": None if self.estimator is None else index(self.estimator),
             "ladders": self.ladders.to_json(),
@@ -128,7 +134,12 @@ class PublishedRouter:
         """The router :meth:`state` described (raises on bad shapes or an unknown policy kind)."""
         unique = [from_state(sub, model_names) for sub in state["policies"]]
         tiers = {
-            str(name): ServedTier(float(t["lam"]), Candidate.from_state(t["candidate"]), unique[int(t["policy"])])
+            str(name): ServedTier(
+                float(t["lam"]),
+                Candidate.from_state(t["candidate"]),
+                unique[int(t["policy"])],
+                tuple(str(m) for m in t.get("contenders", ())),
+            )
             for name, t in state["tiers"].items()
         }
         estimator = None if state.get("estimator") is None else unique[int(state["estimator"])]

@@ -15,40 +15,22 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from demo_store import store_at
 
 from regret_gateway.artifacts import load_artifact
-from regret_gateway.bench.demo.world import DemoConfig, prepare
+from regret_gateway.bench.demo.world import DemoConfig
 from regret_gateway.causal.ope import LoggedData
-from regret_gateway.config.settings import load_settings
 from regret_gateway.retrain.fits import held_out_rows, out_of_fold_fits
 from regret_gateway.retrain.gate import evaluate, learned_candidates
-from regret_gateway.retrain.options import RetrainOptions
-from regret_gateway.retrain.pipeline import read_training_set
 from regret_gateway.retrain.publish import serving_now
-from regret_gateway.store.engine import make_engine
-from regret_gateway.store.schema import Decision
 
 work, rnd, data, seed = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
 lams = tuple(float(x) for x in sys.argv[5].split(","))
 cfg = DemoConfig(data=data, seed=seed, lambdas=lams, traffic_share=0.5, traffic="chat", context="{tags}", replay=True)
-world = prepare(cfg, work, lambda line: print(line, file=sys.stderr))
-settings = load_settings(work / "config.yaml")
-engine = make_engine(settings.store.url)
-with Session(engine) as s:
-    times = s.scalars(select(Decision.created_at).order_by(Decision.created_at)).all()
-per_round = len(times) // (len(list((work / "reports").glob("retrain-*.json"))) + 1)
-until = times[(rnd + 1) * per_round]  # the first decision of the next round (exclusive)
+world, settings, engine, ts, prompt = store_at(work, rnd, cfg)
 versions = sorted(p for p in (work / "artifacts").iterdir() if p.is_dir())
 active = load_artifact(versions[rnd - 1], models=settings.models) if rnd > 0 else None
-opts = RetrainOptions(seed=seed, until=until, n_boot=200)
-ts = read_training_set(settings, engine, opts)
 logged = ts.logged
-d = world.X.shape[1]
-key = {world.X[i].tobytes(): i for i in range(len(world.X))}
-prompt = np.array([key.get(np.ascontiguousarray(x[:d]).tobytes(), -1) for x in logged.X])
-print(f"{logged.n_samples} rows, {np.mean(prompt >= 0):.1%} mapped to prompts", file=sys.stderr)
 tiers = settings.tiers_by_lambda()
 fits = out_of_fold_fits(logged, [spec.lam for _, spec in tiers], seed=seed)
 loggers = ts.logger_codes()

@@ -14,33 +14,18 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from demo_store import store_at
 
-from regret_gateway.bench.demo.world import DemoConfig, prepare
+from regret_gateway.bench.demo.world import DemoConfig
 from regret_gateway.causal.pooling import pooled_scores
-from regret_gateway.config.settings import load_settings
 from regret_gateway.retrain.fits import held_out_rows, out_of_fold_fits
-from regret_gateway.retrain.options import RetrainOptions
-from regret_gateway.retrain.pipeline import read_training_set
-from regret_gateway.store.engine import make_engine
-from regret_gateway.store.schema import Decision
 
 work, rnd, data, seed = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4])
 lams, tier, tasks = tuple(float(x) for x in sys.argv[5].split(",")), sys.argv[6], sys.argv[7].split(",")
 cfg = DemoConfig(data=data, seed=seed, lambdas=lams, traffic_share=0.5, traffic="chat", context="{tags}", replay=True,
                  team_apps="own")  # fmt: skip
-world = prepare(cfg, work, lambda line: print(line, file=sys.stderr))
-settings = load_settings(work / "config.yaml")
-engine = make_engine(settings.store.url)
-with Session(engine) as s:
-    times = s.scalars(select(Decision.created_at).order_by(Decision.created_at)).all()
-per_round = len(times) // (len(list((work / "reports").glob("retrain-*.json"))) + 1)
-ts = read_training_set(settings, engine, RetrainOptions(seed=seed, until=times[(rnd + 1) * per_round], n_boot=200))
+world, settings, engine, ts, prompt = store_at(work, rnd, cfg)
 logged = ts.logged
-d = world.X.shape[1]
-key = {world.X[i].tobytes(): i for i in range(len(world.X))}
-prompt = np.array([key.get(np.ascontiguousarray(x[:d]).tobytes(), -1) for x in logged.X])
 fits = out_of_fold_fits(logged, [spec.lam for _, spec in settings.tiers_by_lambda()], seed=seed)
 held = held_out_rows(fits, ts.logger_codes(), ts.favoured)
 P = prompt[fits.order]

@@ -141,7 +141,8 @@ class ActiveRouter:
                                              min_propensity=spec.min_propensity)  # fmt: skip
                 return p, best, None
             return np.full(T, 1.0 / T), 0, None
-        if artifact.router.tier(tier) is None:  # not published yet: the tier's fallback (choose() logs it as one)
+        served = artifact.router.tier(tier)
+        if served is None:  # not published yet: the tier's fallback (choose() logs it as one)
             best = settings.models.index(fallback_model(settings, tier))
             return np.eye(T)[best], best, None
         if spec.epsilon > 0 and spec.exploration != "uniform":
@@ -157,8 +158,7 @@ class ActiveRouter:
             utilities = np.full(T, np.inf)
             utilities[columns] = estimates[0]
             utilities[~np.isfinite(utilities)] = utilities[best]
-        served = artifact.router.tier(tier)
-        contenders = np.isin(settings.models, served.contenders) if served is not None and served.contenders else None
+        contenders = np.isin(settings.models, served.contenders) if served.contenders else None
         p = exploration_distribution(
             best, T, spec.epsilon, rule=spec.exploration, utilities=utilities,
             gamma=spec.igw_gamma, min_propensity=spec.min_propensity, contenders=contenders,

@@ -16,6 +16,7 @@ probability another model (:func:`exploration_distribution`):
   or a router that disagrees with the estimator) share what IGW leaves of epsilon, each at least its IGW
   share: the comparisons the next retrain's gate has to make get rows at weights near k / epsilon
   instead of the floor's. Where nothing is ranked above t*, it is IGW.
+* ``uniform``: epsilon-greedy, each model epsilon / T and t* 1 - epsilon + epsilon / T.
 
 Under ``igw`` and ``challengers`` the tier's *contenders* (``ServedTier.contenders``: the models retrain's
 logs could not show to be worse, as the tier's constant, than what it serves) share what IGW leaves of
@@ -24,7 +25,6 @@ start's few hundred rows a model; IGW's estimates rank a wrongly dismissed model
 the floor's share -- a few rows a round, never enough for the gate to prove it better -- and the tier
 stayed on the wrong constant (docs/experiments/platform-replay.md). Exploration spends where the gate's
 evidence is thin, and stops when the logs settle it (no contender left: IGW).
-* ``uniform``: epsilon-greedy, each model epsilon / T and t* 1 - epsilon + epsilon / T.
 
 The logged propensity is the exact probability of the chosen model under that distribution.
 """

@@ -107,7 +107,7 @@ def learned_candidates(
 class _Gated:
     """One tier's gate in :func:`evaluate`: its choice, the candidates (label -> (candidate, policy)) and their
     actions on the held-out rows, the incumbent, what the tier served before, the safe default, and the
-    tier's own rows."""
+    tier's own rows with their evaluation data."""
 
     sel: Selection
     pool: dict[str, tuple[Candidate, ServablePolicy]]
@@ -118,6 +118,7 @@ class _Gated:
     choice: RegionChoice
     safe: Candidate
     own: np.ndarray | None  # (n,) bool: the held-out rows of the apps the tier's own requests came from (None: all)
+    on: LoggedData  # those rows' evaluation data, which the gate and the contenders read
 
 
 def evaluate(
@@ -231,7 +232,7 @@ def evaluate(
             actions[incumbent] = current[1].choose(hold.X, spec.lam)
         on, acts = (data, actions) if own is None else (data.subset(own), {k: a[own] for k, a in actions.items()})
         sel = select(on, acts, incumbent, spec.lam, required=margin, force=force, n_boot=n_boot, seed=seed)
-        gated.append(_Gated(sel, pool, actions, incumbent, current, prior, choice, safe, own))
+        gated.append(_Gated(sel, pool, actions, incumbent, current, prior, choice, safe, own, on))
     # what the published policy does with these requests: a learned candidate's actions above are its fold
     # fits' (out of fold), so a served one is asked again, once for the tiers that serve it; the safe
     # default's and the incumbent's are their published choices already
@@ -248,8 +249,7 @@ def evaluate(
         changing = float(np.mean(served != g.actions[g.incumbent]))
         changed = sel.served != g.incumbent if g.current is not None else (
             g.prior is None or not np.array_equal(g.prior[1].choose(hold.X, spec.lam), served))  # fmt: skip
-        on, on_served = (data, served) if g.own is None else (data.subset(g.own), served[g.own])  # the tier's own rows
-        rivals = contenders(on, on_served, spec.lam, names, n_boot=n_boot, seed=seed)
+        rivals = contenders(g.on, served if g.own is None else served[g.own], spec.lam, names, n_boot=n_boot, seed=seed)
         reason = sel.reason() + ("; " + g.choice.describe(names) if sel.served == g.safe.label else "")
         if rivals:
             reason += f"; explores {', '.join(rivals)} (not yet shown worse as a constant)"

@@ -86,6 +86,13 @@ def demo(
         help="--replay: the same hook, store and retrain code in-process, without the proxy and HTTP (for "
         "thousands of requests per round); --http (default): every request through LiteLLM and the OpenAI SDK.",
     ),
+    own_processes: bool = typer.Option(
+        False,
+        "--own-processes",
+        help="With --http: run the proxy as `regret-gateway serve` in a process of its own and each retrain as "
+        "`regret-gateway retrain` in another, as a platform runs them; the demo sees them through HTTP, the store "
+        "and the artifacts folder, and waits for the idle proxy's reload timer to load each published router.",
+    ),
     paper_template: bool = typer.Option(
         False,
         "--paper-template/--no-template",
@@ -214,6 +221,8 @@ def demo(
         raise typer.BadParameter(f"--traffic is one of {', '.join(TRAFFIC)}, got {traffic!r}")
     if data is not None and not data.exists():
         _fail(FileNotFoundError(f"--data: no such file: {data}"))
+    if own_processes and replay:
+        raise typer.BadParameter("--own-processes needs --http (a replay runs the hook in this process)")
     if budget_days and not replay:
         raise typer.BadParameter("--budget-days needs --replay (the days run on a simulated clock)")
     if budget_ladder not in ("tiers", "frontier"):
@@ -247,6 +256,7 @@ def demo(
             encoder=encoder,
             lambdas=(tier_lams[0], tier_lams[1], tier_lams[2]),
             replay=replay,
+            own_processes=own_processes,
             paper_template=paper_template,
             context=context,
             traffic=traffic,

@@ -153,6 +153,11 @@ def retrain_cmd(
         "AVX512-BF16 or AMX; float32 elsewhere) | float32 | bfloat16. Parameters, losses and predictions stay "
         "float32 either way; float32 is slower where bfloat16 is native (docs/operations.md).",
     ),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Seed of the folds, the fits and the bootstrap: the same logs and seed publish the same router.",
+    ),
 ) -> None:
     """Retrain from the gateway's logs; each tier serves the best candidate that is confidently better than what it has.
 
@@ -195,7 +200,7 @@ def retrain_cmd(
         return RetrainOptions(since=start, team=team, feedback=sources, margin=margin, force=force, folds=folds,
                               regions=regions, cross_fit=cross_fit, out=out, max_rows=max_rows or None,
                               calibrate_judge=judge_calibration, precision=precision,
-                              cold_start_rows=cold_start_rows)  # fmt: skip
+                              cold_start_rows=cold_start_rows, seed=seed)  # fmt: skip
 
     def unreachable(exc: Exception) -> None:  # one line, not a traceback
         typer.secho(f"{datetime.now():%Y-%m-%d %H:%M:%S} store unreachable ({engine.url.render_as_string(hide_password=True)}): "

@@ -15,6 +15,7 @@ import numpy as np
 import yaml
 
 from regret_gateway.bench.demo.budget_days import SimClock, budget_verdict, run_budget_days, write_budget_report
+from regret_gateway.bench.demo.processes import InProcess, ServeProcess, retrain_process
 from regret_gateway.bench.demo.report import RoundStats, plot, round_table, verdict
 from regret_gateway.bench.demo.traffic import ReplayTeams, Teams, gateway_section
 from regret_gateway.bench.demo.world import JUDGE_PRICE, JUDGE_TOKENS, OUTPUT_PRICE, DemoConfig, World, judge_models, prepare
@@ -192,8 +193,10 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
         return world.judge(messages[-1]["content"], cfg.judge_noise, judge_rng), JUDGE_TOKENS * JUDGE_PRICE
 
     clock = SimClock()  # real time; the budget days set it
-    gateway = Gateway(settings, encode=world.encode if cfg.replay else None, seed=int(gateway_seq.generate_state(1)[0]),
-                      judge_complete=replay_judge if cfg.replay else None, clock=clock)  # fmt: skip
+    gateway = None if cfg.own_processes else Gateway(
+        settings, encode=world.encode if cfg.replay else None, seed=int(gateway_seq.generate_state(1)[0]),
+        judge_complete=replay_judge if cfg.replay else None, clock=clock)  # fmt: skip
+    served: InProcess | ServeProcess  # the gateway as the demo sees it
     rng, retrain_seed = np.random.default_rng(traffic_seq), int(retrain_seq.generate_state(1)[0] % 2**31)
     rows_of = {  # per tier, the never-sent and the traffic prompts of its team
         tier: (world.team_rows(world.held_ix, k, len(cfg.tiers), cfg.team_apps),
@@ -209,59 +212,73 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
             ask = replay.ask_many
         else:
             stack.enter_context(LocalServer(mock_upstream(respond), up_port))
-            stack.enter_context(LocalServer(build_app(work / "config.yaml", gateway), proxy_port))
+            if gateway is not None:
+                stack.enter_context(LocalServer(build_app(work / "config.yaml", gateway), proxy_port))
+            else:
+                echo(f"starting `regret-gateway serve` (its log: {work / 'serve.log'})")
+                served = stack.enter_context(ServeProcess(work / "config.yaml", proxy_port, work / "serve.log",
+                                                          os.environ["LITELLM_MASTER_KEY"], Path(settings.artifacts_dir)))  # fmt: skip
             teams = Teams(f"http://127.0.0.1:{proxy_port}", keys, world, judged=cfg.judge_sample is not None,
                           user_share=cfg.user_share, seed=cfg.seed)  # fmt: skip
             stack.callback(teams.http.close)
             ask = teams.ask_many
         engine = make_engine(settings.store.url)
         stack.callback(engine.dispose)
-        echo("starting the gateway: store, encoder (distilled once a machine), router")
-        gateway.start()  # load the embedder, store and router before the first request
-        last_round_start = clock()
+        if gateway is not None:
+            echo("starting the gateway: store, encoder (distilled once a machine), router")
+            gateway.start()  # load the embedder, store and router before the first request
+            served = InProcess(gateway, cfg.replay)
+        last_round_start, sent = clock(), 0
         for rnd in range(cfg.rounds):
             t_round, last_round_start = time.perf_counter(), clock()
             for team, tier, lam in cfg.tiers:
                 echo(f"round {rnd}: team {team} (tier {tier}) sends {cfg.requests} requests")
                 rows = rng.choice(rows_of[tier][1], size=cfg.requests, replace=True)
                 answers = ask(team, rows, cfg.concurrency)
+                sent += len(rows)
                 if world.chat is not None:  # a request sent to a model that cannot take it (its window, its tools)
                     unfit += sum(not world.chat.eligible[i, t] for i, (t, _) in zip(rows, answers))
-                table.append(round_stats(world, rnd, tier, lam, rows, answers, gateway.router.artifact))
-                held_out_stats(world, gateway.router.artifact, lam, table[-1], rows_of[tier][0])
+                table.append(round_stats(world, rnd, tier, lam, rows, answers, served.artifact))
+                held_out_stats(world, served.artifact, lam, table[-1], rows_of[tier][0])
             echo(round_table(table, rnd) + f"\n(round {rnd} took {time.perf_counter() - t_round:.0f}s)")
             if rnd < cfg.rounds - 1:
-                wait_for_judge(gateway)
-                gateway.writer.drain(timeout=120)
-                before = gateway.router.artifact
-                result = retrain(
-                    settings,
-                    engine,
-                    RetrainOptions(
+                served.settle(engine, sent)
+                before = served.artifact
+                result = (
+                    retrain_process(
+                        work / "config.yaml",
+                        work / "reports" / f"round-{rnd}",
                         seed=retrain_seed + rnd,
-                        out=work / "reports",
-                        n_boot=200,
                         cross_fit=cfg.cross_fit,
                         calibrate_judge=cfg.calibrate_judge,
                         cold_start_rows=cfg.cold_start_rows,
-                    ),
-                    progress=lambda line: echo(f"  retrain: {line}"),
+                        threads=cfg.threads,
+                        log=work / "retrain.log",
+                    )
+                    if gateway is None
+                    else retrain(  # fmt: skip
+                        settings,
+                        engine,
+                        RetrainOptions(
+                            seed=retrain_seed + rnd,
+                            out=work / "reports",
+                            n_boot=200,
+                            cross_fit=cfg.cross_fit,
+                            calibrate_judge=cfg.calibrate_judge,
+                            cold_start_rows=cfg.cold_start_rows,
+                        ),
+                        progress=lambda line: echo(f"  retrain: {line}"),
+                    )
                 )
                 echo(f"retrain after round {rnd}: {result.status} ({result.reason}) in {result.seconds.get('total', 0):.0f}s")
-                if cfg.replay:
-                    gateway.router.refresh()  # what the reload thread does, now
-                else:
-                    time.sleep(1.0)  # > reload_interval_s: the gateway swaps the new version in
+                served.load(result.version)
                 if result.status.value == "published":
-                    if getattr(gateway.router.artifact, "version", None) != result.version:
-                        gateway.router.refresh()  # the reload timer has not swapped it in yet
-                    claims += claim_checks(world, result.tiers, before, gateway.router.artifact, rnd, rows_of)
-        wait_for_judge(gateway)
-        gateway.writer.drain(timeout=120)
-        if cfg.budget_days:
+                    claims += claim_checks(world, result.tiers, before, served.artifact, rnd, rows_of)
+        served.settle(engine, sent)
+        if cfg.budget_days and gateway is not None:  # a replay's
             budget_days = run_budget_days(cfg, world, gateway, work / "config.yaml", clock, rng, echo)
-    hook = gateway.stats().to_dict()
-    savings = demo_savings(settings, gateway.engine, last_round_start, clock(), out)
+        hook = served.stats()
+    savings = demo_savings(settings, engine, last_round_start, clock(), out)
     doc = {
         "config": {k: str(v) for k, v in cfg.__dict__.items()},
         "models": list(world.models),
@@ -272,7 +289,8 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
         "sent_to_a_model_that_cannot_take_it": unfit if world.chat is not None else None,
         "claims": claims,
     }
-    gateway.close()
+    if gateway is not None:
+        gateway.close()
     (out / "closed_loop.json").write_text(json.dumps(doc, indent=2, default=float))
     (out / "closed_loop.md").write_text(round_table(table, None))
     plot(table, out / "closed_loop.png")
@@ -318,16 +336,3 @@ def chat_line(hook: dict, unfit: int) -> str:
         f"routed afresh; {hook['restricted']} requests routed among the models that can take them, {unfit} sent to a "
         f"model that cannot, {hook['ineligible']} refused (no model could take them)"
     )
-
-
-def wait_for_judge(gateway, timeout: float = 600.0) -> None:
-    """Until every answer offered to the judge is settled (scored, failed, timed out or dropped): the
-    proxy's judge works on the proxy's event loop, after the answers went back to the teams."""
-    if gateway.judge is None:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        c = gateway.judge.counters
-        if c["sampled"] <= c["scored"] + c["failed"] + c["timeouts"] + c["unparsable"] + c["dropped"]:
-            return
-        time.sleep(0.1)

@@ -62,6 +62,7 @@ class DemoConfig:
     device: str = "auto"
     lambdas: tuple[float, float, float] = (0.0, 200.0, 1000.0)  # premium, standard, economy
     replay: bool = False  # call the hook, store and retrain in-process instead of through HTTP (for volume)
+    own_processes: bool = False  # HTTP: the proxy is `regret-gateway serve` and each retrain `regret-gateway retrain`
     paper_template: bool = False  # the gateway embeds the paper's template, {dataset} = the request's tags (its task)
     context: str | None = None  # embedder.context: the code of this key (e.g. "{tags}": the task) appended to embeddings
     traffic: str = "bare"  # bare: each prompt alone | chat: as requests of apps, conversations, tools (evaluation/traffic.py)

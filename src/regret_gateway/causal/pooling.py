@@ -37,7 +37,17 @@ def pooled_scores(
     scores' utility clip (:class:`~regret_gateway.causal.estimators.CounterfactualScores`); ``blocks`` (n,):
     each row's block, pooled on its own (None: one block)."""
     q_hat, c_hat = np.asarray(data.quality_hat, dtype=np.float64), np.asarray(data.cost_hat, dtype=np.float64)
-    n, T = q_hat.shape
+    w = pooled_weights(data, blocks)
+    quality = q_hat + w * (np.asarray(data.quality, dtype=np.float64)[:, None] - q_hat)
+    cost = c_hat + w * (np.asarray(data.cost, dtype=np.float64)[:, None] - c_hat)
+    return CounterfactualScores(quality, cost, clip)
+
+
+def pooled_weights(data: LoggedData, blocks: np.ndarray | None = None) -> np.ndarray:
+    """(n, T) the weight of each row's correction in each model's pooled score: f_{s_i, a} 1[t_i = a] / p_i
+    (module doc; 0 where the row's logged model is not a). Where these weights are few and heavy, a model's
+    pooled value rests on a few rows (``retrain.checks``: its effective sample size)."""
+    n, T = np.shape(data.quality_hat)
     scale = np.ones((n, T))
     if data.strata is not None and data.worst is not None and len(data.worst) > 1:
         S = len(data.worst)
@@ -55,7 +65,4 @@ def pooled_scores(
                 f[present] = (len(rows) / kappa) / (n_s[present] / kappa).sum()
                 scale[rows, a] = f[strata]
     matched = (np.asarray(data.logged)[:, None] == np.arange(T)) / np.asarray(data.propensity, dtype=np.float64)[:, None]
-    w = matched * scale
-    quality = q_hat + w * (np.asarray(data.quality, dtype=np.float64)[:, None] - q_hat)
-    cost = c_hat + w * (np.asarray(data.cost, dtype=np.float64)[:, None] - c_hat)
-    return CounterfactualScores(quality, cost, clip)
+    return matched * scale

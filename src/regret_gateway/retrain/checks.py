@@ -9,8 +9,14 @@ from regret_gateway.data import LoggedFeedback
 from regret_gateway.retrain.options import RetrainOptions, RetrainRefused
 
 
-def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOptions, *, first: bool = False) -> dict:
+def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOptions, *, first: bool = False,
+               loggers: np.ndarray | None = None, favoured: np.ndarray | None = None) -> dict:  # fmt: skip
     """Diagnostics of the training logs; raises :class:`RetrainRefused` when they cannot support a router.
+    A model's effective sample size is that of the weights its value rests on: with each row's logger
+    (``loggers``, and what it ``favoured`` at each row: :class:`~regret_gateway.store.training_set.TrainingSet`)
+    the pooled weights the gate reads (:func:`~regret_gateway.causal.pooling.pooled_weights`), where a row a
+    router drew at a tiny propensity counts as much as its logger knew of the model -- not 1 / p, which let
+    one such row refuse a retrain its cold start's uniform draws could support; without loggers, 1 / p.
     ``first``: no router is active yet, so every model also needs ``opts.cold_start_rows`` scored rows: the
     constant each tier starts from is chosen on the cold start's rows and stays until another is proven better
     (:func:`regret_gateway.retrain.gate.evaluate`), so a longer cold start chooses it better
@@ -53,7 +59,10 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
         return {**info, "propensity": "estimated (XGBoost): the rows were imported without a logged propensity"}
     if imported.any():  # the logged rows' overlap is checked below; the imported rows' is estimated
         info["propensity_imported_rows"] = int(imported.sum())
-        logged = logged.subset(np.flatnonzero(~imported))
+        kept = np.flatnonzero(~imported)
+        logged = logged.subset(kept)
+        loggers = None if loggers is None else np.asarray(loggers)[kept]
+        favoured = None if favoured is None else np.asarray(favoured)[kept]
     p = logged.propensity
     assert p is not None
     if np.all(p >= 1.0 - 1e-12):
@@ -62,7 +71,8 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
             "other model cannot be estimated without bias. Set epsilon > 0 on the tiers (a tier at epsilon 0 "
             "serves one model, its fallback under `cold_start: fallback`) and log more."
         )
-    ess = {m: effective_sample_size(1.0 / p[logged.action == t]) for t, m in enumerate(logged.model_names)}
+    weights = _weights(logged, loggers, favoured)
+    ess = {m: effective_sample_size(weights[logged.action == t, t]) for t, m in enumerate(logged.model_names)}
     low = [f"{m} ({v:.1f})" for m, v in ess.items() if v < opts.min_ess_per_model]
     if low:
         raise RetrainRefused(
@@ -71,6 +81,20 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
         )
     how = "logged" if not imported.any() else f"logged; estimated (XGBoost) for the {int(imported.sum())} imported rows"
     return {**info, "propensity": how, "min_propensity": float(p.min()), "ess_per_model": ess}
+
+
+def _weights(logged: LoggedFeedback, loggers: np.ndarray | None, favoured: np.ndarray | None) -> np.ndarray:
+    """(n, T) each row's weight in each model's value (:func:`check_data`)."""
+    from regret_gateway.causal.ope import LoggedData
+    from regret_gateway.causal.pooling import pooled_weights
+
+    n, T = logged.n_samples, len(logged.model_names)
+    if loggers is None or favoured is None or len(loggers) != n or len(favoured) != n:
+        favoured = None  # what the loggers favoured is not known: each logger's worst case stands for it
+    zeros = np.zeros((n, T))
+    data = LoggedData(logged.action, logged.quality, logged.cost, np.asarray(logged.propensity), zeros, zeros,
+                      strata=loggers, favoured=favoured)  # fmt: skip
+    return pooled_weights(data)
 
 
 def judge_calibration(ts) -> dict | None:

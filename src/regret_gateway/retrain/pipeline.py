@@ -60,7 +60,8 @@ def retrain(
     try:
         if len(settings.models) < 2:
             raise RetrainRefused("`models` must list at least 2 models")
-        data_info = {**check_data(ts.logged, ts.skipped, opts, first=active_id is None), "rows_by_source": ts.rows_by_source(),
+        data_info = {**check_data(ts.logged, ts.skipped, opts, first=active_id is None,
+                                loggers=ts.logger_codes(), favoured=ts.favoured), "rows_by_source": ts.rows_by_source(),
                      "feedback_spend_usd": ts.spend_by_source, "sampled_from": ts.sampled_from,
                      "judge": judge_calibration(ts), "trust": trust}  # fmt: skip
     except RetrainRefused as exc:

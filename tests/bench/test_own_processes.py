@@ -42,7 +42,7 @@ def test_the_demo_runs_its_proxy_and_retrains_in_processes_of_their_own(tmp_path
     ``regret-gateway retrain`` reads them; the router that retrain published is loaded by the idle proxy's
     reload timer (no request arrives while the demo waits for it) and routes the next round."""
     lines: list[str] = []
-    cfg = DemoConfig(world_size=500, rounds=2, requests=60, out=tmp_path, device="cpu", cross_fit=False, own_processes=True)
+    cfg = DemoConfig(world_size=500, rounds=2, requests=70, out=tmp_path, device="cpu", cross_fit=False, own_processes=True)
     doc = run_demo(cfg, echo=lines.append)
     published = [line for line in lines if line.startswith("retrain after round 0: published")]
     assert published, "\n".join(lines)
@@ -51,5 +51,5 @@ def test_the_demo_runs_its_proxy_and_retrains_in_processes_of_their_own(tmp_path
     versions = {r["tier"]: r["router_version"] for r in doc["rounds"] if r["round"] == 1}
     assert set(versions.values()) == {report["version"]}  # the next round routed by what retrain published
     hook = doc["hook"]
-    assert hook["routed"] == 2 * 3 * 60 and hook["router_reloads"] >= 1 and hook["writer_dropped"] == 0
+    assert hook["routed"] == 2 * 3 * 70 and hook["router_reloads"] >= 1 and hook["writer_dropped"] == 0
     assert "published" in (work / "retrain.log").read_text()

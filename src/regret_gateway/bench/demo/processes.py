@@ -156,19 +156,22 @@ class ServeProcess:
 
 def retrain_process(config: Path, out: Path, *, seed: int, cross_fit: bool, calibrate_judge: bool, cold_start_rows: int,
                     threads: int | None, log: Path) -> RetrainResult:  # fmt: skip
-    """``regret-gateway retrain`` in a process of its own, its report (written to ``out``) read back; its
-    output appended to ``log``. RuntimeError where it fails (an exit code other than published, kept, refused)."""
+    """``regret-gateway retrain`` in a process of its own, its report (written to ``out``) read back (with the
+    process's own time where the report has none); its output appended to ``log``. RuntimeError where it fails (an exit code other than published, kept, refused)."""
     args = [sys.executable, "-m", "regret_gateway", "retrain", "--config", str(config), "--out", str(out),
             "--seed", str(seed), "--cold-start-rows", str(cold_start_rows),
             "--cross-fit" if cross_fit else "--no-cross-fit",
             "--judge-calibration" if calibrate_judge else "--no-judge-calibration",
             *(["--threads", str(threads)] if threads is not None else [])]  # fmt: skip
+    start = time.perf_counter()
     with log.open("a") as output:
         code = subprocess.run(args, stdout=output, stderr=subprocess.STDOUT).returncode
     if code not in {status.exit_code for status in RetrainStatus}:
         raise RuntimeError(f"retrain exited with {code} (its output: {log})")
     report = max(out.glob("*.json"), key=lambda p: p.stat().st_mtime)
-    return read_result(json.loads(report.read_text()))
+    result = read_result(json.loads(report.read_text()))
+    result.seconds.setdefault("total", time.perf_counter() - start)  # a refusal's report has no timings
+    return result
 
 
 def read_result(doc: dict) -> RetrainResult:

@@ -53,3 +53,34 @@ def test_the_demo_runs_its_proxy_and_retrains_in_processes_of_their_own(tmp_path
     hook = doc["hook"]
     assert hook["routed"] == 2 * 3 * 70 and hook["router_reloads"] >= 1 and hook["writer_dropped"] == 0
     assert "published" in (work / "retrain.log").read_text()
+
+
+def test_a_safe_defaults_regions_are_checked_as_a_claim_over_its_constant():
+    """A retrain that re-derives a tier's safe default with regions departing claims a gain over its constant
+    (one-sided): the demo checks it against the truth of the same comparison on the prompts never sent."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from regret_gateway.bench.demo.loop import claim_checks
+
+    n = 40
+    quality = np.zeros((n, 2))
+    quality[:20, 1] = 1.0  # model b is better on the first half of the prompts, where the regions depart to it
+    world = SimpleNamespace(held_ix=np.arange(n), models=("a", "b"), X=np.zeros((n, 1)),
+                            bench=SimpleNamespace(quality=quality, cost=np.zeros((n, 2))))  # fmt: skip
+    departs = SimpleNamespace(tier=lambda tier: object(), choose=lambda tier, X, lam: (np.arange(len(X)) < 20).astype(int))
+    after = SimpleNamespace(model_names=("a", "b"), router=departs)
+
+    def tier(lower: float) -> TierEvaluation:
+        return TierEvaluation(tier="standard", lam=0.0, served="regions:a", incumbent="regions:a", reason="", values={},
+                              gain=0.0, gain_ci=(0.0, 0.0), traffic_changing_model=0.5, model_mix={}, regions_adopted=1,
+                              regions=2, candidates={"regions:a": Candidate("regions", "a")}, regions_gain=0.5,
+                              regions_lower=lower)  # fmt: skip
+
+    rows = {"standard": (np.arange(n), np.arange(n))}
+    (claim,) = claim_checks(world, [tier(0.3)], None, after, 0, rows)
+    assert (claim["published"], claim["incumbent"], claim["claimed"]) == ("regions:a", "constant:a", 50.0)
+    assert claim["ci"] == [30.0, float("inf")] and claim["held_out_truth"] == 50.0 and claim["holds"]
+    (missed,) = claim_checks(world, [tier(0.6)], None, after, 0, rows)
+    assert not missed["holds"]  # claimed at least +60, truth +50

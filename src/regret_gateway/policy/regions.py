@@ -133,7 +133,11 @@ def key_regions(X: np.ndarray, groups: np.ndarray, block: slice, *, min_prompts:
 class RegionChoice:
     """One tier's regional policy: per region the model served (the baseline where nothing is proven),
     whether it departs, its estimated gain over the baseline and the gain's lower confidence bound (x1,
-    utility per request), and each region's share of the logged rows."""
+    utility per request), and each region's share of the logged rows; ``total`` and ``total_lower``: what
+    departing claims over the baseline on the whole traffic, per request -- the whole proposal's gain and
+    its one-sided bound where that test adopted the regions, else the adopted regions' gains and bounds
+    weighted by their shares (each bound at its family level: all hold together at 95%) -- 0 and -inf
+    where no region departs."""
 
     baseline: int
     models: np.ndarray
@@ -141,6 +145,8 @@ class RegionChoice:
     gain: np.ndarray
     lower: np.ndarray
     share: np.ndarray
+    total: float = 0.0
+    total_lower: float = float("-inf")
 
     @property
     def n_adopted(self) -> int:
@@ -268,11 +274,15 @@ def choose_regions(
         if se_all > 0 and own[on].mean() / se_all > z_critical(alpha):
             adopted = (gain > 0) & (models != baseline) & np.isfinite(lower)
             models = np.where(adopted, models, baseline)
-            return RegionChoice(baseline, models, adopted, np.where(adopted, gain, 0.0), lower, share)
+            total = float(own[on].mean()) if adopted.any() else 0.0
+            bound = total - z_critical(alpha) * float(se_all) if adopted.any() else float("-inf")
+            return RegionChoice(baseline, models, adopted, np.where(adopted, gain, 0.0), lower, share, total, bound)
     p_values = np.where(alone[np.arange(R), models] & (models != baseline), p_values, 1.0)  # alone, a region needs min_ess
     adopted = holm(p_values, alpha, ahead=gain > 0)  # Holm's step-down over the regions
     models = np.where(adopted, models, baseline)
-    return RegionChoice(baseline, models, adopted, np.where(adopted, gain, 0.0), lower, share)
+    total = float((share * gain)[adopted].sum())
+    bound = float((share * lower)[adopted].sum()) if adopted.any() else float("-inf")
+    return RegionChoice(baseline, models, adopted, np.where(adopted, gain, 0.0), lower, share, total, bound)
 
 
 def region_policy(model_names: tuple[str, ...], regions: Regions, choice: RegionChoice) -> RegionPolicy:

@@ -56,6 +56,8 @@ class TierEvaluation:
     regions: int = 1  # regions of prompt space the safe default tested
     candidates: dict[str, Candidate] = field(default_factory=dict)  # label -> what it is (of ``values``' labels)
     contenders: tuple[str, ...] = ()  # models not yet shown worse, as a constant, than what it serves: it explores them
+    regions_gain: float = 0.0  # what the adopted regions claim over the constant, per request (RegionChoice.total)
+    regions_lower: float = float("-inf")  # its lower confidence bound (-inf: no region departs)
 
     @property
     def new(self) -> PolicyValue:
@@ -256,7 +258,8 @@ def evaluate(
         rows.append(
             TierEvaluation(name, spec.lam, sel.served, g.incumbent, reason, sel.values, sel.gain, sel.gain_ci, changing,
                            {m: float(v) for m, v in zip(names, mix)}, changed, g.choice.n_adopted, space.n_regions,
-                           {label: g.pool[label][0] for label in sel.values}, rivals)
+                           {label: g.pool[label][0] for label in sel.values}, rivals, g.choice.total,
+                           g.choice.total_lower)
         )  # fmt: skip
         served_tiers[name] = ServedTier(spec.lam, chosen.of_version(None), chosen_policy, rivals)  # published in the new version
     estimator = published["r-and-c"]  # this retrain's outcome networks: every tier's utility estimates for exploration

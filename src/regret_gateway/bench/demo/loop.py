@@ -98,8 +98,9 @@ def claim_checks(
 ) -> list[dict]:
     """Every gain a retrain published, beside its truth on the prompts never sent: per tier that now serves
     something other than its incumbent, the claimed gain (x100, its 95% interval) of the published policy
-    over the incumbent, and the true difference of their greedy choices on the held-out prompts -- and on the
-    traffic's prompts, the pool the logs were drawn from (a claim that misses both is the estimate's error on
+    over the incumbent; per tier whose safe default departs from its constant in some regions, the gain the
+    regions claim over that constant (a one-sided bound: the interval's upper end is +inf); and the true
+    difference of their greedy choices on the held-out prompts -- and on the traffic's prompts, the pool the logs were drawn from (a claim that misses both is the estimate's error on
     its own logs, not a failure to carry to new prompts). ``before``, ``after``: the artifacts that served
     before and after the retrain; ``rows_of``: per tier, the (never-sent, traffic) prompts of its team."""
     from regret_gateway.servable.policy import Candidate
@@ -120,15 +121,20 @@ def claim_checks(
         return mean_utility(world.bench, rows, te.lam, new) - mean_utility(world.bench, rows, te.lam, old)
 
     for te in tiers:
-        incumbent = te.candidates.get(te.incumbent)
-        if te.served == te.incumbent or incumbent is None:
+        incumbent, served = te.candidates.get(te.incumbent), te.candidates.get(te.served)
+        if te.served != te.incumbent and incumbent is not None:
+            claim, over, lo, hi = 100 * te.gain, incumbent, 100 * te.gain_ci[0], 100 * te.gain_ci[1]
+        elif served is not None and served.kind == "regions" and te.regions_adopted:
+            # a safe default's regions, re-derived by the retrain, claim a gain over its constant (one-sided)
+            over = Candidate("constant", served.model)
+            claim, lo, hi = 100 * te.regions_gain, 100 * te.regions_lower, float("inf")
+        else:
             continue
-        held, pool = (truth(te, incumbent, rows) for rows in rows_of[te.tier])
+        held, pool = (truth(te, over, rows) for rows in rows_of[te.tier])
         if held is None:
             continue
-        lo, hi = 100 * te.gain_ci[0], 100 * te.gain_ci[1]
-        out.append({"round": rnd, "tier": te.tier, "published": te.served, "incumbent": te.incumbent,
-                    "claimed": 100 * te.gain, "ci": [lo, hi], "held_out_truth": held, "traffic_truth": pool,
+        out.append({"round": rnd, "tier": te.tier, "published": te.served, "incumbent": over.label,
+                    "claimed": claim, "ci": [lo, hi], "held_out_truth": held, "traffic_truth": pool,
                     "holds": lo <= held <= hi})  # fmt: skip
     return out
 
@@ -272,7 +278,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                 )
                 echo(f"retrain after round {rnd}: {result.status} ({result.reason}) in {result.seconds.get('total', 0):.0f}s")
                 served.load(result.version)
-                if result.status.value == "published":
+                if result.version is not None:  # published, or kept and republished with re-derived regions
                     claims += claim_checks(world, result.tiers, before, served.artifact, rnd, rows_of)
         served.settle(engine, sent)
         if cfg.budget_days and gateway is not None:  # a replay's

@@ -124,19 +124,22 @@ class ServeProcess:
         return self._artifact
 
     def settle(self, engine, sent: int) -> None:
-        """Return once the store holds the ``sent`` requests' decisions and outcomes (the proxy writes them
-        in batches, after the answers went back) and its judge has settled every answer it sampled."""
+        """Return once the proxy has answered the ``sent`` requests and the store holds a decision and an
+        outcome for each it logged (the proxy writes them in batches, after the answers went back; a request
+        no model could take, or that went unlogged, has none), and its judge has settled every answer it sampled."""
         from regret_gateway.store.schema import Decision, Outcome
 
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         while time.monotonic() < deadline:
-            with Session(engine) as session:
-                decisions = session.scalar(select(func.count()).select_from(Decision))
-                outcomes = session.scalar(select(func.count()).select_from(Outcome))
             stats = self.stats()  # judge_* only where a judge is configured
+            with Session(engine) as session:
+                decisions = session.scalar(select(func.count()).select_from(Decision)) or 0
+                outcomes = session.scalar(select(func.count()).select_from(Outcome)) or 0
+            answered = stats["routed"] + stats["ineligible"] + stats["forbidden"] >= sent
+            logged = stats["routed"] - stats["unlogged"]
             settled = sum(stats.get(f"judge_{k}", 0) for k in ("scored", "failed", "timeouts", "unparsable", "dropped"))
             judged = stats.get("judge_sampled", 0) <= settled
-            if (decisions or 0) >= sent and (outcomes or 0) >= sent and judged:
+            if answered and decisions >= logged and outcomes >= logged and judged:
                 return
             time.sleep(0.2)
         raise RuntimeError(f"the proxy's store writer did not write {sent} requests in {SETTLE_TIMEOUT_S:g}s (log: {self.log})")

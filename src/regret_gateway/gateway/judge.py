@@ -40,6 +40,12 @@ log = logging.getLogger(__name__)
 # (model, messages, timeout_s) -> (the judge's reply text, the call's cost in USD)
 Complete = Callable[[str, list[dict], float], Awaitable[tuple[str, float]]]
 COUNTERS = ("considered", "sampled", "scored", "repeated", "failed", "timeouts", "unparsable", "dropped")
+SETTLED = ("scored", "failed", "timeouts", "unparsable", "dropped")  # how a sampled answer's judging ends
+
+
+def all_settled(counters: dict[str, int]) -> bool:
+    """Whether every answer the judge sampled has settled (:data:`SETTLED`), by its counters."""
+    return counters["sampled"] <= sum(counters[k] for k in SETTLED)
 
 
 # Appended to every rubric (the default and an operator's own): what the blocks are and how to answer.

@@ -244,8 +244,9 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                 sent += len(rows)
                 if world.chat is not None:  # a request sent to a model that cannot take it (its window, its tools)
                     unfit += sum(not world.chat.eligible[i, t] for i, (t, _) in zip(rows, answers))
-                table.append(round_stats(world, rnd, tier, lam, rows, answers, served.artifact))
-                held_out_stats(world, served.artifact, lam, table[-1], rows_of[tier][0])
+                artifact = served.artifact  # what routed the tier's requests (a proxy process: one read of its counters)
+                table.append(round_stats(world, rnd, tier, lam, rows, answers, artifact))
+                held_out_stats(world, artifact, lam, table[-1], rows_of[tier][0])
             echo(round_table(table, rnd) + f"\n(round {rnd} took {time.perf_counter() - t_round:.0f}s)")
             if rnd < cfg.rounds - 1:
                 served.settle(engine, sent)

@@ -56,12 +56,13 @@ class InProcess:
 def wait_for_judge(gateway, timeout: float = 600.0) -> None:
     """Until every answer offered to the judge is settled (scored, failed, timed out or dropped): the
     proxy's judge works on the proxy's event loop, after the answers went back to the teams."""
+    from regret_gateway.gateway.judge import all_settled
+
     if gateway.judge is None:
         return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        c = gateway.judge.counters
-        if c["sampled"] <= c["scored"] + c["failed"] + c["timeouts"] + c["unparsable"] + c["dropped"]:
+        if all_settled(gateway.judge.counters):
             return
         time.sleep(0.1)
 
@@ -127,18 +128,19 @@ class ServeProcess:
         """Return once the proxy has answered the ``sent`` requests and the store holds a decision and an
         outcome for each it logged (the proxy writes them in batches, after the answers went back; a request
         no model could take, or that went unlogged, has none), and its judge has settled every answer it sampled."""
+        from regret_gateway.gateway.judge import all_settled
         from regret_gateway.store.schema import Decision, Outcome
 
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         while time.monotonic() < deadline:
-            stats = self.stats()  # judge_* only where a judge is configured
+            stats = self.stats()
             with Session(engine) as session:
                 decisions = session.scalar(select(func.count()).select_from(Decision)) or 0
                 outcomes = session.scalar(select(func.count()).select_from(Outcome)) or 0
             answered = stats["routed"] + stats["ineligible"] + stats["forbidden"] >= sent
             logged = stats["routed"] - stats["unlogged"]
-            settled = sum(stats.get(f"judge_{k}", 0) for k in ("scored", "failed", "timeouts", "unparsable", "dropped"))
-            judged = stats.get("judge_sampled", 0) <= settled
+            judge = {k.removeprefix("judge_"): v for k, v in stats.items() if k.startswith("judge_")}
+            judged = not judge or all_settled(judge)  # judge_* only where a judge is configured
             if answered and decisions >= logged and outcomes >= logged and judged:
                 return
             time.sleep(0.2)

@@ -24,7 +24,7 @@ install: $(PY)
 install-dev: $(PY)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q --no-compile $(TORCH)
-	$(PY) -m pip install -q --no-compile -e '.[train,dev,formats]'
+	$(PY) -m pip install -q --no-compile -e '.[train,dev,formats,scale,ray]'
 
 lint: install-dev
 	$(VENV)/bin/ruff check src tests

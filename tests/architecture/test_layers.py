@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
         "hull",
     ),
     ("nn", "store"),
-    ("servable", "encoders", "budgets"),
+    ("servable", "encoders", "budgets", "retrain.window"),
     ("artifacts", "causal"),
     ("policy", "budgets.frontier", "savings", "savings_html"),
     ("gateway",),
@@ -58,8 +58,8 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
         ("spill",),
         ("writes", "queries", "retention"),
         ("judge_errors",),
-        ("writer", "training_set", "feedback_import", "steering"),
-        ("export",),
+        ("writer", "rows", "feedback_import", "steering"),
+        ("parts",),
     ],  # fmt: skip
     "policy": [
         ("__init__", "router"),
@@ -99,6 +99,7 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
     ],
     "cli": [("options",), ("bench", "bench_offline", "db", "demo", "serve", "training"), ("__init__",)],
     "retrain": [
+        ("window", "executor"),
         ("fits",),
         ("gate",),
         ("options",),

@@ -275,3 +275,21 @@ def test_bench_report_times_the_savings_report_on_stores_of_each_size_side_by_si
     cells = [[c.strip().replace(",", "") for c in r.split("|")[1:-1]] for r in rows]
     assert all(float(c[1]) > 0 and float(c[2]) >= float(c[3]) > 0 and c[4] == "12" for c in cells), cells
     assert cells[0][5] == "1.00" and cells[1][6] == "2.0"
+
+
+def test_bench_window_reads_the_same_training_set_from_the_store_and_its_day_parts(tmp_path):
+    """`bench window`: per store, the export and both readers in fresh processes; both read the same training
+    set, and the parts hold an embedding only for a scored decision (fewer bytes a decision than the store)."""
+    pytest.importorskip("duckdb")
+    result = runner.invoke(app, ["bench", "window", "--runs", "3000:0.1,3000:0.3", "--workdir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    rows = [[c.strip().replace(",", "") for c in line.split("|")[1:-1]] for line in result.stdout.splitlines()
+            if line.startswith("| 3")]  # fmt: skip
+    assert len(rows) == 2 and all(r[-1] == "yes" for r in rows), result.stdout
+    (n1, scored1, store1, parts1), (n2, scored2, store2, parts2) = [(int(r[0]), int(r[1]), int(r[2]), r[3]) for r in rows]
+    assert n1 == n2 == 3000 and 200 < scored1 < 400 < 800 < scored2 < 1000, rows
+    total = [int(p.split()[0]) for p in (parts1, parts2)]
+    assert total[0] < total[1] < store1, rows  # more scored: more embeddings exported; still far below the store
+    assert not list(tmp_path.iterdir())  # each store and its parts are removed after its run
+    bad = runner.invoke(app, ["bench", "window", "--runs", "3000:2"])
+    assert bad.exit_code == 2 and "a share in (0, 1]" in bad.output

@@ -29,6 +29,7 @@ def test_db_upgrade_status_export(tmp_path):
     up = runner.invoke(app, ["db", "upgrade", "--url", url])
     assert up.exit_code == 0 and "at revision 0010" in up.output
     engine = make_engine(url)
+    recent = datetime.now(timezone.utc) - timedelta(days=1)
     with Session(engine) as s, s.begin():
         record_decisions(
             s,
@@ -43,7 +44,7 @@ def test_db_upgrade_status_export(tmp_path):
                     propensity=0.5,
                     team="x",
                     outcome=OutcomeRecord(f"r{i}", cost_usd=0.001),
-                    created_at=datetime.now(timezone.utc) - timedelta(days=100 if i == 3 else 1),
+                    created_at=recent - timedelta(days=99) if i == 3 else recent,
                 )
                 for i in range(4)
             ],
@@ -57,9 +58,17 @@ def test_db_upgrade_status_export(tmp_path):
     export = runner.invoke(app, ["db", "export", str(out), "--url", url])
     assert export.exit_code == 0 and "wrote 3 rows" in export.output and "no_feedback=1" in export.output
     assert len(out.read_text().splitlines()) == 4
-    parts = runner.invoke(app, ["db", "export", str(tmp_path / "parts"), "--url", url, "--slice", "12h"])
-    assert parts.exit_code == 0 and "wrote 3 rows in 1 parts" in parts.output, parts.output
-    assert (tmp_path / "parts" / "manifest.json").exists() and (tmp_path / "parts" / "part-00000.parquet").exists()
+    parts = runner.invoke(app, ["db", "export", str(tmp_path / "parts"), "--url", url])
+    # whole UTC days that ended an hour ago, from the oldest decision's (100 days back) on; the scores are today's
+    over = (datetime.now(timezone.utc) - timedelta(hours=1)).date()
+    days, sent = (over - (recent - timedelta(days=99)).date()).days, 1 + 3 * (recent.date() < over)
+    assert parts.exit_code == 0 and f"wrote {days} days" in parts.output, parts.output
+    assert f": {sent} decisions, 0 scores" in parts.output, parts.output
+    assert (tmp_path / "parts" / "decisions").is_dir() and (tmp_path / "parts" / "feedback").is_dir()
+    again = runner.invoke(app, ["db", "export", str(tmp_path / "parts"), "--url", url])  # a day is written once
+    assert again.exit_code == 0 and "wrote 0 days" in again.output and f"{days} days were there already" in again.output
+    mixed = runner.invoke(app, ["db", "export", str(tmp_path / "parts"), "--url", url, "--team", "x"])
+    assert mixed.exit_code == 2 and "--team and --since apply to a file export" in mixed.output
     bad = runner.invoke(app, ["db", "export", str(tmp_path / "x.txt"), "--url", url])
     assert bad.exit_code == 2 and "unsupported file type: x.txt (supported: .csv, .csv.gz, .parquet)" in bad.output
     # retention: the default 90 days; r3 is 100 days old

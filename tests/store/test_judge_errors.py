@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy.orm import Session
 
 from regret_gateway.judge_calibration import POOLED
+from regret_gateway.retrain.window import training_set
 from regret_gateway.store.judge_errors import judge_errors, self_agreement
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
-from regret_gateway.store.training_set import training_set
 from regret_gateway.store.writes import record_decisions, record_feedback
 
 PASS_RATE = {"a": 0.3, "b": 0.6, "c": 0.8}  # the truth: how often each model's answer is right

@@ -10,9 +10,9 @@ from collections import Counter
 import numpy as np
 from sqlalchemy.orm import Session
 
-import regret_gateway.store.training_set as training_window
+import regret_gateway.store.rows as training_window
+from regret_gateway.retrain.window import sample_rows, training_set
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
-from regret_gateway.store.training_set import sample_rows, training_set
 from regret_gateway.store.writes import record_decisions, record_feedback
 
 TIERS = ("gold", "standard", "economy")

@@ -10,8 +10,8 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from regret_gateway.config import TrustSpec
+from regret_gateway.retrain.window import training_set
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
-from regret_gateway.store.training_set import training_set
 from regret_gateway.store.writes import record_decisions, record_feedback
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=timezone.utc)

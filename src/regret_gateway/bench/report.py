@@ -51,17 +51,18 @@ def _batches(n: int, dim: int, scored: float, seed: int) -> Iterator[tuple[list[
         scored_rows = rng.random(size) < scored
         decisions, scores = [], []
         for j in range(size):
+            made = since + timedelta(seconds=float(at[j]))
             rid = f"r{start + j:09d}"
             m = MODELS[model[j]]
             tier = tiers[team[j] % len(tiers)]
             decisions.append(DecisionRecord(
                 request_id=rid, tier=tier, lam=TIERS[tier], embedding_model="bench", embedding=prompts[prompt[j]],
                 chosen_model=m, propensity=1.0 / len(MODELS), mode="exploration", team=f"team-{team[j]}",
-                prompt_hash=f"p{team[j]}-{prompt[j]}", created_at=since + timedelta(seconds=float(at[j])),
+                prompt_hash=f"p{team[j]}-{prompt[j]}", created_at=made,
                 outcome=OutcomeRecord(request_id=rid, cost_usd=float(PRICE[m] * cost[j]), latency_ms=300.0),
             ))  # fmt: skip
             if scored_rows[j]:
-                scores.append(FeedbackRecord(request_id=rid, score=float(quality[j])))
+                scores.append(FeedbackRecord(request_id=rid, score=float(quality[j]), created_at=made + timedelta(minutes=10)))
         yield decisions, scores
 
 

@@ -1,4 +1,4 @@
-"""`regret-gateway bench store | gateway | backends | routing | retrain | savings | report`: timing runs, measured side by side, and the savings report checked against the truth."""
+"""`regret-gateway bench store | gateway | backends | routing | retrain | savings | report | window`: timing runs, measured side by side, and the savings report checked against the truth."""
 
 from __future__ import annotations
 
@@ -258,3 +258,51 @@ def bench_report(
             runs.append(time_report(target, n))
             typer.echo(f"  report: {runs[-1].seconds:.1f} s, peak {runs[-1].peak_mb:,.0f} MB", err=True)
     typer.echo(report_table(runs))
+
+
+@bench_app.command("window")
+def bench_window(
+    runs: str = typer.Option(
+        "1000000:0.05,3000000:0.05,1000000:0.15",
+        "--runs",
+        help="Comma-separated DECISIONS:SCORED_SHARE stores, e.g. 3000000:0.05. Equal scored rows at different "
+        "decisions (3M at 5%, 1M at 15%) show what a reader's time grows with.",
+    ),
+    workdir: Optional[Path] = typer.Option(
+        None,
+        "--workdir",
+        help="Where the SQLite store and its parts are written (default: a temporary folder; ~2.1 KB a decision).",
+    ),
+) -> None:
+    """Retrain's 30-day window read by the store's reader and by DuckDB over the store's Parquet day parts
+    (`db export FOLDER`, `retrain --parts`): for each store, SQLite filled with simulated decisions (12 teams on
+    3 tiers, 4 models, over 30 days), exported, then each reader in a fresh process, side by side in one run:
+    bytes a decision, seconds, peak memory, and whether both read the same training set."""
+    import tempfile
+
+    from regret_gateway.bench.report import fill_store
+    from regret_gateway.bench.window import measure_window, window_table
+    from regret_gateway.store.migrate import upgrade
+
+    pairs: list[tuple[int, float]] = []
+    for item in filter(None, (x.strip() for x in runs.split(","))):
+        count, _, part = item.partition(":")
+        try:
+            pairs.append((int(count), float(part or 0.05)))
+        except ValueError:
+            raise typer.BadParameter(
+                f"{item!r}: expected DECISIONS:SCORED_SHARE, e.g. 3000000:0.05", param_hint="--runs"
+            ) from None
+        if pairs[-1][0] < 1 or not 0 < pairs[-1][1] <= 1:
+            raise typer.BadParameter(f"{item!r}: decisions >= 1 and a share in (0, 1]", param_hint="--runs")
+    if not pairs:
+        raise typer.BadParameter("--runs needs at least one store")
+    done = []
+    for i, (n, share) in enumerate(pairs):
+        with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+            url = f"sqlite:///{tmp}/store.db"
+            upgrade(url)
+            typer.echo(f"filling a store with {n:,} decisions, {share:.0%} scored ...", err=True)
+            fill_store(url, n, scored=share, seed=i, echo=lambda line: typer.echo(line, err=True))
+            done.append(measure_window(url, Path(tmp) / "parts", n, share, echo=lambda line: typer.echo(line, err=True)))
+    typer.echo(window_table(done))

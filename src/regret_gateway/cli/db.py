@@ -1,5 +1,5 @@
 """`regret-gateway db`: migrations, the store's status and size, pruning past the retention period, export of the
-training set."""
+training set and of the store's Parquet day parts."""
 
 from __future__ import annotations
 
@@ -121,49 +121,53 @@ def db_prune(
 
 @db_app.command("export")
 def db_export(
-    out: Path = typer.Argument(
+    out: str = typer.Argument(
         ...,
-        help="A .parquet, .csv or .csv.gz file; or a folder (a name without a file type, new or empty): Parquet "
-        "parts, one per --slice, and manifest.json (the hand-off to an engine past one machine).",
+        help="A .parquet, .csv or .csv.gz file: the training set. Or a folder or object-storage URL (a name without "
+        "a file type): the store's Parquet day parts, each whole UTC day not exported yet (run it daily; `retrain "
+        "--parts` reads them with DuckDB).",
     ),
     config: Optional[Path] = CONFIG_OPTION,
     url: Optional[str] = URL_OPTION,
-    team: Optional[str] = typer.Option(None, "--team", help="Only this team's requests."),
-    since: Optional[datetime] = typer.Option(None, "--since", help="Only requests at or after this time (UTC)."),
-    until: Optional[datetime] = typer.Option(None, "--until", help="Only requests before this time (UTC)."),
-    slice_: str = typer.Option(
-        "1d", "--slice", help="Into a folder: the time each part covers (e.g. 1d, 6h); memory follows one slice."
+    team: Optional[str] = typer.Option(None, "--team", help="Into a file: only this team's requests."),
+    since: Optional[datetime] = typer.Option(None, "--since", help="Into a file: only requests at or after this time (UTC)."),
+    until: Optional[datetime] = typer.Option(
+        None,
+        "--until",
+        help="Only requests before this time (UTC). Day parts: the days that ended by then (default: an hour ago).",
     ),
 ) -> None:
-    """Export the training set (decisions with outcome and quality score) for offline work."""
+    """Export the training set (decisions with outcome and quality score) for offline work, or the store as
+    Parquet day parts for retrain at a platform's scale (docs/operations.md)."""
     from sqlalchemy.exc import SQLAlchemyError
     from sqlalchemy.orm import Session
 
+    from regret_gateway.retrain.window import export_training_set, training_set
     from regret_gateway.store.engine import make_engine
-    from regret_gateway.store.export import export_parts, export_window
-    from regret_gateway.store.training_set import export_training_set, training_set
+    from regret_gateway.store.parts import days_to_export, export_days
 
     target = _store_url(config, url)
-    into_folder = out.is_dir() or not out.suffix  # a name without a file type: a folder of parts
-    slice_s = _duration(slice_, "--slice")
+    into_parts = "://" in out or Path(out).is_dir() or not Path(out).suffix  # a name without a file type: day parts
+    if into_parts and (team is not None or since is not None):
+        _fail(ValueError("day parts hold every team's requests of every day: --team and --since apply to a file export"))
     engine = make_engine(target)
     try:
         with Session(engine) as session:
-            if into_folder:
-                window = export_window(session, slice_s=slice_s or 86_400.0, since=_utc(since), until=_utc(until), team=team)
-                with typer.progressbar(length=window.slices, label="exporting", file=sys.stderr) as bar:
-                    manifest = export_parts(session, out, window, on_slice=bar.update)
+            if into_parts:
+                days = days_to_export(session, out, _utc(until))
+                with typer.progressbar(length=len(days), label="exporting days", file=sys.stderr) as bar:
+                    done = export_days(session, out, until=_utc(until), on_day=bar.update)
             else:
                 ts = training_set(session, team=team, since=_utc(since), until=_utc(until))
                 path = export_training_set(ts, out)
-    except (SQLAlchemyError, ValueError, ImportError) as exc:
+    except (SQLAlchemyError, ValueError, ImportError, OSError) as exc:
         _fail(exc)
     finally:
         engine.dispose()
-    if into_folder:
-        skipped = ", ".join(f"{k}={v}" for k, v in manifest["left_out"].items() if v) or "none"
-        typer.echo(f"wrote {manifest['rows']} rows in {len(manifest['parts'])} parts to {out} "
-                   f"(manifest.json; left out: {skipped})")  # fmt: skip
+    if into_parts:
+        span = f" ({done.days[0]} to {done.days[-1]})" if done.days else ""
+        typer.echo(f"wrote {len(done.days)} days{span} to {out}: {done.decisions} decisions, {done.scores} scores; "
+                   f"{done.already} days were there already")  # fmt: skip
         return
     skipped = ", ".join(f"{k}={v}" for k, v in ts.skipped.items() if v) or "none"
     typer.echo(f"wrote {ts.n_rows} rows to {path} (left out: {skipped})")

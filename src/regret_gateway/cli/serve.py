@@ -82,12 +82,12 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
     from regret_gateway.budgets.status import budget_status
     from regret_gateway.config import load_settings
     from regret_gateway.gateway.steering import published_ladder
+    from regret_gateway.retrain.window import team_checks
     from regret_gateway.savings import savings_report
     from regret_gateway.store.engine import make_engine
     from regret_gateway.store.judge_errors import judge_errors, self_agreement
     from regret_gateway.store.queries import traffic_summary
     from regret_gateway.store.schema import Decision
-    from regret_gateway.store.training_set import team_checks
 
     try:
         settings = load_settings(config, store_url=url)

@@ -21,7 +21,7 @@ from regret_gateway.cli.options import (
     app,
     feedback_app,
 )
-from regret_gateway.store.training_set import MAX_ROWS
+from regret_gateway.retrain.window import MAX_ROWS
 
 
 @feedback_app.command("import")
@@ -120,6 +120,13 @@ def retrain_cmd(
         help="Correct the LLM judge's scores by its error measured where users scored the same requests (per "
         "model judged; the report and `status` show it); --no-judge-calibration takes its scores as they are.",
     ),
+    parts: Optional[str] = typer.Option(
+        None,
+        "--parts",
+        help="Read the window from the store's Parquet day parts at this folder or URL (`db export FOLDER`, run "
+        "daily) with DuckDB instead of from the store: the same rows and rules over the days exported, at a "
+        "platform's scale (needs the scale extra; docs/operations.md).",
+    ),
     max_rows: int = typer.Option(
         MAX_ROWS,
         "--max-rows",
@@ -158,6 +165,13 @@ def retrain_cmd(
         "--seed",
         help="Seed of the folds, the fits and the bootstrap: the same logs and seed publish the same router.",
     ),
+    executor: str = typer.Option(
+        "local",
+        "--executor",
+        help="Where the cross-fitting folds are fitted: local (here, one after another) | ray (each fold a Ray task: "
+        "a local Ray started for the run, or the cluster RAY_ADDRESS names; needs the ray extra). The same seed "
+        "publishes the same router on either.",
+    ),
 ) -> None:
     """Retrain from the gateway's logs; each tier serves the best candidate that is confidently better than what it has.
 
@@ -185,9 +199,9 @@ def retrain_cmd(
     if sources is not None and (not sources or len(set(sources)) != len(sources)):
         _fail(ValueError(f"--feedback must name distinct sources, e.g. 'user,judge', got {feedback!r}"))
     try:
-        RetrainOptions(precision=precision)
+        RetrainOptions(precision=precision, executor=executor)
     except ValueError as exc:
-        _fail(ValueError(f"--precision: {exc}"))
+        _fail(ValueError(f"--precision/--executor: {exc}"))
     _require_store(settings.store.url, config, "retrain")
     if threads is not None:
         import torch
@@ -198,9 +212,9 @@ def retrain_cmd(
     def options() -> RetrainOptions:
         start = _utc(since) if span is None else datetime.now(timezone.utc) - timedelta(seconds=span)
         return RetrainOptions(since=start, team=team, feedback=sources, margin=margin, force=force, folds=folds,
-                              regions=regions, cross_fit=cross_fit, out=out, max_rows=max_rows or None,
+                              regions=regions, cross_fit=cross_fit, out=out, parts=parts, max_rows=max_rows or None,
                               calibrate_judge=judge_calibration, precision=precision,
-                              cold_start_rows=cold_start_rows, seed=seed)  # fmt: skip
+                              cold_start_rows=cold_start_rows, seed=seed, executor=executor)  # fmt: skip
 
     def unreachable(exc: Exception) -> None:  # one line, not a traceback
         typer.secho(f"{datetime.now():%Y-%m-%d %H:%M:%S} store unreachable ({engine.url.render_as_string(hide_password=True)}): "

@@ -1,6 +1,6 @@
 """``regret-gateway retrain``: from the gateway's logs to a new, checked router, published without a restart.
 
-1. Read decisions with outcome and quality score from the store (``training_set``: rows without a score,
+1. Read decisions with outcome and quality score from the store or its Parquet day parts (``window``: rows without a score,
    failed requests and fail-open fallbacks are left out and counted).
 2. Check the data: enough rows, enough per model, randomised logging (propensities < 1), overlap
    (minimum propensity, effective sample size per model). Refuse with a clear message otherwise.
@@ -35,31 +35,42 @@
    estimates renewed.
 7. Report: a table per tier and candidate, which one each tier serves and why; JSON and PNG.
 
-Modules: ``options`` (what is asked and what came of it), ``checks`` (step 2), ``pipeline`` (the steps in
-order), ``publish`` (step 6), ``report`` (step 7), ``schedule`` (``--every``), ``fits`` (step 3) and ``gate`` (steps 4-5); the last two hold no store or
-artifacts-folder code (the offline bench's ``served`` row runs them on simulated logs, with no incumbent).
+Modules: ``window`` (step 1's rules: which rows train and why the rest do not), ``options`` (what is asked and
+what came of it), ``checks`` (step 2), ``pipeline`` (the steps in
+order), ``publish`` (step 6), ``report`` (step 7), ``schedule`` (``--every``), ``fits`` (step 3) and ``gate``
+(steps 4-5); the last two hold no store or artifacts-folder code (the offline bench's ``served`` row runs them on simulated logs, with no incumbent).
+
+The package's names are loaded on first use (PEP 562), so that ``retrain.window`` -- the rules the savings
+report reads scores by -- loads none of the training stack.
 """
 
-from regret_gateway.retrain.checks import check_data, judge_calibration
-from regret_gateway.retrain.options import RetrainOptions, RetrainRefused, RetrainResult, RetrainStatus
-from regret_gateway.retrain.pipeline import read_training_set, retrain
-from regret_gateway.retrain.publish import PUBLISH_LOCK, active_router, publish
-from regret_gateway.retrain.report import report_table, write_report
-from regret_gateway.retrain.schedule import retrain_every
+from __future__ import annotations
 
-__all__ = [
-    "PUBLISH_LOCK",
-    "RetrainOptions",
-    "RetrainRefused",
-    "RetrainResult",
-    "RetrainStatus",
-    "active_router",
-    "check_data",
-    "judge_calibration",
-    "publish",
-    "read_training_set",
-    "report_table",
-    "retrain",
-    "retrain_every",
-    "write_report",
-]
+import importlib
+from typing import Any
+
+_HOMES = {
+    "check_data": "checks",
+    "judge_calibration": "checks",
+    "RetrainOptions": "options",
+    "RetrainRefused": "options",
+    "RetrainResult": "options",
+    "RetrainStatus": "options",
+    "read_training_set": "pipeline",
+    "retrain": "pipeline",
+    "PUBLISH_LOCK": "publish",
+    "active_router": "publish",
+    "publish": "publish",
+    "report_table": "report",
+    "write_report": "report",
+    "retrain_every": "schedule",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value

@@ -6,7 +6,8 @@ artifacts folder (:mod:`regret_gateway.retrain.pipeline` runs it on the gateway'
   (XGBoost where rows were imported without one), outcome MLPs, DR scores, RM-Interval over the tier
   lambdas; full-batch up to 5,000 rows, mini-batches beyond (:func:`_train_config`).
 * Cross-fitting (:func:`out_of_fold_fits`): one fit per fold, each on the other folds; the held-out rows
-  (:func:`held_out_rows`) each scored by the fit that did not see it.
+  (:func:`held_out_rows`) each scored by the fit that did not see it. The fits run on an executor
+  (:mod:`regret_gateway.retrain.executor`: here, or Ray tasks).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from regret_gateway.causal.estimators import HeldOut
 from regret_gateway.causal.ope import LoggedData
 from regret_gateway.causal.stats import folds_of, prompt_groups
 from regret_gateway.data import LoggedFeedback
+from regret_gateway.retrain.executor import Executor, LocalExecutor
 
 FOLDS = 5  # retrain's number of folds up to TWO_FOLDS_FROM rows (RetrainOptions.folds: default_folds)
 TWO_FOLDS_FROM = 60_000  # past this many rows retrain cross-fits with two folds (default_folds)
@@ -115,24 +117,32 @@ class OutOfFoldFits:
 
 def out_of_fold_fits(
     logged: LoggedFeedback, tier_lams: list[float], *, folds: int | None = None, every: bool = True, seed: int = 0,
-    on_fit: Callable[[int, int, int], None] | None = None, precision: str = "auto",
+    on_fit: Callable[[int, int, int], None] | None = None, precision: str = "auto", executor: Executor | None = None,
 ) -> OutOfFoldFits:  # fmt: skip
     """One :func:`fit_router` per fold (at ``precision``), each on the other folds (``every=False``: the first fold only;
     ``folds=None``: :func:`default_folds` of the rows; ``on_fit(k, of, rows)`` is called as fit k starts). A
-    prompt logged several times lies in one fold (:func:`~regret_gateway.causal.stats.folds_of`). The fits
-    run one after another: on 2 cores, torch's two threads already keep both busy (fitting the folds in two
-    one-thread processes instead measured 1.02-1.04 times as fast: docs/experiments/retrain-time.md)."""
+    prompt logged several times lies in one fold (:func:`~regret_gateway.causal.stats.folds_of`). The fits run
+    on ``executor`` (retrain/executor.py; default: here, one after another -- on 2 cores, torch's two threads
+    already keep both busy: fitting the folds in two one-thread processes measured 1.02-1.04 times as fast,
+    docs/experiments/retrain-time.md)."""
     groups = prompt_groups(logged.X)
     folds = default_folds(logged.n_samples) if folds is None else folds
     parts = folds_of(logged.n_samples, folds, seed, groups)[: None if every else 1]
     everything = np.arange(logged.n_samples)
-    learners = []
-    for k, held in enumerate(parts):
-        rest = np.setdiff1d(everything, held)
-        if on_fit is not None:  # (this fit, of how many, on how many rows): retrain's progress lines
-            on_fit(k + 1, len(parts), len(rest))
-        learners.append(fit_router(logged.subset(rest), tier_lams, seed=seed, precision=precision))
+    rests = [np.setdiff1d(everything, held) for held in parts]
+
+    def started(k: int) -> None:  # (this fit, of how many, on how many rows): retrain's progress lines
+        if on_fit is not None:
+            on_fit(k + 1, len(parts), len(rests[k]))
+
+    calls = [(logged.subset(rest), tier_lams, seed, precision) for rest in rests]
+    learners = (executor or LocalExecutor()).map(_fit, calls, on_start=started)
     return OutOfFoldFits(logged, parts, learners, groups)
+
+
+def _fit(logged: LoggedFeedback, tier_lams: list[float], seed: int, precision: str):
+    """:func:`fit_router` with positional arguments: one executor call."""
+    return fit_router(logged, tier_lams, seed=seed, precision=precision)
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,7 @@ def evaluate(
     code the rows carry after the embedding (before the size feature), if they do: the safe default's
     regions are then its keys (:func:`regret_gateway.policy.regions.key_regions`). ``populations``: per tier
     name, (n,) bool over the held-out rows (in ``fits.order``) -- the requests of the apps that tier's own
-    came from (:meth:`regret_gateway.store.training_set.TrainingSet.populations`): its best constant and its
+    came from (:meth:`regret_gateway.retrain.window.TrainingSet.populations`): its best constant and its
     gate read those rows only (a tier without one: every row)."""
     order, names = fits.order, fits.logged.model_names
     parts = [fits.logged.subset(f) for f in fits.folds]

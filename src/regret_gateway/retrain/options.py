@@ -9,8 +9,9 @@ from pathlib import Path
 
 from regret_gateway.causal.ope import N_BOOT
 from regret_gateway.nn.training import PRECISIONS
+from regret_gateway.retrain.executor import EXECUTORS
 from regret_gateway.retrain.gate import TierEvaluation
-from regret_gateway.store.training_set import MAX_ROWS
+from regret_gateway.retrain.window import MAX_ROWS
 
 
 class RetrainRefused(ValueError):
@@ -29,7 +30,9 @@ class RetrainOptions:
     folds: int | None = None  # the rows split into this many folds (None: 5, or 2 past 60,000 rows: default_folds)
     cross_fit: bool = True  # every fold held out once (``folds`` fits, every row evaluated); False: the first (one fit)
     calibrate_judge: bool = True  # the judge's scores corrected by its error against user scores (judge_calibration)
-    max_rows: int | None = MAX_ROWS  # a larger window is sampled down to this many rows (store.training_set.sample_rows)
+    # read the window from the Parquet day parts at this folder or URL (store/parts.py) instead of the store
+    parts: str | None = None
+    max_rows: int | None = MAX_ROWS  # a larger window is sampled down to this many rows (retrain.window.sample_rows)
     precision: str = "auto"  # the mini-batch fits' products (past 5,000 rows): auto | float32 | bfloat16 (nn.training)
     min_rows: int = 200
     min_rows_per_model: int = 20
@@ -37,11 +40,14 @@ class RetrainOptions:
     min_ess_per_model: float = 10.0
     n_boot: int = N_BOOT
     seed: int = 0
+    executor: str = "local"  # where the cross-fitting folds are fitted: local | ray (retrain/executor.py)
     out: Path | None = None  # report folder (default: the new version's folder, or artifacts/reports)
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.executor not in EXECUTORS:
+            raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {self.executor!r}")
         if self.cold_start_rows < 0:
             raise ValueError(f"cold_start_rows must be >= 0, got {self.cold_start_rows}")
 

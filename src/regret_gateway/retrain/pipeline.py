@@ -15,6 +15,7 @@ from regret_gateway.budgets.frontier import budget_ladders
 from regret_gateway.config import Settings
 from regret_gateway.nn.training import step_dtype
 from regret_gateway.retrain.checks import check_data, judge_calibration
+from regret_gateway.retrain.executor import executor_named
 from regret_gateway.retrain.fits import FULL_BATCH_ROWS, default_folds, held_out_rows, out_of_fold_fits
 from regret_gateway.retrain.gate import evaluate
 from regret_gateway.retrain.options import RetrainOptions, RetrainRefused, RetrainResult, RetrainStatus
@@ -24,11 +25,14 @@ from regret_gateway.store.records import team_key
 
 
 def read_training_set(settings: Settings, engine: Engine, opts: RetrainOptions):
-    from regret_gateway.store.training_set import training_set
+    """The window's training set under retrain's rules (retrain/window.py), read from the store or, with
+    ``opts.parts``, from its Parquet day parts."""
+    from regret_gateway.retrain.window import training_set
+    from regret_gateway.store.parts import PartsRows
 
     with Session(engine) as session:
         return training_set(
-            session,
+            session if opts.parts is None else PartsRows(opts.parts),
             model_names=settings.models,
             since=opts.since,
             until=opts.until,
@@ -79,7 +83,7 @@ def retrain(
         say(f"fit {fold} of {of} on {rows:,} rows ({time.perf_counter() - t1:.1f} s so far)")
 
     fits = out_of_fold_fits(logged, [spec.lam for _, spec in tiers], folds=k, every=opts.cross_fit, seed=opts.seed,
-                            on_fit=fitting, precision=opts.precision)  # fmt: skip
+                            on_fit=fitting, precision=opts.precision, executor=executor_named(opts.executor))  # fmt: skip
     loggers = ts.logger_codes()  # each row's logging policy (tier and router version), as the estimators number them
     held = held_out_rows(fits, loggers, ts.favoured)
     data_info["evaluation"] = (

@@ -5,7 +5,7 @@ already present are left as they are (but a ``failure`` outcome replaces a logge
 request after its answer arrived, :func:`_failures_replace`), feedback replaces the one current score (``revision`` counts the
 re-scorings). Every check runs before the first write, so a refused batch changes nothing. The caller
 owns the transaction (``with session.begin(): ...``). Reads: :mod:`~regret_gateway.store.queries` (audit,
-status) and :mod:`~regret_gateway.store.training_set` (what retrain learns from).
+status) and :mod:`~regret_gateway.store.rows` (a window's rows, for retrain).
 """
 
 from __future__ import annotations

@@ -1,27 +1,39 @@
-"""What retrain learns from: the store's scored decisions as :class:`~regret_gateway.data.LoggedFeedback`,
-with what was left out and why, and its export for offline work."""
+"""Retrain's data rules: what of a window's rows (:mod:`regret_gateway.store.rows`) trains, and why the rest does
+not. A request's score is its best-ranked source's; a row trains when its request succeeded with an answer of
+the model the router chose, was scored by a source that may train (:mod:`regret_gateway.trust`), was routed
+(not a fail-open fallback, not a conversation turn kept on its model), embedded by the window's embedder and
+chose a known model; a window larger than ``max_rows`` is sampled by stratum; the judge's scores are corrected
+by its measured error. The same rules whichever source the rows come from: the store, or Parquet day parts
+read with DuckDB (:mod:`regret_gateway.store.parts`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
 from regret_gateway.config import TrustSpec
-from regret_gateway.data import LoggedFeedback
-from regret_gateway.judge_calibration import JudgeError, SelfAgreement, corrected_targets
-from regret_gateway.store.judge_errors import judge_errors, self_agreement
+from regret_gateway.data import JUDGE_REPEAT_SOURCE, JUDGE_SOURCE, USER_SOURCE, LoggedFeedback
+from regret_gateway.judge_calibration import (
+    JudgeError,
+    SelfAgreement,
+    agreement_from_repeats,
+    corrected_targets,
+    errors_from_pairs,
+)
 from regret_gateway.store.loggers import Logger, favoured_of, loggers_of
-from regret_gateway.store.queries import JUDGE_SOURCE, USER_SOURCE, source_rank
-from regret_gateway.store.schema import Decision, Feedback, Outcome
-from regret_gateway.store.writes import ID_CHUNK, chunks
+from regret_gateway.store.queries import source_rank
+from regret_gateway.store.rows import RowSource, ScoreRow, StoreRows
 from regret_gateway.tables import write_columns
 from regret_gateway.trust import TeamCheck, check_teams, request_id_keys
+
+# Why a window's row does not train (TrainingSet.skipped), in the order they are decided.
+SKIP_REASONS = ("mock", "no_outcome", "client_left", "failed", "answered_by_other", "no_feedback", "untrusted",
+                "fallback", "session_kept", "other_embedder", "unknown_model")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -74,7 +86,6 @@ class TrainingSet:
         return {str(k): int(v) for k, v in zip(names, counts)}
 
 
-READ_CHUNK = 10_000  # rows fetched at a time (a server-side cursor on PostgreSQL)
 # What retrain's fits need at most: the regions' test uses up to 32 regions of 2,400 rows, and the learning
 # curve (docs/experiments/learning-curve.md) was measured up to 56,000 rows. A larger window is sampled; a
 # cross-fitted retrain peaks at about 24 KB per fitted row (100,000 rows: 2.4 GB; docs/experiments/retrain-time.md).
@@ -106,7 +117,7 @@ def sample_rows(request_ids: Sequence[str], strata: Sequence[tuple], max_rows: i
 
 
 def training_set(
-    session: Session,
+    source: RowSource | Session,
     *,
     model_names: Sequence[str] | None = None,
     since: datetime | None = None,
@@ -118,20 +129,22 @@ def training_set(
     calibrate_judge: bool = True,
     trust: TrustSpec | None = None,
 ) -> TrainingSet:
-    """Decisions joined with their outcome and current feedback, as :class:`LoggedFeedback`.
+    """The window's usable rows as :class:`LoggedFeedback`, with what was left out and why.
 
+    ``source``: where the rows come from (a store session, or :class:`~regret_gateway.store.parts.PartsRows`);
+    the window: decisions made in [``since``, ``until``) by ``team`` (None: unbounded, every team).
     A request's quality score is the best-ranked of its sources (``feedback``: the sources to use, in
     order, e.g. ``("user", "judge")``; None: every source, user first and the judge last, see
     :func:`source_rank`). Rows are kept when the request succeeded with an answer of the model the router
     chose, has a quality score from one of them, was embedded by ``embedding_model`` (default: the most
     frequent one in the window), was not a fail-open fallback, not answered by ``serve --mock-upstream``'s
     mock, and chose one of ``model_names`` (default: every model seen, sorted). The rest are counted in
-    ``skipped``: ``mock``, ``no_outcome``, ``client_left`` (a stream the client closed before its end: its
-    cost is real, its answer not whole), ``failed``, ``answered_by_other`` (a LiteLLM fallback's model
-    answered: its score is not the chosen model's, and the chosen model's failure may be an outage, not its
-    quality), ``no_feedback``, ``untrusted`` (scored only by a user whose scores may not train under ``trust``),
-    ``fallback``, ``session_kept`` (a later turn of a conversation kept on its first
-    turn's model, propensity 1: not a draw), ``other_embedder``, ``unknown_model``.
+    ``skipped`` (:data:`SKIP_REASONS`): ``mock``, ``no_outcome``, ``client_left`` (a stream the client closed
+    before its end: its cost is real, its answer not whole), ``failed``, ``answered_by_other`` (a LiteLLM
+    fallback's model answered: its score is not the chosen model's, and the chosen model's failure may be an
+    outage, not its quality), ``no_feedback``, ``untrusted`` (scored only by a user whose scores may not train
+    under ``trust``), ``fallback``, ``session_kept`` (a later turn of a conversation kept on its first turn's
+    model, propensity 1: not a draw), ``other_embedder``, ``unknown_model``.
     Where more rows are usable than ``max_rows``, a stratified sample of them is kept (:func:`sample_rows`;
     ``sampled_from`` says of how many). A row scored by the LLM judge takes, as its ``target``, the judge's
     score corrected by the judge's error measured on the window's user-scored requests, else by its
@@ -141,65 +154,30 @@ def training_set(
     its share (:mod:`regret_gateway.trust`) -- is left out: the request takes its next source's score, if any
     (``team_checks`` says what each team's scores came to).
 
-    Time and memory grow with the window's scored rows: the unscored ones are counted in the database, the
-    scored ones read in chunks without their embeddings (which rows are usable and kept), then the kept rows'
-    embeddings by id, into one float32 array."""
-    window = []
-    if since is not None:
-        window.append(Decision.created_at >= since)
-    if until is not None:
-        window.append(Decision.created_at < until)
-    if team is not None:
-        window.append(Decision.team == team)
+    Time and memory grow with the window's scored rows: the unscored ones are counted by the source, the scored
+    ones read without their embeddings (which rows are usable and kept), then the kept rows' embeddings by id."""
+    rows_of = StoreRows(source) if isinstance(source, Session) else source
+    read = rows_of.window(since, until, team)
+    scores = sorted(read.scores, key=lambda s: (s.request_id, s.source))  # one order, whichever source read them
     rank = source_rank(feedback)
     best: dict[str, tuple[int, str, float]] = {}  # request id -> (rank, source, score) of its best-ranked score
     spend: dict[str, float] = {}
-    read = _scores(session, window)
-    untrusted, checks = _untrusted_user_scores(read, trust)
-    for rid, src, score, cost, *_ in read:
-        if cost:
-            spend[src] = spend.get(src, 0.0) + cost
-        k = rank(src)
-        if k is not None and (rid not in best or (k, src) < best[rid][:2]) and not (src == USER_SOURCE and rid in untrusted):
-            best[rid] = (k, src, score)
-    del read
-    outcome_reason = _outcome_reason().label("reason")
-    q = (
-        select(
-            Decision.request_id,
-            Decision.created_at,
-            Decision.team,
-            Decision.tier,
-            Decision.lam,
-            Decision.embedding_model,
-            Decision.embedding_dim,
-            Decision.chosen_model,
-            Decision.propensity,
-            Decision.mode,
-            Decision.router_version,
-            Outcome.cost_usd,
-            outcome_reason,
-            Decision.session_turn,
-            Decision.greedy_model,
-            Decision.app,
-        )
-        .select_from(Decision)
-        .join(scored := select(Feedback.request_id).distinct().subquery(), scored.c.request_id == Decision.request_id)
-        .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
-        .where(*window)
-    )  # the scored decisions only, one by one; the rest are counted in the database below, by why they are left out
-    skipped = {"no_outcome": 0, "failed": 0, "client_left": 0, "answered_by_other": 0, "mock": 0, "no_feedback": 0,
-               "untrusted": 0, "fallback": 0, "session_kept": 0, "other_embedder": 0, "unknown_model": 0}  # fmt: skip
-    unscored = (
-        select(outcome_reason, func.count())
-        .select_from(Decision).outerjoin(Outcome, Outcome.request_id == Decision.request_id)
-        .where(*window, ~select(Feedback.request_id).where(Feedback.request_id == Decision.request_id).exists())
-        .group_by(outcome_reason)
-    )  # fmt: skip
-    for reason, n in session.execute(unscored):
-        skipped[reason or "no_feedback"] += int(n)
+    untrusted, checks = _untrusted_user_scores(scores, trust)
+    for s in scores:
+        if s.cost:
+            spend[s.source] = spend.get(s.source, 0.0) + s.cost
+        k = rank(s.source)
+        if (
+            k is not None
+            and (s.request_id not in best or (k, s.source) < best[s.request_id][:2])
+            and not (s.source == USER_SOURCE and s.request_id in untrusted)
+        ):
+            best[s.request_id] = (k, s.source, s.score)
+    skipped = dict.fromkeys(SKIP_REASONS, 0)
+    for reason, n in read.unscored.items():
+        skipped[reason or "no_feedback"] += n
     candidates = []  # successful, scored, routed rows: the embedder is chosen among them
-    for r in session.execute(q.execution_options(yield_per=READ_CHUNK)):
+    for r in read.scored:
         if r.reason is not None:  # mock, no outcome, a stream the client left, failed, answered by a fallback's model
             skipped[r.reason] += 1
         elif r.request_id not in best:  # unscored, or only by a user whose scores may not train (the trust check)
@@ -209,60 +187,57 @@ def training_set(
         elif r.session_turn == "kept":  # kept on its conversation's model (p = 1): no draw of the logging policy
             skipped["session_kept"] += 1
         else:
-            candidates.append((*tuple(r)[:12], r.greedy_model, r.app))
-    names = [c[5] for c in candidates]
-    if embedding_model is None and names:
-        embedder, counts = np.unique(names, return_counts=True)
+            candidates.append(r)
+    if embedding_model is None and candidates:
+        embedder, counts = np.unique([c.embedding_model for c in candidates], return_counts=True)
         embedding_model = str(embedder[np.argmax(counts)])
-    usable = [c for c in candidates if c[5] == embedding_model]
+    usable = [c for c in candidates if c.embedding_model == embedding_model]
     skipped["other_embedder"] = len(candidates) - len(usable)
-    del candidates, names
-    chosen_names = tuple(model_names) if model_names is not None else tuple(sorted({c[7] for c in usable}))
+    chosen_names = tuple(model_names) if model_names is not None else tuple(sorted({c.chosen_model for c in usable}))
     index = {m: i for i, m in enumerate(chosen_names)}
-    kept = [c for c in usable if c[7] in index]
+    kept = [c for c in usable if c.chosen_model in index]
     skipped["unknown_model"] = len(usable) - len(kept)
-    del usable
+    del candidates, usable
     sampled_from = None
     if max_rows is not None and len(kept) > max_rows:
         sampled_from = len(kept)
-        kept = [kept[i] for i in sample_rows([c[0] for c in kept], [(c[3], c[7]) for c in kept], max_rows)]
-    kept.sort(key=lambda c: (c[1], c[0]))  # by time, then request id
-    ids, created, teams, tiers, lams, _, dims, models, propensities, modes, versions, costs, greedy, apps = (
-        zip(*kept) if kept else ((),) * 14
-    )
-    logged = None
-    left_out = [t for t, c in checks.items() if c.kept == 0]  # their scores do not measure the judge's error either
-    judged = window + ([Decision.team.not_in(left_out)] if left_out else [])
-    errors, agreement = judge_errors(session, judged), self_agreement(session, window)
+        kept = [kept[i] for i in sample_rows([c.request_id for c in kept], [(c.tier, c.chosen_model) for c in kept], max_rows)]
+    kept.sort(key=lambda c: (c.created_at, c.request_id))  # by time, then request id
+    left_out = {t for t, c in checks.items() if c.kept == 0}  # their scores do not measure the judge's error either
+    errors = errors_from_pairs(*_scored_by_both(scores, USER_SOURCE, JUDGE_SOURCE, left_out))
+    agreement = agreement_from_repeats(*_scored_by_both(scores, JUDGE_SOURCE, JUDGE_REPEAT_SOURCE))
     corrected: dict[str, int] = {}
+    ids = tuple(c.request_id for c in kept)
+    models = tuple(c.chosen_model for c in kept)
     sources = tuple(best[r][1] for r in ids)
+    logged = None
     if kept:
         quality = np.array([best[r][2] for r in ids])
         target, corrected, target_errors = corrected_targets(
             models, sources, quality, *((errors, agreement) if calibrate_judge else ())
         )
-        X = _embeddings(session, ids, int(dims[0]))
         # a row imported without a propensity carries NaN (LoggedFeedback.imported): retrain estimates its logging
         # policy (XGBoost) and keeps every other row's logged value
         logged = LoggedFeedback(
-            X=X,
+            X=rows_of.embeddings(ids, int(kept[0].embedding_dim)),
             action=np.array([index[m] for m in models]),
             quality=quality,
-            cost=np.array(costs, dtype=float),
+            cost=np.array([c.cost_usd for c in kept], dtype=float),
             model_names=chosen_names,
-            propensity=np.array([np.nan if p is None else p for p in propensities]),
-            lam=np.array(lams, dtype=float),
+            propensity=np.array([np.nan if c.propensity is None else c.propensity for c in kept]),
+            lam=np.array([c.lam for c in kept], dtype=float),
             target=target,
             target_errors=target_errors,
         )
+    tiers, versions, modes = (tuple(getattr(c, f) for c in kept) for f in ("tier", "router_version", "mode"))
     return TrainingSet(
         logged=logged,
-        request_ids=tuple(ids),
-        created_at=np.array([t.replace(tzinfo=None) for t in created], dtype="datetime64[us]"),
-        teams=tuple(teams),
-        tiers=tuple(tiers),
-        modes=tuple(modes),
-        router_versions=tuple(versions),
+        request_ids=ids,
+        created_at=np.array([c.created_at for c in kept], dtype="datetime64[us]"),
+        teams=tuple(c.team for c in kept),
+        tiers=tiers,
+        modes=modes,
+        router_versions=versions,
         embedding_model=embedding_model,
         skipped=skipped,
         sources=sources,
@@ -273,69 +248,43 @@ def training_set(
         judge_self_agreement=agreement,
         judge_corrected=corrected,
         team_checks=checks,
-        favoured=favoured_of(modes, greedy, models, propensities, index),
-        apps=tuple(apps),
+        favoured=favoured_of(modes, [c.greedy_model for c in kept], models, [c.propensity for c in kept], index),
+        apps=tuple(c.app for c in kept),
     )
 
 
-def _scores(session: Session, window: list) -> list:
-    """The window's scores: (request id, source, score, cost, team, the model that answered, app) each."""
-    answered = func.coalesce(Outcome.answered_model, Decision.chosen_model)
-    scores = (
-        select(Feedback.request_id, Feedback.source, Feedback.score, Feedback.cost_usd, Decision.team, answered, Decision.app)
-        .select_from(Feedback)
-        .join(Decision, Decision.request_id == Feedback.request_id)
-        .outerjoin(Outcome, Outcome.request_id == Feedback.request_id)
-        .where(*window)
-    )
-    return list(session.execute(scores.execution_options(yield_per=READ_CHUNK)))
+def _scored_by_both(scores: Sequence[ScoreRow], first: str, second: str,
+                    left_out: Collection[str] = frozenset()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """The requests that sources ``first`` and ``second`` both scored, but those of the teams ``left_out``:
+    (models that answered, ``first``'s scores, ``second``'s scores), each (k,)."""
+    by_request: dict[str, dict[str, ScoreRow]] = {}
+    for s in scores:
+        if s.source in (first, second) and s.team not in left_out:
+            by_request.setdefault(s.request_id, {})[s.source] = s
+    pairs = [(both[first].answered, both[first].score, both[second].score) for both in by_request.values() if len(both) == 2]
+    models = np.array([p[0] for p in pairs], dtype=object)
+    values = np.array([p[1:] for p in pairs], dtype=float).reshape(-1, 2)
+    return models, values[:, 0], values[:, 1]
 
 
-def team_checks(session: Session, trust: TrustSpec, since: datetime | None = None) -> dict[str, TeamCheck]:
+def team_checks(source: RowSource | Session, trust: TrustSpec, since: datetime | None = None) -> dict[str, TeamCheck]:
     """Each scoring team's check under ``trust`` over the requests since ``since`` (what `status` shows)."""
-    return _untrusted_user_scores(_scores(session, [] if since is None else [Decision.created_at >= since]), trust)[1]
+    rows_of = StoreRows(source) if isinstance(source, Session) else source
+    scores = sorted(rows_of.window(since, None, None).scores, key=lambda s: (s.request_id, s.source))
+    return _untrusted_user_scores(scores, trust)[1]
 
 
-def _untrusted_user_scores(read: Sequence, trust: TrustSpec | None) -> tuple[set[str], dict[str, TeamCheck]]:
+def _untrusted_user_scores(scores: Sequence[ScoreRow], trust: TrustSpec | None) -> tuple[set[str], dict[str, TeamCheck]]:
     """The request ids whose user score does not train under ``trust`` (:func:`regret_gateway.trust.check_teams`),
-    and each scoring team's check; nothing left out where ``trust`` is None. ``read``: the window's scores as
-    (request id, source, score, cost, team, model that answered, app)."""
+    and each scoring team's check; nothing left out where ``trust`` is None."""
     if trust is None:
         return set(), {}
-    rows = [r for r in read if r[1] in (USER_SOURCE, JUDGE_SOURCE)]
-    if not any(r[1] == USER_SOURCE for r in rows):
+    rows = [s for s in scores if s.source in (USER_SOURCE, JUDGE_SOURCE)]
+    if not any(s.source == USER_SOURCE for s in rows):
         return set(), {}
-    return check_teams([r[0] for r in rows], [r[4] for r in rows], [r[5] for r in rows], np.array([r[2] for r in rows]),
-                       np.array([r[1] == USER_SOURCE for r in rows]), trust, [r[6] for r in rows])  # fmt: skip
-
-
-def _outcome_reason():
-    """Why a decision's outcome keeps it from training, as a SQL expression (NULL: it does not): ``mock``
-    (``serve --mock-upstream`` answered, not the model), ``no_outcome``, ``client_left`` (a stream the client
-    closed: its cost is real, its answer not whole), ``failed``, ``answered_by_other`` (a LiteLLM fallback's
-    model answered). Needs ``Outcome`` outer-joined to ``Decision``."""
-    return case(
-        (Decision.mock.is_(True), "mock"),
-        (Outcome.cost_usd.is_(None), "no_outcome"),
-        (Outcome.status == "client_left", "client_left"),
-        (Outcome.status != "success", "failed"),
-        (and_(Outcome.answered_model.is_not(None), Outcome.answered_model != Decision.chosen_model), "answered_by_other"),
-        else_=None,
-    )
-
-
-def _embeddings(session: Session, ids: Sequence[str], dim: int) -> np.ndarray:
-    """(k, dim) float32: the embeddings of the request ids ``ids``, in their order, read by id in chunks."""
-    X = np.empty((len(ids), dim), dtype=np.float32)
-    position = {r: i for i, r in enumerate(ids)}
-    found = 0
-    for chunk in chunks(list(ids), ID_CHUNK):
-        for rid, blob in session.execute(select(Decision.request_id, Decision.embedding).where(Decision.request_id.in_(chunk))):
-            X[position[rid]] = np.frombuffer(blob, dtype="<f4")
-            found += 1
-    if found != len(ids):  # pruned between the two reads
-        raise RuntimeError(f"{len(ids) - found} of the window's rows went while it was read; read it again")
-    return X
+    return check_teams([s.request_id for s in rows], [s.team for s in rows], [s.answered for s in rows],
+                       np.array([s.score for s in rows]), np.array([s.source == USER_SOURCE for s in rows]), trust,
+                       [s.app for s in rows])  # fmt: skip
 
 
 EXPORT_COLUMNS = ("request_id", "created_at", "team", "tier", "lam", "mode", "model", "propensity", "quality", "cost_usd")

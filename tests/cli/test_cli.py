@@ -173,6 +173,7 @@ def test_retrain_refuses_an_empty_store_and_status_reports_cold_start(tmp_path):
     assert " reading the logs\n" in result.stderr and " read 0 usable rows in " in result.stderr  # its progress
     status = runner.invoke(app, ["status", "--config", str(cfg)])
     assert status.exit_code == 0 and "cold start" in status.output and "requests in total: 0" in status.output
+    assert "retrain would read 0 rows in total (left out: none)" in status.output, status.output
     bad = runner.invoke(app, ["retrain", "--config", str(cfg), "--every", "soon"])
     assert bad.exit_code == 2 and "--every must look like" in bad.output
     one_fit = runner.invoke(app, ["retrain", "--config", str(cfg), "--no-cross-fit", "--folds", "3"])
@@ -240,6 +241,8 @@ def test_retrain_precision_is_passed_on_and_a_bad_one_refused_in_one_line(tmp_pa
     bad = run("--precision", "half")
     assert bad.exit_code == 2 and seen == ["auto", "float32"], bad.output
     assert bad.output.strip().splitlines() == ["error: --precision: precision must be one of float32, bfloat16, auto, got 'half'"]
+    spark = run("--executor", "spark")
+    assert spark.output.strip().splitlines() == ["error: --executor: executor must be one of local, ray, got 'spark'"]
 
 
 def test_retrain_cold_start_rows_is_passed_on_and_a_negative_one_refused(tmp_path, monkeypatch):
@@ -293,6 +296,7 @@ def test_retrain_feedback_sources_and_status_coverage_spend_agreement(tmp_path):
             "either way (too few to correct); a: 2 judged twice, same pass/fail 50.0%") in status.output, status.output  # fmt: skip
     # the team's budget: its requests' outcomes today (the judge's calls are not the team's spend)
     assert "team support: budget $0.01 per month" in status.output and "spent $0.001 (10.0%) on 10 requests" in status.output
+    assert "retrain would read 10 rows in total (left out: none)" in status.output, status.output
 
 
 DOWN = "postgresql+psycopg2://postgres@127.0.0.1:1/test?connect_timeout=1"

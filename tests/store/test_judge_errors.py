@@ -1,4 +1,4 @@
-"""The judge's error, measured where users scored the same requests, and its scores corrected before
+"""The judge's error (retrain.window: what `status` shows and retrain corrects by), measured where users scored the same requests, and its scores corrected before
 retrain learns from them: a judge that favours one model is caught and corrected on the overlap. SQLite
 and PostgreSQL."""
 
@@ -10,7 +10,6 @@ from sqlalchemy.orm import Session
 
 from regret_gateway.judge_calibration import POOLED
 from regret_gateway.retrain.window import training_set
-from regret_gateway.store.judge_errors import judge_errors, self_agreement
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
 from regret_gateway.store.writes import record_decisions, record_feedback
 
@@ -57,7 +56,7 @@ def test_a_judge_that_favours_one_model_is_caught_and_corrected_on_the_overlap(e
     # divided by 1 - 0.5 - 0.1, so a quarter's ~220 failed pairs would leave it ~0.06 off by chance alone
     truth = log_judged(engine, 4000, user_share=0.5)
     with Session(engine) as s:
-        errors = judge_errors(s)
+        errors = training_set(s).judge_errors
         ts = training_set(s, feedback=("judge",))  # learn from the judge alone; the users' scores calibrate it
     assert errors["a"].false_pass == pytest.approx(0.5, abs=0.1) and errors["a"].false_fail == pytest.approx(0.1, abs=0.06)
     for m in ("b", "c"):
@@ -87,7 +86,7 @@ def test_graded_scores_are_calibrated_on_every_grade_not_cut_at_one_half(engine)
     users = np.flatnonzero(rng.random(n) < 0.25)
     _store(engine, "g", models, [(i, judged[i], "judge") for i in range(n)] + [(int(i), truth[i], "user") for i in users])
     with Session(engine) as s:
-        errors = judge_errors(s)
+        errors = training_set(s).judge_errors
         lg = training_set(s, feedback=("judge",)).logged
     for m in (*PASS_RATE, POOLED):
         assert errors[m].false_pass == pytest.approx(flip, abs=0.06), m
@@ -104,7 +103,7 @@ def test_a_judge_never_wrong_one_way_is_measured_at_zero_and_its_uncertainty_red
 
     log_judged(engine, 3000, user_share=0.3, false_pass={"a": 0.5, "b": 0.0, "c": 0.05})
     with Session(engine) as s:
-        errors = judge_errors(s)
+        errors = training_set(s).judge_errors
         ts = training_set(s, feedback=("judge",))
     # on its own pairs exactly 0; pooled partially with the other models' (a's 0.5) it stays near 0
     assert errors["b"].own is not None and errors["b"].own[0] == 0.0 and errors["b"].user_failed >= 20
@@ -130,7 +129,7 @@ def test_the_pairs_say_what_a_judged_answer_is_worth_and_a_panel_is_worth_more_t
     models = np.array(["one"] * n + ["panel"] * n)
     _store(engine, "p", models, [(i, judged[i], "judge") for i in range(2 * n)] + [(i, truth[i], "user") for i in range(2 * n)])
     with Session(engine) as s:
-        errors = judge_errors(s)
+        errors = training_set(s).judge_errors
     v = truth.var()
     for model, k in (("one", 1), ("panel", 3)):
         assert errors[model].false_pass == pytest.approx(e, abs=0.03) and errors[model].false_fail == pytest.approx(e, abs=0.03)
@@ -169,7 +168,7 @@ def test_a_judge_equally_wrong_on_every_model_corrects_each_by_the_pooled_rates(
     users = np.flatnonzero(rng.random(len(models)) < 0.05)
     _store(engine, "q", models, [(i, v, "judge") for i, v in enumerate(judged)] + [(int(i), truth[i], "user") for i in users])
     with Session(engine) as s:
-        errors = judge_errors(s)
+        errors = training_set(s).judge_errors
         ts = training_set(s, feedback=("judge",))
     _assert_each_model_corrected_alike(ts, names, models, truth, min_corr=0.8)
     own = np.array([errors[m].own or (errors[m].false_pass, errors[m].false_fail) for m in names])
@@ -192,7 +191,7 @@ def test_a_judge_equally_inconsistent_on_every_model_corrects_each_by_the_pooled
     _store(engine, "r", models, [(i, v, "judge") for i, v in enumerate(judged)]
            + [(int(i), a, "judge-repeat") for i, a in zip(repeated, again)])  # fmt: skip
     with Session(engine) as s:
-        agreement = self_agreement(s)
+        agreement = training_set(s).judge_self_agreement
         ts = training_set(s, feedback=("judge",))
     _assert_each_model_corrected_alike(ts, names, models, truth, min_corr=0.5)
     assert max(abs(agreement[m].own_rate - e) for m in names) > 0.05  # the scatter pooling removes
@@ -205,7 +204,7 @@ def test_without_user_scores_the_judge_is_uncalibrated_and_used_as_it_is(engine)
     log_judged(engine, 600, user_share=0.0)
     with Session(engine) as s:
         ts = training_set(s)
-        assert judge_errors(s) == {}
+        assert training_set(s).judge_errors == {}
     assert ts.judge_corrected == {} and ts.logged.target is None
     np.testing.assert_array_equal(ts.logged.quality_target, ts.logged.quality)
 
@@ -226,8 +225,8 @@ SAME_ERROR = dict.fromkeys(PASS_RATE, 0.15)  # a judge wrong 15% of the time eit
 def test_without_users_the_judge_s_self_agreement_measures_and_corrects_its_error(engine):
     truth = log_judged(engine, 6000, user_share=0.0, repeat_share=0.3, false_pass=SAME_ERROR, false_fail=SAME_ERROR)
     with Session(engine) as s:
-        assert judge_errors(s) == {}  # no user scored anything
-        agreement = self_agreement(s)
+        assert training_set(s).judge_errors == {}  # no user scored anything
+        agreement = training_set(s).judge_self_agreement
         ts = training_set(s)
         raw = training_set(s, calibrate_judge=False)
     for m in PASS_RATE:  # 2e(1 - e) = 0.255 of ~600 twice-judged answers disagree: e within a few points of 0.15

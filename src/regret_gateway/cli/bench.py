@@ -268,10 +268,17 @@ def bench_window(
         help="Comma-separated DECISIONS:SCORED_SHARE stores, e.g. 3000000:0.05. Equal scored rows at different "
         "decisions (3M at 5%, 1M at 15%) show what a reader's time grows with.",
     ),
+    parts_runs: str = typer.Option(
+        "",
+        "--parts-runs",
+        help="Comma-separated DECISIONS:SCORED_SHARE sizes whose day parts are generated directly (no store: for "
+        "sizes a store cannot be filled to here, e.g. 30000000:0.05), each read and, with --retrain, retrained from.",
+    ),
+    retrain: bool = typer.Option(True, "--retrain/--no-retrain", help="With --parts-runs: a whole `retrain --parts` on each."),
     workdir: Optional[Path] = typer.Option(
         None,
         "--workdir",
-        help="Where the SQLite store and its parts are written (default: a temporary folder; ~2.1 KB a decision).",
+        help="Where the SQLite store and its parts are written (default: a temporary folder; ~2.4 KB a decision).",
     ),
 ) -> None:
     """Retrain's 30-day window read by the store's reader and by DuckDB over the store's Parquet day parts
@@ -280,23 +287,13 @@ def bench_window(
     bytes a decision, seconds, peak memory, and whether both read the same training set."""
     import tempfile
 
-    from regret_gateway.bench.report import fill_store
-    from regret_gateway.bench.window import measure_window, window_table
+    from regret_gateway.bench.report import fill_store, report_settings
+    from regret_gateway.bench.window import measure_parts, measure_window, parts_table, window_table, write_parts
     from regret_gateway.store.migrate import upgrade
 
-    pairs: list[tuple[int, float]] = []
-    for item in filter(None, (x.strip() for x in runs.split(","))):
-        count, _, part = item.partition(":")
-        try:
-            pairs.append((int(count), float(part or 0.05)))
-        except ValueError:
-            raise typer.BadParameter(
-                f"{item!r}: expected DECISIONS:SCORED_SHARE, e.g. 3000000:0.05", param_hint="--runs"
-            ) from None
-        if pairs[-1][0] < 1 or not 0 < pairs[-1][1] <= 1:
-            raise typer.BadParameter(f"{item!r}: decisions >= 1 and a share in (0, 1]", param_hint="--runs")
-    if not pairs:
-        raise typer.BadParameter("--runs needs at least one store")
+    pairs, generated = _sizes(runs, "--runs"), _sizes(parts_runs, "--parts-runs")
+    if not pairs and not generated:
+        raise typer.BadParameter("--runs or --parts-runs needs at least one size")
     done = []
     for i, (n, share) in enumerate(pairs):
         with tempfile.TemporaryDirectory(dir=workdir) as tmp:
@@ -305,4 +302,27 @@ def bench_window(
             typer.echo(f"filling a store with {n:,} decisions, {share:.0%} scored ...", err=True)
             fill_store(url, n, scored=share, seed=i, echo=lambda line: typer.echo(line, err=True))
             done.append(measure_window(url, Path(tmp) / "parts", n, share, echo=lambda line: typer.echo(line, err=True)))
-    typer.echo(window_table(done))
+    if done:
+        typer.echo(window_table(done))
+    made = []
+    for i, (n, share) in enumerate(generated):
+        with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+            typer.echo(f"writing the day parts of {n:,} decisions, {share:.0%} scored ...", err=True)
+            write_parts(Path(tmp) / "parts", n, share, seed=i, embedding_model=report_settings().embedder.embedding_id)
+            made.append(measure_parts(Path(tmp) / "parts", n, retrain, echo=lambda line: typer.echo(line, err=True)))
+    if made:
+        typer.echo(parts_table(made))
+
+
+def _sizes(text: str, flag: str) -> list[tuple[int, float]]:
+    """DECISIONS:SCORED_SHARE pairs of a comma-separated option."""
+    pairs: list[tuple[int, float]] = []
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        count, _, part = item.partition(":")
+        try:
+            pairs.append((int(count), float(part or 0.05)))
+        except ValueError:
+            raise typer.BadParameter(f"{item!r}: expected DECISIONS:SCORED_SHARE, e.g. 3000000:0.05", param_hint=flag) from None
+        if pairs[-1][0] < 1 or not 0 < pairs[-1][1] <= 1:
+            raise typer.BadParameter(f"{item!r}: decisions >= 1 and a share in (0, 1]", param_hint=flag)
+    return pairs

@@ -82,12 +82,10 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
     from regret_gateway.budgets.status import budget_status
     from regret_gateway.config import load_settings
     from regret_gateway.gateway.steering import published_ladder
-    from regret_gateway.retrain.window import team_checks
+    from regret_gateway.retrain.window import training_set
     from regret_gateway.savings import savings_report
     from regret_gateway.store.engine import make_engine
-    from regret_gateway.store.judge_errors import judge_errors, self_agreement
     from regret_gateway.store.queries import traffic_summary
-    from regret_gateway.store.schema import Decision
 
     try:
         settings = load_settings(config, store_url=url)
@@ -114,9 +112,11 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
 
         with Session(engine) as session:
             summary = traffic_summary(session, since=since)
-            window = [] if since is None else [Decision.created_at >= since]
-            errors, agreement = judge_errors(session, window), self_agreement(session, window)
-            trust = team_checks(session, settings.trust, since)
+            # what the next retrain would read, by its rules: the rows it trains on and why the rest do not, whose
+            # user scores count, and the judge's error it corrects by
+            window = training_set(session, model_names=settings.models, since=since, trust=settings.trust,
+                                  embedding_model=settings.embedder.embedding_id, embeddings=False)  # fmt: skip
+            errors, agreement, trust = window.judge_errors, window.judge_self_agreement, window.team_checks
             now = datetime.now(timezone.utc)
             savings = savings_report(settings, session, now - timedelta(days=30), now, n_boot=200).teams
             budgets = [
@@ -132,6 +132,9 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
         engine.dispose()
     for line in summary.lines("since it was published" if since else "in total"):
         typer.echo(line)
+    left_out = ", ".join(f"{k}={v:,}" for k, v in window.skipped.items() if v) or "none"
+    typer.echo(f"retrain would read {window.n_rows:,} rows {'since it was published' if since else 'in total'} "
+               f"(left out: {left_out})")  # fmt: skip
     if errors:  # the judge's error where users scored the same requests: what retrain corrects its scores by
         typer.echo("judge's error against user scores, per model judged: " + "; ".join(e.describe() for e in errors.values()))
     if agreement:  # the judge against itself where it judged an answer twice: what retrain corrects by without users

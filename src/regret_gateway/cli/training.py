@@ -198,10 +198,11 @@ def retrain_cmd(
     sources = tuple(x.strip() for x in feedback.split(",") if x.strip()) if feedback is not None else None
     if sources is not None and (not sources or len(set(sources)) != len(sources)):
         _fail(ValueError(f"--feedback must name distinct sources, e.g. 'user,judge', got {feedback!r}"))
-    try:
-        RetrainOptions(precision=precision, executor=executor)
-    except ValueError as exc:
-        _fail(ValueError(f"--precision/--executor: {exc}"))
+    for flag, value in (("precision", precision), ("executor", executor)):
+        try:
+            RetrainOptions(**{flag: value})
+        except ValueError as exc:
+            _fail(ValueError(f"--{flag}: {exc}"))
     _require_store(settings.store.url, config, "retrain")
     if threads is not None:
         import torch

@@ -128,6 +128,7 @@ def training_set(
     max_rows: int | None = None,
     calibrate_judge: bool = True,
     trust: TrustSpec | None = None,
+    embeddings: bool = True,
 ) -> TrainingSet:
     """The window's usable rows as :class:`LoggedFeedback`, with what was left out and why.
 
@@ -154,7 +155,8 @@ def training_set(
     its share (:mod:`regret_gateway.trust`) -- is left out: the request takes its next source's score, if any
     (``team_checks`` says what each team's scores came to).
 
-    Time and memory grow with the window's scored rows: the unscored ones are counted by the source, the scored
+    ``embeddings=False`` reads no embedding (``logged.X`` has no columns): what the window holds and leaves out,
+    without its heaviest read (``status``). Time and memory grow with the window's scored rows: the unscored ones are counted by the source, the scored
     ones read without their embeddings (which rows are usable and kept), then the kept rows' embeddings by id."""
     rows_of = StoreRows(source) if isinstance(source, Session) else source
     read = rows_of.window(since, until, team)
@@ -219,7 +221,7 @@ def training_set(
         # a row imported without a propensity carries NaN (LoggedFeedback.imported): retrain estimates its logging
         # policy (XGBoost) and keeps every other row's logged value
         logged = LoggedFeedback(
-            X=rows_of.embeddings(ids, int(kept[0].embedding_dim)),
+            X=rows_of.embeddings(ids, int(kept[0].embedding_dim)) if embeddings else np.zeros((len(ids), 0), np.float32),
             action=np.array([index[m] for m in models]),
             quality=quality,
             cost=np.array([c.cost_usd for c in kept], dtype=float),

@@ -133,37 +133,28 @@ def export_days(session: Session, url: str, *, until: datetime | None = None,
         columns = [getattr(Decision, c) for c in DECISION_COLUMNS] + [getattr(Outcome, c) for c in OUTCOME_COLUMNS]
         q = (select(*columns).select_from(Decision).outerjoin(Outcome, Outcome.request_id == Decision.request_id)
              .where(Decision.created_at >= a, Decision.created_at < b).order_by(Decision.created_at, Decision.request_id))  # fmt: skip
-        decisions += _write(pa, fs, f"{root}/{DECISIONS}", day, _decision_schema(pa), session, q, (1,))
+        decisions += _write(pa, fs, f"{root}/{DECISIONS}", day, schema_of(DECISIONS), session, q, (1,))
         scored_that_day = (Feedback.updated_at >= a, Feedback.updated_at < b)
         q = select(*(getattr(Feedback, c) for c in FEEDBACK_COLUMNS)).where(*scored_that_day)
-        scores += _write(pa, fs, f"{root}/{FEEDBACK}", day, _feedback_schema(pa), session, q, (4,))
+        scores += _write(pa, fs, f"{root}/{FEEDBACK}", day, schema_of(FEEDBACK), session, q, (4,))
         ids = select(Feedback.request_id).where(*scored_that_day).distinct().scalar_subquery()
         q = select(Decision.request_id, Decision.embedding).where(Decision.request_id.in_(ids))
-        _write(
-            pa,
-            fs,
-            f"{root}/{EMBEDDINGS}",
-            day,
-            pa.schema([("request_id", pa.string()), ("embedding", pa.binary())]),
-            session,
-            q,
-            (),
-        )
+        _write(pa, fs, f"{root}/{EMBEDDINGS}", day, schema_of(EMBEDDINGS), session, q, ())
         if on_day is not None:
             on_day(1)
     return DayExport(tuple(d.isoformat() for d in days), decisions, scores, already)
 
 
-def _decision_schema(pa):
-    s, f64 = pa.string(), pa.float64()
-    types = {"created_at": pa.timestamp("us"), "lam": f64, "embedding_dim": pa.int32(), "propensity": f64, "mock": pa.bool_(), "cost_usd": f64}  # fmt: skip
-    return pa.schema([(c, types.get(c, s)) for c in (*DECISION_COLUMNS, *OUTCOME_COLUMNS)])
-
-
-def _feedback_schema(pa):
-    f64 = pa.float64()
-    return pa.schema([("request_id", pa.string()), ("source", pa.string()), ("score", f64), ("cost_usd", f64),
-                      ("updated_at", pa.timestamp("us"))])  # fmt: skip
+def schema_of(kind: str):
+    """The Arrow schema of a ``kind`` part (:data:`KINDS`)."""
+    pa = _arrow()
+    s, f64, at = pa.string(), pa.float64(), pa.timestamp("us")
+    if kind == DECISIONS:
+        types = {"created_at": at, "lam": f64, "embedding_dim": pa.int32(), "propensity": f64, "mock": pa.bool_(), "cost_usd": f64}  # fmt: skip
+        return pa.schema([(c, types.get(c, s)) for c in (*DECISION_COLUMNS, *OUTCOME_COLUMNS)])
+    if kind == FEEDBACK:
+        return pa.schema([("request_id", s), ("source", s), ("score", f64), ("cost_usd", f64), ("updated_at", at)])
+    return pa.schema([("request_id", s), ("embedding", pa.binary())])
 
 
 def _write(pa, fs, folder: str, day: date, schema, session: Session, query, times: tuple[int, ...]) -> int:
@@ -245,18 +236,32 @@ class PartsRows:
 
     def embeddings(self, ids: Sequence[str], dim: int) -> np.ndarray:
         """The embeddings of ``ids`` (scored requests of the window), from the parts of the days they were scored
-        on or after the window's first."""
+        on or after the window's first. Read as Arrow columns into one float32 array (no Python object a row)."""
         pa = _arrow()
         wanted = pa.table({"request_id": pa.array(list(ids), type=pa.string()), "at": pa.array(np.arange(len(ids)))})
         self._db.register("wanted", wanted)
         try:
-            got = self._db.execute("SELECT w.at, any_value(p.embedding) FROM read_parquet(?) p JOIN wanted w USING "
-                                   "(request_id) GROUP BY w.at", [self._files(EMBEDDINGS, self._first)]).fetchall()  # fmt: skip
+            rel = self._db.sql("SELECT w.at, p.embedding FROM read_parquet(?) p JOIN wanted w USING (request_id)",
+                               params=[self._files(EMBEDDINGS, self._first)])  # fmt: skip
+            got = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.arrow()  # DuckDB 2, DuckDB 1
         finally:
             self._db.unregister("wanted")
         X = np.empty((len(ids), dim), dtype=np.float32)
-        for at, blob in got:
-            X[at] = np.frombuffer(blob, dtype="<f4")
-        if len(got) != len(ids):
-            raise RuntimeError(f"{len(ids) - len(got)} of the window's rows have no embedding in the parts at {self.url}")
+        found = np.zeros(len(ids), dtype=bool)
+        for at, blobs in zip(got.column("at").chunks, got.column("embedding").chunks):
+            rows = at.to_numpy()
+            X[rows] = _float32_rows(blobs, dim)  # a request scored on two days has its embedding twice: the same
+            found[rows] = True
+        if not found.all():
+            raise RuntimeError(f"{int((~found).sum())} of the window's rows have no embedding in the parts at {self.url}")
         return X
+
+
+def _float32_rows(blobs, dim: int) -> np.ndarray:
+    """(len, dim) float32 of an Arrow binary array whose every value is ``dim`` little-endian float32s."""
+    offsets = np.frombuffer(blobs.buffers()[1], dtype=np.int64 if blobs.type == _arrow().large_binary() else np.int32)
+    offsets = offsets[blobs.offset : blobs.offset + len(blobs) + 1]
+    if len(blobs) and not np.all(np.diff(offsets) == 4 * dim):
+        raise ValueError(f"an embedding in the parts is not {dim} float32 values")
+    data = np.frombuffer(blobs.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]] if len(blobs) else np.zeros(0, np.uint8)
+    return data.view("<f4").reshape(-1, dim)

@@ -234,11 +234,6 @@ def judged_by_users(session: Session, window: Sequence = ()) -> tuple[np.ndarray
     return scored_by_both(session, USER_SOURCE, JUDGE_SOURCE, window)
 
 
-def judged_twice(session: Session, window: Sequence = ()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The requests the judge scored twice: (models judged, first scores, repeat scores)."""
-    return scored_by_both(session, JUDGE_SOURCE, JUDGE_REPEAT_SOURCE, window)
-
-
 def traffic_summary(session: Session, *, since: datetime | None = None) -> TrafficSummary:
     """Counts for `regret-gateway status`: requests, outcomes, feedback coverage (in all and by source),
     the judge's spend, and how judge and user scores agree where a request has both."""

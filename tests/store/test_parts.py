@@ -151,3 +151,16 @@ def test_db_export_into_a_folder_writes_day_parts_and_retrain_reads_them(tmp_pat
     assert again.exit_code == 0 and "wrote 0 days" in again.output and "2 days were there already" in again.output
     refused = runner.invoke(app, ["db", "export", str(out), "--url", url, "--team", "red"])
     assert refused.exit_code != 0 and "--team and --since apply to a file export" in refused.output
+    cfg = tmp_path / "config.yaml"  # an embedder the rows were not embedded by: retrain reads them all and refuses
+    cfg.write_text(f"models: [a, b, c]\ndefault_tier: eco\ntiers: {{eco: {{lam: 100}}, pro: {{lam: 1}}}}\n"
+                   f"store: {{url: '{url}'}}\nartifacts_dir: {tmp_path}/artifacts\n")  # fmt: skip
+    from_store = runner.invoke(app, ["retrain", "--config", str(cfg)])
+    from_parts = runner.invoke(app, ["retrain", "--config", str(cfg), "--parts", str(out)])
+    assert from_store.exit_code == from_parts.exit_code == 2, from_parts.output
+    assert "(left out: mock=7, no_outcome=7, client_left=7, failed=7, answered_by_other=14, no_feedback=4, fallback=7, " \
+           "session_kept=7, other_embedder=60)" in from_parts.stdout, from_parts.stdout  # fmt: skip
+
+    def said(result) -> list[str]:  # what it said, less its time and its report's name
+        return [line.split(" ", 2)[-1] for line in result.stdout.splitlines() if "report:" not in line]
+
+    assert said(from_store) == said(from_parts)

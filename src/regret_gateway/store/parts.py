@@ -189,6 +189,27 @@ _REASON = (
 )
 
 
+# The fields of a row that repeat across rows (a platform's teams, tiers, models, sources): held once each.
+_REPEATED = {ScoreRow: ("source", "team", "answered", "app"),
+             DecisionRow: ("team", "tier", "router_version", "embedding_model", "chosen_model", "mode", "reason",
+                           "session_turn", "greedy_model", "app")}  # fmt: skip
+
+
+def _rows(result, kind) -> list:
+    """``result``'s rows as ``kind`` (a NamedTuple), fetched a chunk at a time, each repeated value one object:
+    memory follows the window's scored rows at about a third of a tuple of fresh strings each."""
+    pool: dict = {}
+    at = [kind._fields.index(f) for f in _REPEATED[kind]]
+    rows = []
+    while chunk := result.fetchmany(READ_CHUNK):
+        for r in chunk:
+            r = list(r)
+            for i in at:
+                r[i] = pool.setdefault(r[i], r[i])
+            rows.append(kind._make(r))
+    return rows
+
+
 class PartsRows:
     """A window's rows read from the day parts at ``url`` with DuckDB (module doc)."""
 
@@ -197,6 +218,7 @@ class PartsRows:
         self._fs, self._root = _filesystem(url)
         self._prefix = "" if "://" not in url else url.split("://", 1)[0] + "://"
         self._db = _duckdb().connect(config={"threads": threads} if threads else {})
+        self._db.execute("SET enable_progress_bar = false")  # retrain prints its own progress
         self._first: date | None = None  # the window's first day: scores (and their embeddings) come on or after it
 
     def _files(self, kind: str, first: date | None = None, last: date | None = None) -> list[str]:
@@ -228,11 +250,11 @@ class PartsRows:
                    "AND request_id IN (SELECT request_id FROM f)", params)  # fmt: skip
         unscored = db.execute(f"SELECT {_REASON} AS reason, count(*) FROM {decisions} "
                               "AND request_id NOT IN (SELECT request_id FROM f) GROUP BY reason", params).fetchall()  # fmt: skip
-        scores = db.execute("SELECT f.request_id, f.source, f.score, f.cost_usd, d.team, coalesce(d.answered_model, "
-                            "d.chosen_model), d.app FROM f JOIN d USING (request_id)").fetchall()  # fmt: skip
-        fields = ", ".join(DecisionRow._fields)
-        scored = db.execute(f"SELECT {fields} FROM d").fetchall()
-        return WindowRows([ScoreRow(*r) for r in scores], [DecisionRow(*r) for r in scored], {r: int(n) for r, n in unscored})
+        scores = _rows(db.execute("SELECT f.request_id, f.source, f.score, f.cost_usd, d.team, coalesce(d.answered_model, "
+                                  "d.chosen_model), d.app FROM f JOIN d USING (request_id)"), ScoreRow)  # fmt: skip
+        scored = _rows(db.execute(f"SELECT {', '.join(DecisionRow._fields)} FROM d"), DecisionRow)
+        db.execute("DROP TABLE d; DROP TABLE f")
+        return WindowRows(scores, scored, {r: int(n) for r, n in unscored})
 
     def embeddings(self, ids: Sequence[str], dim: int) -> np.ndarray:
         """The embeddings of ``ids`` (scored requests of the window), from the parts of the days they were scored

@@ -639,3 +639,13 @@ def test_one_teams_scores_cannot_move_a_tier_other_teams_use_while_honest_scores
     coalition = results["coalition"]
     assert coalition.status == "refused" and "trust check" in coalition.reason, coalition.reason
     assert all("disputed" in line for line in coalition.data["trust"]), coalition.data["trust"]
+
+
+def test_no_name_the_package_loads_on_first_use_is_a_module_s_name():
+    """A module once imported is the package's attribute of its name, so a lazy name equal to it would be the
+    function or the module depending on what ran before (``from regret_gateway.retrain import publish``)."""
+    import pkgutil
+
+    import regret_gateway.retrain as package
+
+    assert not {m.name for m in pkgutil.iter_modules(package.__path__)} & set(package.__all__)

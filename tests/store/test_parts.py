@@ -103,7 +103,8 @@ def test_the_day_parts_give_the_store_s_training_set(engine, tmp_path, window):
 
 def test_a_daily_export_adds_only_new_days_and_a_later_revision_is_read_at_its_latest(engine, tmp_path):
     _store(engine, days=2)
-    url = str(tmp_path / "parts")
+    folder = tmp_path / "parts"
+    url = f"file://{folder}"  # where the parts live is a URL
     with Session(engine) as s:
         first = export_days(s, url, until=T0 + timedelta(days=1, hours=12))  # day 2 not over: not exported
         assert first.days == ("2026-11-01",) and days_to_export(s, url, T0 + timedelta(days=1, hours=12)) == []
@@ -122,10 +123,10 @@ def test_a_daily_export_adds_only_new_days_and_a_later_revision_is_read_at_its_l
     # an embedding is exported only for a scored request, from the day of its score; decisions carry none
     import pyarrow.parquet as pq
 
-    assert "embedding" not in pq.read_schema(f"{url}/decisions/2026-11-01.parquet").names
-    day3 = pq.read_table(f"{url}/embeddings/2026-11-03.parquet").column("request_id").to_pylist()
+    assert "embedding" not in pq.read_schema(folder / "decisions" / "2026-11-01.parquet").names
+    day3 = pq.read_table(folder / "embeddings" / "2026-11-03.parquet").column("request_id").to_pylist()
     assert sorted(day3) == ["r0000", "r0029"]
-    assert pq.read_table(f"{url}/embeddings/2026-11-01.parquet").num_rows == 58  # r0029, r0046 had no score that day
+    assert pq.read_table(folder / "embeddings" / "2026-11-01.parquet").num_rows == 58  # r0029, r0046 had no score that day
     _same(from_store, from_parts)
 
 

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from regret_gateway.artifacts import active_version_id
 from regret_gateway.config import Settings
-from regret_gateway.retrain import publish
+from regret_gateway.retrain.publish import publish
 from regret_gateway.servable import ConstantPolicy, PublishedRouter
 from regret_gateway.store.schema import RouterVersion
 

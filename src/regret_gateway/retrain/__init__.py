@@ -37,11 +37,12 @@
 
 Modules: ``window`` (step 1's rules: which rows train and why the rest do not), ``options`` (what is asked and
 what came of it), ``checks`` (step 2), ``pipeline`` (the steps in
-order), ``publish`` (step 6), ``report`` (step 7), ``schedule`` (``--every``), ``fits`` (step 3) and ``gate``
-(steps 4-5); the last two hold no store or artifacts-folder code (the offline bench's ``served`` row runs them on simulated logs, with no incumbent).
+order), ``publish`` (step 6), ``report`` (step 7), ``schedule`` (``--every``), ``fits`` (step 3, its folds on
+``executor``: here, or Ray tasks with ``--executor ray``) and ``gate`` (steps 4-5); the last two hold no store or artifacts-folder code (the offline bench's ``served`` row runs them on simulated logs, with no incumbent).
 
 The package's names are loaded on first use (PEP 562), so that ``retrain.window`` -- the rules the savings
-report reads scores by -- loads none of the training stack.
+report reads scores by -- loads none of the training stack. None is named as a module is (``publish`` the
+function is ``retrain.publish.publish``): a module once imported is the package's attribute of its name.
 """
 
 from __future__ import annotations
@@ -60,7 +61,6 @@ _HOMES = {
     "retrain": "pipeline",
     "PUBLISH_LOCK": "publish",
     "active_router": "publish",
-    "publish": "publish",
     "report_table": "report",
     "write_report": "report",
     "retrain_every": "schedule",

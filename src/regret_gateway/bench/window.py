@@ -52,15 +52,11 @@ def _read(reader: str, store_url: str, parts_url: str) -> tuple[float, float | N
 
     base = peak_mb()
     started = time.perf_counter()
-    if reader == "store":
-        engine = make_engine(store_url)
-        with Session(engine) as session:
-            ts = training_set(session, model_names=MODELS, since=UNTIL - timedelta(days=DAYS), until=UNTIL, max_rows=MAX_ROWS)
-        engine.dispose()
-    else:
-        ts = training_set(
-            PartsRows(parts_url), model_names=MODELS, since=UNTIL - timedelta(days=DAYS), until=UNTIL, max_rows=MAX_ROWS
-        )
+    engine = make_engine(store_url)
+    with Session(engine) as session:
+        source = session if reader == "store" else PartsRows(parts_url)
+        ts = training_set(source, model_names=MODELS, since=UNTIL - timedelta(days=DAYS), until=UNTIL, max_rows=MAX_ROWS)
+    engine.dispose()
     seconds = time.perf_counter() - started
     digest = hashlib.sha256("\n".join(ts.request_ids).encode())
     if ts.logged is not None:

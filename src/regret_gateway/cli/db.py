@@ -156,7 +156,7 @@ def db_export(
             if into_parts:
                 days = days_to_export(session, out, _utc(until))
                 with typer.progressbar(length=len(days), label="exporting days", file=sys.stderr) as bar:
-                    done = export_days(session, out, until=_utc(until), on_day=bar.update)
+                    done = export_days(session, out, days=days, on_day=bar.update)
             else:
                 ts = training_set(session, team=team, since=_utc(since), until=_utc(until))
                 path = export_training_set(ts, out)

@@ -27,13 +27,12 @@ from regret_gateway.judge_calibration import (
 )
 from regret_gateway.store.loggers import Logger, favoured_of, loggers_of
 from regret_gateway.store.queries import source_rank
-from regret_gateway.store.rows import RowSource, ScoreRow, StoreRows
+from regret_gateway.store.rows import OUTCOME_REASONS, RowSource, ScoreRow, StoreRows
 from regret_gateway.tables import write_columns
 from regret_gateway.trust import TeamCheck, check_teams, request_id_keys
 
 # Why a window's row does not train (TrainingSet.skipped), in the order they are decided.
-SKIP_REASONS = ("mock", "no_outcome", "client_left", "failed", "answered_by_other", "no_feedback", "untrusted",
-                "fallback", "session_kept", "other_embedder", "unknown_model")  # fmt: skip
+SKIP_REASONS = (*OUTCOME_REASONS, "no_feedback", "untrusted", "fallback", "session_kept", "other_embedder", "unknown_model")
 
 
 @dataclass(frozen=True)
@@ -267,13 +266,6 @@ def _scored_by_both(scores: Sequence[ScoreRow], first: str, second: str,
     models = np.array([p[0] for p in pairs], dtype=object)
     values = np.array([p[1:] for p in pairs], dtype=float).reshape(-1, 2)
     return models, values[:, 0], values[:, 1]
-
-
-def team_checks(source: RowSource | Session, trust: TrustSpec, since: datetime | None = None) -> dict[str, TeamCheck]:
-    """Each scoring team's check under ``trust`` over the requests since ``since`` (what `status` shows)."""
-    rows_of = StoreRows(source) if isinstance(source, Session) else source
-    scores = sorted(rows_of.window(since, None, None).scores, key=lambda s: (s.request_id, s.source))
-    return _untrusted_user_scores(scores, trust)[1]
 
 
 def _untrusted_user_scores(scores: Sequence[ScoreRow], trust: TrustSpec | None) -> tuple[set[str], dict[str, TeamCheck]]:

@@ -29,7 +29,7 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from regret_gateway.store.rows import READ_CHUNK, DecisionRow, ScoreRow, WindowRows
+from regret_gateway.store.rows import READ_CHUNK, DecisionRow, ScoreRow, WindowRows, naive_utc
 from regret_gateway.store.schema import Decision, Feedback, Outcome
 
 DECISIONS, FEEDBACK, EMBEDDINGS = "decisions", "feedback", "embeddings"
@@ -69,10 +69,6 @@ def _filesystem(url: str) -> tuple[Any, str]:
     return pa.fs.FileSystem.from_uri(url)
 
 
-def _naive_utc(ts: datetime) -> datetime:
-    return ts.astimezone(timezone.utc).replace(tzinfo=None) if ts.tzinfo is not None else ts
-
-
 def _day_start(day: date) -> datetime:
     return datetime.combine(day, time(), tzinfo=timezone.utc)
 
@@ -103,10 +99,14 @@ def _complete_days(url: str) -> set[str]:
 
 
 def days_to_export(session: Session, url: str, until: datetime | None = None) -> list[date]:
-    """The whole UTC days that ended by ``until`` (at most, and by default, :data:`LAG` ago) from the store's first decision or
-    score on, whose parts are not in the folder yet."""
-    latest = _naive_utc(datetime.now(timezone.utc) - LAG)  # a day not yet over is never written: it would stay half
-    end = min(_naive_utc(until), latest) if until is not None else latest
+    """The whole UTC days that ended by ``until`` (at most, and by default, :data:`LAG` ago) from the store's first
+    decision or score on, whose parts are not in the folder yet."""
+    return _missing_days(session, _complete_days(url), until)
+
+
+def _missing_days(session: Session, have: set[str], until: datetime | None) -> list[date]:
+    latest = naive_utc(datetime.now(timezone.utc) - LAG)  # a day not yet over is never written: it would stay half
+    end = min(naive_utc(until), latest) if until is not None else latest
     first = [
         t
         for t in (session.scalar(select(func.min(Decision.created_at))), session.scalar(select(func.min(Feedback.updated_at))))
@@ -114,19 +114,19 @@ def days_to_export(session: Session, url: str, until: datetime | None = None) ->
     ]
     if not first:
         return []
-    start = min(_naive_utc(t) for t in first).date()
-    have = _complete_days(url)
+    start = min(naive_utc(t) for t in first).date()
     return [d for d in (start + timedelta(days=i) for i in range((end.date() - start).days)) if d.isoformat() not in have]
 
 
-def export_days(session: Session, url: str, *, until: datetime | None = None,
+def export_days(session: Session, url: str, *, until: datetime | None = None, days: Sequence[date] | None = None,
                 on_day: Callable[[int], None] | None = None) -> DayExport:  # fmt: skip
-    """Write the parts of every whole day not yet exported (:func:`days_to_export`); ``on_day(1)`` after each
-    (a progress bar). Rows are read and written in chunks: memory follows a chunk, not a day."""
+    """Write the parts of every whole day not yet exported (``days``, default :func:`days_to_export`'s, as a
+    caller that sized a progress bar by them passes); ``on_day(1)`` after each. Rows are read and written in
+    chunks: memory follows a chunk, not a day."""
     pa = _arrow()
     fs, root = _filesystem(url)
-    days = days_to_export(session, url, until)
-    already = len(_complete_days(url))
+    have = _complete_days(url)
+    days = _missing_days(session, have, until) if days is None else days
     decisions = scores = 0
     for day in days:
         a, b = _day_start(day), _day_start(day + timedelta(days=1))
@@ -142,7 +142,7 @@ def export_days(session: Session, url: str, *, until: datetime | None = None,
         _write(pa, fs, f"{root}/{EMBEDDINGS}", day, schema_of(EMBEDDINGS), session, q, ())
         if on_day is not None:
             on_day(1)
-    return DayExport(tuple(d.isoformat() for d in days), decisions, scores, already)
+    return DayExport(tuple(d.isoformat() for d in days), decisions, scores, len(have))
 
 
 def schema_of(kind: str):
@@ -167,7 +167,7 @@ def _write(pa, fs, folder: str, day: date, schema, session: Session, query, time
         for chunk in _chunks(session.execute(query.execution_options(yield_per=READ_CHUNK))):
             cols: list[Any] = [list(c) for c in zip(*chunk)]
             for i in times:
-                cols[i] = [_naive_utc(t) for t in cols[i]]
+                cols[i] = [naive_utc(t) for t in cols[i]]
             writer.write_batch(
                 pa.record_batch([pa.array(c, type=schema.field(i).type) for i, c in enumerate(cols)], schema=schema)
             )
@@ -201,7 +201,7 @@ def _rows(result, kind) -> list:
     pool: dict = {}
     at = [kind._fields.index(f) for f in _REPEATED[kind]]
     rows = []
-    while chunk := result.fetchmany(READ_CHUNK):
+    for chunk in _chunks(result):
         for r in chunk:
             r = list(r)
             for i in at:
@@ -227,7 +227,7 @@ class PartsRows:
         return [f"{self._prefix}{self._root}/{kind}/{d}.parquet" for d in days]
 
     def window(self, since: datetime | None, until: datetime | None, team: str | None) -> WindowRows:
-        since_, until_ = (None if t is None else _naive_utc(t) for t in (since, until))
+        since_, until_ = (None if t is None else naive_utc(t) for t in (since, until))
         last = None if until_ is None else (until_ - timedelta(microseconds=1)).date()
         self._first = None if since_ is None else since_.date()
         decision_files, feedback_files = self._files(DECISIONS, self._first, last), self._files(FEEDBACK, self._first)

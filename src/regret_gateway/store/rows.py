@@ -115,7 +115,7 @@ class StoreRows:
         )  # fmt: skip
         return WindowRows(
             scores=scores_of(self.session, where),
-            scored=[DecisionRow(*(_naive(r[1]) if i == 1 else v for i, v in enumerate(r)))  # type: ignore[arg-type]
+            scored=[DecisionRow(*(naive_utc(r[1]) if i == 1 else v for i, v in enumerate(r)))  # type: ignore[arg-type]
                     for r in self.session.execute(scored.execution_options(yield_per=READ_CHUNK))],
             unscored={r: int(n) for r, n in self.session.execute(unscored)},
         )  # fmt: skip
@@ -160,5 +160,6 @@ def outcome_reason():
     )
 
 
-def _naive(ts: datetime) -> datetime:
+def naive_utc(ts: datetime) -> datetime:
+    """``ts`` as a naive UTC time (the store's and the parts' timestamps; a naive one is taken as UTC already)."""
     return ts.astimezone(timezone.utc).replace(tzinfo=None) if ts.tzinfo is not None else ts

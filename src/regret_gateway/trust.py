@@ -24,13 +24,13 @@ Numpy only; the store reads the scores (:func:`regret_gateway.retrain.window.tra
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from regret_gateway.confidence import z_critical
 from regret_gateway.config import TrustSpec
+from regret_gateway.sampling import request_id_keys
 
 VAR_FLOOR = 0.01  # a score's variance is taken as at least this: a team that gives one score to everything has none
 
@@ -52,13 +52,6 @@ class TeamCheck:
         app = "" if self.app is None else f" in app {self.app}"
         where = "" if self.model is None else f"; on {self.model}{app} {self.gap:+.2f} against everyone else (z {self.z:.1f})"
         return f"team {self.team}: {self.rows} user scores, {self.kept} train ({self.verdict}{where})"
-
-
-def request_id_keys(ids) -> np.ndarray:
-    """(n,) uint64: a hash of each request id -- the order in which a sample keeps rows without reading
-    anything about them (the cap here, the store's window sample)."""
-    return np.array([int.from_bytes(hashlib.blake2b(r.encode(), digest_size=8).digest(), "little") for r in ids],
-                    dtype=np.uint64)  # fmt: skip
 
 
 def _hash_order(ids: list[str]) -> np.ndarray:

@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
         "tokens",
         "prices",
         "confidence",
+        "sampling",
         "trust",
         "judge_calibration",
         "limits",

@@ -108,3 +108,29 @@ def test_with_the_prompts_size_served_prices_each_request_and_beats_every_fixed_
     plain = run_offline(bench, X[:, :-1], OfflineConfig(trials=1, methods=("r-and-c",), lambdas=(10.0,), outcome_preset="fast",
                                                         propensity="logged"), progress=False)  # fmt: skip
     assert float(np.asarray(plain.methods["served"].utility)[0][0]) < served - 3
+
+
+@pytest.mark.parametrize("max_rows", [None, 300])
+def test_served_fits_on_retrains_sample_of_logs_past_its_row_cap(monkeypatch, max_rows):
+    """Past ``max_rows`` the served row's retrain reads the sample retrain's window would keep (every model's
+    share of the rows kept), not every logged row; ``None`` reads them all (the learning curve past the cap)."""
+    from regret_gateway.data import LoggedFeedback
+    from regret_gateway.evaluation.offline import served_actions
+    from regret_gateway.retrain import fits
+
+    seen = []
+
+    def record(logs, *args, **kwargs):
+        seen.append(logs)
+        raise KeyboardInterrupt  # the rows are what this test reads; stop before the fit
+
+    monkeypatch.setattr(fits, "out_of_fold_fits", record)
+    rng = np.random.default_rng(0)
+    action = (rng.random(1000) < 0.25).astype(int)
+    logs = LoggedFeedback(X=rng.normal(size=(1000, 4)), action=action, quality=rng.random(1000),
+                          cost=np.full(1000, 1e-5), model_names=("a", "b"), propensity=np.full(1000, 0.5))  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        served_actions(logs, np.zeros((2, 4)), np.array([0.0]), max_rows=max_rows)
+    fitted = seen[0]
+    assert fitted.n_samples == (1000 if max_rows is None else 300)
+    assert np.mean(fitted.action) == pytest.approx(np.mean(action), abs=0.01)

@@ -46,8 +46,9 @@ class WindowRun:
 
 def _read(reader: str, store_url: str, parts_url: str) -> tuple[float, float | None, int, int, str]:
     """(seconds, memory before, rows, scored, digest) of one 30-day training-set read by ``reader``, as retrain
-    reads it (sampled to :data:`~regret_gateway.retrain.window.MAX_ROWS`)."""
-    from regret_gateway.retrain.window import MAX_ROWS, training_set
+    reads it (sampled to :data:`~regret_gateway.sampling.MAX_ROWS`)."""
+    from regret_gateway.retrain.window import training_set
+    from regret_gateway.sampling import MAX_ROWS
     from regret_gateway.store.parts import PartsRows
 
     base = peak_mb()

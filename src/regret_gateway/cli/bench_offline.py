@@ -11,6 +11,7 @@ import typer
 
 from regret_gateway.cli.options import _clip, _fail, _floats, _require_extra, bench_app
 from regret_gateway.encoders.embedder import default_cache_dir
+from regret_gateway.sampling import MAX_ROWS
 
 # The registry's names (policy/registry.py), written out so that --help imports no torch; a test keeps them equal.
 METHODS = (
@@ -120,6 +121,13 @@ def bench_offline(
         "--served-cross-fit/--served-one-fit",
         help="The served row's retrain: cross-fitted (five fits, two past 60,000 rows: retrain's default) or one fit (retrain --no-cross-fit).",
     ),
+    served_max_rows: int = typer.Option(
+        MAX_ROWS,
+        "--served-max-rows",
+        min=0,
+        help=f"The served row's logs past this many rows are sampled, as retrain samples its window (default "
+        f"{MAX_ROWS:,}, retrain's); 0: every row (the learning curve past retrain's sample).",
+    ),
     traffic: str = typer.Option(
         "bare",
         "--traffic",
@@ -188,6 +196,7 @@ def bench_offline(
             ties=ties,
             evaluate_on=evaluate_on,
             served_cross_fit=served_cross_fit,
+            served_max_rows=served_max_rows or None,
             log_draws=draws[0],
             size_feature=size_feature,
             context=context,

@@ -21,7 +21,7 @@ from regret_gateway.cli.options import (
     app,
     feedback_app,
 )
-from regret_gateway.retrain.window import MAX_ROWS
+from regret_gateway.sampling import MAX_ROWS
 
 
 @feedback_app.command("import")

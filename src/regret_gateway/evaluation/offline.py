@@ -34,6 +34,7 @@ from regret_gateway.nn.training import OUTCOME_PRESET, preset
 from regret_gateway.policy.learner import fit_training_data
 from regret_gateway.policy.registry import method_names, router_class
 from regret_gateway.policy.router import Router, TrainingData
+from regret_gateway.sampling import MAX_ROWS, sample_rows
 from regret_gateway.servable import Candidate
 
 REFERENCES = ("single-best", "oracle")
@@ -67,6 +68,7 @@ class OfflineConfig:
     # test); "val": on the validation prompts (which also early-stop the routers and are logged for served)
     evaluate_on: str = "test"
     served_cross_fit: bool = True  # the served row's retrain: cross-fitted (its default) or one fit
+    served_max_rows: int | None = MAX_ROWS  # the served row's logs sampled to this many rows, as retrain's window (None: all)
     log_draws: int = 1  # each training prompt logged this many times, independent draws (the learning curve)
     size_feature: bool = False  # the embeddings carry the prompt's size last (SizeFeature): served offers the priced router
     context: str | None = None  # the embeddings carry this key's ContextCode (before the size): served's regions are its keys
@@ -89,12 +91,8 @@ class OfflineConfig:
             raise ValueError("rm-interval needs at least 3 lambdas (tiers on the even ones, evaluated between)")
 
     def estimator_object(self):
-        kwargs = {
-            "clip": self.clip,
-            "clip_scope": self.clip_scope,
-            "max_weight": self.max_weight,
-            "self_normalize": self.self_normalize,
-        }
+        kwargs = {"clip": self.clip, "clip_scope": self.clip_scope, "max_weight": self.max_weight,
+                  "self_normalize": self.self_normalize}  # fmt: skip
         if self.estimator == "dr":
             kwargs["correction"] = self.correction
         return ESTIMATORS[self.estimator](**kwargs)
@@ -268,7 +266,7 @@ def ineligible_share(actions: np.ndarray, eligible: np.ndarray | None) -> float:
 def served_actions(
     logs: LoggedFeedback, test_X: np.ndarray, lambdas: np.ndarray, *, cross_fitted: bool = True, seed: int = 0,
     size: SizeFeature | None = None, folds: int | None = None, precision: str = "auto", code: ContextCode | None = None,
-) -> tuple[np.ndarray, list[Candidate]]:  # fmt: skip
+    max_rows: int | None = MAX_ROWS) -> tuple[np.ndarray, list[Candidate]]:  # fmt: skip
     """(L, n_test) choices of what ``retrain`` publishes from ``logs`` with one tier per lambda, by its own
     code and defaults (:func:`regret_gateway.retrain.fits.out_of_fold_fits` and :func:`~regret_gateway.retrain.gate.evaluate`:
     the production learner fitted once per fold -- five, or two past 60,000 rows, unless ``folds`` says --, every candidate -- RM-Interval, R&C, RM-Cluster
@@ -278,12 +276,15 @@ def served_actions(
     learned router). No tier serves anything yet, so each gate's incumbent is the best constant.
     ``cross_fitted=False``: one fit, as ``retrain --no-cross-fit``. ``size``: the size feature the rows carry
     last (``embedder.size_feature``); ``code``: the context code they carry (``embedder.context``);
-    ``precision``: the mini-batch fits' products, as ``retrain --precision``."""
+    ``precision``: the mini-batch fits' products, as ``retrain --precision``; ``max_rows``: logs past it are
+    sampled as retrain's window samples them (by model; None: all rows)."""
     from regret_gateway.config import TierSpec
     from regret_gateway.retrain.fits import out_of_fold_fits
     from regret_gateway.retrain.gate import evaluate
 
     lams, names = [float(lam) for lam in lambdas], [f"lambda={lam:g}" for lam in lambdas]
+    if max_rows is not None:
+        logs = logs.subset(sample_rows([str(i) for i in range(logs.n_samples)], [(a,) for a in logs.action.tolist()], max_rows))
     fits = out_of_fold_fits(logs, lams, folds=folds, every=cross_fitted, seed=seed, precision=precision)
     _, router = evaluate(fits, [(n, TierSpec(lam=lam)) for n, lam in zip(names, lams)], seed=seed, size=size, code=code)
     return np.stack([router.choose(name, test_X) for name in names]), [router.tiers[name].candidate for name in names]
@@ -368,7 +369,7 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         if candidates:
             t0 = time.perf_counter()
             actions, served = served_actions(split.logs, full_test.X, lambdas, cross_fitted=config.served_cross_fit, seed=seed,
-                                             size=SizeFeature() if config.size_feature else None,
+                                             max_rows=config.served_max_rows, size=SizeFeature() if config.size_feature else None,
                                              code=None if config.context is None else ContextCode(config.context))  # fmt: skip
             if ok is not None:
                 diag[f"ineligible_{SERVED}"] = ineligible_share(actions, ok)

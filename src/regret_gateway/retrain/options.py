@@ -11,7 +11,7 @@ from regret_gateway.causal.ope import N_BOOT
 from regret_gateway.nn.training import PRECISIONS
 from regret_gateway.retrain.executor import EXECUTORS
 from regret_gateway.retrain.gate import TierEvaluation
-from regret_gateway.retrain.window import MAX_ROWS
+from regret_gateway.sampling import MAX_ROWS
 
 
 class RetrainRefused(ValueError):
@@ -32,7 +32,7 @@ class RetrainOptions:
     calibrate_judge: bool = True  # the judge's scores corrected by its error against user scores (judge_calibration)
     # read the window from the Parquet day parts at this folder or URL (store/parts.py) instead of the store
     parts: str | None = None
-    max_rows: int | None = MAX_ROWS  # a larger window is sampled down to this many rows (retrain.window.sample_rows)
+    max_rows: int | None = MAX_ROWS  # a larger window is sampled down to this many rows (sampling.sample_rows)
     precision: str = "auto"  # the mini-batch fits' products (past 5,000 rows): auto | float32 | bfloat16 (nn.training)
     min_rows: int = 200
     min_rows_per_model: int = 20

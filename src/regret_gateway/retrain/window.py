@@ -25,11 +25,12 @@ from regret_gateway.judge_calibration import (
     corrected_targets,
     errors_from_pairs,
 )
+from regret_gateway.sampling import sample_rows
 from regret_gateway.store.loggers import Logger, favoured_of, loggers_of
 from regret_gateway.store.queries import source_rank
 from regret_gateway.store.rows import OUTCOME_REASONS, RowSource, ScoreRow, StoreRows
 from regret_gateway.tables import write_columns
-from regret_gateway.trust import TeamCheck, check_teams, request_id_keys
+from regret_gateway.trust import TeamCheck, check_teams
 
 # Why a window's row does not train (TrainingSet.skipped), in the order they are decided.
 SKIP_REASONS = (*OUTCOME_REASONS, "no_feedback", "untrusted", "fallback", "session_kept", "other_embedder", "unknown_model")
@@ -83,36 +84,6 @@ class TrainingSet:
     def rows_by_source(self) -> dict[str, int]:
         names, counts = np.unique(np.array(self.sources, dtype=object), return_counts=True) if self.sources else ((), ())
         return {str(k): int(v) for k, v in zip(names, counts)}
-
-
-# What retrain's fits need at most: the regions' test uses up to 32 regions of 2,400 rows, and the learning
-# curve (docs/experiments/learning-curve.md) was measured up to 56,000 rows. A larger window is sampled; a
-# cross-fitted retrain peaks at about 24 KB per fitted row (100,000 rows: 2.4 GB; docs/experiments/retrain-time.md).
-MAX_ROWS = 100_000
-
-
-def sample_rows(request_ids: Sequence[str], strata: Sequence[tuple], max_rows: int) -> np.ndarray:
-    """Which rows a window larger than ``max_rows`` keeps: (k,) sorted positions.
-
-    Proportional stratified sampling: every stratum (tier, model) keeps the same share r = max_rows / n of
-    its rows (rounded to whole rows), and within a stratum the rows whose request id hashes lowest, so the
-    choice reads no prompt, outcome or score and repeats from run to run. A row's chance to be kept is r
-    whichever its prompt, model or tier: the logged propensities stay exact (the sampling's factor r is the
-    same for every row and cancels in the estimators' means), and the tiers' and models' shares are kept."""
-    n = len(request_ids)
-    if n <= max_rows:
-        return np.arange(n)
-    rate = max_rows / n
-    key = request_id_keys(request_ids)
-    groups: dict[tuple, list[int]] = {}
-    for i, stratum in enumerate(strata):
-        groups.setdefault(stratum, []).append(i)
-    kept = []
-    for rows in groups.values():
-        members = np.array(rows)
-        take = int(round(rate * len(members)))
-        kept.append(members[np.argsort(key[members], kind="stable")[:take]])
-    return np.sort(np.concatenate(kept))
 
 
 def training_set(

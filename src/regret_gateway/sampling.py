@@ -1,0 +1,46 @@
+"""Which rows a sample keeps, decided by a hash of each request id and nothing else: retrain's window past
+:data:`MAX_ROWS` (:mod:`regret_gateway.retrain.window`), the offline bench's ``served`` row (the same sample on
+simulated logs) and the trust check's cap (:mod:`regret_gateway.trust`). Numpy only."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+
+# What retrain's fits need at most: the regions' test uses up to 32 regions of 2,400 rows, and the learning
+# curve (docs/experiments/learning-curve.md) was measured up to 56,000 rows. A larger window is sampled; a
+# cross-fitted retrain peaks at about 24 KB per fitted row (100,000 rows: 2.4 GB; docs/experiments/retrain-time.md).
+MAX_ROWS = 100_000
+
+
+def request_id_keys(ids) -> np.ndarray:
+    """(n,) uint64: a hash of each request id -- the order in which a sample keeps rows without reading
+    anything about them (the cap here, the store's window sample)."""
+    return np.array([int.from_bytes(hashlib.blake2b(r.encode(), digest_size=8).digest(), "little") for r in ids],
+                    dtype=np.uint64)  # fmt: skip
+
+
+def sample_rows(request_ids: Sequence[str], strata: Sequence[tuple], max_rows: int) -> np.ndarray:
+    """Which rows a window larger than ``max_rows`` keeps: (k,) sorted positions.
+
+    Proportional stratified sampling: every stratum (tier, model) keeps the same share r = max_rows / n of
+    its rows (rounded to whole rows), and within a stratum the rows whose request id hashes lowest, so the
+    choice reads no prompt, outcome or score and repeats from run to run. A row's chance to be kept is r
+    whichever its prompt, model or tier: the logged propensities stay exact (the sampling's factor r is the
+    same for every row and cancels in the estimators' means), and the tiers' and models' shares are kept."""
+    n = len(request_ids)
+    if n <= max_rows:
+        return np.arange(n)
+    rate = max_rows / n
+    key = request_id_keys(request_ids)
+    groups: dict[tuple, list[int]] = {}
+    for i, stratum in enumerate(strata):
+        groups.setdefault(stratum, []).append(i)
+    kept = []
+    for rows in groups.values():
+        members = np.array(rows)
+        take = int(round(rate * len(members)))
+        kept.append(members[np.argsort(key[members], kind="stable")[:take]])
+    return np.sort(np.concatenate(kept))

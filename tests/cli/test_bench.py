@@ -279,17 +279,23 @@ def test_bench_report_times_the_savings_report_on_stores_of_each_size_side_by_si
 
 def test_bench_window_reads_the_same_training_set_from_the_store_and_its_day_parts(tmp_path):
     """`bench window`: per store, the export and both readers in fresh processes; both read the same training
-    set, and the parts hold an embedding only for a scored decision (fewer bytes a decision than the store)."""
+    set, and the parts hold an embedding only for a scored decision (fewer bytes a decision than the store); the
+    store shrinks by about an embedding an unscored decision once their embeddings are dropped."""
     pytest.importorskip("duckdb")
     result = runner.invoke(app, ["bench", "window", "--runs", "3000:0.1,3000:0.3", "--workdir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     rows = [[c.strip().replace(",", "") for c in line.split("|")[1:-1]] for line in result.stdout.splitlines()
             if line.startswith("| 3")]  # fmt: skip
     assert len(rows) == 2 and all(r[-1] == "yes" for r in rows), result.stdout
-    (n1, scored1, store1, parts1), (n2, scored2, store2, parts2) = [(int(r[0]), int(r[1]), int(r[2]), r[3]) for r in rows]
+    (n1, scored1, store1, dropped1, steady1, parts1), (n2, scored2, store2, dropped2, steady2, parts2) = [
+        (int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), r[6]) for r in rows
+    ]
     assert n1 == n2 == 3000 and 200 < scored1 < 400 < 800 < scored2 < 1000, rows
     total = [int(p.split()[0]) for p in (parts1, parts2)]
     assert total[0] < total[1] < store1, rows  # more scored: more embeddings exported; still far below the store
+    # the unscored embeddings dropped: the store keeps about an embedding (1,536 B) a scored decision
+    assert dropped1 < steady1 < store1 and dropped1 < dropped2 < store2, rows
+    assert store1 - dropped1 > 0.8 * 1536 * (3000 - scored1) / 3000, rows
     assert not list(tmp_path.iterdir())  # each store and its parts are removed after its run
     bad = runner.invoke(app, ["bench", "window", "--runs", "3000:2"])
     assert bad.exit_code == 2 and "a share in (0, 1]" in bad.output

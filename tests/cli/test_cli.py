@@ -24,10 +24,10 @@ def test_db_upgrade_status_export(tmp_path):
     status = runner.invoke(app, ["db", "status", "--url", url])
     assert (
         status.exit_code == 1
-        and "pending migrations: 0001, 0002, 0003, 0004, 0005, 0006, 0007, 0008, 0009, 0010" in status.output
+        and "pending migrations: 0001, 0002, 0003, 0004, 0005, 0006, 0007, 0008, 0009, 0010, 0011" in status.output
     )
     up = runner.invoke(app, ["db", "upgrade", "--url", url])
-    assert up.exit_code == 0 and "at revision 0010" in up.output
+    assert up.exit_code == 0 and "at revision 0011" in up.output
     engine = make_engine(url)
     recent = datetime.now(timezone.utc) - timedelta(days=1)
     with Session(engine) as s, s.begin():
@@ -74,6 +74,7 @@ def test_db_upgrade_status_export(tmp_path):
     # retention: the default 90 days; r3 is 100 days old
     dry = runner.invoke(app, ["db", "prune", "--url", url, "--dry-run"])
     assert dry.exit_code == 0 and "1 decisions before" in dry.output and "would be deleted (dry run)" in dry.output, dry.output
+    assert "1 embeddings of decisions unscored before" in dry.output and "would be dropped (dry run)" in dry.output  # r3's
     pruned = runner.invoke(app, ["db", "prune", "--url", url])
     assert pruned.exit_code == 0 and "deleted 1 decisions" in pruned.output and "decisions: 4 -> 3 rows" in pruned.output, (
         pruned.output

@@ -130,6 +130,29 @@ def test_a_daily_export_adds_only_new_days_and_a_later_revision_is_read_at_its_l
     _same(from_store, from_parts)
 
 
+def test_a_score_that_comes_after_its_embedding_was_dropped_is_left_out_by_both_readers(engine, tmp_path):
+    """`db prune` drops the embeddings of day 1's unscored decisions (the score window over); a user then scores one
+    of them: the store and the parts both leave it out as embedding_dropped, and no part holds an empty embedding."""
+    from regret_gateway.store.retention import drop_embeddings
+
+    _store(engine, days=2)
+    url = str(tmp_path / "parts")
+    with Session(engine) as s:
+        export_days(s, url, until=T0 + timedelta(days=1, hours=12))
+    assert drop_embeddings(engine, T0 + timedelta(days=1)) == 2  # r0029, r0046: day 1's unscored
+    with Session(engine) as s, s.begin():
+        record_feedback(s, [FeedbackRecord("r0029", 0.25, created_at=T0 + timedelta(days=2, hours=3))])
+    with Session(engine) as s:
+        export_days(s, url, until=T0 + timedelta(days=3))
+        from_store = training_set(s, model_names=MODELS)
+    from_parts = training_set(PartsRows(url), model_names=MODELS)
+    assert from_store.skipped["embedding_dropped"] == 1 and "r0029" not in from_store.request_ids
+    _same(from_store, from_parts)
+    import pyarrow.parquet as pq
+
+    assert "r0029" not in pq.read_table(tmp_path / "parts" / "embeddings" / "2026-11-03.parquet").column("request_id").to_pylist()
+
+
 def test_db_export_into_a_folder_writes_day_parts_and_retrain_reads_them(tmp_path):
     """The commands as an operator runs them: `db export FOLDER` daily, `retrain --parts FOLDER`."""
     from typer.testing import CliRunner

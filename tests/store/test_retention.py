@@ -11,8 +11,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
-from regret_gateway.store.retention import prune, table_sizes
-from regret_gateway.store.schema import Decision, Feedback, Outcome
+from regret_gateway.store.retention import drop_embeddings, prune, table_sizes
+from regret_gateway.store.schema import Decision, Feedback, Outcome, embedded
 from regret_gateway.store.writer import BatchedWriter
 from regret_gateway.store.writes import record_decisions, record_feedback
 
@@ -75,3 +75,35 @@ def test_prune_deletes_only_what_is_older_than_the_cutoff_in_batches_while_a_wri
 def test_prune_refuses_a_batch_size_below_one(engine):
     with pytest.raises(ValueError, match="batch_size"):
         prune(engine, NOW, batch_size=0)
+
+
+def embedded_ids(engine) -> set[str]:
+    with Session(engine) as s:
+        return set(s.scalars(select(Decision.request_id).where(embedded())))
+
+
+def test_drop_embeddings_drops_only_those_of_decisions_unscored_past_the_window_a_batch_at_a_time(engine):
+    old = [f"old{i}" for i in range(7)]  # made 10 days ago, never scored
+    scored = [f"scored{i}" for i in range(3)]  # made 10 days ago, scored
+    young = [f"young{i}" for i in range(4)]  # made yesterday: may still be scored
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [record(rid, NOW - timedelta(days=10, minutes=i)) for i, rid in enumerate(old + scored)])
+        record_decisions(s, [record(rid, NOW - timedelta(days=1, minutes=i)) for i, rid in enumerate(young)])
+        record_feedback(s, [FeedbackRecord(rid, 1.0) for rid in scored])
+    cutoff = NOW - timedelta(days=7)
+    assert drop_embeddings(engine, cutoff, dry_run=True) == 7 and len(embedded_ids(engine)) == 14
+    late = old[0]  # the newest of the old ones: the last batch's; a score for it comes while the first batch is dropped
+    batches = []
+
+    def between_batches(n: int) -> None:
+        if not batches:
+            with Session(engine) as s, s.begin():
+                record_feedback(s, [FeedbackRecord(late, 0.5)])
+        batches.append(n)
+
+    assert drop_embeddings(engine, cutoff, batch_size=2, on_batch=between_batches) == 6
+    assert batches == [2, 2, 2]  # the scored one is no longer read: three batches, not four
+    assert embedded_ids(engine) == {late, *scored, *young}
+    assert drop_embeddings(engine, cutoff) == 0  # nothing left to drop
+    with Session(engine) as s:  # the decisions themselves stay (their outcomes: spend, the savings report)
+        assert len(s.scalars(select(Decision.request_id)).all()) == 14

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from regret_gateway.bench.own_process import in_own_process, peak_mb
 from regret_gateway.bench.report import DAYS, MODELS, UNTIL
 from regret_gateway.store.engine import make_engine
-from regret_gateway.store.retention import table_sizes
+from regret_gateway.store.retention import drop_embeddings, table_sizes
 
 READERS = ("store", "parts")
 
@@ -39,6 +39,8 @@ class WindowRun:
     decisions: int
     scored_share: float
     store_bytes: int  # the store's tables and indexes on disk
+    dropped_bytes: int  # the same once every unscored decision's embedding was dropped (and the file compacted)
+    drop_seconds: float  # `db prune`'s drop of those embeddings
     parts_bytes: dict[str, int]  # bytes of each kind of day part
     export_seconds: float
     reads: dict[str, Read]
@@ -87,20 +89,40 @@ def measure_window(store_url: str, parts_dir: Path, decisions: int, scored_share
                              rows, scored, digest)  # fmt: skip
         if echo is not None:
             echo(f"  {reader} reader: {seconds:.1f} s, peak {reads[reader].peak_mb:,.0f} MB, {rows:,} rows")
-    return WindowRun(decisions, scored_share, store_bytes, {k: _folder_bytes(parts_dir / k) for k in KINDS},
-                     export_seconds, reads)  # fmt: skip
+    engine = make_engine(store_url)
+    started = time.perf_counter()
+    drop_embeddings(engine, UNTIL + timedelta(days=1))  # the score window over for every decision
+    drop_seconds = time.perf_counter() - started
+    if engine.dialect.name == "sqlite":  # the freed pages out of the file (a live store reuses them instead)
+        with engine.connect() as connection:
+            connection.exec_driver_sql("VACUUM")
+    dropped_bytes = sum(s.bytes or 0 for s in table_sizes(engine))
+    engine.dispose()
+    if echo is not None:
+        echo(f"  unscored embeddings dropped in {drop_seconds:.1f} s: {dropped_bytes / decisions:,.0f} B a decision")
+    return WindowRun(decisions, scored_share, store_bytes, dropped_bytes, drop_seconds,
+                     {k: _folder_bytes(parts_dir / k) for k in KINDS}, export_seconds, reads)  # fmt: skip
+
+
+def steady_bytes(full: float, dropped: float, window_days: float = 7.0, retention_days: float = 90.0) -> float:
+    """Bytes a decision of a store at steady state: the decisions of the last ``window_days`` of ``retention_days``
+    still hold their embedding (``full`` bytes a decision), the older ones only where scored (``dropped``)."""
+    return (window_days * full + (retention_days - window_days) * dropped) / retention_days
 
 
 def window_table(runs: list[WindowRun]) -> str:
-    """Markdown: per store, bytes a decision, the export, and each reader's seconds and peak memory side by side."""
-    lines = ["| decisions | scored | store B/decision | parts B/decision (decisions + feedback + embeddings) | export s | "
+    """Markdown: per store, bytes a decision (every embedding; the unscored ones dropped; at steady state with the
+    defaults' 7-day score window of 90 days kept), the export, and each reader's seconds and peak memory."""
+    lines = ["| decisions | scored | store B/decision | unscored embeddings dropped | steady state (7 d of 90) | drop s | "
+             "parts B/decision (decisions + feedback + embeddings) | export s | "
              "store read s | parts read s | store / parts | store peak MB | parts peak MB | same training set |",
-             "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+             "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
     for r in runs:
         s, p = r.reads["store"], r.reads["parts"]
         kinds = " + ".join(f"{b / r.decisions:,.0f}" for b in r.parts_bytes.values())
-        lines.append(f"| {r.decisions:,} | {s.scored:,} | {r.store_bytes / r.decisions:,.0f} | "
-                     f"{sum(r.parts_bytes.values()) / r.decisions:,.0f} ({kinds}) | {r.export_seconds:.1f} | "
+        full, dropped = r.store_bytes / r.decisions, r.dropped_bytes / r.decisions
+        lines.append(f"| {r.decisions:,} | {s.scored:,} | {full:,.0f} | {dropped:,.0f} | {steady_bytes(full, dropped):,.0f} | "
+                     f"{r.drop_seconds:.1f} | {sum(r.parts_bytes.values()) / r.decisions:,.0f} ({kinds}) | {r.export_seconds:.1f} | "
                      f"{s.seconds:.1f} | {p.seconds:.1f} | {s.seconds / p.seconds:.1f}x | {s.peak_mb:,.0f} | "
                      f"{p.peak_mb:,.0f} | {'yes' if s.digest == p.digest else 'NO'} |")  # fmt: skip
     return "\n".join(lines)
@@ -144,7 +166,14 @@ def write_parts(folder: Path, n: int, scored_share: float, *, seed: int = 0, dim
                        folder / DECISIONS / f"{day:%Y-%m-%d}.parquet", compression="zstd")  # fmt: skip
         rows = np.flatnonzero(rng.random(size) < scored_share)
         quality = np.clip(0.3 + 0.15 * model[rows] + rng.normal(0, 0.2, len(rows)), 0, 1)
-        feedback = {"request_id": ids[rows], "source": "user", "score": quality, "cost_usd": None, "updated_at": at[rows]}
+        feedback = {
+            "request_id": ids[rows],
+            "source": "user",
+            "score": quality,
+            "cost_usd": None,
+            "updated_at": at[rows],
+            "embedded": True,
+        }
         schema = schema_of(FEEDBACK)
         pq.write_table(pa.table({c: _column(v, len(rows), schema.field(c).type) for c, v in feedback.items()}, schema=schema),
                        folder / FEEDBACK / f"{day:%Y-%m-%d}.parquet", compression="zstd")  # fmt: skip

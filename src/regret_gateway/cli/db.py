@@ -70,19 +70,27 @@ def db_prune(
     older_than: Optional[str] = typer.Option(
         None, "--older-than", help="Delete decisions older than this (e.g. 90d, 12h). Default: store.retention_days (90 days)."
     ),
+    score_window: Optional[str] = typer.Option(
+        None,
+        "--score-window",
+        help="Drop the embedding of a decision that no score came for within this (e.g. 7d): it can no longer train. "
+        "Default: store.score_window_days (7 days; null keeps every embedding).",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Count what would be deleted; delete nothing."),
     batch_size: int = typer.Option(5_000, "--batch-size", min=1, help="Decisions deleted per transaction."),
 ) -> None:
-    """Delete the decisions older than the retention period, with their outcomes and scores, a batch per
-    transaction (the gateway's writers keep writing between batches). A published router keeps working:
-    its artifact holds what it needs; retrain learns from what its window still finds."""
+    """Delete the decisions older than the retention period, with their outcomes and scores, and drop the
+    embeddings of the decisions left unscored past the score window, a batch per transaction (the gateway's
+    writers keep writing between batches). A published router keeps working: its artifact holds what it needs;
+    retrain learns from what its window still finds (a score that comes after its embedding was dropped is
+    kept for the savings report and left out of training as embedding_dropped)."""
     from datetime import timedelta, timezone
 
     from sqlalchemy.exc import SQLAlchemyError
 
     from regret_gateway.config import load_settings
     from regret_gateway.store.engine import make_engine
-    from regret_gateway.store.retention import prune, table_sizes
+    from regret_gateway.store.retention import drop_embeddings, prune, table_sizes
 
     try:
         settings = load_settings(config, store_url=url)
@@ -93,26 +101,44 @@ def db_prune(
         if settings.store.retention_days is None:
             _fail(ValueError("store.retention_days is null (keep everything): pass --older-than to prune"))
         age_s = 86400.0 * settings.store.retention_days  # type: ignore[operator]
-    cutoff = datetime.now(timezone.utc) - timedelta(seconds=age_s)
+    window_s = _duration(score_window, "--score-window")
+    if window_s is None and settings.store.score_window_days is not None:
+        window_s = 86400.0 * settings.store.score_window_days
+    now = datetime.now(timezone.utc)
+    cutoff = now - timedelta(seconds=age_s)
+    unscored_cutoff = None if window_s is None else now - timedelta(seconds=window_s)
     engine = make_engine(settings.store.url)
     try:
         before = {s.name: s for s in table_sizes(engine)}
         with typer.progressbar(length=1, label="counting") as bar:
             counted = prune(engine, cutoff, dry_run=True)
+            embeddings = 0 if unscored_cutoff is None else drop_embeddings(engine, unscored_cutoff, dry_run=True)
             bar.update(1)
-        if dry_run or counted.decisions == 0:
+        which = f"embeddings of decisions unscored before {unscored_cutoff:%Y-%m-%d %H:%M} UTC" if unscored_cutoff else ""
+        if dry_run:
             typer.echo(f"{counted.decisions} decisions before {cutoff:%Y-%m-%d %H:%M} UTC ({counted.outcomes} outcomes, "
-                       f"{counted.feedback} scores){' would be deleted (dry run)' if dry_run else ': nothing to delete'}")  # fmt: skip
+                       f"{counted.feedback} scores) would be deleted (dry run)")  # fmt: skip
+            if unscored_cutoff is not None:
+                typer.echo(f"{embeddings} {which} would be dropped (dry run)")
             return
-        with typer.progressbar(length=counted.decisions, label="deleting decisions") as bar:
-            done = prune(engine, cutoff, batch_size=batch_size, on_batch=bar.update)
+        if counted.decisions:
+            with typer.progressbar(length=counted.decisions, label="deleting decisions") as bar:
+                done = prune(engine, cutoff, batch_size=batch_size, on_batch=bar.update)
+        if embeddings:
+            with typer.progressbar(length=embeddings, label="dropping embeddings") as bar:
+                embeddings = drop_embeddings(engine, unscored_cutoff, batch_size=batch_size, on_batch=bar.update)  # type: ignore[arg-type]
         after = {s.name: s for s in table_sizes(engine)}
     except SQLAlchemyError as exc:
         _fail(exc)
     finally:
         engine.dispose()
-    typer.echo(f"deleted {done.decisions} decisions before {cutoff:%Y-%m-%d %H:%M} UTC ({done.outcomes} outcomes, "
-               f"{done.feedback} scores) in {done.batches} batches")  # fmt: skip
+    if counted.decisions:
+        typer.echo(f"deleted {done.decisions} decisions before {cutoff:%Y-%m-%d %H:%M} UTC ({done.outcomes} outcomes, "
+                   f"{done.feedback} scores) in {done.batches} batches")  # fmt: skip
+    else:
+        typer.echo(f"no decision before {cutoff:%Y-%m-%d %H:%M} UTC: nothing to delete")
+    if unscored_cutoff is not None:
+        typer.echo(f"dropped {embeddings} {which}")
     for name in ("decisions", "outcomes", "feedback"):
         b, a = before[name], after[name]
         sizes = "" if b.bytes is None or a.bytes is None else f", {_mib(b.bytes)} -> {_mib(a.bytes)} on disk"

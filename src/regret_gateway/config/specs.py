@@ -68,6 +68,9 @@ class StoreSpec(_Strict):
     batch_size: int = Field(default=500, ge=1)
     flush_interval_s: float = Field(default=1.0, gt=0)
     retention_days: float | None = Field(default=90.0, gt=0)  # `db prune` deletes decisions older; None: keep all
+    # `db prune` drops the embedding of a decision not scored this long after it (it can no longer train: a later
+    # score is kept, not trained on); None: keep every embedding until the decision goes
+    score_window_days: float | None = Field(default=7.0, gt=0)
     # Key of the prompt hash (HMAC-SHA256; a plain hash of a short prompt can be reversed with a
     # dictionary). A value, or os.environ/VAR; default: REGRET_GATEWAY_HASH_KEY, else a random key created
     # once in the artifact folder (shared storage: every worker reads the same one).

@@ -28,12 +28,21 @@ from regret_gateway.judge_calibration import (
 from regret_gateway.sampling import sample_rows
 from regret_gateway.store.loggers import Logger, favoured_of, loggers_of
 from regret_gateway.store.queries import source_rank
-from regret_gateway.store.rows import OUTCOME_REASONS, RowSource, ScoreRow, StoreRows
+from regret_gateway.store.rows import EMBEDDING_DROPPED, OUTCOME_REASONS, RowSource, ScoreRow, StoreRows
 from regret_gateway.tables import write_columns
 from regret_gateway.trust import TeamCheck, check_teams
 
 # Why a window's row does not train (TrainingSet.skipped), in the order they are decided.
-SKIP_REASONS = (*OUTCOME_REASONS, "no_feedback", "untrusted", "fallback", "session_kept", "other_embedder", "unknown_model")
+SKIP_REASONS = (
+    *OUTCOME_REASONS,
+    EMBEDDING_DROPPED,
+    "no_feedback",
+    "untrusted",
+    "fallback",
+    "session_kept",
+    "other_embedder",
+    "unknown_model",
+)
 
 
 @dataclass(frozen=True)
@@ -150,7 +159,7 @@ def training_set(
         skipped[reason or "no_feedback"] += n
     candidates = []  # successful, scored, routed rows: the embedder is chosen among them
     for r in read.scored:
-        if r.reason is not None:  # mock, no outcome, a stream the client left, failed, answered by a fallback's model
+        if r.reason is not None:  # mock, no outcome, a stream the client left, failed, a fallback's answer; no embedding
             skipped[r.reason] += 1
         elif r.request_id not in best:  # unscored, or only by a user whose scores may not train (the trust check)
             skipped["untrusted" if r.request_id in untrusted else "no_feedback"] += 1

@@ -29,8 +29,8 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from regret_gateway.store.rows import READ_CHUNK, DecisionRow, ScoreRow, WindowRows, naive_utc
-from regret_gateway.store.schema import Decision, Feedback, Outcome
+from regret_gateway.store.rows import EMBEDDING_DROPPED, READ_CHUNK, DecisionRow, ScoreRow, WindowRows, naive_utc
+from regret_gateway.store.schema import Decision, Feedback, Outcome, embedded
 
 DECISIONS, FEEDBACK, EMBEDDINGS = "decisions", "feedback", "embeddings"
 KINDS = (DECISIONS, FEEDBACK, EMBEDDINGS)
@@ -40,6 +40,8 @@ DECISION_COLUMNS = ("request_id", "created_at", "team", "tier", "lam", "router_v
                     "greedy_model")  # fmt: skip
 OUTCOME_COLUMNS = ("cost_usd", "status", "answered_model")
 FEEDBACK_COLUMNS = ("request_id", "source", "score", "cost_usd", "updated_at")
+# then ``embedded``: whether the request still held its embedding when the score was exported (False: dropped,
+# unscored past the score window: the row cannot train, store.retention.drop_embeddings)
 LAG = timedelta(hours=1)  # a day is exported once it has been over this long (its last requests' outcomes written)
 
 
@@ -135,10 +137,12 @@ def export_days(session: Session, url: str, *, until: datetime | None = None, da
              .where(Decision.created_at >= a, Decision.created_at < b).order_by(Decision.created_at, Decision.request_id))  # fmt: skip
         decisions += _write(pa, fs, f"{root}/{DECISIONS}", day, schema_of(DECISIONS), session, q, (1,))
         scored_that_day = (Feedback.updated_at >= a, Feedback.updated_at < b)
-        q = select(*(getattr(Feedback, c) for c in FEEDBACK_COLUMNS)).where(*scored_that_day)
+        has_embedding = embedded().label("embedded")
+        q = (select(*(getattr(Feedback, c) for c in FEEDBACK_COLUMNS), has_embedding)
+             .join(Decision, Decision.request_id == Feedback.request_id).where(*scored_that_day))  # fmt: skip
         scores += _write(pa, fs, f"{root}/{FEEDBACK}", day, schema_of(FEEDBACK), session, q, (4,))
         ids = select(Feedback.request_id).where(*scored_that_day).distinct().scalar_subquery()
-        q = select(Decision.request_id, Decision.embedding).where(Decision.request_id.in_(ids))
+        q = select(Decision.request_id, Decision.embedding).where(Decision.request_id.in_(ids), embedded())
         _write(pa, fs, f"{root}/{EMBEDDINGS}", day, schema_of(EMBEDDINGS), session, q, ())
         if on_day is not None:
             on_day(1)
@@ -153,7 +157,8 @@ def schema_of(kind: str):
         types = {"created_at": at, "lam": f64, "embedding_dim": pa.int32(), "propensity": f64, "mock": pa.bool_(), "cost_usd": f64}  # fmt: skip
         return pa.schema([(c, types.get(c, s)) for c in (*DECISION_COLUMNS, *OUTCOME_COLUMNS)])
     if kind == FEEDBACK:
-        return pa.schema([("request_id", s), ("source", s), ("score", f64), ("cost_usd", f64), ("updated_at", at)])
+        return pa.schema([("request_id", s), ("source", s), ("score", f64), ("cost_usd", f64), ("updated_at", at),
+                          ("embedded", pa.bool_())])  # fmt: skip
     return pa.schema([("request_id", s), ("embedding", pa.binary())])
 
 
@@ -181,7 +186,8 @@ def _chunks(result) -> Iterator[list]:
         yield chunk
 
 
-# The reason a decision's outcome keeps it from training, in DuckDB's SQL: store.rows.outcome_reason's, alike.
+# The reason a decision's outcome keeps it from training, in DuckDB's SQL: store.rows.outcome_reason's, alike
+# (a scored decision whose embedding was dropped: EMBEDDING_DROPPED, from its scores' ``embedded``).
 _REASON = (
     "CASE WHEN mock THEN 'mock' WHEN cost_usd IS NULL THEN 'no_outcome' WHEN status = 'client_left' THEN 'client_left' "
     "WHEN status <> 'success' THEN 'failed' "
@@ -240,14 +246,16 @@ class PartsRows:
                 params.append(value)
         db, decisions = self._db, f"read_parquet(?) WHERE {' AND '.join(where)}"
         if feedback_files:
-            db.execute("CREATE OR REPLACE TEMP TABLE f AS SELECT request_id, source, score, cost_usd FROM read_parquet(?) "
+            db.execute("CREATE OR REPLACE TEMP TABLE f AS SELECT request_id, source, score, cost_usd, embedded FROM read_parquet(?) "
                        "QUALIFY row_number() OVER (PARTITION BY request_id, source ORDER BY updated_at DESC) = 1",
                        [feedback_files])  # fmt: skip
         else:
-            db.execute("CREATE OR REPLACE TEMP TABLE f (request_id VARCHAR, source VARCHAR, score DOUBLE, cost_usd DOUBLE)")
+            db.execute("CREATE OR REPLACE TEMP TABLE f (request_id VARCHAR, source VARCHAR, score DOUBLE, cost_usd DOUBLE, "
+                       "embedded BOOLEAN)")  # fmt: skip
         # the window's scored decisions are held; the others are counted by reason as the parts stream by
-        db.execute(f"CREATE OR REPLACE TEMP TABLE d AS SELECT *, {_REASON} AS reason FROM {decisions} "
-                   "AND request_id IN (SELECT request_id FROM f)", params)  # fmt: skip
+        db.execute(f"CREATE OR REPLACE TEMP TABLE d AS SELECT *, coalesce({_REASON}, CASE WHEN request_id IN (SELECT "
+                   f"request_id FROM f GROUP BY request_id HAVING NOT bool_or(embedded)) THEN '{EMBEDDING_DROPPED}' END) "
+                   f"AS reason FROM {decisions} AND request_id IN (SELECT request_id FROM f)", params)  # fmt: skip
         unscored = db.execute(f"SELECT {_REASON} AS reason, count(*) FROM {decisions} "
                               "AND request_id NOT IN (SELECT request_id FROM f) GROUP BY reason", params).fetchall()  # fmt: skip
         scores = _rows(db.execute("SELECT f.request_id, f.source, f.score, f.cost_usd, d.team, coalesce(d.answered_model, "

@@ -1,9 +1,12 @@
 """How much the store holds, and pruning what is older than the retention period.
 
-Decisions are the store's bulk: each carries its embedding (1.5 KB at 384 dimensions), and nothing else
-deletes them. :func:`prune` deletes the decisions created before a cutoff, with their outcome and feedback,
-``batch_size`` decisions per transaction, so each holds its locks
-for a moment and the gateway's writers keep writing between batches. A router already published does not
+Decisions are the store's bulk: each carries its embedding (1.5 KB at 384 dimensions) while it may still be
+scored, and nothing else deletes them. :func:`drop_embeddings` drops the embedding of every decision made before
+a cutoff (the score window) that has no score: only a scored decision trains, so at steady state the store keeps
+a full embedding for the window's decisions and the scored ones, and about 0.2 KB for every other decision.
+:func:`prune` deletes the decisions created before a cutoff (the retention period), with their outcome and
+feedback. Both work ``batch_size`` decisions per transaction, so each holds its locks for a moment and the
+gateway's writers keep writing between batches. A router already published does not
 need the rows it was trained on (the artifact holds its weights); retrain reads whatever its window
 still finds. Routers' publish history and budget steering's state are small and never pruned.
 """
@@ -13,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import cast
 
-from sqlalchemy import Engine, delete, func, inspect, select, text
+from sqlalchemy import CursorResult, Engine, delete, func, inspect, select, text, tuple_, update
 from sqlalchemy.orm import Session
 
-from regret_gateway.store.schema import Base, Decision, Feedback, Outcome
+from regret_gateway.store.schema import DROPPED, Base, Decision, Feedback, Outcome, embedded
 
 PRUNE_BATCH = 5_000  # decisions per delete transaction
 
@@ -114,3 +118,46 @@ def prune(
         if on_batch is not None:
             on_batch(len(ids))
     return PruneResult(cutoff, decisions, outcomes, feedback, batches, dry_run)
+
+
+def drop_embeddings(
+    engine: Engine,
+    cutoff: datetime,
+    *,
+    batch_size: int = PRUNE_BATCH,
+    dry_run: bool = False,
+    on_batch: Callable[[int], None] | None = None,
+) -> int:
+    """Drop (empty: :data:`~regret_gateway.store.schema.DROPPED`) the embedding of every decision created before ``cutoff`` that no source has scored,
+    ``batch_size`` decisions per transaction, oldest first; ``on_batch(n)`` after each batch of n. Returns how many
+    were (with ``dry_run``: would be) dropped. A score that comes later is kept (the savings report reads it);
+    retrain leaves its row out as ``embedding_dropped``."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    unscored = (
+        Decision.created_at < cutoff,
+        embedded(),
+        ~select(Feedback.request_id).where(Feedback.request_id == Decision.request_id).exists(),
+    )
+    if dry_run:
+        with Session(engine) as session:
+            return int(session.scalar(select(func.count()).select_from(Decision).where(*unscored)) or 0)
+    dropped, after = 0, None
+    while True:
+        with Session(engine) as session, session.begin():
+            page = select(Decision.created_at, Decision.request_id).where(*unscored)
+            if after is not None:  # keyset: each batch starts where the last one ended, never at the oldest again
+                page = page.where(tuple_(Decision.created_at, Decision.request_id) > tuple_(*after))
+            keys = session.execute(page.order_by(Decision.created_at, Decision.request_id).limit(batch_size)).all()
+            if not keys:
+                break
+            after = tuple(keys[-1])
+            ids = [k[1] for k in keys]  # a decision scored since it was read keeps its embedding
+            done = cast(
+                CursorResult,
+                session.execute(update(Decision).where(Decision.request_id.in_(ids), *unscored).values(embedding=DROPPED)),
+            )
+        dropped += done.rowcount
+        if on_batch is not None:
+            on_batch(len(ids))
+    return dropped

@@ -16,7 +16,7 @@ import numpy as np
 from sqlalchemy import and_, case, func, select
 from sqlalchemy.orm import Session
 
-from regret_gateway.store.schema import Decision, Feedback, Outcome
+from regret_gateway.store.schema import Decision, Feedback, Outcome, embedded
 from regret_gateway.store.writes import ID_CHUNK, chunks
 
 READ_CHUNK = 10_000  # rows fetched at a time (a server-side cursor on PostgreSQL)
@@ -24,6 +24,9 @@ READ_CHUNK = 10_000  # rows fetched at a time (a server-side cursor on PostgreSQ
 # --mock-upstream`` answered, not the model), ``no_outcome``, ``client_left`` (a stream the client closed: its
 # cost is real, its answer not whole), ``failed``, ``answered_by_other`` (a LiteLLM fallback's model answered).
 OUTCOME_REASONS = ("mock", "no_outcome", "client_left", "failed", "answered_by_other")
+# Why a scored decision cannot train though its outcome could: its embedding was dropped, unscored past the score
+# window (store.retention.drop_embeddings) -- the score came later.
+EMBEDDING_DROPPED = "embedding_dropped"
 
 
 class ScoreRow(NamedTuple):
@@ -53,7 +56,7 @@ class DecisionRow(NamedTuple):
     mode: str
     router_version: str | None
     cost_usd: float | None
-    reason: str | None  # one of OUTCOME_REASONS, None where its outcome lets it train
+    reason: str | None  # one of OUTCOME_REASONS or EMBEDDING_DROPPED, None where it may train
     session_turn: str | None
     greedy_model: str | None
     app: str | None
@@ -97,10 +100,12 @@ class StoreRows:
         if team is not None:
             where.append(Decision.team == team)
         reason = outcome_reason().label("reason")
+        dropped = case((~embedded(), EMBEDDING_DROPPED), else_=None)
         scored = (
             select(Decision.request_id, Decision.created_at, Decision.team, Decision.tier, Decision.lam,
                    Decision.embedding_model, Decision.embedding_dim, Decision.chosen_model, Decision.propensity,
-                   Decision.mode, Decision.router_version, Outcome.cost_usd, reason, Decision.session_turn,
+                   Decision.mode, Decision.router_version, Outcome.cost_usd,
+                   func.coalesce(outcome_reason(), dropped).label("reason"), Decision.session_turn,
                    Decision.greedy_model, Decision.app)
             .select_from(Decision)
             .join(ids := select(Feedback.request_id).distinct().subquery(), ids.c.request_id == Decision.request_id)
@@ -128,9 +133,10 @@ class StoreRows:
             for rid, blob in self.session.execute(
                 select(Decision.request_id, Decision.embedding).where(Decision.request_id.in_(chunk))
             ):
-                X[position[rid]] = np.frombuffer(blob, dtype="<f4")
-                found += 1
-        if found != len(ids):  # pruned between the two reads
+                if blob:  # not DROPPED
+                    X[position[rid]] = np.frombuffer(blob, dtype="<f4")
+                    found += 1
+        if found != len(ids):  # pruned (or its embedding dropped) between the two reads
             raise RuntimeError(f"{len(ids) - found} of the window's rows went while it was read; read it again")
         return X
 

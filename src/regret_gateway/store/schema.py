@@ -26,6 +26,8 @@ from sqlalchemy import (
     String,
     Text,
     false,
+    func,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -38,6 +40,15 @@ OUTCOME_STATUSES = ("success", "failure", "client_left")
 # A turn of a conversation (gateway/sessions.py): its first routed turn, a later turn kept on that turn's model
 # (propensity 1: not training data), or a later turn routed afresh because a switch was worth its lost cache.
 SESSION_TURNS = ("first", "kept", "rerouted")
+# A decision's embedding once `db prune` has dropped it (store.retention.drop_embeddings): no score came within
+# the score window, so it can no longer train. Empty rather than NULL: the column stays NOT NULL, and SQLite
+# needs no table rebuild (which would cascade to the scores) to get there.
+DROPPED = b""
+
+
+def embedded():
+    """SQL: the decision still holds its embedding (the partial index ``ix_decisions_embedded``'s condition)."""
+    return func.length(Decision.embedding) > 0
 
 
 def utcnow() -> datetime:
@@ -66,6 +77,14 @@ class Decision(Base):
         Index("ix_decisions_team_created", "team", "created_at"),
         # a window's decisions counted from this narrow index, not the rows with their embeddings (0009)
         Index("ix_decisions_window", "created_at", "team", "tier", "chosen_model", "mock", "request_id"),
+        # the decisions that still hold an embedding, by time: what `db prune` walks to drop the unscored ones (0011)
+        Index(
+            "ix_decisions_embedded",
+            "created_at",
+            "request_id",
+            sqlite_where=text("embedding IS NOT NULL"),
+            postgresql_where=text("embedding IS NOT NULL"),
+        ),  # fmt: skip
     )
 
     request_id: Mapped[str] = mapped_column(String(128), primary_key=True)
@@ -76,7 +95,8 @@ class Decision(Base):
     router_version: Mapped[str | None] = mapped_column(String(64))
     embedding_model: Mapped[str] = mapped_column(String(256))
     embedding_dim: Mapped[int] = mapped_column(Integer)
-    embedding: Mapped[bytes] = mapped_column(LargeBinary)  # float32 little-endian, embedding_dim values
+    # float32 little-endian, embedding_dim values; DROPPED (empty): unscored past the score window (store.retention)
+    embedding: Mapped[bytes] = mapped_column(LargeBinary)
     chosen_model: Mapped[str] = mapped_column(String(256))
     propensity: Mapped[float | None] = mapped_column(Float)  # exact p(chosen_model | x); None only for imported logs
     mode: Mapped[str] = mapped_column(String(16))

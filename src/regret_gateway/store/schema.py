@@ -136,6 +136,7 @@ class Feedback(Base):
     __table_args__ = (
         CheckConstraint("score >= 0 AND score <= 1", name="ck_feedback_score"),
         CheckConstraint("cost_usd IS NULL OR cost_usd >= 0", name="ck_feedback_cost"),
+        Index("ix_feedback_updated", "updated_at"),  # a day's scores, as `db export` writes them (0011)
     )
 
     request_id: Mapped[str] = mapped_column(ForeignKey("decisions.request_id", ondelete="CASCADE"), primary_key=True)

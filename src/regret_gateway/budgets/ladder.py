@@ -201,5 +201,5 @@ def _cross(a: Rung, b: Rung, c: Rung) -> float:
 
 
 def cheapest_model(costs: dict[str, float], models: list[str]) -> str | None:
-    """The model of ``costs`` (:func:`model_costs`) that costs least (the first configured on a tie)."""
+    """The model of ``costs`` (:func:`regret_gateway.store.steering.model_costs`) that costs least (the first configured on a tie)."""
     return min(costs, key=lambda m: (costs[m], models.index(m))) if costs else None

@@ -57,7 +57,7 @@ class BudgetSpec(_Strict):
 class TeamSpec(_Strict):
     tier: str
     allowed_tiers: tuple[str, ...] = ()  # tiers a request of this team may ask for besides its own
-    budget: BudgetSpec | None = None  # spend steered onto it per period (budgets.py; `status` shows it)
+    budget: BudgetSpec | None = None  # spend steered onto it per period (budgets/; `status` shows it)
 
 
 class StoreSpec(_Strict):

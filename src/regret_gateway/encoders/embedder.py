@@ -58,7 +58,7 @@ class Embedder:
         layers: transformer layers run (the first N of the model's; None: all). The forward pass costs in
             proportion; the embedding is a different one (its own :attr:`cache_key`, ONNX export and, in
             the gateway, embedding id).
-        template: e.g. :data:`PAPER_TEMPLATE`; ``{prompt}`` and ``{dataset}`` are filled per text
+        template: e.g. :data:`~regret_gateway.context.PAPER_TEMPLATE`; ``{prompt}`` and ``{dataset}`` are filled per text
             (:func:`render`).
         normalize: L2-normalise each embedding.
         cache_dir: folder for cached embedding arrays, keyed by (model, template, max_length, texts).

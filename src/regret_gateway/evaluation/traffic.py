@@ -16,7 +16,7 @@ answered):
 - **Long requests.** A share ``long_share`` carries a history long enough not to fit the cheapest model's
   window (:data:`SMALL_WINDOW` tokens).
 
-What each model can take (:func:`eligibility`): the cheapest model (by mean cost) has a window of
+What each model can take (:func:`model_limits`): the cheapest model (by mean cost) has a window of
 :data:`SMALL_WINDOW` tokens, the second cheapest takes no tools; the others take everything. A request's
 eligible models are the ones whose limits it fits (:func:`regret_gateway.gateway.eligibility.refusal`,
 the gateway's own rule).

@@ -185,7 +185,7 @@ class RegretRouterHook(CustomLogger):
             embedded = time.perf_counter()
             x = gw.features(await gw.batcher.embed(seen, timeout=budget, budget=budget, short_tokens=short), req.context, text)
             gw.metrics.embedding_seconds.observe(time.perf_counter() - embedded)
-            position = gw.steerer.position(team, tier)  # a budgeted team's place on the ladder (budgets.py)
+            position = gw.steerer.position(team, tier)  # a budgeted team's place on the ladder (budgets/)
             choice = gw.router.choose(x, tier, gw.rng, position=position, ladder=gw.steerer.ladder(team), cheapest=gw.steerer.cheapest,
                                       prompt_tokens=req.needs.prompt_tokens, allowed=allowed)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - fail open, always

@@ -7,7 +7,7 @@ cheapest model (the tier ladder's last rung; the per-request caps' costs where t
 estimates). ``maybe_step()``,
 called on the request path, runs a step in a worker thread at most every ``interval_s`` (the smallest
 of the teams'): the store takes each team's controller step once per interval for every replica
-(:func:`regret_gateway.store.steering.step_team`) and every replica routes at the position it returns.
+(:func:`regret_gateway.budgets.controller.step_team`) and every replica routes at the position it returns.
 A team not stepped yet routes at its own tier; a store that fails keeps the last positions.
 """
 

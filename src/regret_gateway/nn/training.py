@@ -1,9 +1,9 @@
 """The training loop shared by every network in the project (policies and outcome models).
 
 Adam, mini-batch or full-batch, early stopping on a validation score per member: each member of a
-:class:`StackedMLP` keeps its own best parameters and its own patience counter, exactly as if the
+:class:`~regret_gateway.nn.networks.StackedMLP` keeps its own best parameters and its own patience counter, exactly as if the
 members were trained one by one. A member that has waited ``patience`` epochs is stopped for good (a
-later lucky validation score does not revive it) and, for a :class:`StackedMLP`, is no longer computed:
+later lucky validation score does not revive it) and, for a :class:`~regret_gateway.nn.networks.StackedMLP`, is no longer computed:
 the remaining epochs cost only what the members still training cost.
 
 Two presets:

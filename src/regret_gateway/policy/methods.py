@@ -12,7 +12,7 @@ Two families:
 * end-to-end policies train one network per lambda (``full-feedback``, ``cf-regression``,
   ``rm-classification``, ``rm-softmax``, and the full-information references ``full-info-regret``,
   ``full-info-regression``), all lambdas stacked and trained together
-  (see :mod:`regret_gateway.nn.networks`); ``rm-interval`` lives in :mod:`.tiers`.
+  (see :mod:`regret_gateway.nn.networks`); ``rm-interval`` lives in :mod:`.rm_interval`.
 """
 
 from __future__ import annotations

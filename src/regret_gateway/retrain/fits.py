@@ -111,7 +111,7 @@ class OutOfFoldFits:
 
     @property
     def order(self) -> np.ndarray:
-        """(n,) the rows in fold order: how the out-of-fold arrays of :func:`evaluate` are laid out."""
+        """(n,) the rows in fold order: how the out-of-fold arrays of :func:`~regret_gateway.retrain.gate.evaluate` are laid out."""
         return np.concatenate(self.folds)
 
 

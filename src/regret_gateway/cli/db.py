@@ -83,7 +83,7 @@ def db_prune(
     embeddings of the decisions left unscored past the score window, a batch per transaction (the gateway's
     writers keep writing between batches). A published router keeps working: its artifact holds what it needs;
     retrain learns from what its window still finds (a score that comes after its embedding was dropped is
-    kept for the savings report and left out of training as embedding_dropped)."""
+    stored, and left out of training as embedding_dropped)."""
     from datetime import timedelta, timezone
 
     from sqlalchemy.exc import SQLAlchemyError

@@ -128,10 +128,11 @@ def drop_embeddings(
     dry_run: bool = False,
     on_batch: Callable[[int], None] | None = None,
 ) -> int:
-    """Drop (empty: :data:`~regret_gateway.store.schema.DROPPED`) the embedding of every decision created before ``cutoff`` that no source has scored,
-    ``batch_size`` decisions per transaction, oldest first; ``on_batch(n)`` after each batch of n. Returns how many
-    were (with ``dry_run``: would be) dropped. A score that comes later is kept (the savings report reads it);
-    retrain leaves its row out as ``embedding_dropped``."""
+    """Drop (empty: :data:`~regret_gateway.store.schema.DROPPED`) the embedding of every decision created before
+    ``cutoff`` that no source has scored, ``batch_size`` decisions per transaction, oldest first; ``on_batch(n)``
+    after each batch of n. Returns how many were (with ``dry_run``: would be) dropped. A score that comes later
+    is stored; retrain's training set (and so the savings report's quality) leaves its row out as
+    ``embedding_dropped``."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     unscored = (

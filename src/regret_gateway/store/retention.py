@@ -1,9 +1,11 @@
-"""How much the store holds, and pruning what is older than the retention period.
+"""How much the store holds; pruning what is older than the retention period, and the embeddings that can no
+longer train.
 
 Decisions are the store's bulk: each carries its embedding (1.5 KB at 384 dimensions) while it may still be
 scored, and nothing else deletes them. :func:`drop_embeddings` drops the embedding of every decision made before
 a cutoff (the score window) that has no score: only a scored decision trains, so at steady state the store keeps
-a full embedding for the window's decisions and the scored ones, and about 0.2 KB for every other decision.
+a full embedding for the window's decisions and the scored ones, and about 0.4 KB for every other decision
+(docs/experiments/window-read.md).
 :func:`prune` deletes the decisions created before a cutoff (the retention period), with their outcome and
 feedback. Both work ``batch_size`` decisions per transaction, so each holds its locks for a moment and the
 gateway's writers keep writing between batches. A router already published does not

@@ -13,7 +13,7 @@ Two ladders:
   further down serves exactly) is left out (:meth:`Ladder.undominated`; the budget's ``drop_dominated``):
   a team is not steered up to a dearer tier that the logs show to be worse.
 * :func:`frontier_ladder`, what retrain publishes for a budgeted team (:class:`BudgetLadders`,
-  :mod:`regret_gateway.budgets.frontier`): from the candidates' estimated cost and quality per request on
+  :mod:`regret_gateway.retrain.frontier`): from the candidates' estimated cost and quality per request on
   the team's traffic (each tier's policy and each model, valued off-policy on the logs), the vertices of
   their upper concave hull from the best to the cheapest -- so a mix of two neighbouring rungs is the best
   quality the logs know of at its cost, not a mix of two tiers that may both serve the same model.
@@ -117,7 +117,7 @@ class Ladder:
         return float(self.top)
 
     def undominated(self) -> "Ladder":
-        """The ladder without its rungs flagged ``dominated`` (:func:`regret_gateway.budgets.frontier.ladders`
+        """The ladder without its rungs flagged ``dominated`` (:func:`regret_gateway.retrain.frontier.ladders`
         flags them), in the same order; itself where none is, or every one is."""
         kept = tuple(r for r in self.rungs if not r.dominated)
         return Ladder(kept) if kept and len(kept) < len(self.rungs) else self

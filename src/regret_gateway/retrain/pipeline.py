@@ -11,12 +11,12 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from regret_gateway.artifacts import active_version_id
-from regret_gateway.budgets.frontier import budget_ladders
 from regret_gateway.config import Settings
 from regret_gateway.nn.training import step_dtype
 from regret_gateway.retrain.checks import check_data, judge_calibration
 from regret_gateway.retrain.executor import executor_named
 from regret_gateway.retrain.fits import FULL_BATCH_ROWS, default_folds, held_out_rows, out_of_fold_fits
+from regret_gateway.retrain.frontier import budget_ladders
 from regret_gateway.retrain.gate import evaluate
 from regret_gateway.retrain.options import RetrainOptions, RetrainRefused, RetrainResult, RetrainStatus
 from regret_gateway.retrain.publish import active_router, publish, serving_now

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from regret_gateway.budgets.frontier import flag_dominated
 from regret_gateway.budgets.ladder import CHEAPEST, Rung
 from regret_gateway.causal.ope import DR, LoggedData
+from regret_gateway.retrain.frontier import flag_dominated
 
 COST = np.array([0.010, 0.005, 0.001])  # dear, mid, cheap
 

@@ -134,3 +134,16 @@ def test_served_fits_on_retrains_sample_of_logs_past_its_row_cap(monkeypatch, ma
     fitted = seen[0]
     assert fitted.n_samples == (1000 if max_rows is None else 300)
     assert np.mean(fitted.action) == pytest.approx(np.mean(action), abs=0.01)
+
+
+def test_served_alone_runs_retrains_choice_without_the_bench_s_nuisance_stage():
+    """``--methods served``: the served row and the references only; the bench's own nuisance stage (which the
+    served row does not read) is not fitted, and the served row is what it is beside a bench method."""
+    bench, X = _bench(signal=True)
+    config = OfflineConfig(trials=1, methods=("served",), lambdas=(0.0, 100.0), outcome_preset="fast",
+                           propensity="logged", served_cross_fit=False)  # fmt: skip
+    run = run_offline(bench, X, config, progress=False)
+    assert set(run.methods) == {"served", "single-best", "oracle"}
+    assert "nuisance_seconds" not in run.diagnostics[0] and run.diagnostics[0]["served_learned_share"] == 1.0
+    beside, _ = _run(bench, X, cross_fit=False)
+    np.testing.assert_allclose(np.asarray(run.methods["served"].utility)[0], beside["served"])

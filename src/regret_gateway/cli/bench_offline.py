@@ -54,7 +54,9 @@ def bench_offline(
         "--methods",
         help="'all' or comma-separated names: "
         + ", ".join(METHODS)
-        + " (when RM-Interval, R&C or RM-Cluster runs, a `served` row is added: what `retrain` publishes from the trial's logs, by its own code and defaults, cross-fitted, one tier per lambda)",
+        + ", served (when RM-Interval, R&C or RM-Cluster runs, a `served` row is added: what `retrain` publishes from the "
+        "trial's logs, by its own code and defaults, cross-fitted, one tier per lambda; `served` alone runs it without "
+        "the bench's own nuisance stage)",
     ),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Use a seeded random subset of N prompts."),
     seed: int = typer.Option(0, "--seed", help="Seed of the first trial (trial k uses seed+k)."),

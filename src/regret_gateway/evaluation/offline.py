@@ -74,9 +74,9 @@ class OfflineConfig:
     context: str | None = None  # the embeddings carry this key's ContextCode (before the size): served's regions are its keys
 
     def __post_init__(self) -> None:
-        unknown = [m for m in self.methods if m not in method_names()]
+        unknown = [m for m in self.methods if m not in (*method_names(), SERVED)]
         if unknown:
-            raise ValueError(f"unknown methods {unknown}; choose from {', '.join(method_names())}")
+            raise ValueError(f"unknown methods {unknown}; choose from {', '.join(method_names())}, {SERVED}")
         if self.trials < 1:
             raise ValueError(f"`trials` must be >= 1, got {self.trials}")
         if self.log_draws < 1:
@@ -313,22 +313,22 @@ def _diagnostics(nuisance: Nuisance, scores, logs, full_train: FullFeedback) -> 
 
 def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progress: bool = True,
                 eligible: np.ndarray | None = None) -> OfflineRun:  # fmt: skip
-    """Run every method for every trial; returns the per-trial results (see :mod:`.report`). ``eligible``
-    (n, T): the models that can take each prompt (the chat traffic's windows and tools): the logs are drawn
-    among them, and every method's and reference's choice a prompt's model cannot take goes to the first
-    model of :func:`fallback_order` that can (the share it sent to a model that could not is a diagnostic:
-    ``ineligible_<method>``)."""
+    """Run every method for every trial; returns the per-trial results (see :mod:`.report`). ``eligible`` (n, T):
+    the models that can take each prompt (the chat traffic's windows and tools): the logs are drawn among them, and
+    every method's and reference's choice a prompt's model cannot take goes to the first model of
+    :func:`fallback_order` that can (the share it sent to a model that could not: ``ineligible_<method>``)."""
     lambdas = np.asarray(config.lambdas, dtype=np.float64)
     full = bench.full_feedback(X)
-    candidates = [m for m in config.methods if m in SERVED_CANDIDATES]
-    logged = not all(router_class(name).full_information for name in config.methods)
-    names = list(config.methods) + ([SERVED] if candidates else []) + list(REFERENCES) + ([LOGGED_CONSTANT] if logged else [])
+    routers = [m for m in config.methods if m != SERVED]  # ``served`` alone: retrain's choice, no bench nuisance stage
+    candidates = SERVED in config.methods or any(m in SERVED_CANDIDATES for m in routers)
+    logged = not all(router_class(name).full_information for name in routers)
+    names = routers + ([SERVED] if candidates else []) + list(REFERENCES) + ([LOGGED_CONSTANT] if logged else [])
     raw = {m: MethodTrials() for m in names}
     diagnostics, models_on_test, steps = [], [], None  # models_on_test: each model alone on the evaluated prompts
     if progress:
         from tqdm.auto import tqdm
 
-        steps = tqdm(total=config.trials * (len(config.methods) + 1 + bool(candidates)), desc="offline bench", unit="step")
+        steps = tqdm(total=config.trials * (len(routers) + 1 + bool(candidates)), desc="offline bench", unit="step")
     for trial in range(config.trials):
         seed = config.seed + trial
         split = make_trial(bench, full, config, seed, eligible=eligible)
@@ -348,7 +348,7 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         diagnostics.append(diag)
         if steps is not None:
             steps.update(1)
-        for name in config.methods:
+        for name in routers:
             t0 = time.perf_counter()
             router = config.router(name, seed)
             router.fit(oracle if router.full_information else data, lambdas)

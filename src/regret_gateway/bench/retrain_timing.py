@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from regret_gateway.bench.own_process import in_own_process
 from regret_gateway.config import EmbedderSpec, Settings, StoreSpec, TierSpec
+from regret_gateway.sampling import MAX_ROWS
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
@@ -118,13 +119,13 @@ def retrain_in_own_process(settings: Settings, options) -> tuple[str, str, dict,
 
 
 def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print, precisions: tuple[str, ...] = ("auto",),
-                 run: Callable[[Settings, Any], tuple[str, str, dict, int, float | None]] = retrain_in_own_process
+                 max_rows: int | None = MAX_ROWS, run: Callable[[Settings, Any], tuple[str, str, dict, int, float | None]] = retrain_in_own_process
                  ) -> list[RetrainTiming]:  # fmt: skip
     """For each size: one store of ``n`` logged rows, retrained from scratch at each of ``precisions``
     (``RetrainOptions.precision``) twice -- cross-fitted (the default: five fits, two past 60,000 rows) and
     with ``cross_fit=False`` (one fit) -- so the times are measured side by side.
     Each retrain is ``run`` (default: in a fresh process, so its peak memory is its own), with retrain's
-    defaults otherwise (a window past ``max_rows`` is sampled)."""
+    defaults otherwise (a window past ``max_rows``, retrain's ``--max-rows``, is sampled)."""
     from regret_gateway.retrain import RetrainOptions
 
     rows: list[RetrainTiming] = []
@@ -146,7 +147,8 @@ def time_retrain(sizes: list[int], *, dim: int = 384, seed: int = 0, echo=print,
                     artifacts_dir=str(folder / "artifacts"),
                     store=StoreSpec(url=url),
                 )
-                options = RetrainOptions(n_boot=200, cross_fit=cross_fit, out=folder / "reports", precision=precision)
+                options = RetrainOptions(n_boot=200, cross_fit=cross_fit, out=folder / "reports", precision=precision,
+                                         max_rows=max_rows)  # fmt: skip
                 status, reason, sec, kept, peak = run(settings, options)
                 row = RetrainTiming(n, cross_fit, status, fill, sec.get("read", 0.0), sec.get("fit", 0.0),
                                     sec.get("evaluate", 0.0), sec.get("total", float("nan")), kept, peak, precision)  # fmt: skip

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from regret_gateway.cli.options import _counts, _fail, _floats, bench_app
+from regret_gateway.sampling import MAX_ROWS
 
 DEFAULT_PG_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
 
@@ -174,6 +175,9 @@ def bench_retrain(
     precision: str = typer.Option(
         "auto", "--precision", help="Comma-separated retrain --precision values, each timed on the same logs (e.g. float32,auto)."
     ),
+    max_rows: int = typer.Option(
+        MAX_ROWS, "--max-rows", min=1, help=f"retrain --max-rows: a window past it is sampled (default {MAX_ROWS:,})."
+    ),
 ) -> None:
     """Retrain time (read, fit, evaluate, publish) for growing numbers of logged rows, 3 tiers, one run:
     each size cross-fitted (the default: five fits, two past 60,000 rows) and with one fit (--no-cross-fit),
@@ -188,7 +192,7 @@ def bench_retrain(
             RetrainOptions(precision=value)
     except ValueError as exc:
         _fail(ValueError(f"--precision: {exc}"))
-    typer.echo(retrain_table(time_retrain(sizes, dim=dim, echo=typer.echo, precisions=precisions)))
+    typer.echo(retrain_table(time_retrain(sizes, dim=dim, echo=typer.echo, precisions=precisions, max_rows=max_rows)))
 
 
 @bench_app.command("savings")

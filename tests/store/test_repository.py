@@ -273,6 +273,7 @@ def test_training_set_joins_filters_and_counts(engine):
             "client_left": 0,
             "answered_by_other": 0,
             "mock": 0,
+            "embedding_dropped": 0,
             "no_feedback": 2,
             "untrusted": 0,
             "fallback": 0,

@@ -16,6 +16,20 @@ def test_migrations_match_the_orm(engine):
     assert diffs == []
 
 
+def test_the_partial_index_of_the_embedded_decisions_is_the_orms(tmp_path):
+    """compare_metadata does not read an index's WHERE: the migrated index and the ORM's are compared as SQLite
+    writes them."""
+
+    def index_sql(engine) -> str:
+        with engine.connect() as conn:
+            return conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = 'ix_decisions_embedded'").scalar_one()
+
+    migrated, declared = f"sqlite:///{tmp_path}/migrated.db", create_engine(f"sqlite:///{tmp_path}/declared.db")
+    upgrade(migrated)
+    Base.metadata.create_all(declared)
+    assert " ".join(index_sql(create_engine(migrated)).split()) == " ".join(index_sql(declared).split())
+
+
 def test_status_and_downgrade(db_url):
     assert status(db_url)["current"] is None and status(db_url)["pending"] == [
         "0001",

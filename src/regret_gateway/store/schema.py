@@ -44,6 +44,7 @@ SESSION_TURNS = ("first", "kept", "rerouted")
 # the score window, so it can no longer train. Empty rather than NULL: the column stays NOT NULL, and SQLite
 # needs no table rebuild (which would cascade to the scores) to get there.
 DROPPED = b""
+EMBEDDED = "length(embedding) > 0"  # the partial index's condition, as migration 0011 writes it
 
 
 def embedded():
@@ -82,8 +83,8 @@ class Decision(Base):
             "ix_decisions_embedded",
             "created_at",
             "request_id",
-            sqlite_where=text("embedding IS NOT NULL"),
-            postgresql_where=text("embedding IS NOT NULL"),
+            sqlite_where=text(EMBEDDED),
+            postgresql_where=text(EMBEDDED),
         ),  # fmt: skip
     )
 

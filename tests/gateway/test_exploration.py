@@ -48,24 +48,26 @@ def test_challengers_share_what_igw_leaves_of_epsilon():
     )
 
 
-def test_a_tier_s_contenders_share_what_igw_leaves_of_epsilon_where_the_estimates_rank_them_low():
-    """The gate's contenders (models its logs could not show to be worse than the served constant) get what
-    IGW leaves of epsilon though the estimates rank them far below the choice -- they would otherwise draw
-    the floor's share, a few rows a round -- under igw and challengers alike; the others keep their IGW
-    shares, and without contenders it is IGW."""
+def test_a_tier_s_lead_contender_gets_what_igw_leaves_of_epsilon_where_the_estimates_rank_it_low():
+    """The gate's lead contender (of the models its logs could not show to be worse than the served constant,
+    the one with the most room to gain) gets what IGW leaves of epsilon though the estimates rank it far
+    below the choice -- it would otherwise draw the floor's share, a few rows a round -- under igw and
+    challengers alike; the other contenders and models keep their IGW shares; a lead that is the choice
+    itself passes the lead to the next; without contenders it is IGW."""
     u = np.array([0.60, 0.10, 0.65, 0.10, -0.40, 0.20, 0.0, 0.3, 0.59])
-    contenders = np.zeros(9, dtype=bool)
-    contenders[[0, 1, 4]] = True  # the served model itself is not explored as its own contender
     igw = exploration_distribution(0, 9, 0.1, utilities=u, gamma=50.0)
-    p = exploration_distribution(0, 9, 0.1, utilities=u, gamma=50.0, contenders=contenders)
+    p = exploration_distribution(0, 9, 0.1, utilities=u, gamma=50.0, contenders=[4, 1])
     assert p.sum() == pytest.approx(1.0) and p[0] == pytest.approx(0.9)  # epsilon is spent in full
     rest = np.ones(9, dtype=bool)
-    rest[[0, 1, 4]] = False
-    assert np.allclose(p[rest], igw[rest]) and p[1] == p[4] == pytest.approx((0.1 - igw[rest].sum()) / 2)
-    assert p[1] > 10 * igw[1] and p[4] > 10 * igw[4]
-    both = exploration_distribution(0, 9, 0.1, rule="challengers", utilities=u, gamma=50.0, contenders=contenders)
-    assert both[2] > igw[2] and both[1] > igw[1]  # ranked above the choice (2) and contending (1): both share
-    assert np.allclose(exploration_distribution(0, 9, 0.1, utilities=u, contenders=np.zeros(9, dtype=bool)), igw)
+    rest[[0, 4]] = False
+    assert np.allclose(p[rest], igw[rest]) and p[4] == pytest.approx(0.1 - igw[rest].sum())
+    assert p[4] > 20 * igw[4] and p[1] == igw[1]  # the lead gets epsilon's worth, the second contender waits
+    # the served model itself is never its own contender: the next one leads
+    assert np.allclose(exploration_distribution(0, 9, 0.1, utilities=u, gamma=50.0, contenders=[0, 1, 4]),
+                       exploration_distribution(0, 9, 0.1, utilities=u, gamma=50.0, contenders=[1]))  # fmt: skip
+    both = exploration_distribution(0, 9, 0.1, rule="challengers", utilities=u, gamma=50.0, contenders=[1])
+    assert both[2] > igw[2] and both[1] > igw[1]  # ranked above the choice (2) and leading (1): both share
+    assert np.allclose(exploration_distribution(0, 9, 0.1, utilities=u, contenders=()), igw)
 
 
 def test_the_gateway_explores_the_contenders_the_published_router_names(trained_learner, encoder, tmp_path):
@@ -86,8 +88,7 @@ def test_the_gateway_explores_the_contenders_the_published_router_names(trained_
     active.active.artifact = loaded
     x = encoder([CODE_PROMPT])[0]
     u = estimator.utility_estimates(x[None, :], 0.0)[0]
-    contenders = np.array([False, False, True])
-    expected = exploration_distribution(0, 3, 0.2, utilities=u, gamma=50.0, contenders=contenders)
+    expected = exploration_distribution(0, 3, 0.2, utilities=u, gamma=50.0, contenders=[2])
     rng = np.random.default_rng(4)
     choices = [active.choose(x, "t", rng) for _ in range(4000)]
     assert all(c.propensity == pytest.approx(expected[MODELS.index(c.model)]) for c in choices[:200])

@@ -158,7 +158,7 @@ class ActiveRouter:
             utilities = np.full(T, np.inf)
             utilities[columns] = estimates[0]
             utilities[~np.isfinite(utilities)] = utilities[best]
-        contenders = np.isin(settings.models, served.contenders) if served.contenders else None
+        contenders = [settings.models.index(m) for m in served.contenders if m in settings.models]
         p = exploration_distribution(
             best, T, spec.epsilon, rule=spec.exploration, utilities=utilities,
             gamma=spec.igw_gamma, min_propensity=spec.min_propensity, contenders=contenders,

@@ -18,18 +18,22 @@ probability another model (:func:`exploration_distribution`):
   instead of the floor's. Where nothing is ranked above t*, it is IGW.
 * ``uniform``: epsilon-greedy, each model epsilon / T and t* 1 - epsilon + epsilon / T.
 
-Under ``igw`` and ``challengers`` the tier's *contenders* (``ServedTier.contenders``: the models retrain's
-logs could not show to be worse, as the tier's constant, than what it serves) share what IGW leaves of
-epsilon the same way, beside the models ranked above t*. A tier's first constant is chosen on a cold
-start's few hundred rows a model; IGW's estimates rank a wrongly dismissed model low, so it would draw
-the floor's share -- a few rows a round, never enough for the gate to prove it better -- and the tier
-stayed on the wrong constant (docs/experiments/platform-replay.md). Exploration spends where the gate's
-evidence is thin, and stops when the logs settle it (no contender left: IGW).
+Under ``igw`` and ``challengers`` the tier's *lead contender* gets what IGW leaves of epsilon the same way,
+beside the models ranked above t*. The contenders (``ServedTier.contenders``) are the models retrain's
+logs could not show to be worse, as the tier's constant, than what it serves, the highest upper bound of
+the gain first; the lead is the first that is not t*. A tier's first constant is chosen on a cold start's
+few hundred rows a model; IGW's estimates rank a wrongly dismissed model low, so it would draw the floor's
+share and the tier stayed on the wrong constant. Shared by eight contenders, what IGW leaves was still a
+few rows a round each; given to the one the logs could most be wrong about (optimism, as in UCB), it is
+epsilon's worth, and the next retrain settles it or names another lead
+(docs/experiments/platform-replay.md). No contender left: IGW.
 
 The logged propensity is the exact probability of the chosen model under that distribution.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -43,10 +47,10 @@ def exploration_distribution(
     utilities: np.ndarray | None = None,
     gamma: float = 50.0,
     min_propensity: float | None = None,
-    contenders: np.ndarray | None = None,
+    contenders: Sequence[int] = (),
 ) -> np.ndarray:
     """(T,) probability of routing to each model when the router's choice is ``best`` (see the module doc);
-    ``contenders`` (T,) bool: the tier's contenders (None: none)."""
+    ``contenders``: the tier's contenders' indices, lead first."""
     T = n_models
     p = np.zeros(T)
     if epsilon <= 0 or T == 1:
@@ -64,7 +68,10 @@ def exploration_distribution(
     share = epsilon / (T - 1)
     floor = share / 4 if min_propensity is None else min(min_propensity, share)
     p[others] = np.maximum(floor, share / (1.0 + gamma * gap[others]))
-    ahead = others & (np.zeros(T, dtype=bool) if contenders is None else np.asarray(contenders, dtype=bool))
+    ahead = np.zeros(T, dtype=bool)
+    lead = [int(c) for c in contenders if int(c) != best]
+    if lead:
+        ahead[lead[0]] = True
     if rule == "challengers" and u is not None:
         ahead |= others & (u > u[best])
     if ahead.any():  # what IGW leaves of epsilon goes to them: at least share each, since the rest <= share each

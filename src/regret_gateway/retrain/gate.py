@@ -55,7 +55,7 @@ class TierEvaluation:
     regions_adopted: int = 0  # regions where the safe default departs from the constant (a proven gain)
     regions: int = 1  # regions of prompt space the safe default tested
     candidates: dict[str, Candidate] = field(default_factory=dict)  # label -> what it is (of ``values``' labels)
-    contenders: tuple[str, ...] = ()  # models not yet shown worse, as a constant, than what it serves: it explores them
+    contenders: tuple[str, ...] = ()  # models not yet shown worse, as a constant, than what it serves: it explores the first
     regions_gain: float = 0.0  # what the adopted regions claim over the constant, per request (RegionChoice.total)
     regions_lower: float = float("-inf")  # its lower confidence bound (-inf: no region departs)
 
@@ -73,13 +73,14 @@ def contenders(data: LoggedData, served: np.ndarray, lam: float, names: tuple[st
     """The models the held-out logs ``data`` cannot show to be worse, as a constant, than the choices
     ``served`` (n,): a model is dismissed where the upper end of its paired gain's interval over the served
     choices (the gate's estimator, each logger weighted by what it knows; one of T - 1 comparisons) is below
-    0; one ``served`` picks on every row is served, not contending. Where the tier's exploration spends
-    (gateway/exploration.py) until the logs settle it."""
+    0; one ``served`` picks on every row is served, not contending. Ordered by that upper end, highest
+    first: the tier's exploration spends on the first (gateway/exploration.py) until the logs settle it."""
     n = len(served)
     rivals = {name: np.full(n, t) for t, name in enumerate(names) if not np.all(served == t)}
     family = family_alpha(alpha, max(1, len(names) - 1))
     gains = data.gains(rivals, served, lam, n_boot=n_boot, alpha=family, seed=seed)
-    return tuple(name for name in rivals if gains[name][1][1] > 0)
+    upper = {name: gains[name][1][1] for name in rivals}
+    return tuple(sorted((name for name in rivals if upper[name] > 0), key=lambda name: (-upper[name], name)))
 
 
 FIXED = "constant"  # the best constant model, the fixed choice every tier can fall back to
@@ -254,7 +255,8 @@ def evaluate(
         rivals = contenders(g.on, served if g.own is None else served[g.own], spec.lam, names, n_boot=n_boot, seed=seed)
         reason = sel.reason() + ("; " + g.choice.describe(names) if sel.served == g.safe.label else "")
         if rivals:
-            reason += f"; explores {', '.join(rivals)} (not yet shown worse as a constant)"
+            rest = f", then {', '.join(rivals[1:])}" if len(rivals) > 1 else ""
+            reason += f"; explores {rivals[0]}{rest} (not yet shown worse as a constant, the most room to gain first)"
         rows.append(
             TierEvaluation(name, spec.lam, sel.served, g.incumbent, reason, sel.values, sel.gain, sel.gain_ci, changing,
                            {m: float(v) for m, v in zip(names, mix)}, changed, g.choice.n_adopted, space.n_regions,

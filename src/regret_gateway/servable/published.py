@@ -24,7 +24,8 @@ from regret_gateway.servable.policy import Candidate, ServablePolicy, check_lamb
 class ServedTier:
     """One tier of a published router: the policy it serves, what that policy is, the lambda it was chosen for,
     and its ``contenders``: the models retrain's logs could not show to be worse, as the tier's constant,
-    than what it serves -- where the tier's exploration spends (gateway/exploration.py)."""
+    than what it serves, the highest upper bound of its gain first: the tier's exploration spends on the first
+    (gateway/exploration.py)."""
 
     lam: float
     candidate: Candidate

@@ -1,6 +1,6 @@
 """The code's cross-references name what exists: every Sphinx role in a docstring or comment (``:func:`x```,
 ``:class:`~pkg.mod.X```, ``:mod:`.sibling```, ...) resolves to a module, or to a name of one, and every source
-path a docstring or comment names (``store/rows.py``, ``docs/experiments/scripts/x.py``) is a file. A module that
+path a docstring or comment names (``store/rows.py``, ``experiments/x.py``) is a file. A module that
 moves, or a function renamed, turns this red where its old name is still cited."""
 
 from __future__ import annotations

@@ -72,7 +72,7 @@ def production_learner(
     trains with :func:`_train_config`; ``outcome_train`` (a ``TrainConfig``) trains the outcome networks
     otherwise, and ``outcome_options`` (e.g. ``{"shared": True}``) are passed to the
     :class:`~regret_gateway.causal.outcome.OutcomeModel` (dev studies:
-    docs/experiments/scripts/train_config_dev.py)."""
+    experiments/train_config_dev.py)."""
     from regret_gateway.causal.estimators import DoublyRobust, Nuisance
     from regret_gateway.causal.outcome import OutcomeModel
     from regret_gateway.causal.propensity import LoggedPropensity, PropensityModel

@@ -46,7 +46,7 @@ class AdaptiveBaseline:
 # The regret objective's reference (``full-info-regret``: one network per softmax sharpness) is not among them: it
 # took as long as the other two together, was never the best on the val split of the demo worlds of seeds 0-2,
 # and where it was (seed 3) the ceiling without it did better on the prompts never sent
-# (docs/experiments/static-encoder.md#the-demo, docs/experiments/scripts/demo_references.py).
+# (docs/experiments/static-encoder.md#the-demo, experiments/demo_references.py).
 FULL_INFORMATION = ("full-feedback", "full-info-regression")
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from regret_gateway.causal.outcome import OutcomeModel
 from regret_gateway.causal.propensity import LoggedPropensity, PropensityModel
-from regret_gateway.causal.stats import dr_term, folds_of, prompt_groups
+from regret_gateway.causal.stats import cross_fit_splits, dr_term, prompt_groups
 from regret_gateway.data import LoggedFeedback
 
 
@@ -262,7 +262,7 @@ class Nuisance:
 
     def fit_scores(self, logs: LoggedFeedback) -> CounterfactualScores:
         """Fit on ``logs`` and score the same rows; with ``nuisance_folds=k`` each fold is scored out-of-fold (the
-        folds never split a prompt: :func:`~regret_gateway.causal.stats.folds_of`).
+        folds never split a prompt: :func:`~regret_gateway.causal.stats.cross_fit_splits`).
 
         Also leaves the models fitted on all rows in ``outcome_`` / ``propensity_``.
         """
@@ -274,10 +274,9 @@ class Nuisance:
         quality = np.empty((logs.n_samples, logs.n_models))
         cost = np.empty_like(quality)
         p_all = np.empty(logs.n_samples)
-        everything = np.arange(logs.n_samples)
-        for k, held in enumerate(folds_of(logs.n_samples, self.nuisance_folds, self.random_state, prompt_groups(logs.X))):
-            rest = logs.subset(np.setdiff1d(everything, held))
-            outcome, prop = self._fit_models(rest, self.random_state + 1 + k)
+        splits = cross_fit_splits(logs.n_samples, self.nuisance_folds, self.random_state, prompt_groups(logs.X))
+        for k, (held, rest) in enumerate(splits):
+            outcome, prop = self._fit_models(logs.subset(rest), self.random_state + 1 + k)
             fold = self._score(logs.subset(held), outcome, prop)
             quality[held], cost[held], p_all[held] = fold.scores.quality, fold.scores.cost, fold.propensity
         self.observed_propensity_ = p_all

@@ -6,7 +6,8 @@
 * bootstrap: resample prompts with replacement (every row of a drawn prompt comes along, so rows that
   share a prompt count as one draw); its percentile interval is regret_gateway/confidence.py's.
 * prompts and folds: rows with the same feature vector are one prompt (:func:`prompt_groups`); folds
-  never split a prompt (:func:`folds_of`), so no fit is scored on a prompt it was trained on.
+  never split a prompt (:func:`folds_of`), so no fit is scored on a prompt it was trained on; cross-fitting
+  (the nuisance stage's and retrain's) takes its splits from :func:`cross_fit_splits`, which checks that.
 """
 
 from __future__ import annotations
@@ -49,6 +50,26 @@ def folds_of(n: int, k: int, seed: int, groups: np.ndarray | None = None) -> lis
         fold_of_group[part] = f
     fold = fold_of_group[groups]
     return [np.flatnonzero(fold == f) for f in range(k)]
+
+
+def cross_fit_splits(n: int, k: int, seed: int, groups: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Cross-fitting's splits of ``n`` rows, one per fold of :func:`folds_of`: (held, rest), the fold a fit is
+    scored on and the rows it is fitted on. Checked: the folds are disjoint and cover every row, and no
+    prompt (``groups``) lies in two of them -- a fit scored on a prompt it saw would flatter itself."""
+    folds = folds_of(n, k, seed, groups)
+    seen = np.zeros(n, dtype=np.int64)
+    for held in folds:
+        seen[held] += 1
+    owner = np.full(n, -1) if groups is None else np.full(int(groups.max()) + 1 if n else 0, -1)
+    for f, held in enumerate(folds):
+        ids = held if groups is None else np.unique(groups[held])
+        if np.any((owner[ids] >= 0) & (owner[ids] != f)):
+            raise RuntimeError("cross-fitting's folds share a prompt")
+        owner[ids] = f
+    if np.any(seen != 1):
+        raise RuntimeError("cross-fitting's folds must hold every row once")
+    everything = np.arange(n)
+    return [(held, np.setdiff1d(everything, held)) for held in folds]
 
 
 def bootstrap_counts(n: int, n_boot: int, seed: int, groups: np.ndarray | None = None) -> np.ndarray:

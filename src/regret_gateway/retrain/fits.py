@@ -19,7 +19,7 @@ import numpy as np
 
 from regret_gateway.causal.estimators import HeldOut
 from regret_gateway.causal.ope import LoggedData
-from regret_gateway.causal.stats import folds_of, prompt_groups
+from regret_gateway.causal.stats import cross_fit_splits, prompt_groups
 from regret_gateway.data import LoggedFeedback
 from regret_gateway.retrain.executor import Executor, LocalExecutor
 
@@ -121,15 +121,14 @@ def out_of_fold_fits(
 ) -> OutOfFoldFits:  # fmt: skip
     """One :func:`fit_router` per fold (at ``precision``), each on the other folds (``every=False``: the first fold only;
     ``folds=None``: :func:`default_folds` of the rows; ``on_fit(k, of, rows)`` is called as fit k starts). A
-    prompt logged several times lies in one fold (:func:`~regret_gateway.causal.stats.folds_of`). The fits run
+    prompt logged several times lies in one fold (:func:`~regret_gateway.causal.stats.cross_fit_splits`). The fits run
     on ``executor`` (retrain/executor.py; default: here, one after another -- on 2 cores, torch's two threads
     already keep both busy: fitting the folds in two one-thread processes measured 1.02-1.04 times as fast,
     docs/experiments/retrain-time.md)."""
     groups = prompt_groups(logged.X)
     folds = default_folds(logged.n_samples) if folds is None else folds
-    parts = folds_of(logged.n_samples, folds, seed, groups)[: None if every else 1]
-    everything = np.arange(logged.n_samples)
-    rests = [np.setdiff1d(everything, held) for held in parts]
+    splits = cross_fit_splits(logged.n_samples, folds, seed, groups)[: None if every else 1]
+    parts, rests = [held for held, _ in splits], [rest for _, rest in splits]
 
     def started(k: int) -> None:  # (this fit, of how many, on how many rows): retrain's progress lines
         if on_fit is not None:

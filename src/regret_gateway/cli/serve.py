@@ -160,7 +160,7 @@ def report_cmd(
     spend and served quality, and against every model alone (and the tier's fallback, and the dearest model)
     what the same requests would have cost and scored, with 95% intervals -- estimated off-policy from the
     logged propensities, no A/B test. Where the logs cannot support an estimate (a model too rarely logged)
-    it says so instead of a number. docs/operations.md#what-routing-saved says how to read it."""
+    it says so instead of a number. docs/operations/monitoring.md#what-routing-saved says how to read it."""
     from sqlalchemy.orm import Session
 
     from regret_gateway.config import load_settings

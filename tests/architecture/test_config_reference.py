@@ -1,5 +1,6 @@
 """The configuration reference (docs/operations/config-reference.md) lists every key the config accepts,
-and no other; the operations pages' links land on a page and a heading that exist."""
+and no other; the links of the operations pages, the results page and the experiments' index land on a page
+and a heading that exist."""
 
 from __future__ import annotations
 
@@ -62,8 +63,9 @@ def _anchors(page: Path) -> set[str]:
     return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
 
 
-def test_the_operations_pages_links_land_on_a_page_and_heading_that_exist():
-    pages = [DOCS / "operations.md", *sorted((DOCS / "operations").glob("*.md"))]
+def test_the_operations_results_and_index_pages_links_land_on_a_page_and_heading_that_exist():
+    pages = [DOCS / "operations.md", DOCS / "results.md", DOCS / "experiments" / "README.md",
+             *sorted((DOCS / "operations").glob("*.md"))]  # fmt: skip
     broken = []
     for page in pages:
         for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):

@@ -258,11 +258,23 @@ def test_bench_offline_of_full_information_references_alone_reads_no_logs(tmp_pa
     assert len(list((tmp_path / "cache").iterdir())) == 2  # another token limit is another embedding
 
 
-def test_bench_offline_help_names_every_method_of_the_registry():
-    from regret_gateway.cli.bench_offline import METHODS
+def test_bench_offline_help_names_every_method_of_the_registry_and_imports_no_torch():
+    """`bench offline --help` lists the registry's names (read from it, not a copy), and listing them imports
+    neither torch nor any router class."""
+    import subprocess
+    import sys
+
     from regret_gateway.policy.registry import method_names
 
-    assert METHODS == tuple(method_names())
+    code = (
+        "import sys; from typer.testing import CliRunner; from regret_gateway.cli import app; "
+        "r = CliRunner().invoke(app, ['bench', 'offline', '--help'], env={'COLUMNS': '400'}); "
+        "print(r.output); print('TORCH' if 'torch' in sys.modules else 'NO-TORCH')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().endswith("NO-TORCH")
+    listed = " ".join(out.split())
+    assert all(name in listed for name in method_names())
 
 
 def test_bench_report_times_the_savings_report_on_stores_of_each_size_side_by_side():

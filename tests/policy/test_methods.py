@@ -10,7 +10,7 @@ from regret_gateway.evaluation.offline import evaluate_actions, reference_action
 from regret_gateway.evaluation.simulation import simulate_logs
 from regret_gateway.nn.training import TrainConfig
 from regret_gateway.policy.learner import fit_training_data
-from regret_gateway.policy.registry import make_router, method_names
+from regret_gateway.policy.registry import make_router, method_names, router_class
 from regret_gateway.policy.router import TrainingData
 from tests.conftest import make_world
 
@@ -93,6 +93,7 @@ def test_registry_has_the_papers_nine_methods_rm_cluster_and_the_full_informatio
         "rm-interval",
         "rm-cluster",
     ]
+    assert all(router_class(name).name == name for name in method_names())  # each class is what its name says
     with pytest.raises(ValueError, match="unknown method 'nope'"):
         make_router("nope")
     with pytest.raises(RuntimeError, match="not fitted"):

@@ -206,3 +206,19 @@ def test_a_priced_policy_reads_the_prompts_size_and_round_trips_through_numpy():
     tree, arrays = pack_state(policy.state())
     again = from_state(unpack_state(json.loads(json.dumps(tree)), arrays))
     np.testing.assert_allclose(again.logits(X, 10.0), policy.logits(X, 10.0))
+
+
+def test_a_candidate_s_kind_is_one_type_that_reads_and_writes_as_its_name():
+    """A candidate's kind is a CandidateKind wherever it came from (a string in a saved artifact, the gate's
+    member), names itself by its value in labels and saved state, and an unknown kind is refused by name."""
+    import json
+
+    from regret_gateway.servable import LEARNED, Candidate, CandidateKind
+
+    loaded = Candidate.from_state(json.loads(json.dumps(Candidate("regions", "m").state())))
+    assert loaded.kind is CandidateKind.REGIONS and loaded == Candidate(CandidateKind.REGIONS, "m")
+    assert loaded.label == "regions:m" and Candidate(CandidateKind.R_AND_C, version="v1").label == "r-and-c (v1)"
+    assert json.loads(json.dumps(loaded.state())) == {"kind": "regions", "model": "m"}
+    assert loaded.safe and not any(Candidate(k).safe for k in LEARNED)
+    with pytest.raises(ValueError, match="unknown candidate kind 'rm-magic'; one of rm-interval"):
+        Candidate("rm-magic")

@@ -11,23 +11,8 @@ import typer
 
 from regret_gateway.cli.options import _clip, _fail, _floats, _require_extra, bench_app
 from regret_gateway.encoders.embedder import default_cache_dir
+from regret_gateway.policy.registry import method_names
 from regret_gateway.sampling import MAX_ROWS
-
-# The registry's names (policy/registry.py), written out so that --help imports no torch; a test keeps them equal.
-METHODS = (
-    "full-feedback",
-    "full-info-regret",
-    "full-info-regression",
-    "baseline",
-    "r-and-c",
-    "carrot-knn",
-    "carrot-embednet",
-    "cf-regression",
-    "rm-classification",
-    "rm-softmax",
-    "rm-interval",
-    "rm-cluster",
-)
 
 
 @bench_app.command("offline")
@@ -53,7 +38,7 @@ def bench_offline(
         "all",
         "--methods",
         help="'all' or comma-separated names: "
-        + ", ".join(METHODS)
+        + ", ".join(method_names())
         + ", served (when RM-Interval, R&C or RM-Cluster runs, a `served` row is added: what `retrain` publishes from the "
         "trial's logs, by its own code and defaults, cross-fitted, one tier per lambda; `served` alone runs it without "
         "the bench's own nuisance stage)",
@@ -165,7 +150,6 @@ def bench_offline(
     from regret_gateway.evaluation.report import summarize, write_outputs
     from regret_gateway.evaluation.traffic import TRAFFIC, chat_traffic
     from regret_gateway.gateway.messages import READS, routed_text, tool_names
-    from regret_gateway.policy.registry import method_names
 
     started = time.perf_counter()
     try:

@@ -35,12 +35,11 @@ from regret_gateway.policy.learner import fit_training_data
 from regret_gateway.policy.registry import method_names, router_class
 from regret_gateway.policy.router import Router, TrainingData
 from regret_gateway.sampling import MAX_ROWS, sample_rows
-from regret_gateway.servable import Candidate
+from regret_gateway.servable import LEARNED, Candidate, CandidateKind
 
 REFERENCES = ("single-best", "oracle")
 LOGGED_CONSTANT = "logged-constant"  # the best constant model by the training logs' mean DR scores (what the logs can pick)
 SERVED = "served"  # what retrain publishes from the trial's logs (train + val), by its own code: served_actions
-SERVED_CANDIDATES = ("rm-interval", "r-and-c", "rm-cluster")  # retrain's learned candidates: running one runs served
 DEFAULT_LAMBDAS = tuple(float(l) for l in range(0, 1001, 100))
 
 
@@ -320,7 +319,9 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
     lambdas = np.asarray(config.lambdas, dtype=np.float64)
     full = bench.full_feedback(X)
     routers = [m for m in config.methods if m != SERVED]  # ``served`` alone: retrain's choice, no bench nuisance stage
-    candidates = SERVED in config.methods or any(m in SERVED_CANDIDATES for m in routers)
+    candidates = SERVED in config.methods or any(
+        m in LEARNED for m in routers
+    )  # retrain's learned candidates: running one runs served
     logged = not all(router_class(name).full_information for name in routers)
     names = routers + ([SERVED] if candidates else []) + list(REFERENCES) + ([LOGGED_CONSTANT] if logged else [])
     raw = {m: MethodTrials() for m in names}
@@ -384,7 +385,7 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
             # why served differs from the single best model: a learned router won the gate, or the fixed
             # choice the logs estimate is another model than the one full feedback picks
             diag["served_learned_share"] = float(np.mean([not c.safe for c in served]))
-            diag["served_regions_share"] = float(np.mean([c.kind == "regions" for c in served]))
+            diag["served_regions_share"] = float(np.mean([c.kind == CandidateKind.REGIONS for c in served]))
             diag["served_constant_is_single_best_share"] = float(
                 np.mean([data.model_names[single[k]] == c.model for k, c in enumerate(served) if c.safe] or [np.nan])
             )

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from regret_gateway.policy.router import Lambdas, Router, TrainingData, check_lambdas, row_regret
-from regret_gateway.servable import ClusterPolicy, unit_rows
+from regret_gateway.servable import CandidateKind, ClusterPolicy, unit_rows
 
 
 def spherical_kmeans(
@@ -90,7 +90,7 @@ class RMCluster(Router):
             :class:`SharedCentroids` of every logged prompt).
     """
 
-    name = "rm-cluster"
+    name = CandidateKind.RM_CLUSTER.value
 
     def __init__(
         self,

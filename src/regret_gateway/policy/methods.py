@@ -24,7 +24,7 @@ from regret_gateway.nn import objectives
 from regret_gateway.nn.networks import StackedMLP
 from regret_gateway.nn.training import train_members
 from regret_gateway.policy.router import Lambdas, Router, TrainingData, check_lambdas, dr_regret
-from regret_gateway.servable import OutcomePolicy
+from regret_gateway.servable import CandidateKind, OutcomePolicy
 
 
 # -- decoupled routers --------------------------------------------------------------------------
@@ -104,7 +104,7 @@ class CarrotEmbedNet(_Regressor):
 class RandC(DecoupledRouter):
     """R&C: argmax of the nuisance stage's outcome models r_t(x) (regress, then compare)."""
 
-    name = "r-and-c"
+    name = CandidateKind.R_AND_C.value
 
     def fit(self, data: TrainingData, lambdas: Lambdas) -> "RandC":
         if data.nuisance is None or not hasattr(data.nuisance, "outcome_"):

@@ -24,7 +24,7 @@ from regret_gateway.nn.networks import IntervalNets, interval_ends
 from regret_gateway.nn.training import train_members
 from regret_gateway.policy.methods import RMSoftmax
 from regret_gateway.policy.router import Lambdas, Router, TrainingData, check_lambdas
-from regret_gateway.servable import IntervalArrays, MLPArrays, RMIntervalPolicy
+from regret_gateway.servable import CandidateKind, IntervalArrays, MLPArrays, RMIntervalPolicy
 
 
 class RMInterval(Router):
@@ -38,7 +38,7 @@ class RMInterval(Router):
             10x ratio).
     """
 
-    name = "rm-interval"
+    name = CandidateKind.RM_INTERVAL.value
 
     def __init__(self, *, tiers: Lambdas | None = None, tau: float = 1.0, interval_tau: float = 10.0, **kwargs):
         super().__init__(**kwargs)

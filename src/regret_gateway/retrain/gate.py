@@ -32,7 +32,15 @@ from regret_gateway.policy.regions import (
     region_policy,
 )
 from regret_gateway.retrain.fits import HeldOutRows, OutOfFoldFits, held_out_rows
-from regret_gateway.servable import Candidate, ConstantPolicy, PublishedRouter, ServablePolicy, ServedTier, unit_rows
+from regret_gateway.servable import (
+    Candidate,
+    CandidateKind,
+    ConstantPolicy,
+    PublishedRouter,
+    ServablePolicy,
+    ServedTier,
+    unit_rows,
+)
 
 
 @dataclass(frozen=True)
@@ -83,11 +91,6 @@ def contenders(data: LoggedData, served: np.ndarray, lam: float, names: tuple[st
     return tuple(sorted((name for name in rivals if upper[name] > 0), key=lambda name: (-upper[name], name)))
 
 
-FIXED = "constant"  # the best constant model, the fixed choice every tier can fall back to
-REGIONS = "regions"  # the safe regional policy: the constant, with proven regions departing
-PRICED = "priced"  # the best constant with each request priced by its prompt's size (policy/priced.py)
-
-
 def learned_candidates(
     learner, model_names: tuple[str, ...], lams: list[float], centroids: dict[int, np.ndarray] | None = None
 ) -> tuple[dict[str, ServablePolicy], int]:
@@ -98,10 +101,10 @@ def learned_candidates(
     from regret_gateway.policy.cluster import RMCluster
 
     cluster = RMCluster(random_state=learner.policy.random_state, centroids=centroids).fit(learner.data_, lams)
-    policies = {
-        "rm-interval": learner.policy_.to_policy(),
-        "r-and-c": learner.nuisance_.outcome_.to_policy(model_names),
-        "rm-cluster": cluster.to_policy(),
+    policies: dict[str, ServablePolicy] = {  # keyed by their CandidateKind
+        CandidateKind.RM_INTERVAL: learner.policy_.to_policy(),
+        CandidateKind.R_AND_C: learner.nuisance_.outcome_.to_policy(model_names),
+        CandidateKind.RM_CLUSTER: cluster.to_policy(),
     }
     return policies, cluster.k_
 
@@ -187,7 +190,7 @@ def evaluate(
     shared = SharedCentroids(unit_rows(fits.logged.X), seed=fits.learners[0].policy.random_state)  # one k-means per K
     learned = [learned_candidates(learner, names, lams, shared) for learner in fits.learners]
     published, k_clusters = learned[0]
-    labels = [label for label in published if label != "rm-cluster" or k_clusters > 1]
+    labels = [label for label in published if label != CandidateKind.RM_CLUSTER or k_clusters > 1]
     priced = None
     if size is not None:
         from regret_gateway.policy.priced import fit_priced
@@ -214,16 +217,18 @@ def evaluate(
             by_region.quality, by_region.cost, hold.action, space, groups, b, spec.lam, propensity=data.propensity,
             folds=fold_rows if len(parts) > 1 else None, aggregate=True, population=own,
         )  # fmt: skip
-        safe = Candidate(REGIONS if choice.n_adopted else FIXED, names[b])
+        safe = Candidate(CandidateKind.REGIONS if choice.n_adopted else CandidateKind.CONSTANT, names[b])
         safe_policy = region_policy(names, space, choice) if choice.n_adopted else ConstantPolicy(names, names[b])
         # every candidate of this tier, by the label the gate and the report name it: (what it is, its policy)
-        pool: dict[str, tuple[Candidate, ServablePolicy]] = {label: (Candidate(label), published[label]) for label in labels}
+        pool: dict[str, tuple[Candidate, ServablePolicy]] = {
+            label: (Candidate(CandidateKind(label)), published[label]) for label in labels
+        }
         pool[safe.label] = (safe, safe_policy)
         if best != b:
-            challenger = Candidate(FIXED, names[best])
+            challenger = Candidate(CandidateKind.CONSTANT, names[best])
             pool[challenger.label] = (challenger, ConstantPolicy(names, names[best]))
         if priced is not None:
-            pool[PRICED] = (Candidate(PRICED), priced)
+            pool[CandidateKind.PRICED] = (Candidate(CandidateKind.PRICED), priced)
         actions = {label: out_of_fold[label][i] for label in labels}
         for label, (_, policy) in pool.items():
             if label not in actions:
@@ -264,5 +269,7 @@ def evaluate(
                            g.choice.total_lower)
         )  # fmt: skip
         served_tiers[name] = ServedTier(spec.lam, chosen.of_version(None), chosen_policy, rivals)  # published in the new version
-    estimator = published["r-and-c"]  # this retrain's outcome networks: every tier's utility estimates for exploration
+    estimator = published[
+        CandidateKind.R_AND_C
+    ]  # this retrain's outcome networks: every tier's utility estimates for exploration
     return rows, PublishedRouter(served_tiers, estimator)

@@ -49,11 +49,14 @@ from regret_gateway.servable.kinds import (
     from_state,
     outcome_heads,
 )
-from regret_gateway.servable.policy import Candidate, ServablePolicy, check_lambda
+from regret_gateway.servable.policy import LEARNED, SAFE, Candidate, CandidateKind, ServablePolicy, check_lambda
 from regret_gateway.servable.published import PublishedRouter, ServedTier, candidate_of
 
 __all__ = [
+    "LEARNED",
+    "SAFE",
     "Candidate",
+    "CandidateKind",
     "ClusterPolicy",
     "ConstantPolicy",
     "IntervalArrays",

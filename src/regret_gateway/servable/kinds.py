@@ -10,13 +10,14 @@ import numpy as np
 
 from regret_gateway.context import SizeFeature
 from regret_gateway.servable.arrays import IntervalArrays, MLPArrays, nearest_centroid, unit_rows
-from regret_gateway.servable.policy import ServablePolicy, _same_tier
+from regret_gateway.servable.policy import CandidateKind, ServablePolicy, _same_tier
 
 
 class RMIntervalPolicy(ServablePolicy):
     """RM-Interval at serving time: tier networks ``tier_arrays`` (m members) and ``intervals`` (m - 1)."""
 
     kind = "rm-interval"
+    candidate = CandidateKind.RM_INTERVAL
 
     def __init__(
         self,
@@ -82,6 +83,7 @@ class OutcomePolicy(ServablePolicy):
     """R&C at serving time: argmax_t of the outcome networks' A(t) - lam * C(t)."""
 
     kind = "r-and-c"
+    candidate = CandidateKind.R_AND_C
 
     def __init__(self, model_names: Sequence[str], arrays: MLPArrays, cost_scale: np.ndarray) -> None:
         super().__init__(model_names, arrays.d_in)
@@ -115,6 +117,7 @@ class ConstantPolicy(ServablePolicy):
     """Every request to one model: ``model`` at every lambda."""
 
     kind = "constant"
+    candidate = CandidateKind.CONSTANT
 
     def __init__(self, model_names: Sequence[str], model: str, dim: int | None = None) -> None:
         super().__init__(model_names, dim)
@@ -140,6 +143,7 @@ class ClusterPolicy(ServablePolicy):
     and within cluster k to argmax_t quality[k, t] - lam * cost[k, t] ((K, T) estimated means)."""
 
     kind = "cluster"
+    candidate = CandidateKind.RM_CLUSTER
 
     def __init__(self, model_names: Sequence[str], centroids: np.ndarray, quality: np.ndarray, cost: np.ndarray) -> None:
         centroids = np.asarray(centroids, dtype=np.float32)
@@ -180,6 +184,7 @@ class RegionPolicy(ServablePolicy):
     the keys they were fitted on, and a new key is served the baseline."""
 
     kind = "regions"
+    candidate = CandidateKind.REGIONS
 
     def __init__(
         self, model_names: Sequence[str], centroids: np.ndarray, models: np.ndarray, *, reach: float | None = None,
@@ -228,6 +233,7 @@ class PricedPolicy(ServablePolicy):
     at a high lambda a long prompt goes to a cheaper model than a short one."""
 
     kind = "priced"
+    candidate = CandidateKind.PRICED
     scores_are_utilities = True
 
     def __init__(self, model_names: Sequence[str], quality, fixed, per_token, size_weight: float, dim: int | None = None) -> None:

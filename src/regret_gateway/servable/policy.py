@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
@@ -31,7 +32,8 @@ class ServablePolicy(ABC):
         dim: embedding size the policy reads (None: it reads no embedding).
     """
 
-    kind: ClassVar[str] = "base"
+    kind: ClassVar[str] = "base"  # its artifact format (servable/kinds.py)
+    candidate: ClassVar[CandidateKind | None] = None  # the candidate it serves as
     scores_are_utilities: ClassVar[bool] = False  # True: the logits are the estimated utilities (R&C, RM-Cluster)
 
     def __init__(self, model_names: Sequence[str], dim: int | None) -> None:
@@ -104,6 +106,28 @@ class ServablePolicy(ABC):
     def _from_state(cls, state: dict[str, Any], model_names: tuple[str, ...]) -> "ServablePolicy": ...
 
 
+class CandidateKind(str, Enum):
+    """What kind of policy a tier can serve: the one type the gate, the offline bench and the reports name
+    candidates by (a ``str``: it compares, hashes and serialises as its value)."""
+
+    RM_INTERVAL = "rm-interval"  # the paper's RM-Interval
+    R_AND_C = "r-and-c"  # the outcome models' argmax
+    RM_CLUSTER = "rm-cluster"  # regret minimisation over embedding clusters
+    CONSTANT = "constant"  # one model: the safe default
+    REGIONS = "regions"  # the constant, except in the regions the logs prove another model better
+    PRICED = "priced"  # the best constant with each request priced by its prompt's size
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+LEARNED: tuple[CandidateKind, ...] = (CandidateKind.RM_INTERVAL, CandidateKind.R_AND_C, CandidateKind.RM_CLUSTER)
+SAFE: tuple[CandidateKind, ...] = (CandidateKind.CONSTANT, CandidateKind.REGIONS)
+
+
 @dataclass(frozen=True)
 class Candidate:
     """What a tier serves, as retrain chose and published it: ``kind`` -- a learned router (``rm-interval``,
@@ -111,20 +135,24 @@ class Candidate:
     in the regions of prompt space the logs prove) -- the safe default's ``model``, and the ``version`` of
     the artifact it is served from (None: the one being built)."""
 
-    kind: str
+    kind: CandidateKind
     model: str | None = None
     version: str | None = None
 
-    SAFE: ClassVar[tuple[str, ...]] = ("constant", "regions")
-
     def __post_init__(self) -> None:
-        if (self.model is None) == (self.kind in self.SAFE):
+        try:
+            object.__setattr__(self, "kind", CandidateKind(self.kind))
+        except ValueError:
+            raise ValueError(
+                f"unknown candidate kind {self.kind!r}; one of {', '.join(k.value for k in CandidateKind)}"
+            ) from None
+        if (self.model is None) == (self.kind in SAFE):
             raise ValueError(f"a {self.kind!r} candidate {'needs' if self.model is None else 'has no'} model")
 
     @property
     def safe(self) -> bool:
         """A safe default: re-derived by every retrain, never an incumbent to protect."""
-        return self.kind in self.SAFE
+        return self.kind in SAFE
 
     @property
     def label(self) -> str:
@@ -136,8 +164,8 @@ class Candidate:
         return replace(self, version=version)
 
     def state(self) -> dict[str, Any]:
-        return {"kind": self.kind, "model": self.model}
+        return {"kind": self.kind.value, "model": self.model}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "Candidate":
-        return cls(str(state["kind"]), None if state.get("model") is None else str(state["model"]))
+        return cls(CandidateKind(str(state["kind"])), None if state.get("model") is None else str(state["model"]))

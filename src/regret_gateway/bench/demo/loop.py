@@ -103,7 +103,7 @@ def claim_checks(
     difference of their greedy choices on the held-out prompts -- and on the traffic's prompts, the pool the logs were drawn from (a claim that misses both is the estimate's error on
     its own logs, not a failure to carry to new prompts). ``before``, ``after``: the artifacts that served
     before and after the retrain; ``rows_of``: per tier, the (never-sent, traffic) prompts of its team."""
-    from regret_gateway.servable.policy import Candidate
+    from regret_gateway.servable.policy import Candidate, CandidateKind
 
     out = list[dict]()
     if len(world.held_ix) == 0 or after is None:
@@ -112,7 +112,7 @@ def claim_checks(
     def truth(te, incumbent, rows: np.ndarray) -> float | None:
         new = greedy_choices(world, after, te.tier, te.lam, rows)
         old: np.ndarray | None
-        if isinstance(incumbent, Candidate) and incumbent.kind == "constant" and incumbent.model is not None:
+        if isinstance(incumbent, Candidate) and incumbent.kind == CandidateKind.CONSTANT and incumbent.model is not None:
             old = np.full(len(rows), world.models.index(incumbent.model))
         else:  # the policy the tier served before
             old = greedy_choices(world, before, te.tier, te.lam, rows)
@@ -124,9 +124,9 @@ def claim_checks(
         incumbent, served = te.candidates.get(te.incumbent), te.candidates.get(te.served)
         if te.served != te.incumbent and incumbent is not None:
             claim, over, lo, hi = 100 * te.gain, incumbent, 100 * te.gain_ci[0], 100 * te.gain_ci[1]
-        elif served is not None and served.kind == "regions" and te.regions_adopted:
+        elif served is not None and served.kind == CandidateKind.REGIONS and te.regions_adopted:
             # a safe default's regions, re-derived by the retrain, claim a gain over its constant (one-sided)
-            over = Candidate("constant", served.model)
+            over = Candidate(CandidateKind.CONSTANT, served.model)
             claim, lo, hi = 100 * te.regions_gain, 100 * te.regions_lower, float("inf")
         else:
             continue

@@ -319,9 +319,7 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
     lambdas = np.asarray(config.lambdas, dtype=np.float64)
     full = bench.full_feedback(X)
     routers = [m for m in config.methods if m != SERVED]  # ``served`` alone: retrain's choice, no bench nuisance stage
-    candidates = SERVED in config.methods or any(
-        m in LEARNED for m in routers
-    )  # retrain's learned candidates: running one runs served
+    candidates = SERVED in config.methods or any(m in LEARNED for m in routers)  # running a learned candidate runs served
     logged = not all(router_class(name).full_information for name in routers)
     names = routers + ([SERVED] if candidates else []) + list(REFERENCES) + ([LOGGED_CONSTANT] if logged else [])
     raw = {m: MethodTrials() for m in names}

@@ -57,18 +57,14 @@ def cross_fit_splits(n: int, k: int, seed: int, groups: np.ndarray | None = None
     scored on and the rows it is fitted on. Checked: the folds are disjoint and cover every row, and no
     prompt (``groups``) lies in two of them -- a fit scored on a prompt it saw would flatter itself."""
     folds = folds_of(n, k, seed, groups)
-    seen = np.zeros(n, dtype=np.int64)
-    for held in folds:
-        seen[held] += 1
-    owner = np.full(n, -1) if groups is None else np.full(int(groups.max()) + 1 if n else 0, -1)
-    for f, held in enumerate(folds):
-        ids = held if groups is None else np.unique(groups[held])
-        if np.any((owner[ids] >= 0) & (owner[ids] != f)):
-            raise RuntimeError("cross-fitting's folds share a prompt")
-        owner[ids] = f
-    if np.any(seen != 1):
-        raise RuntimeError("cross-fitting's folds must hold every row once")
     everything = np.arange(n)
+    if not np.array_equal(np.sort(np.concatenate(folds)), everything):
+        raise RuntimeError("cross-fitting's folds must hold every row once")
+    fold = np.empty(n, dtype=np.int64)
+    for f, held in enumerate(folds):
+        fold[held] = f
+    if groups is not None and len(np.unique(groups * k + fold)) != len(np.unique(groups)):
+        raise RuntimeError("cross-fitting's folds share a prompt")
     return [(held, np.setdiff1d(everything, held)) for held in folds]
 
 

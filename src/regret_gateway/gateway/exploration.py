@@ -69,9 +69,9 @@ def exploration_distribution(
     floor = share / 4 if min_propensity is None else min(min_propensity, share)
     p[others] = np.maximum(floor, share / (1.0 + gamma * gap[others]))
     ahead = np.zeros(T, dtype=bool)
-    lead = [int(c) for c in contenders if int(c) != best]
-    if lead:
-        ahead[lead[0]] = True
+    lead = next((int(c) for c in contenders if int(c) != best), None)
+    if lead is not None:
+        ahead[lead] = True
     if rule == "challengers" and u is not None:
         ahead |= others & (u > u[best])
     if ahead.any():  # what IGW leaves of epsilon goes to them: at least share each, since the rest <= share each

@@ -269,7 +269,6 @@ def evaluate(
                            g.choice.total_lower)
         )  # fmt: skip
         served_tiers[name] = ServedTier(spec.lam, chosen.of_version(None), chosen_policy, rivals)  # published in the new version
-    estimator = published[
-        CandidateKind.R_AND_C
-    ]  # this retrain's outcome networks: every tier's utility estimates for exploration
+    # this retrain's outcome networks: every tier's utility estimates for exploration
+    estimator = published[CandidateKind.R_AND_C]
     return rows, PublishedRouter(served_tiers, estimator)

@@ -17,7 +17,7 @@ import numpy as np
 
 from regret_gateway.budgets.ladder import BudgetLadders
 from regret_gateway.servable.kinds import ConstantPolicy, from_state
-from regret_gateway.servable.policy import Candidate, CandidateKind, ServablePolicy, check_lambda
+from regret_gateway.servable.policy import Candidate, ServablePolicy, check_lambda
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,9 @@ class ServedTier:
 
 def candidate_of(policy: ServablePolicy) -> Candidate:
     """The candidate a bare policy is: the constant of its model, else a learned router of its kind."""
-    if isinstance(policy, ConstantPolicy):
-        return Candidate(CandidateKind.CONSTANT, policy.model)
     if policy.candidate is None:
         raise ValueError(f"a {policy.kind!r} policy is no candidate a tier can serve")
-    return Candidate(policy.candidate)
+    return Candidate(policy.candidate, policy.model if isinstance(policy, ConstantPolicy) else None)
 
 
 class PublishedRouter:

@@ -362,9 +362,30 @@ def test_what_departing_claims_over_the_baseline_holds_its_true_gain():
         assert choice.n_adopted > 0
         region = np.where(regions.region >= 0, regions.region, 0)
         truth = np.where(choice.adopted[region], gains[key, choice.models[region]], 0.0).mean()
-        assert 0 < choice.total_lower < choice.total and abs(choice.total - truth) < 0.1  # a proven gain, estimated
+        assert choice.total_lower < choice.total and abs(choice.total - truth) < 0.1  # a bound, and the gain estimated
         held += choice.total_lower <= truth
     assert held >= 18, held
     quality, logged, regions, groups, _ = _keyed_scores(np.zeros((12, 3)), 150, seed=0)
     nothing = _regional_choice(quality, logged, regions, groups, seed=0)
     assert nothing.n_adopted == 0 and nothing.total == 0.0 and nothing.total_lower == float("-inf")
+
+
+def test_a_claim_that_barely_passed_its_test_is_bounded_given_that_it_passed():
+    """Where departing gains a little (half the apps gain 0.08 with one model), the whole proposal passes its
+    test in about a quarter of 100 worlds, and those are the worlds whose noise ran high: the plain one-sided
+    bound (estimate - 1.645 se) held the true gain of what departed in 19 of 28 published claims. The bound
+    given that the test passed (confidence.selective_lower) holds it in at least 85% of them."""
+    claims = held = 0
+    for seed in range(100):
+        gains = np.zeros((12, 3))
+        gains[:6, 1] = 0.08
+        quality, logged, regions, groups, key = _keyed_scores(gains, 150, seed)
+        choice = _regional_choice(quality, logged, regions, groups, seed)
+        if not choice.n_adopted:
+            continue
+        region = np.where(regions.region >= 0, regions.region, 0)
+        truth = np.where(choice.adopted[region], gains[key, choice.models[region]], 0.0).mean()
+        claims += 1
+        held += choice.total_lower <= truth
+    assert claims >= 15, claims  # the world this test needs: claims published on little power
+    assert held >= 0.85 * claims, (held, claims)

@@ -33,15 +33,14 @@ So v_i comes from what the logger favoured at that prompt (``favoured``: its gre
 among the eligible models; 1 / (1 - p_i) where the logger favoured a but drew another (a lower bound of
 its share of a); else the logger's worst case, 1/p_s, p_s the smallest propensity it logged (at most 1/T;
 a logger that never randomised counts as knowing nothing of other models: 1e6). With one logger it is the
-plain DR above. The estimators share one base
-(Open Bandit Pipeline's layout): a subclass implements :meth:`OffPolicyEstimator._values`, the estimate
-on each of a batch of row resamples; the point estimate is the full sample, the interval the percentile
-bootstrap over the same resamples for every estimator. Where the rows' quality is an LLM judge's score
-corrected by its estimated error (:class:`~regret_gateway.data.TargetErrors`), each resample also redraws
-that estimate, so the DR interval carries its uncertainty (the point estimate uses the estimate itself).
-The formulas are those of
-:mod:`regret_gateway.causal.stats`, shared with the nuisance stage. :class:`LoggedData` values a policy
-and the paired gain of one policy over another; :func:`select` chooses what a tier serves.
+plain DR above. The estimators share one base (Open Bandit Pipeline's layout): a subclass implements
+:meth:`OffPolicyEstimator._values`, the estimate on each of a batch of row resamples; the point estimate is
+the full sample, the interval the percentile bootstrap over the same resamples for every estimator. Where
+the rows' quality is an LLM judge's score corrected by its estimated error
+(:class:`~regret_gateway.data.TargetErrors`), each resample also redraws that estimate, so the DR interval
+carries its uncertainty. The formulas are :mod:`regret_gateway.causal.stats`'s, shared with the nuisance
+stage. :class:`LoggedData` values a policy and the paired gain of one over another; :func:`select`
+chooses what a tier serves.
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from regret_gateway.causal.stats import bootstrap_counts, dr_term, effective_sample_size
-from regret_gateway.confidence import ALPHA, family_alpha, percentile_interval
+from regret_gateway.confidence import ALPHA, family_alpha, percentile_interval, selective_interval, z_critical
 from regret_gateway.data import FAVOURED_UNIFORM, FAVOURED_UNKNOWN, TargetErrors
 
 Shifts = tuple[np.ndarray, np.ndarray]  # (slope, intercept), each (B, G): TargetErrors.shifts
@@ -336,7 +335,7 @@ class Selection:
     incumbent: str
     best: str
     gain: float  # DR value of the best candidate minus the incumbent's
-    gain_ci: tuple[float, float]
+    gain_ci: tuple[float, float]  # a replacement's: given that it passed (select)
     values: dict[str, PolicyValue]
     required: float = 0.0  # the margin the lower end of the gain's interval had to clear
 
@@ -383,10 +382,9 @@ def select(
     (Bonferroni: the best of several is the one whose noise flattered it most, and ``alpha`` bounds the
     chance that any challenger without a real gain passes, however many there are); of those whose
     interval's lower end exceeds ``required`` (``force``: whose gain is positive at all), the best by DR
-    value replaces the incumbent. Testing only the best by DR would keep a wrong incumbent whenever a noisy
-    candidate led on its point estimate while another, proven better, trailed it -- the share of alpha each
-    challenger is tested at is the same either way. Never worse than the incumbent with confidence: a tier
-    whose candidates cannot show a gain keeps what it has."""
+    value replaces the incumbent (testing only the best by DR would keep a wrong incumbent whenever a noisy
+    candidate led while another, proven better, trailed it); else the incumbent stays. A replacement's
+    interval is the one given that it passed (:func:`~regret_gateway.confidence.selective_interval`)."""
     if incumbent not in candidates:
         raise ValueError(f"the incumbent {incumbent!r} must be one of the candidates {sorted(candidates)}")
     values = {name: data.value(a, lam, n_boot=n_boot, alpha=alpha, seed=seed) for name, a in candidates.items()}
@@ -397,4 +395,6 @@ def select(
     leader = max(values, key=lambda name: (values[name].dr, name == incumbent))
     best = max(passed, key=lambda name: values[name].dr) if passed else leader
     gain, ci = gains.get(best, (0.0, (0.0, 0.0)))
+    if passed and ci[0] > required:  # the claim, given that it passed (se from the bootstrap's lower end)
+        ci = selective_interval(gain, (gain - ci[0]) / z_critical(family, two_sided=True), required + gain - ci[0], family)
     return Selection(best if passed else incumbent, incumbent, best, gain, ci, values, required)

@@ -35,6 +35,9 @@ confidence bound).
   closed-loop replay (IGW exploration, weights up to 640) adopted a region on an ESS of 32 whose estimated
   +16 points cost 5 on new prompts (docs/experiments/learning-curve.md). Either way, with probability about
   1 - alpha, the policy does not lose to the baseline.
+* Claim: what departing gains (``total``) and its one-sided bound (``total_lower``), the bound given that
+  the test passed (:func:`~regret_gateway.confidence.selective_lower`): the same rows decide that a claim
+  is made and what it says, and the plain bound of a claim that just passed holds less often than its level.
 * The policy (:class:`~regret_gateway.servable.RegionPolicy`): nearest centroid, then the region's model.
 
 Where the router reads a context key (an app, a team, a task: :class:`~regret_gateway.context.ContextCode`),
@@ -57,7 +60,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from regret_gateway.causal.stats import effective_sample_size
-from regret_gateway.confidence import ALPHA, holm, p_value, z_critical
+from regret_gateway.confidence import ALPHA, holm, holm_levels, p_value, selective_lower, z_critical
 from regret_gateway.policy.cluster import spherical_kmeans
 from regret_gateway.servable import RegionPolicy, nearest_centroid, unit_rows
 
@@ -233,7 +236,7 @@ def choose_regions(
         published = region_proposal(d, logged, regions.region, R, np.arange(n), baseline, min_matched, testable,
                                     shrink=regions.keyed)  # fmt: skip
     models = np.full(R, baseline)
-    gain, lower, p_values = np.zeros(R), np.full(R, -np.inf), np.ones(R)
+    gain, lower, p_values, ses = np.zeros(R), np.full(R, -np.inf), np.ones(R), np.zeros(R)
     inside = regions.region >= 0
     share = np.bincount(regions.region[inside], minlength=R) / n
     challengers = max(1, T - 1) if proposed is None else 1
@@ -251,7 +254,7 @@ def choose_regions(
             continue
         if proposed is None or published is None:
             m = int(np.argmax(np.where(eligible, z, -np.inf)))
-            models[r], gain[r], lower[r] = m, mean[m], mean[m] - z_any * se[m]
+            models[r], gain[r], lower[r], ses[r] = m, mean[m], mean[m] - z_any * se[m], se[m]
             p_values[r] = min(1.0, challengers * p_value(z[m]))
             continue
         # each row's gain under what the other folds proposed for the region (the baseline: 0), out of fold;
@@ -261,7 +264,7 @@ def choose_regions(
         if own_se <= 0:
             continue
         models[r] = published[r]  # what the region serves if it departs: what all its rows propose
-        gain[r], lower[r] = own_mean, own_mean - z_any * own_se
+        gain[r], lower[r], ses[r] = own_mean, own_mean - z_any * own_se, own_se
         p_values[r] = p_value(own_mean / own_se)
     if aggregate and proposed is not None and (R > 1 or regions.keyed):
         # first the whole proposal at once: every row of a tested region under what the other folds proposed,
@@ -275,14 +278,28 @@ def choose_regions(
             adopted = (gain > 0) & (models != baseline) & np.isfinite(lower)
             models = np.where(adopted, models, baseline)
             total = float(own[on].mean()) if adopted.any() else 0.0
-            bound = total - z_critical(alpha) * float(se_all) if adopted.any() else float("-inf")
+            # the claim: the whole proposal's bound given that it passed its test (confidence.selective_lower)
+            bound = selective_lower(total, float(se_all), z_critical(alpha), alpha) if adopted.any() else float("-inf")
             return RegionChoice(baseline, models, adopted, np.where(adopted, gain, 0.0), lower, share, total, bound)
     p_values = np.where(alone[np.arange(R), models] & (models != baseline), p_values, 1.0)  # alone, a region needs min_ess
-    adopted = holm(p_values, alpha, ahead=gain > 0)  # Holm's step-down over the regions
+    return _one_by_one(baseline, models, gain, lower, ses, p_values, share, alpha, challengers)
+
+
+def _one_by_one(
+    baseline: int, models: np.ndarray, gain: np.ndarray, lower: np.ndarray, ses: np.ndarray, p_values: np.ndarray,
+    share: np.ndarray, alpha: float, challengers: int,
+) -> RegionChoice:  # fmt: skip
+    """The regions Holm's step-down adopts over ``p_values`` (R,), and what they claim: each adopted region's
+    bound given that it passed at its step's level (:func:`~regret_gateway.confidence.selective_lower`, at
+    ``alpha`` shared among the adopted regions, so that their bounds, weighted by ``share``, hold together)."""
+    adopted = holm(p_values, alpha, ahead=gain > 0)
     models = np.where(adopted, models, baseline)
+    levels, claimed = holm_levels(p_values, alpha), np.array(lower, dtype=np.float64)
+    for r in np.flatnonzero(adopted):
+        claimed[r] = selective_lower(gain[r], ses[r], z_critical(levels[r], challengers), alpha / adopted.sum())
     total = float((share * gain)[adopted].sum())
-    bound = float((share * lower)[adopted].sum()) if adopted.any() else float("-inf")
-    return RegionChoice(baseline, models, adopted, np.where(adopted, gain, 0.0), lower, share, total, bound)
+    bound = float((share * claimed)[adopted].sum()) if adopted.any() else float("-inf")
+    return RegionChoice(baseline, models, adopted, np.where(adopted, gain, 0.0), claimed, share, total, bound)
 
 
 def region_policy(model_names: tuple[str, ...], regions: Regions, choice: RegionChoice) -> RegionPolicy:

@@ -267,22 +267,35 @@ def choose_regions(
         gain[r], lower[r], ses[r] = own_mean, own_mean - z_any * own_se, own_se
         p_values[r] = p_value(own_mean / own_se)
     if aggregate and proposed is not None and (R > 1 or regions.keyed):
-        # first the whole proposal at once: every row of a tested region under what the other folds proposed,
-        # the rest under the baseline (gain 0)
-        region = np.where(inside, regions.region, 0)
-        tested = inside & np.isfinite(lower)[region]
-        own = np.where(tested, d[np.arange(n), proposed], 0.0)
-        on = np.arange(n) if population is None else np.flatnonzero(population)
-        se_all = clustered_se(own[on], np.unique(groups[on], return_inverse=True)[1].reshape(-1)) if len(on) else 0.0
-        if se_all > 0 and own[on].mean() / se_all > z_critical(alpha):
-            adopted = (gain > 0) & (models != baseline) & np.isfinite(lower)
-            models = np.where(adopted, models, baseline)
-            total = float(own[on].mean()) if adopted.any() else 0.0
-            # the claim: the whole proposal's bound given that it passed its test (confidence.selective_lower)
-            bound = selective_lower(total, float(se_all), z_critical(alpha), alpha) if adopted.any() else float("-inf")
-            return RegionChoice(baseline, models, adopted, np.where(adopted, gain, 0.0), lower, share, total, bound)
+        whole = _whole_proposal(d[np.arange(n), proposed], regions.region, groups, population, baseline, models, gain,
+                                lower, share, alpha)  # fmt: skip
+        if whole is not None:
+            return whole
     p_values = np.where(alone[np.arange(R), models] & (models != baseline), p_values, 1.0)  # alone, a region needs min_ess
     return _one_by_one(baseline, models, gain, lower, ses, p_values, share, alpha, challengers)
+
+
+def _whole_proposal(
+    own_gain: np.ndarray, region: np.ndarray, groups: np.ndarray, population: np.ndarray | None, baseline: int,
+    models: np.ndarray, gain: np.ndarray, lower: np.ndarray, share: np.ndarray, alpha: float,
+) -> RegionChoice | None:  # fmt: skip
+    """The whole proposal tested at once (module doc): every row of a tested region (finite ``lower``) under
+    what the other folds proposed for it (its gain ``own_gain`` (n,)), the rest under the baseline (gain 0),
+    on the ``population``'s rows. Where it gains, every tested region whose rows gained departs, and the
+    claim is its gain with the bound given that it passed (:func:`~regret_gateway.confidence.selective_lower`);
+    else None."""
+    inside = region >= 0
+    tested = inside & np.isfinite(lower)[np.where(inside, region, 0)]
+    own = np.where(tested, own_gain, 0.0)
+    on = np.arange(len(own)) if population is None else np.flatnonzero(population)
+    se_all = clustered_se(own[on], np.unique(groups[on], return_inverse=True)[1].reshape(-1)) if len(on) else 0.0
+    if not (se_all > 0 and own[on].mean() / se_all > z_critical(alpha)):
+        return None
+    adopted = (gain > 0) & (models != baseline) & np.isfinite(lower)
+    models = np.where(adopted, models, baseline)
+    total = float(own[on].mean()) if adopted.any() else 0.0
+    bound = selective_lower(total, float(se_all), z_critical(alpha), alpha) if adopted.any() else float("-inf")
+    return RegionChoice(baseline, models, adopted, np.where(adopted, gain, 0.0), lower, share, total, bound)
 
 
 def _one_by_one(

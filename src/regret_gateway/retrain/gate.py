@@ -18,14 +18,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from regret_gateway.causal.estimators import CounterfactualScores
 from regret_gateway.causal.ope import N_BOOT, LoggedData, PolicyValue, Selection, select
 from regret_gateway.causal.pooling import pooled_scores
 from regret_gateway.confidence import ALPHA, family_alpha
 from regret_gateway.context import ContextCode, SizeFeature
+from regret_gateway.data import LoggedFeedback
 from regret_gateway.policy.cluster import SharedCentroids
 from regret_gateway.policy.regions import (
     MAX_REGIONS,
     RegionChoice,
+    Regions,
     choose_regions,
     fit_regions,
     key_regions,
@@ -110,6 +113,28 @@ def learned_candidates(
 
 
 @dataclass(frozen=True)
+class _Evidence:
+    """What every tier's gate in :func:`evaluate` reads: the model names, the DR scores the fixed choice reads,
+    whether one fold was held out (``single``), the held-out rows and their evaluation data, their prompts,
+    the regions and each region's pooled scores, each fold's rows, the learned candidates' labels and the
+    published fits, the priced router (or None) and each learned candidate's out-of-fold choices."""
+
+    names: tuple[str, ...]
+    scores: CounterfactualScores
+    single: bool
+    hold: LoggedFeedback
+    data: LoggedData
+    groups: np.ndarray
+    space: Regions
+    by_region: CounterfactualScores
+    fold_rows: list[np.ndarray]
+    labels: list[str]
+    published: dict
+    priced: ServablePolicy | None
+    out_of_fold: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
 class _Gated:
     """One tier's gate in :func:`evaluate`: its choice, the candidates (label -> (candidate, policy)) and their
     actions on the held-out rows, the incumbent, what the tier served before, the safe default, and the
@@ -125,6 +150,122 @@ class _Gated:
     safe: Candidate
     own: np.ndarray | None  # (n,) bool: the held-out rows of the apps the tier's own requests came from (None: all)
     on: LoggedData  # those rows' evaluation data, which the gate and the contenders read
+
+
+def _evidence(
+    fits: OutOfFoldFits, lams: list[float], loggers: np.ndarray | None, *, held: HeldOutRows | None,
+    size: SizeFeature | None, code: ContextCode | None, regions: bool, seed: int,
+) -> _Evidence:  # fmt: skip
+    """What every tier's gate reads (:class:`_Evidence`), from the fits and their held-out rows (as
+    :func:`evaluate` describes: the fixed choice's scores, the regions, the learned candidates' choices)."""
+    order, names = fits.order, fits.logged.model_names
+    parts = [fits.logged.subset(f) for f in fits.folds]
+    rows_out = held or held_out_rows(fits, loggers)
+    hold, data = rows_out.logs, rows_out.data
+    # every held-out row's DR scores, each logger's correction weighted by what it knows of each model (the
+    # gate's estimator spread over rows): the best constant and the regions read them
+    oof = pooled_scores(data, clip=rows_out.held[0].scores.clip)
+    scores, scored = oof, [hold]  # the rows the fixed choice reads: their DR scores, and the rows themselves
+    if len(parts) == 1:  # one fold held out: the fixed choice reads the fit's own rows too (in-sample scores)
+        scores = scores.concat(fits.learners[0].data_.scores, fits.learners[0].data_.val_scores)
+        scored += fits.learners[0].data_.observed("the fixed choice")
+    groups = data.groups
+    assert groups is not None
+    if code is not None and regions:
+        end = hold.X.shape[1] - (size is not None)
+        space = key_regions(hold.X, groups, slice(end - code.dim, end))
+    else:
+        space = fit_regions(hold.X, groups, seed=seed, max_regions=MAX_REGIONS if regions else 1)
+    by_region = pooled_scores(data, clip=oof.clip, blocks=space.region)  # each region's loggers pooled on its own rows
+    fold_rows = np.split(np.arange(len(order)), np.cumsum([len(f) for f in fits.folds])[:-1])  # each fold's rows in ``hold``
+    shared = SharedCentroids(unit_rows(fits.logged.X), seed=fits.learners[0].policy.random_state)  # one k-means per K
+    learned = [learned_candidates(learner, names, lams, shared) for learner in fits.learners]
+    published, k_clusters = learned[0]
+    labels = [label for label in published if label != CandidateKind.RM_CLUSTER or k_clusters > 1]
+    priced = None
+    if size is not None:
+        from regret_gateway.policy.priced import fit_priced
+
+        priced = fit_priced(names, scores.quality, scores.cost, np.concatenate([r.X for r in scored]),
+                            np.concatenate([r.action for r in scored]), np.concatenate([r.cost for r in scored]), size)  # fmt: skip
+    # every learned candidate's choices at every tier's lambda, each fold's by the fit that did not see it: one
+    # pass per policy for every lambda (the outcome networks' forward pass, the nearest centroids)
+    out_of_fold = {
+        label: np.concatenate([fold[label].choices(part.X, lams) for (fold, _), part in zip(learned, parts)], axis=1)
+        for label in labels
+    }
+    return _Evidence(names, scores, len(parts) == 1, hold, data, groups, space, by_region, fold_rows, labels, published,
+                     priced, out_of_fold)  # fmt: skip
+
+
+def _gate_tier(
+    ev: _Evidence, i: int, name: str, spec, own: np.ndarray | None, served_now: ServedTier | None, *, margin: float,
+    force: bool, n_boot: int, seed: int,
+) -> _Gated:  # fmt: skip
+    """Tier ``i``'s gate in :func:`evaluate`: its baseline and safe default, its candidates and their actions on
+    the held-out rows, and the choice among them (``own``: the tier's own rows, None: every row)."""
+    names, hold, data = ev.names, ev.hold, ev.data
+    best = (ev.scores if own is None or ev.single else ev.scores.subset(own)).best_constant(spec.lam)
+    prior = None if served_now is None else (served_now.candidate, served_now.policy)
+    current = None if prior is None or prior[0].safe else prior  # a safe default is re-derived, not kept
+    # the baseline is sticky: a tier serving a safe default keeps its constant (another constant must pass
+    # the gate as a challenger); its regions are re-derived from these logs
+    b = names.index(prior[0].model) if prior is not None and current is None and prior[0].model is not None else best
+    choice = choose_regions(
+        ev.by_region.quality, ev.by_region.cost, hold.action, ev.space, ev.groups, b, spec.lam, propensity=data.propensity,
+        folds=None if ev.single else ev.fold_rows, aggregate=True, population=own,
+    )  # fmt: skip
+    safe = Candidate(CandidateKind.REGIONS if choice.n_adopted else CandidateKind.CONSTANT, names[b])
+    safe_policy = region_policy(names, ev.space, choice) if choice.n_adopted else ConstantPolicy(names, names[b])
+    # every candidate of this tier, by the label the gate and the report name it: (what it is, its policy)
+    pool: dict[str, tuple[Candidate, ServablePolicy]] = {
+        label: (Candidate(CandidateKind(label)), ev.published[label]) for label in ev.labels
+    }
+    pool[safe.label] = (safe, safe_policy)
+    if best != b:
+        challenger = Candidate(CandidateKind.CONSTANT, names[best])
+        pool[challenger.label] = (challenger, ConstantPolicy(names, names[best]))
+    if ev.priced is not None:
+        pool[CandidateKind.PRICED] = (Candidate(CandidateKind.PRICED), ev.priced)
+    actions = {label: ev.out_of_fold[label][i] for label in ev.labels}
+    for label, (_, policy) in pool.items():
+        if label not in actions:
+            actions[label] = policy.choose(hold.X, spec.lam)
+    incumbent = safe.label
+    if current is not None:
+        incumbent = current[0].label
+        pool[incumbent] = current
+        actions[incumbent] = current[1].choose(hold.X, spec.lam)
+    on, acts = (data, actions) if own is None else (data.subset(own), {k: a[own] for k, a in actions.items()})
+    sel = select(on, acts, incumbent, spec.lam, required=margin, force=force, n_boot=n_boot, seed=seed)
+    return _Gated(sel, pool, actions, incumbent, current, prior, choice, safe, own, on)
+
+
+def _tier_row(
+    ev: _Evidence, i: int, name: str, spec, g: _Gated, published_choices: dict, *, n_boot: int, seed: int
+) -> tuple[TierEvaluation, ServedTier]:  # fmt: skip
+    """Tier ``i``'s evaluation for the report and what the new version serves it: the served policy's choices
+    on the held-out rows, its model mix, what changed, its contenders and the reason in words."""
+    names, hold = ev.names, ev.hold
+    sel = g.sel
+    chosen, chosen_policy = g.pool[sel.served]
+    served = published_choices[sel.served][i] if sel.served in ev.labels else g.actions[sel.served]
+    mix = np.bincount(served, minlength=hold.n_models) / len(served)
+    changing = float(np.mean(served != g.actions[g.incumbent]))
+    changed = sel.served != g.incumbent if g.current is not None else (
+        g.prior is None or not np.array_equal(g.prior[1].choose(hold.X, spec.lam), served))  # fmt: skip
+    rivals = contenders(g.on, served if g.own is None else served[g.own], spec.lam, names, n_boot=n_boot, seed=seed)
+    reason = sel.reason() + ("; " + g.choice.describe(names) if sel.served == g.safe.label else "")
+    if rivals:
+        rest = f", then {', '.join(rivals[1:])}" if len(rivals) > 1 else ""
+        reason += f"; explores {rivals[0]}{rest} (not yet shown worse as a constant, the most room to gain first)"
+    row = (
+        TierEvaluation(name, spec.lam, sel.served, g.incumbent, reason, sel.values, sel.gain, sel.gain_ci, changing,
+                       {m: float(v) for m, v in zip(names, mix)}, changed, g.choice.n_adopted, ev.space.n_regions,
+                       {label: g.pool[label][0] for label in sel.values}, rivals, g.choice.total,
+                       g.choice.total_lower)
+    )  # fmt: skip
+    return row, ServedTier(spec.lam, chosen.of_version(None), chosen_policy, rivals)  # published in the new version
 
 
 def evaluate(
@@ -166,81 +307,14 @@ def evaluate(
     name, (n,) bool over the held-out rows (in ``fits.order``) -- the requests of the apps that tier's own
     came from (:meth:`regret_gateway.retrain.window.TrainingSet.populations`): its best constant and its
     gate read those rows only (a tier without one: every row)."""
-    order, names = fits.order, fits.logged.model_names
-    parts = [fits.logged.subset(f) for f in fits.folds]
-    rows_out = held or held_out_rows(fits, loggers)
-    hold, data = rows_out.logs, rows_out.data
-    # every held-out row's DR scores, each logger's correction weighted by what it knows of each model (the
-    # gate's estimator spread over rows): the best constant and the regions read them
-    oof = pooled_scores(data, clip=rows_out.held[0].scores.clip)
-    scores, scored = oof, [hold]  # the rows the fixed choice reads: their DR scores, and the rows themselves
-    if len(parts) == 1:  # one fold held out: the fixed choice reads the fit's own rows too (in-sample scores)
-        scores = scores.concat(fits.learners[0].data_.scores, fits.learners[0].data_.val_scores)
-        scored += fits.learners[0].data_.observed("the fixed choice")
-    groups = data.groups
-    assert groups is not None
-    if code is not None and regions:
-        end = hold.X.shape[1] - (size is not None)
-        space = key_regions(hold.X, groups, slice(end - code.dim, end))
-    else:
-        space = fit_regions(hold.X, groups, seed=seed, max_regions=MAX_REGIONS if regions else 1)
-    by_region = pooled_scores(data, clip=oof.clip, blocks=space.region)  # each region's loggers pooled on its own rows
-    fold_rows = np.split(np.arange(len(order)), np.cumsum([len(f) for f in fits.folds])[:-1])  # each fold's rows in ``hold``
-    lams = [spec.lam for _, spec in tiers]
-    shared = SharedCentroids(unit_rows(fits.logged.X), seed=fits.learners[0].policy.random_state)  # one k-means per K
-    learned = [learned_candidates(learner, names, lams, shared) for learner in fits.learners]
-    published, k_clusters = learned[0]
-    labels = [label for label in published if label != CandidateKind.RM_CLUSTER or k_clusters > 1]
-    priced = None
-    if size is not None:
-        from regret_gateway.policy.priced import fit_priced
-
-        priced = fit_priced(names, scores.quality, scores.cost, np.concatenate([r.X for r in scored]),
-                            np.concatenate([r.action for r in scored]), np.concatenate([r.cost for r in scored]), size)  # fmt: skip
-    # every learned candidate's choices at every tier's lambda, each fold's by the fit that did not see it: one
-    # pass per policy for every lambda (the outcome networks' forward pass, the nearest centroids)
-    out_of_fold = {
-        label: np.concatenate([fold[label].choices(part.X, lams) for (fold, _), part in zip(learned, parts)], axis=1)
-        for label in labels
-    }
+    ev = _evidence(fits, [spec.lam for _, spec in tiers], loggers, held=held, size=size, code=code, regions=regions,
+                   seed=seed)  # fmt: skip
+    hold, labels, published, lams = ev.hold, ev.labels, ev.published, [spec.lam for _, spec in tiers]
     gated: list[_Gated] = []  # per tier: the gate's choice among its candidates
     for i, (name, spec) in enumerate(tiers):
         own = None if populations is None or name not in populations or populations[name].all() else populations[name]
-        best = (scores if own is None or len(parts) == 1 else scores.subset(own)).best_constant(spec.lam)
-        served_now = (incumbents or {}).get(name)
-        prior = None if served_now is None else (served_now.candidate, served_now.policy)
-        current = None if prior is None or prior[0].safe else prior  # a safe default is re-derived, not kept
-        # the baseline is sticky: a tier serving a safe default keeps its constant (another constant must pass
-        # the gate as a challenger); its regions are re-derived from these logs
-        b = names.index(prior[0].model) if prior is not None and current is None and prior[0].model is not None else best
-        choice = choose_regions(
-            by_region.quality, by_region.cost, hold.action, space, groups, b, spec.lam, propensity=data.propensity,
-            folds=fold_rows if len(parts) > 1 else None, aggregate=True, population=own,
-        )  # fmt: skip
-        safe = Candidate(CandidateKind.REGIONS if choice.n_adopted else CandidateKind.CONSTANT, names[b])
-        safe_policy = region_policy(names, space, choice) if choice.n_adopted else ConstantPolicy(names, names[b])
-        # every candidate of this tier, by the label the gate and the report name it: (what it is, its policy)
-        pool: dict[str, tuple[Candidate, ServablePolicy]] = {
-            label: (Candidate(CandidateKind(label)), published[label]) for label in labels
-        }
-        pool[safe.label] = (safe, safe_policy)
-        if best != b:
-            challenger = Candidate(CandidateKind.CONSTANT, names[best])
-            pool[challenger.label] = (challenger, ConstantPolicy(names, names[best]))
-        if priced is not None:
-            pool[CandidateKind.PRICED] = (Candidate(CandidateKind.PRICED), priced)
-        actions = {label: out_of_fold[label][i] for label in labels}
-        for label, (_, policy) in pool.items():
-            if label not in actions:
-                actions[label] = policy.choose(hold.X, spec.lam)
-        incumbent = safe.label
-        if current is not None:
-            incumbent = current[0].label
-            pool[incumbent] = current
-            actions[incumbent] = current[1].choose(hold.X, spec.lam)
-        on, acts = (data, actions) if own is None else (data.subset(own), {k: a[own] for k, a in actions.items()})
-        sel = select(on, acts, incumbent, spec.lam, required=margin, force=force, n_boot=n_boot, seed=seed)
-        gated.append(_Gated(sel, pool, actions, incumbent, current, prior, choice, safe, own, on))
+        gated.append(_gate_tier(ev, i, name, spec, own, (incumbents or {}).get(name), margin=margin, force=force,
+                                n_boot=n_boot, seed=seed))  # fmt: skip
     # what the published policy does with these requests: a learned candidate's actions above are its fold
     # fits' (out of fold), so a served one is asked again, once for the tiers that serve it; the safe
     # default's and the incumbent's are their published choices already
@@ -250,25 +324,8 @@ def evaluate(
     }
     rows, served_tiers = [], {}
     for i, ((name, spec), g) in enumerate(zip(tiers, gated)):
-        sel = g.sel
-        chosen, chosen_policy = g.pool[sel.served]
-        served = published_choices[sel.served][i] if sel.served in labels else g.actions[sel.served]
-        mix = np.bincount(served, minlength=hold.n_models) / len(served)
-        changing = float(np.mean(served != g.actions[g.incumbent]))
-        changed = sel.served != g.incumbent if g.current is not None else (
-            g.prior is None or not np.array_equal(g.prior[1].choose(hold.X, spec.lam), served))  # fmt: skip
-        rivals = contenders(g.on, served if g.own is None else served[g.own], spec.lam, names, n_boot=n_boot, seed=seed)
-        reason = sel.reason() + ("; " + g.choice.describe(names) if sel.served == g.safe.label else "")
-        if rivals:
-            rest = f", then {', '.join(rivals[1:])}" if len(rivals) > 1 else ""
-            reason += f"; explores {rivals[0]}{rest} (not yet shown worse as a constant, the most room to gain first)"
-        rows.append(
-            TierEvaluation(name, spec.lam, sel.served, g.incumbent, reason, sel.values, sel.gain, sel.gain_ci, changing,
-                           {m: float(v) for m, v in zip(names, mix)}, changed, g.choice.n_adopted, space.n_regions,
-                           {label: g.pool[label][0] for label in sel.values}, rivals, g.choice.total,
-                           g.choice.total_lower)
-        )  # fmt: skip
-        served_tiers[name] = ServedTier(spec.lam, chosen.of_version(None), chosen_policy, rivals)  # published in the new version
+        row, served_tiers[name] = _tier_row(ev, i, name, spec, g, published_choices, n_boot=n_boot, seed=seed)
+        rows.append(row)
     # this retrain's outcome networks: every tier's utility estimates for exploration
     estimator = published[CandidateKind.R_AND_C]
     return rows, PublishedRouter(served_tiers, estimator)

@@ -160,17 +160,24 @@ def check_teams(request_ids: list[str], teams: list[str | None], models: list[st
     for t, check in verdicts.items():
         if check.kept == 0:
             out.update(ids[is_user & (team_arr == t)])
-    kept = {t: c.kept for t, c in verdicts.items()}
-    share = spec.max_team_share
-    if share < 1 and sum(1 for k in kept.values() if k) >= 2:
-        for t, c in list(verdicts.items()):
-            limit = int(share / (1 - share) * (sum(kept.values()) - kept[t]))
-            if c.kept > limit:
-                mine = list(ids[is_user & (team_arr == t) & ~disputed])
-                out.update(mine[i] for i in _hash_order(mine)[limit:])
-                verdicts[t] = TeamCheck(t, c.rows, limit, f"capped at {share:.0%} of the user scores", c.model, c.gap, c.z,
-                                        c.app)  # fmt: skip
+    _cap_shares(verdicts, out, ids, is_user & ~disputed, team_arr, spec.max_team_share)
     return out, dict(sorted(verdicts.items()))
+
+
+def _cap_shares(verdicts: dict[str, TeamCheck], out: set[str], ids: np.ndarray, scoring: np.ndarray, team_arr: np.ndarray,
+                share: float) -> None:  # fmt: skip
+    """No team more than ``share`` of the user scores that train: a team over it keeps a hash-ordered
+    ``share`` and the rest of its ``scoring`` rows' request ids join ``out`` (only where two teams train)."""
+    kept = {t: c.kept for t, c in verdicts.items()}
+    if share >= 1 or sum(1 for k in kept.values() if k) < 2:
+        return
+    for t, c in list(verdicts.items()):
+        limit = int(share / (1 - share) * (sum(kept.values()) - kept[t]))
+        if c.kept > limit:
+            mine = list(ids[scoring & (team_arr == t)])
+            out.update(mine[i] for i in _hash_order(mine)[limit:])
+            verdicts[t] = TeamCheck(t, c.rows, limit, f"capped at {share:.0%} of the user scores", c.model, c.gap, c.z,
+                                    c.app)  # fmt: skip
 
 
 def _check(team: str, rows: int, kept: int, verdict: str, found: Found) -> TeamCheck:

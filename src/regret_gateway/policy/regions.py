@@ -220,16 +220,7 @@ def choose_regions(
     for r in range(R):
         rows = np.flatnonzero(regions.region == r)
         members.append((rows, np.unique(groups[rows], return_inverse=True)[1].reshape(-1)))
-    # logged often enough in the region (no outcome read): to join the whole proposal's test, and to be tested alone
-    testable, alone = np.zeros((R, T), dtype=bool), np.zeros((R, T), dtype=bool)
-    for r, (rows, g) in enumerate(members):
-        if len(rows):
-            ess = logged_ess(1.0 / propensity[rows], logged[rows], g, T)
-            matched = np.bincount(logged[rows], minlength=T) >= min_matched
-            testable[r] = matched & (ess >= (MIN_KEY_ESS if regions.keyed else min_ess))
-            alone[r] = matched & (ess >= min_ess)
-    testable &= testable[:, [baseline]]
-    alone &= alone[:, [baseline]]
+    testable, alone = _logged_enough(members, logged, propensity, T, baseline, min_matched, min_ess, regions.keyed)
     proposed = published = None
     if folds is not None:  # per row, what the other folds propose for its region; per region, what all its rows do
         proposed = proposals(d, logged, regions.region, R, folds, baseline, min_matched, testable, shrink=regions.keyed)
@@ -273,6 +264,23 @@ def choose_regions(
             return whole
     p_values = np.where(alone[np.arange(R), models] & (models != baseline), p_values, 1.0)  # alone, a region needs min_ess
     return _one_by_one(baseline, models, gain, lower, ses, p_values, share, alpha, challengers)
+
+
+def _logged_enough(
+    members: list[tuple[np.ndarray, np.ndarray]], logged: np.ndarray, propensity: np.ndarray, T: int, baseline: int,
+    min_matched: int, min_ess: float, keyed: bool,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """(testable, alone), each (R, T) bool: whether each model was logged often enough in each region, beside
+    the baseline, to join the whole proposal's test (``MIN_KEY_ESS`` effective rows for a key's region) and to
+    be tested alone (``min_ess``). Reads no outcome (module doc)."""
+    testable, alone = np.zeros((len(members), T), dtype=bool), np.zeros((len(members), T), dtype=bool)
+    for r, (rows, g) in enumerate(members):
+        if len(rows):
+            ess = logged_ess(1.0 / propensity[rows], logged[rows], g, T)
+            matched = np.bincount(logged[rows], minlength=T) >= min_matched
+            testable[r] = matched & (ess >= (MIN_KEY_ESS if keyed else min_ess))
+            alone[r] = matched & (ess >= min_ess)
+    return testable & testable[:, [baseline]], alone & alone[:, [baseline]]
 
 
 def _whole_proposal(

@@ -69,11 +69,7 @@ def retrain(
                      "feedback_spend_usd": ts.spend_by_source, "sampled_from": ts.sampled_from,
                      "judge": judge_calibration(ts), "trust": trust}  # fmt: skip
     except RetrainRefused as exc:
-        result = RetrainResult(RetrainStatus.REFUSED, str(exc), active_before=active_id,
-                               data={"left_out": ts.skipped, "rows": ts.n_rows, "rows_by_source": ts.rows_by_source(),
-                                     "feedback_spend_usd": ts.spend_by_source, "trust": trust})  # fmt: skip
-        write_report(result, opts.out or root / "reports")
-        return result
+        return _refused(exc, ts, active_id, trust, opts.out or root / "reports")
     logged = ts.logged
     tiers = settings.tiers_by_lambda()
     t1 = time.perf_counter()
@@ -128,4 +124,14 @@ def retrain(
         status, reason, version=path.name, active_before=active_id, data=data_info, tiers=rows, seconds=timings
     )
     write_report(result, opts.out or path)
+    return result
+
+
+def _refused(exc: RetrainRefused, ts, active_id: str | None, trust: list[str], reports: Path) -> RetrainResult:
+    """The result of a retrain its data checks refused, its report written to ``reports``: what the window
+    held and left out, and why."""
+    result = RetrainResult(RetrainStatus.REFUSED, str(exc), active_before=active_id,
+                           data={"left_out": ts.skipped, "rows": ts.n_rows, "rows_by_source": ts.rows_by_source(),
+                                 "feedback_spend_usd": ts.spend_by_source, "trust": trust})  # fmt: skip
+    write_report(result, reports)
     return result

@@ -32,7 +32,13 @@ from regret_gateway.store.rows import EMBEDDING_DROPPED, OUTCOME_REASONS, RowSou
 from regret_gateway.tables import write_columns
 from regret_gateway.trust import TeamCheck, check_teams
 
-# Why a window's row does not train (TrainingSet.skipped), in the order they are decided.
+# Why a window's row does not train (TrainingSet.skipped), in the order they are decided: mock (answered by
+# `serve --mock-upstream`), no_outcome, client_left (a stream the client closed before its end: its cost is
+# real, its answer not whole), failed, answered_by_other (a LiteLLM fallback's model answered: its score is
+# not the chosen model's, and the chosen model's failure may be an outage, not its quality), the embedding
+# dropped, no_feedback, untrusted (scored only by a user whose scores may not train under `trust`),
+# fallback, session_kept (a later turn kept on its conversation's model, propensity 1: not a draw),
+# other_embedder, unknown_model.
 SKIP_REASONS = (
     *OUTCOME_REASONS,
     EMBEDDING_DROPPED,
@@ -119,12 +125,7 @@ def training_set(
     chose, has a quality score from one of them, was embedded by ``embedding_model`` (default: the most
     frequent one in the window), was not a fail-open fallback, not answered by ``serve --mock-upstream``'s
     mock, and chose one of ``model_names`` (default: every model seen, sorted). The rest are counted in
-    ``skipped`` (:data:`SKIP_REASONS`): ``mock``, ``no_outcome``, ``client_left`` (a stream the client closed
-    before its end: its cost is real, its answer not whole), ``failed``, ``answered_by_other`` (a LiteLLM
-    fallback's model answered: its score is not the chosen model's, and the chosen model's failure may be an
-    outage, not its quality), ``no_feedback``, ``untrusted`` (scored only by a user whose scores may not train
-    under ``trust``), ``fallback``, ``session_kept`` (a later turn of a conversation kept on its first turn's
-    model, propensity 1: not a draw), ``other_embedder``, ``unknown_model``.
+    ``skipped`` by reason (:data:`SKIP_REASONS`).
     Where more rows are usable than ``max_rows``, a stratified sample of them is kept (:func:`sample_rows`;
     ``sampled_from`` says of how many). A row scored by the LLM judge takes, as its ``target``, the judge's
     score corrected by the judge's error measured on the window's user-scored requests, else by its
@@ -134,41 +135,18 @@ def training_set(
     its share (:mod:`regret_gateway.trust`) -- is left out: the request takes its next source's score, if any
     (``team_checks`` says what each team's scores came to).
 
-    ``embeddings=False`` reads no embedding (``logged.X`` has no columns): what the window holds and leaves out,
-    without its heaviest read (``status``). Time and memory grow with the window's scored rows: the unscored ones are counted by the source, the scored
-    ones read without their embeddings (which rows are usable and kept), then the kept rows' embeddings by id."""
+    ``embeddings=False`` reads no embedding (``logged.X`` has no columns): what the window holds and leaves out
+    (``status``). Time and memory grow with the scored rows: the unscored are counted by the source, the
+    scored read without embeddings, then the kept rows' embeddings by id."""
     rows_of = StoreRows(source) if isinstance(source, Session) else source
     read = rows_of.window(since, until, team)
     scores = sorted(read.scores, key=lambda s: (s.request_id, s.source))  # one order, whichever source read them
-    rank = source_rank(feedback)
-    best: dict[str, tuple[int, str, float]] = {}  # request id -> (rank, source, score) of its best-ranked score
-    spend: dict[str, float] = {}
     untrusted, checks = _untrusted_user_scores(scores, trust)
-    for s in scores:
-        if s.cost:
-            spend[s.source] = spend.get(s.source, 0.0) + s.cost
-        k = rank(s.source)
-        if (
-            k is not None
-            and (s.request_id not in best or (k, s.source) < best[s.request_id][:2])
-            and not (s.source == USER_SOURCE and s.request_id in untrusted)
-        ):
-            best[s.request_id] = (k, s.source, s.score)
+    best, spend = _best_scores(scores, source_rank(feedback), untrusted)
     skipped = dict.fromkeys(SKIP_REASONS, 0)
     for reason, n in read.unscored.items():
         skipped[reason or "no_feedback"] += n
-    candidates = []  # successful, scored, routed rows: the embedder is chosen among them
-    for r in read.scored:
-        if r.reason is not None:  # mock, no outcome, a stream the client left, failed, a fallback's answer; no embedding
-            skipped[r.reason] += 1
-        elif r.request_id not in best:  # unscored, or only by a user whose scores may not train (the trust check)
-            skipped["untrusted" if r.request_id in untrusted else "no_feedback"] += 1
-        elif r.mode == "fallback":  # routing failed: not a draw of the logging policy
-            skipped["fallback"] += 1
-        elif r.session_turn == "kept":  # kept on its conversation's model (p = 1): no draw of the logging policy
-            skipped["session_kept"] += 1
-        else:
-            candidates.append(r)
+    candidates = _trainable(read.scored, best, untrusted, skipped)  # the embedder is chosen among them
     if embedding_model is None and candidates:
         embedder, counts = np.unique([c.embedding_model for c in candidates], return_counts=True)
         embedding_model = str(embedder[np.argmax(counts)])
@@ -187,51 +165,76 @@ def training_set(
     left_out = {t for t, c in checks.items() if c.kept == 0}  # their scores do not measure the judge's error either
     errors = errors_from_pairs(*_scored_by_both(scores, USER_SOURCE, JUDGE_SOURCE, left_out))
     agreement = agreement_from_repeats(*_scored_by_both(scores, JUDGE_SOURCE, JUDGE_REPEAT_SOURCE))
-    corrected: dict[str, int] = {}
-    ids = tuple(c.request_id for c in kept)
-    models = tuple(c.chosen_model for c in kept)
+    ids, models = tuple(c.request_id for c in kept), tuple(c.chosen_model for c in kept)
     sources = tuple(best[r][1] for r in ids)
-    logged = None
+    logged, corrected = None, dict[str, int]()
     if kept:
-        quality = np.array([best[r][2] for r in ids])
-        target, corrected, target_errors = corrected_targets(
-            models, sources, quality, *((errors, agreement) if calibrate_judge else ())
-        )
-        # a row imported without a propensity carries NaN (LoggedFeedback.imported): retrain estimates its logging
-        # policy (XGBoost) and keeps every other row's logged value
-        logged = LoggedFeedback(
-            X=rows_of.embeddings(ids, int(kept[0].embedding_dim)) if embeddings else np.zeros((len(ids), 0), np.float32),
-            action=np.array([index[m] for m in models]),
-            quality=quality,
-            cost=np.array([c.cost_usd for c in kept], dtype=float),
-            model_names=chosen_names,
-            propensity=np.array([np.nan if c.propensity is None else c.propensity for c in kept]),
-            lam=np.array([c.lam for c in kept], dtype=float),
-            target=target,
-            target_errors=target_errors,
-        )
+        logged, corrected = _logged(kept, best, index, chosen_names, rows_of if embeddings else None,
+                                    (errors, agreement) if calibrate_judge else ())  # fmt: skip
     tiers, versions, modes = (tuple(getattr(c, f) for c in kept) for f in ("tier", "router_version", "mode"))
     return TrainingSet(
-        logged=logged,
-        request_ids=ids,
-        created_at=np.array([c.created_at for c in kept], dtype="datetime64[us]"),
-        teams=tuple(c.team for c in kept),
-        tiers=tiers,
-        modes=modes,
-        router_versions=versions,
-        embedding_model=embedding_model,
-        skipped=skipped,
-        sources=sources,
-        spend_by_source=spend,
-        loggers=loggers_of(tiers, versions, modes),
-        sampled_from=sampled_from,
-        judge_errors=errors,
-        judge_self_agreement=agreement,
-        judge_corrected=corrected,
-        team_checks=checks,
+        logged=logged, request_ids=ids, created_at=np.array([c.created_at for c in kept], dtype="datetime64[us]"),
+        teams=tuple(c.team for c in kept), tiers=tiers, modes=modes, router_versions=versions,
+        embedding_model=embedding_model, skipped=skipped, sources=sources, spend_by_source=spend,
+        loggers=loggers_of(tiers, versions, modes), sampled_from=sampled_from, judge_errors=errors,
+        judge_self_agreement=agreement, judge_corrected=corrected, team_checks=checks,
         favoured=favoured_of(modes, [c.greedy_model for c in kept], models, [c.propensity for c in kept], index),
         apps=tuple(c.app for c in kept),
-    )
+    )  # fmt: skip
+
+
+def _best_scores(scores, rank, untrusted: set[str]) -> tuple[dict[str, tuple[int, str, float]], dict[str, float]]:
+    """(request id -> (rank, source, score) of its best-ranked score, each source's spend): a user score of a
+    request in ``untrusted`` does not count (:mod:`regret_gateway.trust`)."""
+    best: dict[str, tuple[int, str, float]] = {}
+    spend: dict[str, float] = {}
+    for s in scores:
+        if s.cost:
+            spend[s.source] = spend.get(s.source, 0.0) + s.cost
+        k = rank(s.source)
+        if (
+            k is not None
+            and (s.request_id not in best or (k, s.source) < best[s.request_id][:2])
+            and not (s.source == USER_SOURCE and s.request_id in untrusted)
+        ):
+            best[s.request_id] = (k, s.source, s.score)
+    return best, spend
+
+
+def _trainable(scored, best: dict, untrusted: set[str], skipped: dict[str, int]) -> list:
+    """The successful, scored, routed rows of ``scored``; each other row counted in ``skipped`` by its reason."""
+    out = []
+    for r in scored:
+        if r.reason is not None:  # mock, no outcome, a stream the client left, failed, a fallback's answer; no embedding
+            skipped[r.reason] += 1
+        elif r.request_id not in best:  # unscored, or only by a user whose scores may not train (the trust check)
+            skipped["untrusted" if r.request_id in untrusted else "no_feedback"] += 1
+        elif r.mode == "fallback":  # routing failed: not a draw of the logging policy
+            skipped["fallback"] += 1
+        elif r.session_turn == "kept":  # kept on its conversation's model (p = 1): no draw of the logging policy
+            skipped["session_kept"] += 1
+        else:
+            out.append(r)
+    return out
+
+
+def _logged(kept: list, best: dict, index: dict[str, int], names: tuple[str, ...], rows_of: RowSource | None,
+            judge: tuple) -> tuple[LoggedFeedback, dict[str, int]]:  # fmt: skip
+    """The kept rows as :class:`LoggedFeedback` (their embeddings read by id from ``rows_of``; None: no
+    columns), each judge-scored row's target corrected by ``judge`` (its measured errors and self-agreement;
+    empty: not applied), and how many rows each correction touched."""
+    ids, models = tuple(c.request_id for c in kept), tuple(c.chosen_model for c in kept)
+    quality = np.array([best[r][2] for r in ids])
+    target, corrected, target_errors = corrected_targets(models, tuple(best[r][1] for r in ids), quality, *judge)
+    # a row imported without a propensity carries NaN (LoggedFeedback.imported): retrain estimates its logging
+    # policy (XGBoost) and keeps every other row's logged value
+    logged = LoggedFeedback(
+        X=rows_of.embeddings(ids, int(kept[0].embedding_dim)) if rows_of is not None else np.zeros((len(ids), 0), np.float32),
+        action=np.array([index[m] for m in models]), quality=quality, cost=np.array([c.cost_usd for c in kept], dtype=float),
+        model_names=names, propensity=np.array([np.nan if c.propensity is None else c.propensity for c in kept]),
+        lam=np.array([c.lam for c in kept], dtype=float), target=target, target_errors=target_errors,
+    )  # fmt: skip
+    return logged, corrected
 
 
 def _scored_by_both(scores: Sequence[ScoreRow], first: str, second: str,

@@ -174,26 +174,7 @@ class RegretRouterHook(CustomLogger):
             gw.metrics.count("ineligible", tier)
             raise HTTPException(status_code=400, detail=str(exc)) from None
         text, allowed = req.text, req.allowed
-        x: np.ndarray | None = None
-        position = None
-        try:
-            gw.maybe_reload()
-            gw.steerer.maybe_step()
-            seen = render(s.embedder.template, text, req.context)
-            budget = s.route_timeout_s  # a request predicted to wait longer is not queued: shed at once
-            short = s.embedder.overload_max_length  # under overload the router reads less before it sheds
-            embedded = time.perf_counter()
-            x = gw.features(await gw.batcher.embed(seen, timeout=budget, budget=budget, short_tokens=short), req.context, text)
-            gw.metrics.embedding_seconds.observe(time.perf_counter() - embedded)
-            position = gw.steerer.position(team, tier)  # a budgeted team's place on the ladder (budgets/)
-            choice = gw.router.choose(x, tier, gw.rng, position=position, ladder=gw.steerer.ladder(team), cheapest=gw.steerer.cheapest,
-                                      prompt_tokens=req.needs.prompt_tokens, allowed=allowed)  # fmt: skip
-        except Exception as exc:  # noqa: BLE001 - fail open, always
-            if isinstance(exc, (Overloaded, TimeoutError)):  # load: no log line per request (/regret/stats counts)
-                gw.metrics.count("shed" if isinstance(exc, Overloaded) else "timed_out", tier)
-            else:
-                log.warning("regret-gateway: routing failed (%s: %s); tier %s falls back", type(exc).__name__, exc, tier)
-            choice = Choice(fallback_model(s, tier, allowed), 1.0, "fallback", getattr(gw.router.artifact, "version", None))
+        choice, x, position = await _route(gw, req, team, tier)
         lam = s.tiers[tier].lam if position is None or choice.mode == "fallback" else gw.steerer.lam(team, position)
         choice, turn = gw.session_step(req.turn, allowed, choice, x, tier, lam, data.get("messages"), team=team,
                                        position=position, prompt_tokens=req.needs.prompt_tokens)  # fmt: skip
@@ -202,26 +183,14 @@ class RegretRouterHook(CustomLogger):
             choice = Choice(fallback_model(s, tier, allowed), 1.0, "fallback", None)
             x, lam = None, s.tiers[tier].lam
             record = decision_record(gw, request_id, tier, team, choice, x, text, lam, app=req.context["app"])
-        gw.metrics.count("routed", tier)
-        gw.metrics.chosen(tier, choice.model, choice.mode)
-        if choice.mode in ("fallback", "exploration", "cold_start"):
-            gw.metrics.count(choice.mode, tier)
-        if turn in ("kept", "rerouted"):
-            gw.metrics.count(f"session_{turn}", tier)
+        _count(gw, tier, choice, turn)
         data["model"] = choice.model
         if data.get("stream") is True:
             count_stream_usage(data)
         metadata["regret_gateway"] = {
-            "request_id": request_id,
-            "tier": tier,
-            "lam": lam,
-            "model": choice.model,
-            "propensity": choice.propensity,
-            "mode": choice.mode,
-            "router_version": choice.router_version,
-            "session_turn": turn,
-            "greedy": choice.greedy,
-        }
+            "request_id": request_id, "tier": tier, "lam": lam, "model": choice.model, "propensity": choice.propensity,
+            "mode": choice.mode, "router_version": choice.router_version, "session_turn": turn, "greedy": choice.greedy,
+        }  # fmt: skip
         data["metadata"] = metadata
         if record is None:  # cannot happen with valid settings; the request is answered all the same
             gw.metrics.count("unlogged", tier)
@@ -387,6 +356,43 @@ class RegretRouterHook(CustomLogger):
         """The proxy answers the client with an error: that is the request's outcome."""
         error = f"{type(original_exception).__name__}: {original_exception}"
         self._finish(self._request_id(request_data), "failure", {}, error=error)
+
+
+async def _route(gw, req, team: str | None, tier: str) -> tuple[Choice, np.ndarray | None, int | None]:
+    """(the choice, the request's features, a budgeted team's place on its ladder) for one read request: the
+    router's pick on the embedding, or the tier's fallback where routing fails or the gateway is overloaded
+    (fail open, always)."""
+    s, text, allowed = gw.settings, req.text, req.allowed
+    x, position = None, None
+    try:
+        gw.maybe_reload()
+        gw.steerer.maybe_step()
+        seen = render(s.embedder.template, text, req.context)
+        budget = s.route_timeout_s  # a request predicted to wait longer is not queued: shed at once
+        short = s.embedder.overload_max_length  # under overload the router reads less before it sheds
+        embedded = time.perf_counter()
+        x = gw.features(await gw.batcher.embed(seen, timeout=budget, budget=budget, short_tokens=short), req.context, text)
+        gw.metrics.embedding_seconds.observe(time.perf_counter() - embedded)
+        position = gw.steerer.position(team, tier)  # a budgeted team's place on the ladder (budgets/)
+        choice = gw.router.choose(x, tier, gw.rng, position=position, ladder=gw.steerer.ladder(team), cheapest=gw.steerer.cheapest,
+                                  prompt_tokens=req.needs.prompt_tokens, allowed=allowed)  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - fail open, always
+        if isinstance(exc, (Overloaded, TimeoutError)):  # load: no log line per request (/regret/stats counts)
+            gw.metrics.count("shed" if isinstance(exc, Overloaded) else "timed_out", tier)
+        else:
+            log.warning("regret-gateway: routing failed (%s: %s); tier %s falls back", type(exc).__name__, exc, tier)
+        choice = Choice(fallback_model(s, tier, allowed), 1.0, "fallback", getattr(gw.router.artifact, "version", None))
+    return choice, x, position
+
+
+def _count(gw, tier: str, choice: Choice, turn: str | None) -> None:
+    """The routed request's counters: routed, the model chosen and how, and a conversation's kept or re-routed turn."""
+    gw.metrics.count("routed", tier)
+    gw.metrics.chosen(tier, choice.model, choice.mode)
+    if choice.mode in ("fallback", "exploration", "cold_start"):
+        gw.metrics.count(choice.mode, tier)
+    if turn in ("kept", "rerouted"):
+        gw.metrics.count(f"session_{turn}", tier)
 
 
 litellm_imports.settle()  # the proxy that loads this callback stops retrying a missing import on every request

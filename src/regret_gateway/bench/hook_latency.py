@@ -221,7 +221,6 @@ def run_gateway_bench(
     from regret_gateway.gateway.server import attach
 
     resolved = resolve_device(device)
-    makers = PROMPT_SETS
     named = variants(backends, resolved, threads, layers)
     with (
         bench_proxy(named, embedder=embedder, device=device, max_length=max_length, budget=budget) as (
@@ -235,50 +234,6 @@ def run_gateway_bench(
         hooks: dict[str, GatewayStats] = {}
         used: dict[str, str | None] = {}
 
-        def cell(backend: str, length: str, c: int) -> None:
-            """Hook, then plain LiteLLM sent the same requests to the models the hook chose (what the hook
-            adds: LiteLLM serving several models costs more than one), then plain LiteLLM to one model;
-            warmed up, then repeated in that order with fresh prompts (the embedding cache never answers).
-            At concurrency 1 the three take turns every TURN requests within each repeat."""
-            hook, matched, single = "regret-gateway hook", "plain LiteLLM, the hook's models", "plain LiteLLM, one model"
-            runs: dict[str, list] = {hook: [], matched: [], single: []}
-            fell_back = shed = shortened = 0  # routed requests not embedded, those shed at once, those read short
-            for k in range(-1, repeats):  # k = -1: the warm-up at this concurrency, not timed
-                before = gateways[backend].metrics.counters["fallback"]
-                shed_before = gateways[backend].metrics.counters["shed"]
-                short_before = gateways[backend].batcher.shortened
-                prompts = makers[length](2 * c if k < 0 else requests, 1_000 * (k + 1) + c)
-                if c == 1:  # one at a time: the three take turns every TURN requests
-                    got = list(asyncio.run(_turns(proxy_port, prompts, TURN)))
-                else:
-                    got = [asyncio.run(_load(proxy_port, "regret-router", prompts, c))]
-                    got.append(asyncio.run(_load(proxy_port, got[0].served, prompts, c)))
-                    got.append(asyncio.run(_load(proxy_port, MODELS[0], prompts, c)))
-                fell_back += (gateways[backend].metrics.counters["fallback"] - before) if k >= 0 else 0
-                shed += (gateways[backend].metrics.counters["shed"] - shed_before) if k >= 0 else 0
-                shortened += (gateways[backend].batcher.shortened - short_before) if k >= 0 else 0
-                if k >= 0:
-                    for target, run in zip((hook, matched, single), got):
-                        runs[target].append(run)
-            pooled = {target: pool(r) for target, r in runs.items()}
-            for target in (single, matched):
-                rows.append(LoadRow(length, target, "-", c, pooled[target]))
-            mine, plain = pooled[hook], pooled[matched]
-            cost = HookCost(
-                pair_ratios=[p.seconds / h.seconds for p, h in zip(runs[matched], runs[hook])],  # same requests each
-                ratio=mine.rps / plain.rps,
-                ratio_one_model=mine.rps / pooled[single].rps,
-                added_p50_ms=mine.p50_ms - plain.p50_ms,
-                added_p99_ms=mine.p99_ms - plain.p99_ms,
-                added_cpu_ms=mine.cpu_ms - plain.cpu_ms,
-                fallbacks=fell_back,
-                shed=shed,
-                shortened=shortened,
-                timeouts=fell_back - shed,
-                routed_share=1.0 - fell_back / mine.requests,
-            )
-            rows.append(LoadRow(length, hook, str(used[backend]), c, mine, cost))
-
         asyncio.run(_load(proxy_port, MODELS[0], _prompts(warmup, 99), 4))
         for backend, gateway in gateways.items():
             attach(app, gateway.start())  # loads and warms the embedder before it takes traffic
@@ -288,7 +243,7 @@ def run_gateway_bench(
             for c in concurrencies:
                 for backend, gateway in gateways.items():  # the hooks take turns cell by cell: one drift for all
                     attach(app, gateway)
-                    cell(backend, length, c)
+                    rows += _cell(proxy_port, gateway, str(used[backend]), length, c, requests, repeats)
         for backend, gateway in gateways.items():
             gateway.writer.drain(timeout=30)
             hooks[backend] = gateway.stats()
@@ -374,3 +329,48 @@ def variants(backends: Sequence[str], device: str, threads: Sequence[int] = (), 
                 out["torch-cpu"] = {"backend": "torch", "device": "cpu", "threads": None}
             out["torch" if device == "cpu" else f"torch-{device}"] = {"backend": "torch", "device": device, "threads": None}
     return out
+
+
+def _cell(proxy_port: int, gateway, label: str, length: str, c: int, requests: int, repeats: int) -> list[LoadRow]:
+    """Hook, then plain LiteLLM sent the same requests to the models the hook chose (what the hook
+    adds: LiteLLM serving several models costs more than one), then plain LiteLLM to one model;
+    warmed up, then repeated in that order with fresh prompts (the embedding cache never answers).
+    At concurrency 1 the three take turns every TURN requests within each repeat."""
+    hook, matched, single = "regret-gateway hook", "plain LiteLLM, the hook's models", "plain LiteLLM, one model"
+    runs: dict[str, list] = {hook: [], matched: [], single: []}
+    fell_back = shed = shortened = 0  # routed requests not embedded, those shed at once, those read short
+    for k in range(-1, repeats):  # k = -1: the warm-up at this concurrency, not timed
+        before = gateway.metrics.counters["fallback"]
+        shed_before = gateway.metrics.counters["shed"]
+        short_before = gateway.batcher.shortened
+        prompts = PROMPT_SETS[length](2 * c if k < 0 else requests, 1_000 * (k + 1) + c)
+        if c == 1:  # one at a time: the three take turns every TURN requests
+            got = list(asyncio.run(_turns(proxy_port, prompts, TURN)))
+        else:
+            got = [asyncio.run(_load(proxy_port, "regret-router", prompts, c))]
+            got.append(asyncio.run(_load(proxy_port, got[0].served, prompts, c)))
+            got.append(asyncio.run(_load(proxy_port, MODELS[0], prompts, c)))
+        fell_back += (gateway.metrics.counters["fallback"] - before) if k >= 0 else 0
+        shed += (gateway.metrics.counters["shed"] - shed_before) if k >= 0 else 0
+        shortened += (gateway.batcher.shortened - short_before) if k >= 0 else 0
+        if k >= 0:
+            for target, run in zip((hook, matched, single), got):
+                runs[target].append(run)
+    pooled = {target: pool(r) for target, r in runs.items()}
+    rows = [LoadRow(length, target, "-", c, pooled[target]) for target in (single, matched)]
+    mine, plain = pooled[hook], pooled[matched]
+    cost = HookCost(
+        pair_ratios=[p.seconds / h.seconds for p, h in zip(runs[matched], runs[hook])],  # same requests each
+        ratio=mine.rps / plain.rps,
+        ratio_one_model=mine.rps / pooled[single].rps,
+        added_p50_ms=mine.p50_ms - plain.p50_ms,
+        added_p99_ms=mine.p99_ms - plain.p99_ms,
+        added_cpu_ms=mine.cpu_ms - plain.cpu_ms,
+        fallbacks=fell_back,
+        shed=shed,
+        shortened=shortened,
+        timeouts=fell_back - shed,
+        routed_share=1.0 - fell_back / mine.requests,
+    )
+    rows.append(LoadRow(length, hook, label, c, mine, cost))
+    return rows

@@ -57,91 +57,113 @@ def _per_call_us(fn, n: int) -> tuple[float, float]:
 
 
 def run_routing_bench(*, calls: int = 2000, dim: int = 384, batch: int = 1024) -> RoutingBench:
-    from regret_gateway.bench.hook_latency import MODELS, _publish_random_router
-    from regret_gateway.config import EmbedderSpec, Settings
-    from regret_gateway.gateway.decisions import ActiveRouter
-    from regret_gateway.store.engine import make_engine
-    from regret_gateway.store.migrate import upgrade
-    from regret_gateway.store.records import DecisionRecord, prompt_hash
-    from regret_gateway.store.writer import BatchedWriter
+    from regret_gateway.bench.hook_latency import _publish_random_router
+    from regret_gateway.config import EmbedderSpec
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(batch, dim)).astype(np.float32)
     X /= np.linalg.norm(X, axis=1, keepdims=True)
-    rows: list[StepTiming] = []
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(scratch)
         tiers = {"premium": 0.0, "standard": 200.0, "economy": 1000.0}
         spec = EmbedderSpec()  # the default embedder's id: what the settings below serve
         _publish_random_router(tmp / "artifacts", dim, tiers, spec.model, spec.embedding_id)
-        for rule, epsilon in (("greedy", 0.0), ("uniform", 0.05), ("igw", 0.05)):
-            settings = Settings.model_validate(
-                {
-                    "models": list(MODELS),
-                    "default_tier": "standard",
-                    "tiers": {
-                        k: {"lam": v, "epsilon": epsilon, "exploration": "uniform" if rule == "greedy" else rule}
-                        for k, v in tiers.items()
-                    },  # fmt: skip
-                    "artifacts_dir": str(tmp / "artifacts"),
-                }
-            )
-            router = ActiveRouter(settings, dim)
-            if not router.refresh():
-                raise RuntimeError("the benchmark router did not load")
-            k = iter(range(10**9))
-            p50, p99 = _per_call_us(lambda r=router, k=k: r.choose(X[next(k) % batch], "standard", rng), calls)
-            rows.append(StepTiming(f"choose, one request ({rule})", p50, p99))
-        artifact = router.artifact
-        assert artifact is not None
+        rows, artifact = _choose_rows(tmp / "artifacts", tiers, dim, X, rng, calls)
         for n in (1, 32, batch):
             p50, p99 = _per_call_us(
                 lambda n=n: artifact.router.logits("standard", X[:n], 200.0), max(20, calls // max(1, n // 32))
             )
             rows.append(StepTiming(f"policy forward, batch {n}", p50, p99, n / (p50 / 1e6)))
-        # the same tier network run by torch, as the gateway did before routing moved to numpy
-        import torch
-
-        from regret_gateway.nn.networks import StackedMLP
-
-        arrays = artifact.router.tiers["standard"].policy.tier_arrays  # type: ignore[attr-defined]
-        tier_net = StackedMLP.from_arrays(arrays.weights, arrays.biases)
-        x1 = torch.as_tensor(X[:1])
-        with torch.no_grad():
-            p50, p99 = _per_call_us(lambda: tier_net(x1), calls)
-        rows.append(StepTiming("the same forward in torch, batch 1", p50, p99, 1 / (p50 / 1e6)))
-        if torch.cuda.is_available():
-            rows += _cuda_rows(tier_net, dim, calls)
-        url = f"sqlite:///{tmp}/bench.db"
-        upgrade(url)
-        engine = make_engine(url)
-        writer = BatchedWriter(engine, tmp / "spill", queue_size=calls + 100).start()
-        key = b"bench-key"
-        i = iter(range(10**9))
-
-        def log_one() -> None:
-            j = next(i)
-            writer.submit(
-                DecisionRecord(
-                    request_id=f"rg-{j}",
-                    tier="standard",
-                    lam=200.0,
-                    team="t",
-                    router_version="v",
-                    embedding_model=spec.embedding_id,
-                    embedding=X[j % batch],
-                    chosen_model=MODELS[0],
-                    propensity=0.95,
-                    mode="policy",
-                    prompt_hash=prompt_hash(f"prompt {j}", key),
-                )  # fmt: skip
-            )
-
-        p50, p99 = _per_call_us(log_one, calls)
-        rows.append(StepTiming("log a decision (record + queue)", p50, p99))
-        writer.close()
-        engine.dispose()
+        rows += _torch_rows(artifact, X, dim, calls)
+        rows.append(_log_row(tmp, X, calls, spec.embedding_id))
     return RoutingBench(dim, rows)
+
+
+def _choose_rows(artifacts: Path, tiers: dict[str, float], dim: int, X: np.ndarray, rng, calls: int):
+    """(one request's choose timed under each exploration rule, the router loaded): the gateway's routing step."""
+    from regret_gateway.bench.hook_latency import MODELS
+    from regret_gateway.config import Settings
+    from regret_gateway.gateway.decisions import ActiveRouter
+
+    rows: list[StepTiming] = []
+    for rule, epsilon in (("greedy", 0.0), ("uniform", 0.05), ("igw", 0.05)):
+        settings = Settings.model_validate(
+            {
+                "models": list(MODELS),
+                "default_tier": "standard",
+                "tiers": {
+                    k: {"lam": v, "epsilon": epsilon, "exploration": "uniform" if rule == "greedy" else rule}
+                    for k, v in tiers.items()
+                },  # fmt: skip
+                "artifacts_dir": str(artifacts),
+            }
+        )
+        router = ActiveRouter(settings, dim)
+        if not router.refresh():
+            raise RuntimeError("the benchmark router did not load")
+        k = iter(range(10**9))
+        p50, p99 = _per_call_us(lambda r=router, k=k: r.choose(X[next(k) % len(X)], "standard", rng), calls)
+        rows.append(StepTiming(f"choose, one request ({rule})", p50, p99))
+    artifact = router.artifact
+    assert artifact is not None
+    return rows, artifact
+
+
+def _torch_rows(artifact, X: np.ndarray, dim: int, calls: int) -> list[StepTiming]:
+    """The same tier network run by torch, as the gateway did before routing moved to numpy (and on CUDA where
+    there is one)."""
+    import torch
+
+    from regret_gateway.nn.networks import StackedMLP
+
+    arrays = artifact.router.tiers["standard"].policy.tier_arrays  # type: ignore[attr-defined]
+    tier_net = StackedMLP.from_arrays(arrays.weights, arrays.biases)
+    x1 = torch.as_tensor(X[:1])
+    with torch.no_grad():
+        p50, p99 = _per_call_us(lambda: tier_net(x1), calls)
+    rows = [StepTiming("the same forward in torch, batch 1", p50, p99, 1 / (p50 / 1e6))]
+    if torch.cuda.is_available():
+        rows += _cuda_rows(tier_net, dim, calls)
+    return rows
+
+
+def _log_row(tmp: Path, X: np.ndarray, calls: int, embedding_id: str) -> StepTiming:
+    """One decision's record built and queued for the store's writer (SQLite in ``tmp``)."""
+    from regret_gateway.bench.hook_latency import MODELS
+    from regret_gateway.store.engine import make_engine
+    from regret_gateway.store.migrate import upgrade
+    from regret_gateway.store.records import DecisionRecord, prompt_hash
+    from regret_gateway.store.writer import BatchedWriter
+
+    url = f"sqlite:///{tmp}/bench.db"
+    upgrade(url)
+    engine = make_engine(url)
+    writer = BatchedWriter(engine, tmp / "spill", queue_size=calls + 100).start()
+    key = b"bench-key"
+    i = iter(range(10**9))
+
+    def log_one() -> None:
+        j = next(i)
+        writer.submit(
+            DecisionRecord(
+                request_id=f"rg-{j}",
+                tier="standard",
+                lam=200.0,
+                team="t",
+                router_version="v",
+                embedding_model=embedding_id,
+                embedding=X[j % len(X)],
+                chosen_model=MODELS[0],
+                propensity=0.95,
+                mode="policy",
+                prompt_hash=prompt_hash(f"prompt {j}", key),
+            )  # fmt: skip
+        )
+
+    p50, p99 = _per_call_us(log_one, calls)
+    writer.close()
+    engine.dispose()
+    return StepTiming("log a decision (record + queue)", p50, p99)
 
 
 def _cuda_rows(tier_net, dim: int, calls: int) -> list[StepTiming]:

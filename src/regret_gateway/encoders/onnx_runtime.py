@@ -285,22 +285,9 @@ def load_onnx_encoder(
     Path(cache_root).mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=cache_root))
     try:
-        notes: dict[str, str] = {}  # graph -> why it is not the one served
-        cosines: dict[str, float] = {}
-        chosen = None
-        for graph in ("fused", "plain") if fuse else ("plain",):
-            path = tmp / f"{graph}.onnx"
-            try:
-                _export(torch_encoder(), tokenizer, path, graph, quantize)
-                cosines[graph] = _agreement(tokenizer, OnnxEncoder(path, threads).hidden, torch_hidden, max_length)
-            except Exception as exc:  # noqa: BLE001 - any failure means: the next graph, or keep torch
-                notes[graph] = f"{type(exc).__name__}: {exc}"[:500]
-                continue
-            if cosines[graph] >= threshold:
-                chosen = graph
-                path.rename(tmp / GRAPH)
-                break
-            notes[graph] = f"min cosine to torch {cosines[graph]:.6f} (need >= {threshold})"
+        chosen, cosines, notes = _first_agreeing(tmp, ("fused", "plain") if fuse else ("plain",), torch_encoder, tokenizer,
+                                                 torch_hidden, quantize=quantize, threads=threads, threshold=threshold,
+                                                 max_length=max_length)  # fmt: skip
         for leftover in tmp.glob("*.onnx*"):
             if leftover.name != GRAPH:
                 leftover.unlink()
@@ -338,3 +325,27 @@ def load_onnx_encoder(
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return (OnnxEncoder(folder / GRAPH, threads) if chosen else None), report
+
+
+def _first_agreeing(
+    tmp: Path, graphs: tuple[str, ...], torch_encoder: Callable[[], Any], tokenizer: Any,
+    torch_hidden: Callable[[dict[str, np.ndarray]], np.ndarray], *, quantize: bool, threads: int | None,
+    threshold: float, max_length: int,
+) -> tuple[str | None, dict[str, float], dict[str, str]]:  # fmt: skip
+    """(the first of ``graphs`` exported into ``tmp`` whose agreement with torch reaches ``threshold`` -- moved
+    to ``tmp / GRAPH`` -- or None; each graph's cosine; why each other graph is not the one served)."""
+    notes: dict[str, str] = {}
+    cosines: dict[str, float] = {}
+    for graph in graphs:
+        path = tmp / f"{graph}.onnx"
+        try:
+            _export(torch_encoder(), tokenizer, path, graph, quantize)
+            cosines[graph] = _agreement(tokenizer, OnnxEncoder(path, threads).hidden, torch_hidden, max_length)
+        except Exception as exc:  # noqa: BLE001 - any failure means: the next graph, or keep torch
+            notes[graph] = f"{type(exc).__name__}: {exc}"[:500]
+            continue
+        if cosines[graph] >= threshold:
+            path.rename(tmp / GRAPH)
+            return graph, cosines, notes
+        notes[graph] = f"min cosine to torch {cosines[graph]:.6f} (need >= {threshold})"
+    return None, cosines, notes

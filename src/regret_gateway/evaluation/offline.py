@@ -1,17 +1,14 @@
 """The paper's offline experiment: simulate logs from full feedback, learn routers, score them on test.
 
-Per trial (seed = seed + trial): the benchmark's test split is fixed; the validation rows are the
-benchmark's own ``val`` split, or else a seeded 1/9 of the train pool (~10% of all prompts). Logs are
-simulated on train + val, the nuisance stage is fitted on the train logs, every router is trained, and
-each is evaluated on the test prompts with the true outcome matrix: utility = mean_i a_i(t_i) -
-lambda * c_i(t_i) (reported x100), accuracy and cost. To choose settings without reading the test split,
-``evaluate_on="dev"`` holds a seeded slice of the train prompts (the size of val) out of the logs, the
-training and the served choice, and scores on it instead.
+Per trial (seed = seed + trial): the test split is fixed; validation is the benchmark's ``val`` split, or
+a seeded 1/9 of the train pool. Logs are simulated on train + val, the nuisance stage fitted on the train
+logs, every router trained and evaluated on the test prompts with the true outcomes: utility = mean_i
+a_i(t_i) - lambda * c_i(t_i) (x100), accuracy and cost. ``evaluate_on="dev"`` scores on a seeded slice of
+the train prompts (the size of val) held out of everything instead, to choose settings without test.
 
-Reference rows: ``single-best`` (the one model with the best mean train utility at that lambda -- chosen
-with full feedback on train, so slightly optimistic), ``oracle`` (per-query best on test) and, where a
-method learns from the logs, ``logged-constant`` (the one model with the best mean DR utility on the
-training and validation logs: the fixed choice the logs can make).
+Reference rows: ``single-best`` (the best mean train utility at that lambda, with full feedback: slightly
+optimistic), ``oracle`` (per-query best on test) and, where a method learns from the logs,
+``logged-constant`` (the best mean DR utility on the logs: the fixed choice the logs can make).
 """
 
 from __future__ import annotations
@@ -63,9 +60,7 @@ class OfflineConfig:
     outcome_preset: str = OUTCOME_PRESET  # outcome models of the nuisance stage ("paper")
     tau: float = 1.0  # chosen on validation (README); the paper's value is 100
     ties: str = "share"
-    # "dev": score on a seeded slice of the train prompts held out from everything (choose settings without
-    # test); "val": on the validation prompts (which also early-stop the routers and are logged for served)
-    evaluate_on: str = "test"
+    evaluate_on: str = "test"  # or "dev" (module doc), or "val" (which also early-stops the routers)
     served_cross_fit: bool = True  # the served row's retrain: cross-fitted (its default) or one fit
     served_max_rows: int | None = MAX_ROWS  # the served row's logs sampled to this many rows, as retrain's window (None: all)
     log_draws: int = 1  # each training prompt logged this many times, independent draws (the learning curve)
@@ -313,9 +308,8 @@ def _diagnostics(nuisance: Nuisance, scores, logs, full_train: FullFeedback) -> 
 def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progress: bool = True,
                 eligible: np.ndarray | None = None) -> OfflineRun:  # fmt: skip
     """Run every method for every trial; returns the per-trial results (see :mod:`.report`). ``eligible`` (n, T):
-    the models that can take each prompt (the chat traffic's windows and tools): the logs are drawn among them, and
-    every method's and reference's choice a prompt's model cannot take goes to the first model of
-    :func:`fallback_order` that can (the share it sent to a model that could not: ``ineligible_<method>``)."""
+    the models that can take each prompt (chat traffic's windows and tools): the logs are drawn among them, and
+    a choice a prompt's model cannot take goes to the first of :func:`fallback_order` that can (``ineligible_*``)."""
     lambdas = np.asarray(config.lambdas, dtype=np.float64)
     full = bench.full_feedback(X)
     routers = [m for m in config.methods if m != SERVED]  # ``served`` alone: retrain's choice, no bench nuisance stage
@@ -366,27 +360,8 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
             constant = np.stack([np.full(full_test.n_samples, pooled.best_constant(l)) for l in lambdas])
             references[LOGGED_CONSTANT] = restrict(constant, ok, order)
         if candidates:
-            t0 = time.perf_counter()
-            actions, served = served_actions(split.logs, full_test.X, lambdas, cross_fitted=config.served_cross_fit, seed=seed,
-                                             max_rows=config.served_max_rows, size=SizeFeature() if config.size_feature else None,
-                                             code=None if config.context is None else ContextCode(config.context))  # fmt: skip
-            if ok is not None:
-                diag[f"ineligible_{SERVED}"] = ineligible_share(actions, ok)
-                actions = restrict(actions, ok, order)
-            seconds = time.perf_counter() - t0
-            raw[SERVED].add(evaluate_actions(full_test, lambdas, actions), seconds)
-            if steps is not None:
-                how = "cross-fitted" if config.served_cross_fit else "one fit"
-                steps.set_postfix_str(f"trial {trial + 1}: {SERVED} (retrain, {how}) {seconds:.1f}s")
-                steps.update(1)
-            single = references["single-best"][:, 0]
-            # why served differs from the single best model: a learned router won the gate, or the fixed
-            # choice the logs estimate is another model than the one full feedback picks
-            diag["served_learned_share"] = float(np.mean([not c.safe for c in served]))
-            diag["served_regions_share"] = float(np.mean([c.kind == CandidateKind.REGIONS for c in served]))
-            diag["served_constant_is_single_best_share"] = float(
-                np.mean([data.model_names[single[k]] == c.model for k, c in enumerate(served) if c.safe] or [np.nan])
-            )
+            _served_trial(split, config, lambdas, seed, ok, order, raw[SERVED], diag, data.model_names,
+                          references["single-best"][:, 0], steps, trial)  # fmt: skip
         for name, actions in references.items():
             raw[name].add(evaluate_actions(full_test, lambdas, actions), 0.0)
         models_on_test.append((full_test.quality.mean(0), full_test.cost.mean(0)))
@@ -397,3 +372,28 @@ def run_offline(bench: Benchmark, X: np.ndarray, config: OfflineConfig, *, progr
         "n_train": len(split.train), "n_val": len(split.val), "n_test": len(split.test), "log_draws": config.log_draws,
         "logged_rows": split.logs.n_samples, "test_accuracy": q_test, "test_cost": c_test}  # fmt: skip
     return OfflineRun(dataset=dataset, config=config, lambdas=lambdas.tolist(), methods=raw, diagnostics=diagnostics)
+
+
+def _served_trial(split, config: OfflineConfig, lambdas: np.ndarray, seed: int, ok, order, trials: MethodTrials,
+                  diag: dict, names, single: np.ndarray, steps, trial: int) -> None:  # fmt: skip
+    """One trial's ``served`` row: what retrain publishes from the trial's logs, evaluated on the test prompts,
+    and why it differs from the single best model (a learned router won the gate, or the logs' fixed choice is
+    another model than the one full feedback picks: ``served_*`` in ``diag``)."""
+    t0 = time.perf_counter()
+    actions, served = served_actions(split.logs, split.full_test.X, lambdas, cross_fitted=config.served_cross_fit, seed=seed,
+                                     max_rows=config.served_max_rows, size=SizeFeature() if config.size_feature else None,
+                                     code=None if config.context is None else ContextCode(config.context))  # fmt: skip
+    if ok is not None:
+        diag[f"ineligible_{SERVED}"] = ineligible_share(actions, ok)
+        actions = restrict(actions, ok, order)
+    seconds = time.perf_counter() - t0
+    trials.add(evaluate_actions(split.full_test, lambdas, actions), seconds)
+    if steps is not None:
+        steps.set_postfix_str(
+            f"trial {trial + 1}: {SERVED} (retrain, {'cross-fitted' if config.served_cross_fit else 'one fit'}) {seconds:.1f}s"
+        )
+        steps.update(1)
+    diag["served_learned_share"] = float(np.mean([not c.safe for c in served]))
+    diag["served_regions_share"] = float(np.mean([c.kind == CandidateKind.REGIONS for c in served]))
+    diag["served_constant_is_single_best_share"] = float(
+        np.mean([names[single[k]] == c.model for k, c in enumerate(served) if c.safe] or [np.nan]))  # fmt: skip

@@ -154,42 +154,22 @@ def claims_line(claims: list[dict]) -> str:
 def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     """Run the closed loop; returns the per-round table and writes OUT/closed_loop.{json,png,md}."""
     from regret_gateway.gateway.app import litellm_environment
-    from regret_gateway.gateway.server import build_app
 
     litellm_environment()
     os.environ.setdefault("LITELLM_MASTER_KEY", "sk-demo-master-" + os.urandom(8).hex())
-    from regret_gateway.bench.local import LocalServer, free_port, mock_upstream, proxy_config
-    from regret_gateway.config import load_settings
+    from regret_gateway.bench.local import free_port
     from regret_gateway.gateway.runtime import Gateway
-    from regret_gateway.retrain import RetrainOptions, retrain
     from regret_gateway.store.engine import make_engine
 
-    out = Path(cfg.out)
+    out, t_start = Path(cfg.out), time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="regret-demo-", dir=out))
-    if cfg.threads is not None:  # the retrains' fits run in this process
-        import torch
-
-        torch.set_num_threads(cfg.threads)
-    t_start = time.perf_counter()
-    random.seed(cfg.seed)  # LiteLLM's adaptive router samples from the global generator; in replay the run is the seed's
-    # Independent streams from the one seed: generators seeded with the same number draw the same numbers, so
-    # a traffic stream and a gateway stream both seeded with ``cfg.seed`` would route each prompt of the
-    # cold start to a model fixed by the prompt's draw (and a retrain split would follow the traffic).
-    traffic_seq, gateway_seq, judge_seq, retrain_seq = np.random.SeedSequence(cfg.seed).spawn(4)
-    if cfg.routing_seed is not None:  # another draw of the loop's own randomness on the same world and traffic
-        _, gateway_seq, _, retrain_seq = np.random.SeedSequence([cfg.seed, cfg.routing_seed]).spawn(4)
+    traffic_seq, gateway_seq, judge_seq, retrain_seq = _streams(cfg)
     world = prepare(cfg, work, echo)
     keys = {team: f"sk-{team}-{os.urandom(6).hex()}" for team, _, _ in cfg.tiers}
     up_port, proxy_port = free_port(), free_port()
-    prices = {m: (0.0, OUTPUT_PRICE) for m in world.models}
     judges = judge_models(cfg.judge_panel)  # the mock upstream serves each as the judge
-    if cfg.judge_sample is not None:
-        prices.update({judge: (0.0, JUDGE_PRICE) for judge in judges})
-    config = proxy_config(gateway_section(world, cfg, work, keys), prices, f"http://127.0.0.1:{up_port}/v1",
-                          custom_auth=True, api_key="sk-mock")  # fmt: skip
-    (work / "config.yaml").write_text(yaml.safe_dump(config))
-    settings = load_settings(work / "config.yaml")
+    settings = _write_config(cfg, world, work, keys, judges, up_port)
     judge_rng = np.random.default_rng(judge_seq)
 
     def respond(model: str, text: str) -> tuple[str, int, int]:  # the mock upstream, the judge model included
@@ -202,38 +182,17 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     gateway = None if cfg.own_processes else Gateway(
         settings, encode=world.encode if cfg.replay else None, seed=int(gateway_seq.generate_state(1)[0]),
         judge_complete=replay_judge if cfg.replay else None, clock=clock)  # fmt: skip
-    served: InProcess | ServeProcess  # the gateway as the demo sees it
     rng, retrain_seed = np.random.default_rng(traffic_seq), int(retrain_seq.generate_state(1)[0] % 2**31)
     rows_of = {  # per tier, the never-sent and the traffic prompts of its team
         tier: (world.team_rows(world.held_ix, k, len(cfg.tiers), cfg.team_apps),
                world.team_rows(world.traffic_ix, k, len(cfg.tiers), cfg.team_apps))
         for k, (_, tier, _) in enumerate(cfg.tiers)
     }  # fmt: skip
-    table: list[RoundStats] = []
-    claims: list[dict] = []
-    unfit = 0
+    table, claims, unfit = list[RoundStats](), list[dict](), 0
     with ExitStack() as stack:
-        replay = ReplayTeams(gateway, world, user_share=cfg.user_share, seed=cfg.seed) if cfg.replay else None
-        if replay is not None:
-            ask = replay.ask_many
-        else:
-            stack.enter_context(LocalServer(mock_upstream(respond), up_port))
-            if gateway is not None:
-                stack.enter_context(LocalServer(build_app(work / "config.yaml", gateway), proxy_port))
-            else:
-                echo(f"starting `regret-gateway serve` (its log: {work / 'serve.log'})")
-                served = stack.enter_context(ServeProcess(work / "config.yaml", proxy_port, work / "serve.log",
-                                                          os.environ["LITELLM_MASTER_KEY"], Path(settings.artifacts_dir)))  # fmt: skip
-            teams = Teams(f"http://127.0.0.1:{proxy_port}", keys, world, judged=cfg.judge_sample is not None,
-                          user_share=cfg.user_share, seed=cfg.seed)  # fmt: skip
-            stack.callback(teams.http.close)
-            ask = teams.ask_many
+        ask, served = _front(stack, cfg, world, gateway, work, settings, keys, respond, (up_port, proxy_port), echo)
         engine = make_engine(settings.store.url)
         stack.callback(engine.dispose)
-        if gateway is not None:
-            echo("starting the gateway: store, encoder (distilled once a machine), router")
-            gateway.start()  # load the embedder, store and router before the first request
-            served = InProcess(gateway, cfg.replay)
         last_round_start, sent = clock(), 0
         for rnd in range(cfg.rounds):
             t_round, last_round_start = time.perf_counter(), clock()
@@ -241,9 +200,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
                 echo(f"round {rnd}: team {team} (tier {tier}) sends {cfg.requests} requests")
                 rows = rng.choice(rows_of[tier][1], size=cfg.requests, replace=True)
                 answers = ask(team, rows, cfg.concurrency)
-                sent += len(rows)
-                if world.chat is not None:  # a request sent to a model that cannot take it (its window, its tools)
-                    unfit += sum(not world.chat.eligible[i, t] for i, (t, _) in zip(rows, answers))
+                sent, unfit = sent + len(rows), unfit + _unfit(world, rows, answers)
                 artifact = served.artifact  # what routed the tier's requests (a proxy process: one read of its counters)
                 table.append(round_stats(world, rnd, tier, lam, rows, answers, artifact))
                 held_out_stats(world, artifact, lam, table[-1], rows_of[tier][0])
@@ -251,32 +208,8 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
             if rnd < cfg.rounds - 1:
                 served.settle(engine, sent)
                 before = served.artifact
-                result = (
-                    retrain_process(
-                        work / "config.yaml",
-                        work / "reports" / f"round-{rnd}",
-                        seed=retrain_seed + rnd,
-                        cross_fit=cfg.cross_fit,
-                        calibrate_judge=cfg.calibrate_judge,
-                        cold_start_rows=cfg.cold_start_rows,
-                        threads=cfg.threads,
-                        log=work / "retrain.log",
-                    )
-                    if gateway is None
-                    else retrain(  # fmt: skip
-                        settings,
-                        engine,
-                        RetrainOptions(
-                            seed=retrain_seed + rnd,
-                            out=work / "reports",
-                            n_boot=200,
-                            cross_fit=cfg.cross_fit,
-                            calibrate_judge=cfg.calibrate_judge,
-                            cold_start_rows=cfg.cold_start_rows,
-                        ),
-                        progress=lambda line: echo(f"  retrain: {line}"),
-                    )
-                )
+                result = _retrain_round(cfg, work, settings, engine, retrain_seed + rnd, rnd, own_process=gateway is None,
+                                        echo=echo)  # fmt: skip
                 echo(f"retrain after round {rnd}: {result.status} ({result.reason}) in {result.seconds.get('total', 0):.0f}s")
                 served.load(result.version)
                 if result.version is not None:  # published, or kept and republished with re-derived regions
@@ -287,22 +220,111 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
         hook = served.stats()
     savings = demo_savings(settings, engine, last_round_start, clock(), out)
     doc = {
-        "config": {k: str(v) for k, v in cfg.__dict__.items()},
-        "models": list(world.models),
-        "rounds": [s.__dict__ for s in table],
-        "seconds": time.perf_counter() - t_start,
-        "work_dir": str(work),
-        "hook": hook,
-        "sent_to_a_model_that_cannot_take_it": unfit if world.chat is not None else None,
-        "claims": claims,
-    }
+        "config": {k: str(v) for k, v in cfg.__dict__.items()}, "models": list(world.models),
+        "rounds": [s.__dict__ for s in table], "seconds": time.perf_counter() - t_start, "work_dir": str(work),
+        "hook": hook, "sent_to_a_model_that_cannot_take_it": unfit if world.chat is not None else None, "claims": claims,
+    }  # fmt: skip
     if gateway is not None:
         gateway.close()
+    _write_outputs(cfg, out, doc, table, claims, savings, hook, unfit if world.chat is not None else None,
+                   budget_days if cfg.budget_days else None, echo)  # fmt: skip
+    return doc
+
+
+def _streams(cfg: DemoConfig) -> list[np.random.SeedSequence]:
+    """(traffic, gateway, judge, retrain): independent streams from the one seed. Generators seeded with the same
+    number draw the same numbers, so a traffic stream and a gateway stream both seeded with ``cfg.seed`` would
+    route each prompt of the cold start to a model fixed by the prompt's draw (and a retrain split would follow
+    the traffic). ``routing_seed``: another draw of the loop's own randomness on the same world and traffic.
+    Also seeds the global generator, which LiteLLM's adaptive router samples from (in replay the run is the
+    seed's), and sets the retrains' fit threads (they run in this process)."""
+    random.seed(cfg.seed)
+    if cfg.threads is not None:
+        import torch
+
+        torch.set_num_threads(cfg.threads)
+    streams = np.random.SeedSequence(cfg.seed).spawn(4)
+    if cfg.routing_seed is not None:
+        again = np.random.SeedSequence([cfg.seed, cfg.routing_seed]).spawn(4)
+        streams[1], streams[3] = again[1], again[3]
+    return streams
+
+
+def _write_config(cfg: DemoConfig, world, work: Path, keys: dict[str, str], judges, up_port: int):
+    """The run's LiteLLM config (the gateway's section, the models' prices, the mock upstream's URL) written to
+    ``work``/config.yaml, and the settings read back from it."""
+    from regret_gateway.bench.local import proxy_config
+    from regret_gateway.config import load_settings
+
+    prices = {m: (0.0, OUTPUT_PRICE) for m in world.models}
+    if cfg.judge_sample is not None:
+        prices.update({judge: (0.0, JUDGE_PRICE) for judge in judges})
+    config = proxy_config(gateway_section(world, cfg, work, keys), prices, f"http://127.0.0.1:{up_port}/v1",
+                          custom_auth=True, api_key="sk-mock")  # fmt: skip
+    (work / "config.yaml").write_text(yaml.safe_dump(config))
+    return load_settings(work / "config.yaml")
+
+
+def _front(stack: ExitStack, cfg: DemoConfig, world, gateway, work: Path, settings, keys: dict[str, str], respond,
+           ports: tuple[int, int], echo):  # fmt: skip
+    """(how a team sends its requests, the gateway as the demo sees it): in a replay the teams call the hook in
+    this process; else the mock upstream and the proxy -- this process's app, or a `serve` process -- on local
+    ports, and the teams are OpenAI-SDK clients (each entered into ``stack``)."""
+    from regret_gateway.bench.local import LocalServer, mock_upstream
+    from regret_gateway.gateway.server import build_app
+
+    served: InProcess | ServeProcess | None = None
+    if cfg.replay:
+        ask = ReplayTeams(gateway, world, user_share=cfg.user_share, seed=cfg.seed).ask_many
+    else:
+        up_port, proxy_port = ports
+        stack.enter_context(LocalServer(mock_upstream(respond), up_port))
+        if gateway is not None:
+            stack.enter_context(LocalServer(build_app(work / "config.yaml", gateway), proxy_port))
+        else:
+            echo(f"starting `regret-gateway serve` (its log: {work / 'serve.log'})")
+            served = stack.enter_context(ServeProcess(work / "config.yaml", proxy_port, work / "serve.log",
+                                                      os.environ["LITELLM_MASTER_KEY"], Path(settings.artifacts_dir)))  # fmt: skip
+        teams = Teams(f"http://127.0.0.1:{proxy_port}", keys, world, judged=cfg.judge_sample is not None,
+                      user_share=cfg.user_share, seed=cfg.seed)  # fmt: skip
+        stack.callback(teams.http.close)
+        ask = teams.ask_many
+    if gateway is not None:
+        echo("starting the gateway: store, encoder (distilled once a machine), router")
+        gateway.start()  # load the embedder, store and router before the first request
+        served = InProcess(gateway, cfg.replay)
+    assert served is not None
+    return ask, served
+
+
+def _unfit(world, rows: np.ndarray, answers) -> int:
+    """How many of ``rows``' requests went to a model that cannot take them (their window, their tools)."""
+    return 0 if world.chat is None else sum(not world.chat.eligible[i, t] for i, (t, _) in zip(rows, answers))
+
+
+def _retrain_round(cfg: DemoConfig, work: Path, settings, engine, seed: int, rnd: int, *, own_process: bool, echo):
+    """The retrain after round ``rnd``: a `regret-gateway retrain` process where the gateway is `serve`'s, else
+    in this process (its steps echoed)."""
+    from regret_gateway.retrain import RetrainOptions, retrain
+
+    if own_process:
+        return retrain_process(work / "config.yaml", work / "reports" / f"round-{rnd}", seed=seed, cross_fit=cfg.cross_fit,
+                               calibrate_judge=cfg.calibrate_judge, cold_start_rows=cfg.cold_start_rows,
+                               threads=cfg.threads, log=work / "retrain.log")  # fmt: skip
+    options = RetrainOptions(seed=seed, out=work / "reports", n_boot=200, cross_fit=cfg.cross_fit,
+                             calibrate_judge=cfg.calibrate_judge, cold_start_rows=cfg.cold_start_rows)  # fmt: skip
+    return retrain(settings, engine, options, progress=lambda line: echo(f"  retrain: {line}"))
+
+
+def _write_outputs(cfg: DemoConfig, out: Path, doc: dict, table: list, claims: list[dict], savings, hook,
+                   unfit: int | None, budget_days, echo) -> None:  # fmt: skip
+    """OUT/closed_loop.{json,md,png} and the verdict (the loop's, the claims', the chat traffic's, what routing
+    saved), each part echoed as the run says it; the budget days' report where they ran."""
     (out / "closed_loop.json").write_text(json.dumps(doc, indent=2, default=float))
     (out / "closed_loop.md").write_text(round_table(table, None))
     plot(table, out / "closed_loop.png")
     summary = [verdict(table), claims_line(claims)]
-    if world.chat is not None:
+    if unfit is not None:
         summary.append(chat_line(hook, unfit))
     summary.append(f"what routing saved on the requests from the last round (round {cfg.rounds - 1}) on, the router's "
                    "exploration included, against sending each of them to one model (`regret-gateway report` on the logs):")  # fmt: skip
@@ -310,14 +332,13 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     (out / "verdict.txt").write_text("\n".join(summary) + "\n")
     for part in summary:  # each as the run said it before there was a file (the verdict is one block of lines)
         echo(part)
-    if cfg.budget_days:
+    if budget_days is not None:
         write_budget_report(budget_days, out)
         echo(budget_verdict(budget_days) + f"\nwrote {out / 'budget.json'}, {out / 'budget.md'}, {out / 'budget.png'}")
     echo(
         f"wrote {out / 'verdict.txt'}, {out / 'closed_loop.json'}, {out / 'closed_loop.md'}, {out / 'closed_loop.png'}, "
         f"{out / 'savings.html'} in {doc['seconds']:.0f}s"
     )
-    return doc
 
 
 def demo_savings(settings, engine, since, now, out: Path):

@@ -1,4 +1,5 @@
-"""The wheel ships every package of the source tree (pyproject lists its packages by hand), and no module grows past what one reads whole."""
+"""The wheel ships every package of the source tree (pyproject lists its packages by hand), and no module or
+function grows past what one reads whole."""
 
 from pathlib import Path
 
@@ -25,3 +26,20 @@ def test_no_module_is_over_400_lines():
         str(p.relative_to(ROOT)): n for p in (ROOT / "src").rglob("*.py") if (n := len(p.read_text().splitlines())) > MAX_LINES
     }
     assert not long, f"modules over {MAX_LINES} lines (split them along what they hold): {long}"
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_is_over_80_lines():
+    """A function a maintainer reads on one screen: past 80 lines (docstring included) it does more than one step."""
+    import ast
+
+    long = {}
+    for path in (ROOT / "src").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long[f"{path.relative_to(ROOT)}:{node.name}"] = n
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them into their steps): {long}"

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from regret_gateway.causal.reseed import Reseedable
 from regret_gateway.data import LoggedFeedback
 from regret_gateway.nn.networks import StackedMLP
 from regret_gateway.nn.training import OUTCOME_PRESET, TrainConfig, preset, train_members
@@ -69,7 +70,7 @@ def _quality_loss(logs: LoggedFeedback, judge_error: bool):
     return loss
 
 
-class OutcomeModel:
+class OutcomeModel(Reseedable):
     """Per-model outcome regressions r_t(x) = (E[a | x, t], E[c | x, t]).
 
     Args:
@@ -104,11 +105,6 @@ class OutcomeModel:
         self.shared = shared
         self.shrink = shrink
         self.judge_error = judge_error
-
-    def with_seed(self, random_state: int) -> "OutcomeModel":
-        """An unfitted copy with another seed (cross-fitting fits one per fold)."""
-        return OutcomeModel(hidden=self.hidden, train=self.train, val_fraction=self.val_fraction, random_state=random_state,
-                            shared=self.shared, shrink=self.shrink, judge_error=self.judge_error)  # fmt: skip
 
     def fit(self, logs: LoggedFeedback) -> "OutcomeModel":
         logs.require_all_models(minimum=1)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from regret_gateway.causal.reseed import Reseedable
 from regret_gateway.data import LoggedFeedback
 
 MIN_IMPORTED_ROWS = 50  # fewer imported rows: the model is fitted on every row (the logging policies' mixture)
@@ -52,7 +53,7 @@ class LoggedPropensity:
         return logs.propensity
 
 
-class PropensityModel:
+class PropensityModel(Reseedable):
     """Multi-class XGBoost estimate of the logging policy p(t | x).
 
     Args:
@@ -87,19 +88,6 @@ class PropensityModel:
         self.patience = patience
         self.random_state = random_state
         self.n_jobs = n_jobs
-
-    def with_seed(self, random_state: int) -> "PropensityModel":
-        return PropensityModel(
-            max_depths=self.max_depths,
-            n_estimators=self.n_estimators,
-            val_fraction=self.val_fraction,
-            learning_rate=self.learning_rate,
-            floor=self.floor,
-            max_bin=self.max_bin,
-            patience=self.patience,
-            random_state=random_state,
-            n_jobs=self.n_jobs,
-        )
 
     def fit_logs(self, logs: LoggedFeedback) -> "PropensityModel":
         """Fit the logging policy of the imported rows on those rows (on every row where fewer than

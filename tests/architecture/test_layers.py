@@ -44,7 +44,12 @@ LAYERS: list[tuple[str, ...]] = [
 # bottom where it holds nothing, at the top where it re-exports).
 MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
     "budgets": [("__init__", "periods"), ("ladder",), ("controller",), ("status",)],
-    "causal": [("__init__", "stats", "outcome", "propensity"), ("estimators", "ope"), ("alternatives", "pooling")],
+    "causal": [
+        ("__init__", "stats", "reseed"),
+        ("outcome", "propensity"),
+        ("estimators", "ope"),
+        ("alternatives", "pooling"),
+    ],
     "config": [("specs",), ("embedder", "judge"), ("settings",), ("__init__",)],
     "encoders": [
         ("__init__", "models", "static", "onnx_runtime", "exported"),

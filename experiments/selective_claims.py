@@ -3,9 +3,9 @@
 (regret_gateway.confidence.selective_lower / selective_interval), in one run on the same seeded worlds.
 
 * regions: 12 apps x 150 prompts, three models logged uniformly, unit-noise DR-like scores (the worlds of
-  tests/policy/test_regions.py); half the apps gain G with model 1; five folds; the one-sided bound of the
+  tests/policy/test_regions.py: _published_claims); half the apps gain G with model 1; five folds; the one-sided bound of the
   whole proposal (``total_lower``) against the true gain of what departed;
-* the gate: 1,000 rows logged half and half, the challenger truly G better (binary quality); the two-sided
+* the gate (tests/causal/test_ope.py: _replacements): 1,000 rows logged half and half, the challenger truly G better; the two-sided
   interval of a replacement's gain.
 
     python experiments/selective_claims.py [WORLDS]
@@ -20,9 +20,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import regret_gateway.policy.regions as regions_module  # noqa: E402
-from regret_gateway.causal.ope import LoggedData, select  # noqa: E402
 from regret_gateway.confidence import family_alpha, z_critical  # noqa: E402
-from tests.policy.test_regions import _keyed_scores, _regional_choice  # noqa: E402
+from tests.causal.test_ope import _replacements  # noqa: E402
+from tests.policy.test_regions import _published_claims  # noqa: E402
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 
@@ -32,38 +32,22 @@ def plain_lower(estimate, se, passed_at, alpha):
 
 
 def region_claims(g: float, plain: bool) -> tuple[int, int, float]:
-    claims, held, bounds = 0, 0, []
     with mock.patch.object(regions_module, "selective_lower", plain_lower) if plain else nullcontext():
-        for seed in range(N):
-            gains = np.zeros((12, 3))
-            gains[:6, 1] = g
-            quality, logged, regions, groups, key = _keyed_scores(gains, 150, seed)
-            choice = _regional_choice(quality, logged, regions, groups, seed)
-            if not choice.n_adopted:
-                continue
-            region = np.where(regions.region >= 0, regions.region, 0)
-            truth = np.where(choice.adopted[region], gains[key, choice.models[region]], 0.0).mean()
-            claims, held = claims + 1, held + (choice.total_lower <= truth)
-            bounds.append(choice.total_lower)
-    return claims, held, float(np.mean(bounds)) if bounds else float("nan")
+        published = _published_claims(g, N)
+    bounds = [choice.total_lower for choice, _ in published]
+    held = sum(choice.total_lower <= truth for choice, truth in published)
+    return len(published), held, float(np.mean(bounds)) if bounds else float("nan")
 
 
 def gate_claims(g: float) -> tuple[int, int, int]:
-    n, claims, plain_held, given_held = 1000, 0, 0, 0
-    for seed in range(N):
-        rng = np.random.default_rng(seed)
-        Q = (rng.random((n, 2)) < np.array([0.5, 0.5 + g])).astype(float)
-        logged = rng.integers(0, 2, n)
-        data = LoggedData(logged, Q[np.arange(n), logged], np.zeros(n), np.full(n, 0.5), np.full((n, 2), 0.5), np.zeros((n, 2)))
-        acts = {"incumbent": np.zeros(n, int), "c": np.ones(n, int)}
-        sel = select(data, acts, "incumbent", 0.0, n_boot=200, seed=seed)
-        if sel.served != "c":
-            continue
-        _, ci = data.gain(acts["c"], acts["incumbent"], 0.0, n_boot=200, alpha=family_alpha(0.05, 1), seed=seed)
-        claims += 1
+    plain_held = given_held = 0
+    replaced = _replacements(g, N)
+    for seed, sel, data in replaced:
+        n = len(data.logged)
+        _, ci = data.gain(np.ones(n, int), np.zeros(n, int), 0.0, n_boot=200, alpha=family_alpha(0.05, 1), seed=seed)
         plain_held += ci[0] <= g <= ci[1]
         given_held += sel.gain_ci[0] <= g <= sel.gain_ci[1]
-    return claims, plain_held, given_held
+    return len(replaced), plain_held, given_held
 
 
 print(f"{N} seeded worlds each\n")

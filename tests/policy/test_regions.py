@@ -348,23 +348,31 @@ def test_a_tier_departs_only_where_its_own_mix_of_apps_gains():
     assert not own.adopted[apps_of >= 6].any(), own.describe(("a", "b", "c"))
 
 
+def _published_claims(gain: float, worlds: int) -> list[tuple[RegionChoice, float]]:
+    """In ``worlds`` seeded worlds where half of 12 apps gain ``gain`` with one of three models: each world's
+    regional choice that departed, with the true gain of what departed (per request)."""
+    out = []
+    for seed in range(worlds):
+        gains = np.zeros((12, 3))
+        gains[:6, 1] = gain
+        quality, logged, regions, groups, key = _keyed_scores(gains, 150, seed)
+        choice = _regional_choice(quality, logged, regions, groups, seed)
+        if choice.n_adopted:
+            region = np.where(regions.region >= 0, regions.region, 0)
+            out.append((choice, float(np.where(choice.adopted[region], gains[key, choice.models[region]], 0.0).mean())))
+    return out
+
+
 def test_what_departing_claims_over_the_baseline_holds_its_true_gain():
     """The gain the adopted regions claim over the baseline (``total``, per request) and its bound
     (``total_lower``: what the demo checks against the truth on new prompts): across 20 worlds where half
     the apps gain 0.3 with one model, the bound is below the true gain of what departed in at least 18, and
     it is a real bound (below the estimate). Where nothing departs the claim is 0 with no bound."""
-    held = 0
-    for seed in range(20):
-        gains = np.zeros((12, 3))
-        gains[:6, 1] = 0.3
-        quality, logged, regions, groups, key = _keyed_scores(gains, 150, seed)
-        choice = _regional_choice(quality, logged, regions, groups, seed)
-        assert choice.n_adopted > 0
-        region = np.where(regions.region >= 0, regions.region, 0)
-        truth = np.where(choice.adopted[region], gains[key, choice.models[region]], 0.0).mean()
+    claims = _published_claims(0.3, 20)
+    assert len(claims) == 20  # every world departs
+    for choice, truth in claims:
         assert choice.total_lower < choice.total and abs(choice.total - truth) < 0.1  # a bound, and the gain estimated
-        held += choice.total_lower <= truth
-    assert held >= 18, held
+    assert sum(choice.total_lower <= truth for choice, truth in claims) >= 18
     quality, logged, regions, groups, _ = _keyed_scores(np.zeros((12, 3)), 150, seed=0)
     nothing = _regional_choice(quality, logged, regions, groups, seed=0)
     assert nothing.n_adopted == 0 and nothing.total == 0.0 and nothing.total_lower == float("-inf")
@@ -375,17 +383,7 @@ def test_a_claim_that_barely_passed_its_test_is_bounded_given_that_it_passed():
     test in about a quarter of 100 worlds, and those are the worlds whose noise ran high: the plain one-sided
     bound (estimate - 1.645 se) held the true gain of what departed in 19 of 28 published claims. The bound
     given that the test passed (confidence.selective_lower) holds it in at least 85% of them."""
-    claims = held = 0
-    for seed in range(100):
-        gains = np.zeros((12, 3))
-        gains[:6, 1] = 0.08
-        quality, logged, regions, groups, key = _keyed_scores(gains, 150, seed)
-        choice = _regional_choice(quality, logged, regions, groups, seed)
-        if not choice.n_adopted:
-            continue
-        region = np.where(regions.region >= 0, regions.region, 0)
-        truth = np.where(choice.adopted[region], gains[key, choice.models[region]], 0.0).mean()
-        claims += 1
-        held += choice.total_lower <= truth
+    published = _published_claims(0.08, 100)
+    claims, held = len(published), sum(choice.total_lower <= truth for choice, truth in published)
     assert claims >= 15, claims  # the world this test needs: claims published on little power
     assert held >= 0.85 * claims, (held, claims)

@@ -227,7 +227,7 @@ def choose_regions(
         published = region_proposal(d, logged, regions.region, R, np.arange(n), baseline, min_matched, testable,
                                     shrink=regions.keyed)  # fmt: skip
     models = np.full(R, baseline)
-    gain, lower, p_values, ses = np.zeros(R), np.full(R, -np.inf), np.ones(R), np.zeros(R)
+    gain, p_values, ses = np.zeros(R), np.ones(R), np.zeros(R)  # ses > 0: the region is tested
     inside = regions.region >= 0
     share = np.bincount(regions.region[inside], minlength=R) / n
     challengers = max(1, T - 1) if proposed is None else 1
@@ -245,7 +245,7 @@ def choose_regions(
             continue
         if proposed is None or published is None:
             m = int(np.argmax(np.where(eligible, z, -np.inf)))
-            models[r], gain[r], lower[r], ses[r] = m, mean[m], mean[m] - z_any * se[m], se[m]
+            models[r], gain[r], ses[r] = m, mean[m], se[m]
             p_values[r] = min(1.0, challengers * p_value(z[m]))
             continue
         # each row's gain under what the other folds proposed for the region (the baseline: 0), out of fold;
@@ -255,8 +255,9 @@ def choose_regions(
         if own_se <= 0:
             continue
         models[r] = published[r]  # what the region serves if it departs: what all its rows propose
-        gain[r], lower[r], ses[r] = own_mean, own_mean - z_any * own_se, own_se
+        gain[r], ses[r] = own_mean, own_se
         p_values[r] = p_value(own_mean / own_se)
+    lower = np.where(ses > 0, gain - z_any * ses, -np.inf)  # each tested region's plain one-sided bound
     if aggregate and proposed is not None and (R > 1 or regions.keyed):
         whole = _whole_proposal(d[np.arange(n), proposed], regions.region, groups, population, baseline, models, gain,
                                 lower, share, alpha)  # fmt: skip

@@ -199,7 +199,7 @@ def _evidence(
 
 
 def _gate_tier(
-    ev: _Evidence, i: int, name: str, spec, own: np.ndarray | None, served_now: ServedTier | None, *, margin: float,
+    ev: _Evidence, i: int, spec, own: np.ndarray | None, served_now: ServedTier | None, *, margin: float,
     force: bool, n_boot: int, seed: int,
 ) -> _Gated:  # fmt: skip
     """Tier ``i``'s gate in :func:`evaluate`: its baseline and safe default, its candidates and their actions on
@@ -259,12 +259,10 @@ def _tier_row(
     if rivals:
         rest = f", then {', '.join(rivals[1:])}" if len(rivals) > 1 else ""
         reason += f"; explores {rivals[0]}{rest} (not yet shown worse as a constant, the most room to gain first)"
-    row = (
-        TierEvaluation(name, spec.lam, sel.served, g.incumbent, reason, sel.values, sel.gain, sel.gain_ci, changing,
-                       {m: float(v) for m, v in zip(names, mix)}, changed, g.choice.n_adopted, ev.space.n_regions,
-                       {label: g.pool[label][0] for label in sel.values}, rivals, g.choice.total,
-                       g.choice.total_lower)
-    )  # fmt: skip
+    row = TierEvaluation(name, spec.lam, sel.served, g.incumbent, reason, sel.values, sel.gain, sel.gain_ci, changing,
+                         {m: float(v) for m, v in zip(names, mix)}, changed, g.choice.n_adopted, ev.space.n_regions,
+                         {label: g.pool[label][0] for label in sel.values}, rivals, g.choice.total,
+                         g.choice.total_lower)  # fmt: skip
     return row, ServedTier(spec.lam, chosen.of_version(None), chosen_policy, rivals)  # published in the new version
 
 
@@ -307,13 +305,13 @@ def evaluate(
     name, (n,) bool over the held-out rows (in ``fits.order``) -- the requests of the apps that tier's own
     came from (:meth:`regret_gateway.retrain.window.TrainingSet.populations`): its best constant and its
     gate read those rows only (a tier without one: every row)."""
-    ev = _evidence(fits, [spec.lam for _, spec in tiers], loggers, held=held, size=size, code=code, regions=regions,
-                   seed=seed)  # fmt: skip
-    hold, labels, published, lams = ev.hold, ev.labels, ev.published, [spec.lam for _, spec in tiers]
+    lams = [spec.lam for _, spec in tiers]
+    ev = _evidence(fits, lams, loggers, held=held, size=size, code=code, regions=regions, seed=seed)
+    hold, labels, published = ev.hold, ev.labels, ev.published
     gated: list[_Gated] = []  # per tier: the gate's choice among its candidates
     for i, (name, spec) in enumerate(tiers):
         own = None if populations is None or name not in populations or populations[name].all() else populations[name]
-        gated.append(_gate_tier(ev, i, name, spec, own, (incumbents or {}).get(name), margin=margin, force=force,
+        gated.append(_gate_tier(ev, i, spec, own, (incumbents or {}).get(name), margin=margin, force=force,
                                 n_boot=n_boot, seed=seed))  # fmt: skip
     # what the published policy does with these requests: a learned candidate's actions above are its fold
     # fits' (out of fold), so a served one is asked again, once for the tiers that serve it; the safe

@@ -169,7 +169,7 @@ def training_set(
     sources = tuple(best[r][1] for r in ids)
     logged, corrected = None, dict[str, int]()
     if kept:
-        logged, corrected = _logged(kept, best, index, chosen_names, rows_of if embeddings else None,
+        logged, corrected = _logged(kept, ids, models, sources, best, index, chosen_names, rows_of if embeddings else None,
                                     (errors, agreement) if calibrate_judge else ())  # fmt: skip
     tiers, versions, modes = (tuple(getattr(c, f) for c in kept) for f in ("tier", "router_version", "mode"))
     return TrainingSet(
@@ -218,14 +218,15 @@ def _trainable(scored, best: dict, untrusted: set[str], skipped: dict[str, int])
     return out
 
 
-def _logged(kept: list, best: dict, index: dict[str, int], names: tuple[str, ...], rows_of: RowSource | None,
+def _logged(kept: list, ids: tuple[str, ...], models: tuple[str, ...], sources: tuple[str, ...], best: dict,
+            index: dict[str, int], names: tuple[str, ...], rows_of: RowSource | None,
             judge: tuple) -> tuple[LoggedFeedback, dict[str, int]]:  # fmt: skip
-    """The kept rows as :class:`LoggedFeedback` (their embeddings read by id from ``rows_of``; None: no
-    columns), each judge-scored row's target corrected by ``judge`` (its measured errors and self-agreement;
-    empty: not applied), and how many rows each correction touched."""
-    ids, models = tuple(c.request_id for c in kept), tuple(c.chosen_model for c in kept)
+    """The ``kept`` rows (their request ``ids``, chosen ``models`` and score ``sources``) as
+    :class:`LoggedFeedback` (their embeddings read by id from ``rows_of``; None: no columns), each
+    judge-scored row's target corrected by ``judge`` (its measured errors and self-agreement; empty: not
+    applied), and how many rows each correction touched."""
     quality = np.array([best[r][2] for r in ids])
-    target, corrected, target_errors = corrected_targets(models, tuple(best[r][1] for r in ids), quality, *judge)
+    target, corrected, target_errors = corrected_targets(models, sources, quality, *judge)
     # a row imported without a propensity carries NaN (LoggedFeedback.imported): retrain estimates its logging
     # policy (XGBoost) and keeps every other row's logged value
     logged = LoggedFeedback(

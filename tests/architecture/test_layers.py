@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
         "judge_calibration",
         "limits",
         "hull",
+        "request_ids",
     ),
     ("nn", "store"),
     ("servable", "encoders", "budgets", "retrain.window"),
@@ -59,7 +60,7 @@ MODULE_LAYERS: dict[str, list[tuple[str, ...]]] = {
     ],
     "servable": [("arrays", "policy"), ("kinds",), ("published",), ("__init__",)],
     "store": [
-        ("__init__", "schema", "engine", "locks", "pg_copy"),
+        ("__init__", "schema", "engine", "locks", "pg_copy", "partitions"),
         ("records", "migrate", "loggers"),
         ("spill",),
         ("writes", "queries", "retention"),

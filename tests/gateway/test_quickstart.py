@@ -37,7 +37,7 @@ def test_the_readmes_quick_start_runs_as_written(tmp_path):
                          timeout=600)  # fmt: skip
     shown = out.stdout + out.stderr[-3000:]
     assert out.returncode == 0, shown
-    routed = re.search(r"answered by (\S+) \(tier premium\); request id (rg-[0-9a-f]+)", out.stdout)
+    routed = re.search(r"answered by (\S+) \(tier premium\); request id (rg-t[0-9a-f]+)", out.stdout)
     assert routed is not None and routed.group(1) in MODELS, shown
     assert f"[{routed.group(1)}, a mock answer] Write a haiku about routers" in out.stdout
     streamed = re.search(r"economy tier, streamed, answered by (\S+): \[(\S+), a mock answer\] Write a haiku", out.stdout)

@@ -46,13 +46,13 @@ def synthetic_records(n: int, dim: int, seed: int = 0, prefix: str = "req") -> I
 
 
 @contextmanager
-def scratch_database(url: str) -> Iterator[str]:
-    """A migrated, empty database for the run: a fresh schema on PostgreSQL (dropped afterwards), a
-    temporary file for SQLite (``sqlite`` alone means a temporary file)."""
+def scratch_database(url: str, revision: str = "head") -> Iterator[str]:
+    """An empty database migrated to ``revision`` for the run: a fresh schema on PostgreSQL (dropped afterwards),
+    a temporary file for SQLite (``sqlite`` alone means a temporary file)."""
     if url.startswith("sqlite"):
         with tempfile.TemporaryDirectory() as tmp:
             target = f"sqlite:///{tmp}/bench.db" if url in ("sqlite", "sqlite://", "sqlite:///") else url
-            upgrade(target)
+            upgrade(target, revision=revision)
             yield target
         return
     schema = f"rg_bench_{uuid.uuid4().hex[:8]}"
@@ -62,7 +62,7 @@ def scratch_database(url: str) -> Iterator[str]:
     sep = "&" if "?" in url else "?"
     target = f"{url}{sep}options=-csearch_path%3D{schema}"
     try:
-        upgrade(target)
+        upgrade(target, revision=revision)
         yield target
     finally:
         with admin.begin() as conn:

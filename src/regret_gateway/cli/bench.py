@@ -65,6 +65,35 @@ def bench_store(
     typer.echo(throughput_table(results))
 
 
+@bench_app.command("prune")
+def bench_prune(
+    url: str = typer.Option(
+        DEFAULT_PG_URL, "--url", help="A PostgreSQL URL; each store runs in a scratch schema that is dropped."
+    ),
+    per_day: int = typer.Option(50_000, "--per-day", min=1, help="Decisions (with outcomes) a day."),
+    days: int = typer.Option(4, "--days", min=2, help="Days of decisions, ending yesterday."),
+    drop: int = typer.Option(2, "--drop", min=1, help="The oldest days the retention cutoff leaves behind."),
+    scored: float = typer.Option(0.05, "--scored", min=0.0, max=1.0, help="The share of decisions with a score."),
+    dim: int = typer.Option(384, "--dim", min=1, help="Embedding size (MiniLM: 384)."),
+) -> None:
+    """Retention on PostgreSQL: the same days pruned row by row (a store before day partitions, revision 0011)
+    and dropped whole (a store at head), side by side in one run: bytes a decision, seconds, decisions/s."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from regret_gateway.bench.prune import prune_table, prune_timings
+
+    if drop >= days:
+        raise typer.BadParameter(f"--drop {drop} must be below --days {days}: a day must stay")
+    if not url.startswith("postgresql"):
+        raise typer.BadParameter(f"day partitions are PostgreSQL's; got {url!r}", param_hint="--url")
+    try:
+        results = prune_timings(url, per_day=per_day, days=days, drop=drop, scored=scored, dim=dim,
+                                echo=lambda line: typer.echo(line, err=True))  # fmt: skip
+    except SQLAlchemyError as exc:
+        _fail(exc)
+    typer.echo(prune_table(results))
+
+
 @bench_app.command("gateway")
 def bench_gateway(
     requests: int = typer.Option(200, "--requests", min=10, help="Requests per (target, concurrency)."),

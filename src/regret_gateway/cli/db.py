@@ -41,6 +41,7 @@ def db_status(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_O
 
     from regret_gateway.store.engine import make_engine
     from regret_gateway.store.migrate import status
+    from regret_gateway.store.partitions import days, partitioned
     from regret_gateway.store.retention import table_sizes
 
     target = _store_url(config, url)
@@ -51,6 +52,11 @@ def db_status(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_O
         for size in table_sizes(engine):
             on_disk = "" if size.bytes is None else f", {_mib(size.bytes)} on disk"
             typer.echo(f"{size.name}: {size.rows} rows{on_disk}")
+        with engine.connect() as conn:
+            held = days(conn) if partitioned(conn) else None
+        if held is not None:
+            span = f"{held[0]} .. {held[-1]}" if held else "none: every row in the default partitions"
+            typer.echo(f"day partitions: {len(held)} ({span})")
         engine.dispose()
     except SQLAlchemyError as exc:
         _fail(exc)
@@ -63,25 +69,33 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:,.1f} MiB"
 
 
+OLDER_THAN_OPTION = typer.Option(
+    None,
+    "--older-than",
+    help="Delete decisions older than this (e.g. 90d, 12h). Default: store.retention_days (90 days). On a partitioned "
+    "PostgreSQL store, from the start of that UTC day: the days before it are dropped whole.",
+)
+SCORE_WINDOW_OPTION = typer.Option(
+    None,
+    "--score-window",
+    help="Drop the embedding of a decision that no score came for within this (e.g. 7d): it can no longer train. "
+    "Default: store.score_window_days (7 days; null keeps every embedding).",
+)
+
+
 @db_app.command("prune")
 def db_prune(
     config: Optional[Path] = CONFIG_OPTION,
     url: Optional[str] = URL_OPTION,
-    older_than: Optional[str] = typer.Option(
-        None, "--older-than", help="Delete decisions older than this (e.g. 90d, 12h). Default: store.retention_days (90 days)."
-    ),
-    score_window: Optional[str] = typer.Option(
-        None,
-        "--score-window",
-        help="Drop the embedding of a decision that no score came for within this (e.g. 7d): it can no longer train. "
-        "Default: store.score_window_days (7 days; null keeps every embedding).",
-    ),
+    older_than: Optional[str] = OLDER_THAN_OPTION,
+    score_window: Optional[str] = SCORE_WINDOW_OPTION,
     dry_run: bool = typer.Option(False, "--dry-run", help="Count what would be deleted; delete nothing."),
     batch_size: int = typer.Option(5_000, "--batch-size", min=1, help="Decisions deleted per transaction."),
 ) -> None:
     """Delete the decisions older than the retention period, with their outcomes and scores, and drop the
     embeddings of the decisions left unscored past the score window, a batch per transaction (the gateway's
-    writers keep writing between batches). A published router keeps working: its artifact holds what it needs;
+    writers keep writing between batches); on a partitioned PostgreSQL store, drop whole days and make the
+    coming days' partitions. A published router keeps working: its artifact holds what it needs;
     retrain learns from what its window still finds (a score that comes after its embedding was dropped is
     stored, and left out of training as embedding_dropped)."""
     from datetime import timedelta, timezone
@@ -90,6 +104,7 @@ def db_prune(
 
     from regret_gateway.config import load_settings
     from regret_gateway.store.engine import make_engine
+    from regret_gateway.store.partitions import ensure_days
     from regret_gateway.store.retention import drop_embeddings, prune, table_sizes
 
     try:
@@ -116,8 +131,9 @@ def db_prune(
             bar.update(1)
         which = f"embeddings of decisions unscored before {unscored_cutoff:%Y-%m-%d %H:%M} UTC" if unscored_cutoff else ""
         if dry_run:
-            typer.echo(f"{counted.decisions} decisions before {cutoff:%Y-%m-%d %H:%M} UTC ({counted.outcomes} outcomes, "
-                       f"{counted.feedback} scores) would be deleted (dry run)")  # fmt: skip
+            days = f", {counted.days} days of them whole" if counted.days else ""
+            typer.echo(f"{counted.decisions} decisions before {counted.cutoff:%Y-%m-%d %H:%M} UTC ({counted.outcomes} outcomes, "
+                       f"{counted.feedback} scores{days}) would be deleted (dry run)")  # fmt: skip
             if unscored_cutoff is not None:
                 typer.echo(f"{embeddings} {which} would be dropped (dry run)")
             return
@@ -128,21 +144,34 @@ def db_prune(
             with typer.progressbar(length=embeddings, label="dropping embeddings") as bar:
                 embeddings = drop_embeddings(engine, unscored_cutoff, batch_size=batch_size, on_batch=bar.update)  # type: ignore[arg-type]
         after = {s.name: s for s in table_sizes(engine)}
+        ahead = ensure_days(engine, now.date())
     except SQLAlchemyError as exc:
         _fail(exc)
     finally:
         engine.dispose()
     if counted.decisions:
-        typer.echo(f"deleted {done.decisions} decisions before {cutoff:%Y-%m-%d %H:%M} UTC ({done.outcomes} outcomes, "
-                   f"{done.feedback} scores) in {done.batches} batches")  # fmt: skip
+        days = f"{done.days} days dropped whole and " if done.days else ""
+        typer.echo(f"deleted {done.decisions} decisions before {done.cutoff:%Y-%m-%d %H:%M} UTC ({done.outcomes} outcomes, "
+                   f"{done.feedback} scores): {days}{done.batches} batches")  # fmt: skip
     else:
-        typer.echo(f"no decision before {cutoff:%Y-%m-%d %H:%M} UTC: nothing to delete")
+        typer.echo(f"no decision before {counted.cutoff:%Y-%m-%d %H:%M} UTC: nothing to delete")
     if unscored_cutoff is not None:
         typer.echo(f"dropped {embeddings} {which}")
+    _report_sizes(before, after, ahead)
+
+
+def _report_sizes(before: dict, after: dict, ahead) -> None:
+    """The tables' rows and bytes before and after a prune, and the day partitions it made
+    (:class:`~regret_gateway.store.partitions.Made`)."""
     for name in ("decisions", "outcomes", "feedback"):
         b, a = before[name], after[name]
         sizes = "" if b.bytes is None or a.bytes is None else f", {_mib(b.bytes)} -> {_mib(a.bytes)} on disk"
         typer.echo(f"{name}: {b.rows} -> {a.rows} rows{sizes}")
+    if ahead.made:
+        typer.echo(f"made the day partitions of {', '.join(map(str, ahead.made))}")
+    if ahead.blocked:
+        typer.secho(f"no partition for {', '.join(map(str, ahead.blocked))}: rows of those days are in the default partition "
+                    "(pruned row by row)", fg=typer.colors.YELLOW)  # fmt: skip
 
 
 @db_app.command("export")

@@ -23,7 +23,7 @@ switch pays for its lost cache (``gateway/sessions.py``), rewrite ``data["model"
 error or timeout there sends the request to the tier's fallback model (mode ``fallback``, counted): the
 router never fails a request. Under overload a request whose embedding is predicted to wait longer than
 ``route_timeout_s`` is embedded from its first ``embedder.overload_max_length`` tokens if that fits the
-budget, else not at all: it goes to its fallback at once (counted as ``shed``). The decision's key is the gateway's own id (``rg-<uuid>``), returned to the
+budget, else not at all: it goes to its fallback at once (counted as ``shed``). The decision's key is the gateway's own id (``rg-t<time><random>``, :mod:`regret_gateway.request_ids`), returned to the
 client as the ``x-regret-request-id`` header. The decision goes to the store's batched writer at once; with
 the outcome the client received it is submitted again (LiteLLM's ``response_cost``, tokens, latency,
 status, failed attempts before it) -- the decision insert is idempotent, the outcome is added. An upstream
@@ -41,7 +41,6 @@ import asyncio
 import dataclasses
 import logging
 import time
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -61,6 +60,7 @@ from regret_gateway.gateway.messages import answer_text, answered_by, count_stre
 from regret_gateway.gateway.request import BadRequestField, check_fields, decision_record, read_request
 from regret_gateway.gateway.runtime import Gateway
 from regret_gateway.gateway.tiers import BadTierRequest, TierNotAllowed, resolve_tier, team_of
+from regret_gateway.request_ids import new_request_id
 from regret_gateway.store.records import DecisionRecord, OutcomeRecord
 
 log = logging.getLogger(__name__)
@@ -163,7 +163,7 @@ class RegretRouterHook(CustomLogger):
         # The decision's key is the gateway's own id, returned as the `x-regret-request-id` header: a client
         # may choose LiteLLM's call id (x-litellm-call-id), so that id can neither fail a request, merge
         # two requests nor reach another team's decision.
-        request_id = f"rg-{uuid.uuid4().hex}"
+        request_id = new_request_id()
         try:
             check_fields(data)
         except BadRequestField as exc:

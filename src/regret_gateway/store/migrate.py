@@ -6,6 +6,7 @@ package as ``regret_gateway.migrations``, so ``regret-gateway db upgrade`` works
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from sqlalchemy import Connection, make_url
 
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.locks import advisory_lock, file_lock
+from regret_gateway.store.partitions import ensure_days
 
 
 def migrations_dir() -> Path:
@@ -38,7 +40,8 @@ def upgrade(url: str | None = None, *, revision: str = "head", connection: Conne
 
     With a URL the migration runs under a lock, so that gateway workers starting together migrate once and
     the others wait, then find nothing to do: a PostgreSQL advisory lock (held on the migrating
-    connection), or for an SQLite file an exclusive ``flock`` on ``<file>.migrate-lock``."""
+    connection), or for an SQLite file an exclusive ``flock`` on ``<file>.migrate-lock``. A partitioned
+    PostgreSQL store then gets the coming days' partitions (:func:`~regret_gateway.store.partitions.ensure_days`)."""
     if connection is not None or url is None:
         command.upgrade(alembic_config(url, connection), revision)
         return
@@ -49,6 +52,7 @@ def upgrade(url: str | None = None, *, revision: str = "head", connection: Conne
             with advisory_lock(engine, "migrations"), engine.connect() as conn:
                 command.upgrade(alembic_config(url, conn), revision)
                 conn.commit()
+            ensure_days(engine, datetime.now(timezone.utc).date())
         finally:
             engine.dispose()
         return

@@ -7,7 +7,8 @@ a cutoff (the score window) that has no score: only a scored decision trains, so
 a full embedding for the window's decisions and the scored ones, and about 0.4 KB for every other decision
 (docs/experiments/window-read.md).
 :func:`prune` deletes the decisions created before a cutoff (the retention period), with their outcome and
-feedback. Both work ``batch_size`` decisions per transaction, so each holds its locks for a moment and the
+feedback: on a partitioned PostgreSQL store a day at a time, each day's partitions dropped whole
+(:mod:`~regret_gateway.store.partitions`). Row by row, both work ``batch_size`` decisions per transaction, so each holds its locks for a moment and the
 gateway's writers keep writing between batches. A router already published does not
 need the rows it was trained on (the artifact holds its weights); retrain reads whatever its window
 still finds. Routers' publish history and budget steering's state are small and never pruned.
@@ -17,12 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, time, timezone
 from typing import cast
 
-from sqlalchemy import CursorResult, Engine, delete, func, inspect, select, text, tuple_, update
+from sqlalchemy import ColumnElement, CursorResult, Engine, column, delete, func, inspect, select, table, text, tuple_, update
 from sqlalchemy.orm import Session
 
+from regret_gateway.store.partitions import default_partition, drop_days, old_days, partitioned
 from regret_gateway.store.schema import DROPPED, Base, Decision, Feedback, Outcome, embedded
 
 PRUNE_BATCH = 5_000  # decisions per delete transaction
@@ -39,7 +41,7 @@ class TableSize:
 
 def table_sizes(engine: Engine) -> list[TableSize]:
     """Rows and on-disk bytes of each of the store's tables that exists: PostgreSQL's
-    ``pg_total_relation_size`` (table, indexes and TOAST), SQLite's ``dbstat`` (the table's pages and its
+    ``pg_total_relation_size`` (table, indexes and TOAST; a partitioned table's summed over its partitions), SQLite's ``dbstat`` (the table's pages and its
     indexes' pages; None where SQLite was built without it)."""
     present = set(inspect(engine).get_table_names())
     sizes = []
@@ -56,7 +58,11 @@ def _bytes(session: Session, table: str, indexes: list[str]) -> int | None:
     dialect = session.get_bind().dialect.name
     try:
         if dialect == "postgresql":
-            return int(session.scalar(text("SELECT pg_total_relation_size(CAST(:t AS regclass))"), {"t": table}) or 0)
+            tree = (
+                "SELECT COALESCE(SUM(pg_total_relation_size(p.relid)), pg_total_relation_size(CAST(:t AS regclass))) "
+                "FROM pg_partition_tree(CAST(:t AS regclass)) AS p WHERE p.isleaf"
+            )  # a partitioned table: its partitions
+            return int(session.scalar(text(tree), {"t": table}) or 0)
         if dialect == "sqlite":
             auto = [
                 r[0]
@@ -75,7 +81,8 @@ def _bytes(session: Session, table: str, indexes: list[str]) -> int | None:
 
 @dataclass(frozen=True)
 class PruneResult:
-    """What :func:`prune` deleted (or, with ``dry_run``, would delete)."""
+    """What :func:`prune` deleted (or, with ``dry_run``, would delete); ``days``: the day partitions among them,
+    dropped whole (a partitioned PostgreSQL store), the rest deleted ``batches`` by batch."""
 
     cutoff: datetime
     decisions: int
@@ -83,6 +90,7 @@ class PruneResult:
     feedback: int
     batches: int
     dry_run: bool
+    days: int = 0
 
 
 def prune(
@@ -93,33 +101,50 @@ def prune(
     dry_run: bool = False,
     on_batch: Callable[[int], None] | None = None,
 ) -> PruneResult:
-    """Delete every decision created before ``cutoff`` (with its outcome and feedback), oldest first,
-    ``batch_size`` decisions per transaction; ``on_batch(n)`` after each batch of n. With ``dry_run``,
-    count what would go and delete nothing."""
+    """Delete every decision created before ``cutoff`` (with its outcome and feedback); ``on_batch(n)`` after
+    each n decisions. On a partitioned PostgreSQL store (:mod:`~regret_gateway.store.partitions`) the cutoff is
+    the start of its UTC day and the days before it are dropped whole; the rest (every row on SQLite, the default
+    partition's rows on PostgreSQL) is deleted oldest first, ``batch_size`` decisions per transaction. With
+    ``dry_run``, count what would go and delete nothing."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    old = Decision.created_at < cutoff
+    with engine.connect() as conn:
+        whole = partitioned(conn)
+        if whole:
+            cutoff = datetime.combine(cutoff.astimezone(timezone.utc).date(), time(), tzinfo=timezone.utc)
+        days = old_days(conn, cutoff.date()) if whole else []
+    # the rows deleted one by one: on a partitioned store those that no day partition holds
+    rows = table(default_partition("decisions"), column("request_id"), column("created_at")) if whole else Decision.__table__
+    old = rows.c.created_at < cutoff
     with Session(engine) as session:
-        decisions = int(session.scalar(select(func.count()).select_from(Decision).where(old)) or 0)
+        decisions = int(session.scalar(select(func.count()).select_from(rows).where(old)) or 0)
         outcomes, feedback = (
-            int(session.scalar(select(func.count()).select_from(child).join(Decision, Decision.request_id == child.request_id).where(old)) or 0)
+            int(session.scalar(select(func.count()).select_from(child).join(rows, rows.c.request_id == child.request_id).where(old)) or 0)
             for child in (Outcome, Feedback)
         )  # fmt: skip
-    if dry_run or decisions == 0:
-        return PruneResult(cutoff, decisions, outcomes, feedback, 0, dry_run)
+    by_day = [sum(getattr(d, name) for d in days) for name in ("decisions", "outcomes", "feedback")]
+    if dry_run:
+        return PruneResult(cutoff, decisions + by_day[0], outcomes + by_day[1], feedback + by_day[2], 0, dry_run, len(days))
+    drop_days(engine, days, on_day=None if on_batch is None else lambda rows: on_batch(rows.decisions))
+    batches = _delete_rows(engine, rows, old, batch_size, on_batch) if decisions else 0
+    return PruneResult(cutoff, decisions + by_day[0], outcomes + by_day[1], feedback + by_day[2], batches, dry_run, len(days))
+
+
+def _delete_rows(engine: Engine, rows, old: ColumnElement[bool], batch_size: int, on_batch: Callable[[int], None] | None) -> int:
+    """Delete the decisions of ``rows`` (the table, or its default partition) that match ``old`` with their
+    outcomes and scores, oldest first, a batch per transaction; returns the batches."""
     batches = 0
     while True:
         with Session(engine) as session, session.begin():
-            ids = session.scalars(select(Decision.request_id).where(old).order_by(Decision.created_at).limit(batch_size)).all()
+            ids = session.scalars(select(rows.c.request_id).where(old).order_by(rows.c.created_at).limit(batch_size)).all()
             if not ids:
-                break
+                return batches
             session.execute(delete(Feedback).where(Feedback.request_id.in_(ids)))
             session.execute(delete(Outcome).where(Outcome.request_id.in_(ids)))
             session.execute(delete(Decision).where(Decision.request_id.in_(ids)))
         batches += 1
         if on_batch is not None:
             on_batch(len(ids))
-    return PruneResult(cutoff, decisions, outcomes, feedback, batches, dry_run)
 
 
 def drop_embeddings(

@@ -1,0 +1,158 @@
+"""Day partitions (PostgreSQL): a gateway id's day decides its partition in all three tables, retention drops
+the days before its cutoff whole and deletes the rest row by row, the coming days are made ahead, and
+migrating a store that holds rows keeps them (both ways)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+from alembic import command
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
+
+from regret_gateway.request_ids import day_bound, made_at, new_request_id
+from regret_gateway.store.engine import make_engine
+from regret_gateway.store.migrate import alembic_config, upgrade
+from regret_gateway.store.partitions import DAYS_AHEAD, days, ensure_days, partitioned
+from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
+from regret_gateway.store.retention import prune, table_sizes
+from regret_gateway.store.schema import Decision, Feedback, Outcome
+from regret_gateway.store.writes import record_decisions, record_feedback
+
+pg_only = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+TODAY = datetime.now(timezone.utc).date()
+
+
+def at(day: date, hour: int = 12) -> datetime:
+    return datetime(day.year, day.month, day.day, hour, tzinfo=timezone.utc)
+
+
+def record(rid: str, created_at: datetime) -> DecisionRecord:
+    return DecisionRecord(
+        request_id=rid, tier="standard", lam=100.0, embedding_model="mini", embedding=np.ones(8, dtype=np.float32),
+        chosen_model="small", propensity=0.5, created_at=created_at, outcome=OutcomeRecord(request_id=rid, cost_usd=1e-4),
+    )  # fmt: skip
+
+
+def where(engine, table: str) -> dict[str, str]:
+    """Each row's partition, by request id."""
+    with engine.connect() as conn:
+        return dict(conn.execute(text(f"SELECT request_id, tableoid::regclass::text FROM {table}")).all())
+
+
+def test_ids_sort_by_the_time_they_were_made_and_a_day_s_ids_lie_between_its_bounds():
+    moments = [at(TODAY, h) for h in (0, 5, 23)] + [at(TODAY + timedelta(days=1), 0)]
+    ids = [new_request_id(m) for m in moments]
+    assert ids == sorted(ids) and len(set(ids)) == 4
+    assert [made_at(i) for i in ids] == moments
+    assert all(day_bound(TODAY) <= i < day_bound(TODAY + timedelta(days=1)) for i in ids[:3])
+    assert ids[3] >= day_bound(TODAY + timedelta(days=1))
+    assert made_at("rg-" + "f" * 32) is None and made_at("r1") is None  # an earlier version's id, an import's
+
+
+@pg_only
+def test_a_request_s_decision_outcome_and_scores_share_its_day_s_partitions(engine):
+    with engine.connect() as conn:
+        assert partitioned(conn)
+        assert days(conn) == [TODAY + timedelta(days=i) for i in range(DAYS_AHEAD + 1)]
+    today, legacy = new_request_id(), "rg-" + "0" * 32
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [record(today, at(TODAY)), record(legacy, at(TODAY))])
+        record_feedback(s, [FeedbackRecord(today, 1.0), FeedbackRecord(legacy, 0.0)])
+    day = f"_d{TODAY:%Y%m%d}"
+    for table in ("decisions", "outcomes", "feedback"):
+        assert where(engine, table) == {today: table + day, legacy: f"{table}_default"}
+
+
+@pg_only
+def test_retention_drops_the_days_before_its_cutoff_whole_and_deletes_the_rest_row_by_row(engine):
+    old_days = [TODAY - timedelta(days=d) for d in (3, 2)]
+    ensure_days(engine, TODAY - timedelta(days=3), ahead=3)  # as the gateway's starts on those days made them
+    made = {d: [new_request_id(at(d, h)) for h in (1, 13, 23)] for d in [*old_days, TODAY - timedelta(days=1), TODAY]}
+    imported = {"imported-old": at(TODAY - timedelta(days=5)), "imported-new": at(TODAY)}
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [record(rid, at(d, 12)) for d, ids in made.items() for rid in ids])
+        record_decisions(s, [record(rid, when) for rid, when in imported.items()])
+        record_feedback(s, [FeedbackRecord(ids[0], 1.0) for ids in made.values()] + [FeedbackRecord("imported-old", 0.5)])
+
+    cutoff = at(TODAY - timedelta(days=1), 9)  # within yesterday: retention keeps all of yesterday
+    counted = prune(engine, cutoff, dry_run=True)
+    assert (counted.cutoff, counted.days) == (at(TODAY - timedelta(days=1), 0), 2)
+    assert (counted.decisions, counted.outcomes, counted.feedback) == (7, 7, 3)  # 2 days of 3, and the old import
+    done = prune(engine, cutoff, batch_size=1)
+    assert (done.decisions, done.outcomes, done.feedback, done.days, done.batches) == (7, 7, 3, 2, 1)
+
+    kept = {rid for d, ids in made.items() if d not in old_days for rid in ids} | {"imported-new"}
+    with Session(engine) as s:
+        for model in (Decision, Outcome, Feedback):
+            assert set(s.scalars(select(model.request_id))) <= kept
+        assert set(s.scalars(select(Decision.request_id))) == kept
+    with engine.connect() as conn:
+        assert min(days(conn)) == TODAY - timedelta(days=1)
+
+
+@pg_only
+def test_a_day_whose_rows_went_to_the_default_partition_is_not_made_and_its_rows_stay_where_they_are(engine):
+    later = TODAY + timedelta(days=DAYS_AHEAD + 2)
+    early = new_request_id(at(later))  # a request of a day that had no partition yet
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [record(early, at(later))])
+    made = ensure_days(engine, TODAY, ahead=DAYS_AHEAD + 3)
+    assert made.blocked == [later]
+    assert made.made == [later - timedelta(days=1), later + timedelta(days=1)]
+    assert where(engine, "decisions") == {early: "decisions_default"}
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [record(new_request_id(at(later)), at(later))])  # still written: into the default
+    assert sorted(where(engine, "decisions").values()) == ["decisions_default"] * 2
+
+
+@pg_only
+def test_migrating_a_store_that_holds_rows_keeps_them_both_ways(db_url):
+    upgrade(db_url, revision="0011")
+    engine = make_engine(db_url)
+    rids = [new_request_id(at(TODAY)), "rg-" + "a" * 32]
+    try:
+        with Session(engine) as s, s.begin():
+            record_decisions(s, [record(rid, at(TODAY)) for rid in rids])
+            record_feedback(s, [FeedbackRecord(rid, 0.25, source="judge") for rid in rids])
+
+        def rows() -> dict:
+            with Session(engine) as s:
+                return {m.__tablename__: sorted(s.scalars(select(m.request_id))) for m in (Decision, Outcome, Feedback)}
+
+        before = rows()
+        upgrade(db_url)
+        with engine.connect() as conn:
+            assert partitioned(conn)
+        assert rows() == before
+        assert where(engine, "decisions")[rids[1]] == "decisions_default"
+        command.downgrade(alembic_config(db_url), "0011")
+        with engine.connect() as conn:
+            assert not partitioned(conn)
+        assert rows() == before
+        assert all(size.bytes for size in table_sizes(engine))  # a plain table's own bytes, not its (no) partitions'.
+    finally:
+        engine.dispose()
+
+
+@pg_only
+def test_a_day_s_outcomes_and_scores_need_its_decision_and_go_with_it(engine):
+    """The foreign keys join each partition to the same day's decisions: an outcome or a score of no decision is
+    refused in a day partition and in the default one, and a decision deleted takes its rows with it."""
+    from sqlalchemy.exc import IntegrityError
+
+    from regret_gateway.store.writes import record_outcomes
+
+    kept, gone = new_request_id(), "imported-1"
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [record(kept, at(TODAY)), record(gone, at(TODAY))])
+        record_feedback(s, [FeedbackRecord(kept, 1.0), FeedbackRecord(gone, 1.0)])
+    for orphan in (new_request_id(), "imported-2"):
+        with pytest.raises(IntegrityError), Session(engine) as s, s.begin():
+            record_outcomes(s, [OutcomeRecord(request_id=orphan, cost_usd=0.0)], decisions_known=True)
+    with Session(engine) as s, s.begin():
+        s.execute(text("DELETE FROM decisions WHERE request_id IN (:a, :b)"), {"a": kept, "b": gone})
+    for table in ("outcomes", "feedback"):
+        assert where(engine, table) == {}

@@ -156,3 +156,22 @@ def test_a_day_s_outcomes_and_scores_need_its_decision_and_go_with_it(engine):
         s.execute(text("DELETE FROM decisions WHERE request_id IN (:a, :b)"), {"a": kept, "b": gone})
     for table in ("outcomes", "feedback"):
         assert where(engine, table) == {}
+
+
+@pg_only
+def test_db_prune_and_status_say_what_the_day_partitions_did(engine, db_url):
+    from typer.testing import CliRunner
+
+    from regret_gateway.cli import app
+
+    ensure_days(engine, TODAY - timedelta(days=3), ahead=3)
+    with Session(engine) as s, s.begin():
+        record_decisions(s, [record(new_request_id(at(d)), at(d)) for d in (TODAY - timedelta(days=k) for k in range(4))])
+    status = CliRunner().invoke(app, ["db", "status", "--url", db_url])
+    assert status.exit_code == 0, status.output
+    assert (
+        f"day partitions: {DAYS_AHEAD + 4} ({TODAY - timedelta(days=3)} .. {TODAY + timedelta(days=DAYS_AHEAD)})" in status.output
+    )
+    pruned = CliRunner().invoke(app, ["db", "prune", "--url", db_url, "--older-than", "1d", "--score-window", "30d"])
+    assert pruned.exit_code == 0, pruned.output
+    assert "deleted 2 decisions" in pruned.output and "2 days dropped whole and 0 batches" in pruned.output

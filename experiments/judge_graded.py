@@ -20,7 +20,7 @@ import numpy as np
 
 from regret_gateway.data import corrected_score
 from regret_gateway.evaluation.loaders import load_benchmark
-from regret_gateway.judge_calibration import _error
+from regret_gateway.judge.calibration import _error
 
 
 def cut(user: np.ndarray, judge: np.ndarray) -> tuple[float, float]:

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from regret_gateway.cli import app
 from regret_gateway.config import Settings, StoreSpec, TierSpec
-from regret_gateway.savings import savings_report
-from regret_gateway.savings_html import report_html
+from regret_gateway.savings.html import report_html
+from regret_gateway.savings.report import savings_report
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import upgrade
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord

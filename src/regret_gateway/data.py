@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 # where a quality score came from (the store's feedback ``source``)
-JUDGE_SOURCE = "judge"  # the source of the gateway's LLM judge scores (gateway/judge.py)
+JUDGE_SOURCE = "judge"  # the source of the gateway's LLM judge scores (judge/sampled.py)
 JUDGE_REPEAT_SOURCE = "judge-repeat"  # the judge's second score of an answer it judged twice: measures, never teaches
 USER_SOURCE = "user"  # a client's own score (POST /regret/feedback)
 
@@ -137,7 +137,7 @@ class FullFeedback:
 
 def corrected_score(score, false_pass, false_fail):
     """A judge score as an estimate of the truth, given the judge's false-pass and false-fail rates: unbiased
-    for a pass/fail truth (``judge_calibration``). Works elementwise on arrays."""
+    for a pass/fail truth (``judge/calibration.py``). Works elementwise on arrays."""
     return (np.asarray(score, dtype=float) - false_pass) / (1.0 - false_pass - false_fail)
 
 
@@ -157,7 +157,7 @@ class TargetErrors:
     ``disagree[g]``. :meth:`shifts` redraws each estimate as the data it rests on could have come out, so the
     gate's bootstrap carries the estimate's uncertainty into its intervals (``ope.LoggedData``).
 
-    A users' estimate partially pooled over models (``judge_calibration``) is ``own_weight`` times the
+    A users' estimate partially pooled over models (``judge/calibration.py``) is ``own_weight`` times the
     model's rate on its own pairs (``own_false_pass`` / ``own_false_fail``) plus the rest times the rate on
     every pair (``pooled``: false pass, false fail, user-failed and user-passed pairs); self-agreement's, of
     its own repeats and every model's (``pooled_repeats``: answers judged twice, their disagreement). A pooled
@@ -244,7 +244,7 @@ class LoggedFeedback:
         lam: optional (n,) lambda of the caller's tier when the request was routed.
         target: optional (n,) the quality the estimators take as each row's outcome where it is not
             ``quality``: an LLM judge's score corrected for its measured error (unbiased for the truth, so it
-            may leave [0, 1]; ``judge_calibration``). The outcome models still fit ``quality``.
+            may leave [0, 1]; ``judge/calibration.py``). The outcome models still fit ``quality``.
         target_errors: optional, how uncertain ``target`` is (:class:`TargetErrors`).
     """
 

@@ -1,4 +1,4 @@
-"""The sampled LLM judge (gateway/judge.py) on its own: sampling and opt-in, parsing, and that a judge
+"""The sampled LLM judge (judge/sampled.py) on its own: sampling and opt-in, parsing, and that a judge
 which fails, hangs or answers garbage is counted and never raises; the queue stays bounded."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from regret_gateway.config import Settings
-from regret_gateway.gateway.judge import Judge, judge_messages, parse_score
+from regret_gateway.judge.sampled import Judge, judge_messages, parse_score
 
 
 def settings(**judge) -> Settings:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sqlalchemy.orm import Session
 
-from regret_gateway.judge_calibration import POOLED
+from regret_gateway.judge.calibration import POOLED
 from regret_gateway.retrain.window import training_set
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
 from regret_gateway.store.writes import record_decisions, record_feedback

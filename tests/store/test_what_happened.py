@@ -108,7 +108,7 @@ def test_the_report_counts_each_utc_day_s_spend_and_requests_by_the_model_that_a
     """The report's usage is summed in the database: per UTC day (a request at 23:30 UTC is that day's,
     whatever the server's zone), by the model that answered, the mock's answers left out."""
     from regret_gateway.config import Settings, TierSpec
-    from regret_gateway.savings import savings_report
+    from regret_gateway.savings.report import savings_report
 
     late, early = NOW.replace(hour=23, minute=30), NOW.replace(hour=0, minute=30) + timedelta(days=1)
     rows = [decision("d1-a", "a", cost=1.0), decision("d1-c", "c", cost=2.0, answered="a"),

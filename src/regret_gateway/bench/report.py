@@ -91,7 +91,7 @@ class ReportRun:
 
 def _one_report(url: str) -> tuple[float, float | None, int]:
     """(seconds, peak MB before it, team-and-tier rows) of one 30-day report over the store at ``url``."""
-    from regret_gateway.savings import savings_report
+    from regret_gateway.savings.report import savings_report
 
     settings = report_settings()
     engine = make_engine(url)

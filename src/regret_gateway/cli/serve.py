@@ -83,7 +83,7 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
     from regret_gateway.config import load_settings
     from regret_gateway.gateway.steering import published_ladder
     from regret_gateway.retrain.window import training_set
-    from regret_gateway.savings import savings_report
+    from regret_gateway.savings.report import savings_report
     from regret_gateway.store.engine import make_engine
     from regret_gateway.store.queries import traffic_summary
 
@@ -164,8 +164,8 @@ def report_cmd(
     from sqlalchemy.orm import Session
 
     from regret_gateway.config import load_settings
-    from regret_gateway.savings import savings_report
-    from regret_gateway.savings_html import report_html
+    from regret_gateway.savings.html import report_html
+    from regret_gateway.savings.report import savings_report
     from regret_gateway.store.engine import make_engine
 
     try:

@@ -17,7 +17,7 @@ Reply with one JSON object and nothing else: {"score": <a number from 0 to 1>, "
 
 
 class JudgeSpec(_Strict):
-    """The sampled LLM judge (``gateway/judge.py``): scores a share of routed answers with a model of the
+    """The sampled LLM judge (``judge/sampled.py``): scores a share of routed answers with a model of the
     proxy's ``model_list`` and records each as feedback with source ``judge``. Off unless ``model`` is set
     and a team opts in: the judge sends the prompt and the answer to that model. A list of models is a
     panel: each scores the answer and the mean of their scores is recorded."""
@@ -26,7 +26,7 @@ class JudgeSpec(_Strict):
     model: str | tuple[str, ...] | None = None
     sample: float | dict[str, float] = 0.1  # share of a tier's routed requests scored (the cost knob)
     # share of the judged answers judged a second time (source judge-repeat): the judge's self-agreement,
-    # which estimates its error where no user scores (judge_calibration.py); a judge sampled at
+    # which estimates its error where no user scores (judge/calibration.py); a judge sampled at
     # temperature 0 always agrees with itself, and says nothing this way
     repeat: float = Field(default=0.0, ge=0.0, le=1.0)
     teams: tuple[str, ...] = ()  # teams whose traffic may be judged ("*": every team); empty: none

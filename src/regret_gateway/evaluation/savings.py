@@ -1,5 +1,5 @@
 """Is the savings report right? Replays on full-feedback data, where every model's true outcome on every
-logged request is known: the report's estimator (:func:`~regret_gateway.causal.alternatives.value_alternatives`)
+logged request is known: the report's estimator (:func:`~regret_gateway.savings.alternatives.value_alternatives`)
 on simulated logs, against the truth on the same requests (``regret-gateway bench savings``).
 
 Per replay: ``n`` prompts drawn from the benchmark, each logged once by a logging policy with exact
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from regret_gateway.causal.alternatives import value_alternatives
 from regret_gateway.data import FullFeedback
 from regret_gateway.evaluation.simulation import logging_probabilities
+from regret_gateway.savings.alternatives import value_alternatives
 
 LOGGERS = ("router-epsilon", "accuracy-softmax")
 EPSILON = 0.1  # the gateway's default share of uniform exploration (tiers' epsilon)

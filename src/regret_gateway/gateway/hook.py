@@ -32,7 +32,7 @@ retry, perhaps) or, when the proxy answers the client with an error, the post-ca
 the model group that answered (a LiteLLM fallback's, where one answered for the routed model). A routed
 stream asks the upstream for its usage (its cost), and its outcome waits for the stream's end as well:
 ``client_left`` where the client closed it first. With a ``judge:`` section,
-the success event also offers the prompt and answer to the sampled LLM judge (``gateway/judge.py``).
+the success event also offers the prompt and answer to the sampled LLM judge (``judge/sampled.py``).
 """
 
 from __future__ import annotations

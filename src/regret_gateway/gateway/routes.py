@@ -243,8 +243,8 @@ REPORT_WAIT_S = 120.0  # a report request's wait (503 past it; the report goes o
 
 
 def _report(gw: Gateway, days: float) -> str:
-    from regret_gateway.savings import savings_report
-    from regret_gateway.savings_html import report_html
+    from regret_gateway.savings.html import report_html
+    from regret_gateway.savings.report import savings_report
 
     until = datetime.now(timezone.utc)
     with Session(gw.engine) as session:

@@ -4,7 +4,7 @@
 active router, the budget steerer (gateway/steering.py), the sampling RNG and the counters. ``start()`` (idempotent, thread-safe) loads the
 embedder and warms it, opens the store (migrating it under a database lock, see
 :func:`regret_gateway.store.migrate.upgrade`), starts the writer and loads the active router.
-With a ``judge:`` model it also holds the sampled LLM judge (:mod:`regret_gateway.gateway.judge`).
+With a ``judge:`` model it also holds the sampled LLM judge (:mod:`regret_gateway.judge.sampled`).
 ``maybe_reload()`` looks for a newly published version at most every ``reload_interval_s`` and loads it
 in a worker thread, never on the event loop: requests keep routing with the current version meanwhile. A
 timer thread calls it every ``reload_interval_s`` from ``start()`` on, so an idle gateway loads a new
@@ -43,7 +43,7 @@ from regret_gateway.store.writer import BatchedWriter
 from regret_gateway.tokens import count_message_tokens, count_tokens
 
 if TYPE_CHECKING:
-    from regret_gateway.gateway.judge import Judge
+    from regret_gateway.judge.sampled import Judge
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -130,9 +130,9 @@ class Gateway:
             # the static encoder, once loaded, embeds on the loop: ~0.1-3 ms a prompt, less than a thread's hops
             inline=lambda: self._embedder_ready and self._own_embedder and settings.embedder.kind == "static",
         )
-        self.judge: Judge | None = None  # the sampled LLM judge (gateway/judge.py), when judge.model is set
+        self.judge: Judge | None = None  # the sampled LLM judge (judge/sampled.py), when judge.model is set
         if settings.judge.model is not None:
-            from regret_gateway.gateway.judge import Judge
+            from regret_gateway.judge.sampled import Judge
 
             # a child stream: a gateway with a judge draws the same exploration as one without (paired replays)
             judge_rng = np.random.default_rng(self._seeds.spawn(1)[0])

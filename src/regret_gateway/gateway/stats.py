@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from regret_gateway.store.writer import WriterStats
 
 if TYPE_CHECKING:
-    from regret_gateway.gateway.judge import JudgeStats
+    from regret_gateway.judge.sampled import JudgeStats
 
 COUNTERS = (
     "routed",

@@ -29,7 +29,7 @@ class RetrainOptions:
     regions: bool = True  # the safe default departs from the constant where the logs prove it (policy/regions.py)
     folds: int | None = None  # the rows split into this many folds (None: 5, or 2 past 60,000 rows: default_folds)
     cross_fit: bool = True  # every fold held out once (``folds`` fits, every row evaluated); False: the first (one fit)
-    calibrate_judge: bool = True  # the judge's scores corrected by its error against user scores (judge_calibration)
+    calibrate_judge: bool = True  # the judge's scores corrected by its error against user scores (judge/calibration.py)
     # read the window from the Parquet day parts at this folder or URL (store/parts.py) instead of the store
     parts: str | None = None
     max_rows: int | None = MAX_ROWS  # a larger window is sampled down to this many rows (sampling.sample_rows)

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from regret_gateway.config import TrustSpec
 from regret_gateway.data import JUDGE_REPEAT_SOURCE, JUDGE_SOURCE, USER_SOURCE, LoggedFeedback
-from regret_gateway.judge_calibration import (
+from regret_gateway.judge.calibration import (
     JudgeError,
     SelfAgreement,
     agreement_from_repeats,
@@ -129,7 +129,7 @@ def training_set(
     Where more rows are usable than ``max_rows``, a stratified sample of them is kept (:func:`sample_rows`;
     ``sampled_from`` says of how many). A row scored by the LLM judge takes, as its ``target``, the judge's
     score corrected by the judge's error measured on the window's user-scored requests, else by its
-    self-agreement on the answers it judged twice (:mod:`~regret_gateway.judge_calibration`;
+    self-agreement on the answers it judged twice (:mod:`~regret_gateway.judge.calibration`;
     ``calibrate_judge=False``: measured, not applied). With ``trust`` (the deployment's ``trust:`` section),
     a user score that may not train -- a team not listed, flagged as disagreeing with everyone else, or past
     its share (:mod:`regret_gateway.trust`) -- is left out: the request takes its next source's score, if any

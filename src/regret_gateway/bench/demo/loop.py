@@ -347,8 +347,8 @@ def demo_savings(settings, engine, since, now, out: Path):
 
     from sqlalchemy.orm import Session
 
-    from regret_gateway.savings import savings_report
-    from regret_gateway.savings_html import report_html
+    from regret_gateway.savings.html import report_html
+    from regret_gateway.savings.report import savings_report
 
     with Session(engine) as session:
         report = savings_report(settings, session, since, now + timedelta(seconds=1))

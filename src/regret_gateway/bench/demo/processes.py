@@ -56,7 +56,7 @@ class InProcess:
 def wait_for_judge(gateway, timeout: float = 600.0) -> None:
     """Until every answer offered to the judge is settled (scored, failed, timed out or dropped): the
     proxy's judge works on the proxy's event loop, after the answers went back to the teams."""
-    from regret_gateway.gateway.judge import all_settled
+    from regret_gateway.judge.sampled import all_settled
 
     if gateway.judge is None:
         return
@@ -128,7 +128,7 @@ class ServeProcess:
         """Return once the proxy has answered the ``sent`` requests and the store holds a decision and an
         outcome for each it logged (the proxy writes them in batches, after the answers went back; a request
         no model could take, or that went unlogged, has none), and its judge has settled every answer it sampled."""
-        from regret_gateway.gateway.judge import all_settled
+        from regret_gateway.judge.sampled import all_settled
         from regret_gateway.store.schema import Decision, Outcome
 
         deadline = time.monotonic() + SETTLE_TIMEOUT_S

@@ -175,7 +175,7 @@ class World:
         return content, 0, max(0, int(round(self.bench.cost[i, t] / OUTPUT_PRICE)))
 
     def judge(self, text: str, noise: float, rng: np.random.Generator) -> str:
-        """The mock judge's reply to the gateway's judge prompt (request and answer, see gateway/judge.py): the
+        """The mock judge's reply to the gateway's judge prompt (request and answer, see judge/sampled.py): the
         recorded quality of the model that gave that answer, flipped (1 - q) with probability ``noise``."""
         import re
 

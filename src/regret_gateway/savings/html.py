@@ -1,5 +1,5 @@
 """The savings report as one self-contained HTML page (``report --html``, ``GET /regret/report``): per team,
-its lines of :mod:`regret_gateway.savings` and three plots drawn as inline SVG (no library, no file beside
+its lines of :mod:`regret_gateway.savings.report` and three plots drawn as inline SVG (no library, no file beside
 it): spend per day against the budget, the mix of models that answered per day, and the team's served
 point against every model alone -- (dollars per 1,000 requests, quality) -- with the models' upper hull
 (what mixing single models at random reaches: the "zero router" of RouterBench)."""
@@ -10,7 +10,7 @@ import html
 
 from regret_gateway.config import Settings
 from regret_gateway.hull import upper_hull
-from regret_gateway.savings import SavingsReport, TeamSavings
+from regret_gateway.savings.report import SavingsReport, TeamSavings
 
 W, H, PAD = 520, 260, 48
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")

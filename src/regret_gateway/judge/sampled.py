@@ -1,6 +1,6 @@
 """The sampled LLM judge: quality scores for routed answers without a human in the loop.
 
-In the success event of a routed request (``hook.py``), :meth:`Judge.consider` draws whether to judge it:
+In the success event of a routed request (``gateway/hook.py``), :meth:`Judge.consider` draws whether to judge it:
 the team must opt in (``judge.teams``) and a share ``judge.sample`` of its tier's requests is drawn. A
 drawn request's prompt and answer go into a bounded in-memory queue (never to disk); background workers
 (``judge.concurrency``) ask the judge model through LiteLLM -- the proxy's own router, so the judge's
@@ -9,7 +9,7 @@ and hand a :class:`~regret_gateway.store.records.FeedbackRecord` with source ``j
 cost) to the store's batched writer. A panel (``judge.model`` a list) asks every member at once and
 records the mean of their scores, at the sum of their costs, only when every member gave one (a score
 averaged over whichever members answered would mix calibrations from row to row). A drawn share ``judge.repeat`` of the scored answers is judged again,
-recorded with source ``judge-repeat``: the judge's self-agreement (``judge_calibration.py``), never a
+recorded with source ``judge-repeat``: the judge's self-agreement (``calibration.py``), never a
 training score. The request and the answer are data to the judge, never instructions: each goes into its own
 block, escaped so that it cannot close it (:func:`judge_messages`), the system prompt says so
 (:data:`DATA_NOTICE`), and only the JSON verdict that ends the judge's reply is read (:func:`parse_score`).

@@ -1,5 +1,5 @@
 """Which rows a sample keeps, decided by a hash of each request id and nothing else: retrain's window past
-:data:`MAX_ROWS` (:mod:`regret_gateway.retrain.window`), the offline bench's ``served`` row (the same sample on
+:data:`MAX_ROWS` (:mod:`regret_gateway.trainset.window`), the offline bench's ``served`` row (the same sample on
 simulated logs) and the trust check's cap (:mod:`regret_gateway.trust`). Numpy only."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from it, so a team's scores change what the tiers other teams use are served. Fo
 - cap: where several teams score, no team's scores are more than ``max_team_share`` of the user scores
   that train; a team past it keeps a share of its scores chosen by a hash of the request id.
 
-Numpy only; the store reads the scores (:func:`regret_gateway.retrain.window.training_set`).
+Numpy only; the store reads the scores (:func:`regret_gateway.trainset.window.training_set`).
 """
 
 from __future__ import annotations

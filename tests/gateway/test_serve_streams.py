@@ -142,7 +142,7 @@ def test_a_stream_the_client_leaves_is_logged_as_left_with_its_cost_and_out_of_t
     r = httpx.post(f"{base}/regret/feedback", json={"request_id": request_id, "score": 1.0},
                    headers={"Authorization": "Bearer sk-streams"}, timeout=10)  # fmt: skip
     assert r.status_code == 200, r.text
-    from regret_gateway.retrain.window import training_set
+    from regret_gateway.trainset.window import training_set
 
     engine = create_engine(store)
     with Session(engine) as session:
@@ -169,8 +169,8 @@ def test_a_litellm_fallback_is_logged_as_the_model_that_answered(served, stream)
     assert outcome["cost_usd"] == pytest.approx(cost("a"))
     from datetime import datetime, timedelta, timezone
 
-    from regret_gateway.retrain.window import training_set
     from regret_gateway.store.steering import model_costs
+    from regret_gateway.trainset.window import training_set
 
     engine = create_engine(store)
     with Session(engine) as session:

@@ -1,4 +1,4 @@
-"""The judge's error (retrain.window: what `status` shows and retrain corrects by), measured where users scored the same requests, and its scores corrected before
+"""The judge's error (trainset/window.py: what `status` shows and retrain corrects by), measured where users scored the same requests, and its scores corrected before
 retrain learns from them: a judge that favours one model is caught and corrected on the overlap. SQLite
 and PostgreSQL."""
 
@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy.orm import Session
 
 from regret_gateway.judge.calibration import POOLED
-from regret_gateway.retrain.window import training_set
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
 from regret_gateway.store.writes import record_decisions, record_feedback
+from regret_gateway.trainset.window import training_set
 
 PASS_RATE = {"a": 0.3, "b": 0.6, "c": 0.8}  # the truth: how often each model's answer is right
 FALSE_PASS = {"a": 0.5, "b": 0.05, "c": 0.05}  # the judge passes half of model a's wrong answers

@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy.orm import Session
 
 from regret_gateway.config import TrustSpec
-from regret_gateway.retrain.window import training_set
 from regret_gateway.store.parts import PartsRows, days_to_export, export_days, exported_days
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
 from regret_gateway.store.writes import record_decisions, record_feedback
+from regret_gateway.trainset.window import training_set
 
 pytest.importorskip("duckdb")
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)

@@ -13,12 +13,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from regret_gateway.data import FAVOURED_UNIFORM, FAVOURED_UNKNOWN
-from regret_gateway.retrain.window import export_training_set, training_set
 from regret_gateway.store.loggers import Logger
 from regret_gateway.store.queries import get_decision, traffic_summary
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord, StoreInputError, UnknownRequestError
 from regret_gateway.store.schema import Decision, Feedback, Outcome, RouterVersion
 from regret_gateway.store.writes import record_decisions, record_feedback, record_outcomes, record_version
+from regret_gateway.trainset.window import export_training_set, training_set
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 

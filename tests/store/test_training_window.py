@@ -11,10 +11,10 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 import regret_gateway.store.rows as training_window
-from regret_gateway.retrain.window import training_set
 from regret_gateway.sampling import sample_rows
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
 from regret_gateway.store.writes import record_decisions, record_feedback
+from regret_gateway.trainset.window import training_set
 
 TIERS = ("gold", "standard", "economy")
 MODELS = ("small", "medium", "large", "rare")

@@ -10,9 +10,9 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from regret_gateway.config import TrustSpec
-from regret_gateway.retrain.window import training_set
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
 from regret_gateway.store.writes import record_decisions, record_feedback
+from regret_gateway.trainset.window import training_set
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=timezone.utc)
 GOOD = {"chat": {"a": 0.9, "b": 0.3}, "code": {"a": 0.2, "b": 0.8}}  # each app's chance of a good answer per model

@@ -10,11 +10,11 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 from sqlalchemy.orm import Session
 
-from regret_gateway.retrain.window import training_set
 from regret_gateway.store.queries import get_decision, team_spend, traffic_summary
 from regret_gateway.store.records import DecisionRecord, FeedbackRecord, OutcomeRecord
 from regret_gateway.store.steering import model_costs
 from regret_gateway.store.writes import record_decisions, record_feedback
+from regret_gateway.trainset.window import training_set
 
 NOW = datetime(2026, 12, 1, 12, tzinfo=timezone.utc)
 

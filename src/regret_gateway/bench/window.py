@@ -49,9 +49,9 @@ class WindowRun:
 def _read(reader: str, store_url: str, parts_url: str) -> tuple[float, float | None, int, int, str]:
     """(seconds, memory before, rows, scored, digest) of one 30-day training-set read by ``reader``, as retrain
     reads it (sampled to :data:`~regret_gateway.sampling.MAX_ROWS`)."""
-    from regret_gateway.retrain.window import training_set
     from regret_gateway.sampling import MAX_ROWS
     from regret_gateway.store.parts import PartsRows
+    from regret_gateway.trainset.window import training_set
 
     base = peak_mb()
     started = time.perf_counter()

@@ -197,9 +197,9 @@ def db_export(
     from sqlalchemy.exc import SQLAlchemyError
     from sqlalchemy.orm import Session
 
-    from regret_gateway.retrain.window import export_training_set, training_set
     from regret_gateway.store.engine import make_engine
     from regret_gateway.store.parts import days_to_export, export_days
+    from regret_gateway.trainset.window import export_training_set, training_set
 
     target = _store_url(config, url)
     into_parts = "://" in out or Path(out).is_dir() or not Path(out).suffix  # a name without a file type: day parts

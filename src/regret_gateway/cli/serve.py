@@ -82,10 +82,10 @@ def status_cmd(config: Optional[Path] = CONFIG_OPTION, url: Optional[str] = URL_
     from regret_gateway.budgets.status import budget_status
     from regret_gateway.config import load_settings
     from regret_gateway.gateway.steering import published_ladder
-    from regret_gateway.retrain.window import training_set
     from regret_gateway.savings.report import savings_report
     from regret_gateway.store.engine import make_engine
     from regret_gateway.store.queries import traffic_summary
+    from regret_gateway.trainset.window import training_set
 
     try:
         settings = load_settings(config, store_url=url)

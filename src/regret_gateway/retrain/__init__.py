@@ -1,7 +1,8 @@
 """``regret-gateway retrain``: from the gateway's logs to a new, checked router, published without a restart.
 
-1. Read decisions with outcome and quality score from the store or its Parquet day parts (``window``: rows without a score,
-   failed requests and fail-open fallbacks are left out and counted).
+1. Read decisions with outcome and quality score from the store or its Parquet day parts
+   (:mod:`regret_gateway.trainset.window`: rows without a score, failed requests and fail-open fallbacks are left out
+   and counted).
 2. Check the data: enough rows, enough per model, randomised logging (propensities < 1), overlap
    (minimum propensity, effective sample size per model). Refuse with a clear message otherwise.
 3. Split the rows into ``folds`` (5) folds and hold out each in turn (cross-fitting, the default); on the
@@ -35,13 +36,12 @@
    estimates renewed.
 7. Report: a table per tier and candidate, which one each tier serves and why; JSON and PNG.
 
-Modules: ``window`` (step 1's rules: which rows train and why the rest do not), ``options`` (what is asked and
-what came of it), ``checks`` (step 2), ``pipeline`` (the steps in
+Modules: ``options`` (what is asked and what came of it), ``checks`` (step 2), ``pipeline`` (the steps in
 order), ``publish`` (step 6), ``report`` (step 7), ``schedule`` (``--every``), ``fits`` (step 3, its folds on
 ``executor``: here, or Ray tasks with ``--executor ray``) and ``gate`` (steps 4-5); the last two hold no store or artifacts-folder code (the offline bench's ``served`` row runs them on simulated logs, with no incumbent).
 
-The package's names are loaded on first use (PEP 562), so that ``retrain.window`` -- the rules the savings
-report reads scores by -- loads none of the training stack. None is named as a module is (``publish`` the
+The package's names are loaded on first use (PEP 562), so that importing a module of it loads no more of the
+training stack than that module needs. None is named as a module is (``publish`` the
 function is ``retrain.publish.publish``): a module once imported is the package's attribute of its name.
 """
 

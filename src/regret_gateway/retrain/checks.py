@@ -13,7 +13,7 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
                loggers: np.ndarray | None = None, favoured: np.ndarray | None = None) -> dict:  # fmt: skip
     """Diagnostics of the training logs; raises :class:`RetrainRefused` when they cannot support a router.
     A model's effective sample size is that of the weights its value rests on: with each row's logger
-    (``loggers``, and what it ``favoured`` at each row: :class:`~regret_gateway.retrain.window.TrainingSet`)
+    (``loggers``, and what it ``favoured`` at each row: :class:`~regret_gateway.trainset.window.TrainingSet`)
     the pooled weights the gate reads (:func:`~regret_gateway.causal.pooling.pooled_weights`), where a row a
     router drew at a tiny propensity counts as much as its logger knew of the model -- not 1 / p, which let
     one such row refuse a retrain its cold start's uniform draws could support; without loggers, 1 / p.

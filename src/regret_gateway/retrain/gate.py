@@ -303,7 +303,7 @@ def evaluate(
     code the rows carry after the embedding (before the size feature), if they do: the safe default's
     regions are then its keys (:func:`regret_gateway.policy.regions.key_regions`). ``populations``: per tier
     name, (n,) bool over the held-out rows (in ``fits.order``) -- the requests of the apps that tier's own
-    came from (:meth:`regret_gateway.retrain.window.TrainingSet.populations`): its best constant and its
+    came from (:meth:`regret_gateway.trainset.window.TrainingSet.populations`): its best constant and its
     gate read those rows only (a tier without one: every row)."""
     lams = [spec.lam for _, spec in tiers]
     ev = _evidence(fits, lams, loggers, held=held, size=size, code=code, regions=regions, seed=seed)

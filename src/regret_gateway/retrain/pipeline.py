@@ -25,10 +25,10 @@ from regret_gateway.store.records import team_key
 
 
 def read_training_set(settings: Settings, engine: Engine, opts: RetrainOptions):
-    """The window's training set under retrain's rules (retrain/window.py), read from the store or, with
+    """The window's training set under retrain's rules (trainset/window.py), read from the store or, with
     ``opts.parts``, from its Parquet day parts."""
-    from regret_gateway.retrain.window import training_set
     from regret_gateway.store.parts import PartsRows
+    from regret_gateway.trainset.window import training_set
 
     with Session(engine) as session:
         return training_set(

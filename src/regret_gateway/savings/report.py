@@ -3,7 +3,7 @@
 what it was served, and against every fixed alternative -- each model alone, the tier's fallback, the
 dearest model -- what the same requests would have cost and scored (the estimator and its intervals:
 :mod:`regret_gateway.savings.alternatives`). Quality is read off the scored requests (users' scores and the
-judge's, as retrain reads them: :func:`~regret_gateway.retrain.window.training_set`); dollars are scaled
+judge's, as retrain reads them: :func:`~regret_gateway.trainset.window.training_set`); dollars are scaled
 from the scored requests' per-request estimate to all of the window's requests."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from sqlalchemy.orm import Session
 from regret_gateway.causal.stats import prompt_groups
 from regret_gateway.config import Settings
 from regret_gateway.prices import usd
-from regret_gateway.retrain.window import training_set
 from regret_gateway.savings.alternatives import Alternative, Served, value_alternatives
 from regret_gateway.store.queries import daily_usage, left_out_of_usage
+from regret_gateway.trainset.window import training_set
 
 N_BOOT = 300
 MAX_ROWS = 20_000  # scored requests read at most (a stratified sample beyond): the bootstrap holds N_BOOT x rows counts

@@ -14,7 +14,7 @@ window's decisions selected, the scores joined (a request's latest score per sou
 could not train counted, all in DuckDB's queries streaming over the parts (what is held is the window's scores
 and scored decisions); the embeddings read for the kept rows only, from the parts of the days they were scored. The same rows
 the store gives over the days exported (a test compares them), so retrain's rules
-(:mod:`regret_gateway.retrain.window`) make the same training set of either. Needs the ``scale`` extra
+(:mod:`regret_gateway.trainset.window`) make the same training set of either. Needs the ``scale`` extra
 (duckdb, pyarrow)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A window's raw rows as retrain reads them: every score of the window's requests, the scored decisions one by
 one (without their embeddings), the unscored ones counted by why they could not train anyway, and the
 embeddings of the rows retrain keeps, fetched by id. What is usable, and why a row is not, is decided on these
-rows by :mod:`regret_gateway.retrain.window`; this module holds the store's reads (:class:`StoreRows`) and what
+rows by :mod:`regret_gateway.trainset.window`; this module holds the store's reads (:class:`StoreRows`) and what
 every source of rows answers (:class:`RowSource`: the store here, Parquet day parts in
 :mod:`regret_gateway.store.parts`)."""
 

@@ -175,3 +175,29 @@ def test_db_prune_and_status_say_what_the_day_partitions_did(engine, db_url):
     pruned = CliRunner().invoke(app, ["db", "prune", "--url", db_url, "--older-than", "1d", "--score-window", "30d"])
     assert pruned.exit_code == 0, pruned.output
     assert "deleted 2 decisions" in pruned.output and "2 days dropped whole and 0 batches" in pruned.output
+
+
+@pg_only
+def test_a_store_that_refuses_the_coming_days_partitions_still_migrates_and_says_so(db_url, monkeypatch, caplog):
+    """A gateway whose database user may not create tables starts: its days' rows go to the default partition."""
+    from sqlalchemy.exc import ProgrammingError
+
+    import regret_gateway.store.migrate as migrate
+
+    def refused(engine, today):
+        raise ProgrammingError("CREATE TABLE decisions_d20261208 ...", None, Exception("permission denied for schema"))
+
+    monkeypatch.setattr(migrate, "ensure_days", refused)
+    with caplog.at_level("WARNING", logger="regret_gateway.store.migrate"):
+        upgrade(db_url)
+    assert "the coming days' partitions were not made" in caplog.text and "permission denied" in caplog.text
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            assert partitioned(conn) and days(conn) == []
+        rid = new_request_id()
+        with Session(engine) as s, s.begin():
+            record_decisions(s, [record(rid, at(TODAY))])
+        assert where(engine, "decisions") == {rid: "decisions_default"}
+    finally:
+        engine.dispose()

@@ -6,6 +6,7 @@ package as ``regret_gateway.migrations``, so ``regret-gateway db upgrade`` works
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -15,10 +16,13 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, make_url
+from sqlalchemy.exc import SQLAlchemyError
 
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.locks import advisory_lock, file_lock
 from regret_gateway.store.partitions import ensure_days
+
+log = logging.getLogger(__name__)
 
 
 def migrations_dir() -> Path:
@@ -52,7 +56,7 @@ def upgrade(url: str | None = None, *, revision: str = "head", connection: Conne
             with advisory_lock(engine, "migrations"), engine.connect() as conn:
                 command.upgrade(alembic_config(url, conn), revision)
                 conn.commit()
-            ensure_days(engine, datetime.now(timezone.utc).date())
+            _make_days(engine)
         finally:
             engine.dispose()
         return
@@ -62,6 +66,17 @@ def upgrade(url: str | None = None, *, revision: str = "head", connection: Conne
         return
     with file_lock(f"{database}.migrate-lock"):
         command.upgrade(alembic_config(url), revision)
+
+
+def _make_days(engine) -> None:
+    """The coming days' partitions; a store that refuses them (a user without CREATE on its schema) is warned
+    about, not failed: those days' rows go to the default partition, pruned row by row, until `db prune` (run
+    with the rights to) makes them."""
+    try:
+        ensure_days(engine, datetime.now(timezone.utc).date())
+    except SQLAlchemyError as exc:
+        log.warning("regret-gateway: the coming days' partitions were not made (%s); their rows go to the default "
+                    "partitions until `db prune` makes them", str(exc).splitlines()[0])  # fmt: skip
 
 
 def status(url: str) -> dict:

@@ -201,3 +201,31 @@ def test_a_store_that_refuses_the_coming_days_partitions_still_migrates_and_says
         assert where(engine, "decisions") == {rid: "decisions_default"}
     finally:
         engine.dispose()
+
+
+def test_bench_prune_prints_both_stores_side_by_side_and_refuses_what_it_cannot_measure():
+    """`regret-gateway bench prune`: the same days pruned row by row (revision 0011) and dropped whole (head), in
+    scratch schemas of the test server; a cutoff that leaves no day, or SQLite, is refused before any work."""
+    from typer.testing import CliRunner
+
+    from regret_gateway.cli import app
+
+    from .conftest import PG_URL, _pg_admin
+
+    _pg_admin().dispose()  # skips (or fails under REGRET_GATEWAY_REQUIRE_PG=1) without the server
+    run = CliRunner().invoke(
+        app, ["bench", "prune", "--url", PG_URL, "--per-day", "300", "--days", "3", "--drop", "2", "--dim", "8"]
+    )
+    assert run.exit_code == 0, run.output
+    rows = [
+        line.split("|")
+        for line in run.output.splitlines()
+        if line.startswith("| row by row") or line.startswith("| day partitions")
+    ]
+    assert [(r[1].strip(), r[4].strip(), r[5].strip(), r[6].strip()) for r in rows] == [
+        ("row by row (revision 0011)", "600", "0", "1"),
+        ("day partitions (head)", "600", "2", "0"),
+    ]  # 600 deleted by each: one batch of rows, or two days dropped whole
+    for bad in (["--days", "2", "--drop", "2"], ["--url", "sqlite"]):
+        refused = CliRunner().invoke(app, ["bench", "prune", *bad])
+        assert refused.exit_code == 2, refused.output

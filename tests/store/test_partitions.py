@@ -22,7 +22,11 @@ from regret_gateway.store.schema import Decision, Feedback, Outcome
 from regret_gateway.store.writes import record_decisions, record_feedback
 
 pg_only = pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
-TODAY = datetime.now(timezone.utc).date()
+
+
+def _today() -> date:
+    """Today (UTC) when a test starts: the partitions the migration makes are counted from it."""
+    return datetime.now(timezone.utc).date()
 
 
 def at(day: date, hour: int = 12) -> datetime:
@@ -43,43 +47,46 @@ def where(engine, table: str) -> dict[str, str]:
 
 
 def test_ids_sort_by_the_time_they_were_made_and_a_day_s_ids_lie_between_its_bounds():
-    moments = [at(TODAY, h) for h in (0, 5, 23)] + [at(TODAY + timedelta(days=1), 0)]
+    today = _today()
+    moments = [at(today, h) for h in (0, 5, 23)] + [at(today + timedelta(days=1), 0)]
     ids = [new_request_id(m) for m in moments]
     assert ids == sorted(ids) and len(set(ids)) == 4
     assert [made_at(i) for i in ids] == moments
-    assert all(day_bound(TODAY) <= i < day_bound(TODAY + timedelta(days=1)) for i in ids[:3])
-    assert ids[3] >= day_bound(TODAY + timedelta(days=1))
+    assert all(day_bound(today) <= i < day_bound(today + timedelta(days=1)) for i in ids[:3])
+    assert ids[3] >= day_bound(today + timedelta(days=1))
     assert made_at("rg-" + "f" * 32) is None and made_at("r1") is None  # an earlier version's id, an import's
 
 
 @pg_only
 def test_a_request_s_decision_outcome_and_scores_share_its_day_s_partitions(engine):
+    today = _today()
     with engine.connect() as conn:
         assert partitioned(conn)
-        assert days(conn) == [TODAY + timedelta(days=i) for i in range(DAYS_AHEAD + 1)]
-    today, legacy = new_request_id(), "rg-" + "0" * 32
+        assert days(conn) == [today + timedelta(days=i) for i in range(DAYS_AHEAD + 1)]
+    rid, legacy = new_request_id(), "rg-" + "0" * 32
     with Session(engine) as s, s.begin():
-        record_decisions(s, [record(today, at(TODAY)), record(legacy, at(TODAY))])
-        record_feedback(s, [FeedbackRecord(today, 1.0), FeedbackRecord(legacy, 0.0)])
-    day = f"_d{TODAY:%Y%m%d}"
+        record_decisions(s, [record(rid, at(today)), record(legacy, at(today))])
+        record_feedback(s, [FeedbackRecord(rid, 1.0), FeedbackRecord(legacy, 0.0)])
+    day = f"_d{today:%Y%m%d}"
     for table in ("decisions", "outcomes", "feedback"):
-        assert where(engine, table) == {today: table + day, legacy: f"{table}_default"}
+        assert where(engine, table) == {rid: table + day, legacy: f"{table}_default"}
 
 
 @pg_only
 def test_retention_drops_the_days_before_its_cutoff_whole_and_deletes_the_rest_row_by_row(engine):
-    old_days = [TODAY - timedelta(days=d) for d in (3, 2)]
-    ensure_days(engine, TODAY - timedelta(days=3), ahead=3)  # as the gateway's starts on those days made them
-    made = {d: [new_request_id(at(d, h)) for h in (1, 13, 23)] for d in [*old_days, TODAY - timedelta(days=1), TODAY]}
-    imported = {"imported-old": at(TODAY - timedelta(days=5)), "imported-new": at(TODAY)}
+    today = _today()
+    old_days = [today - timedelta(days=d) for d in (3, 2)]
+    ensure_days(engine, today - timedelta(days=3), ahead=3)  # as the gateway's starts on those days made them
+    made = {d: [new_request_id(at(d, h)) for h in (1, 13, 23)] for d in [*old_days, today - timedelta(days=1), today]}
+    imported = {"imported-old": at(today - timedelta(days=5)), "imported-new": at(today)}
     with Session(engine) as s, s.begin():
         record_decisions(s, [record(rid, at(d, 12)) for d, ids in made.items() for rid in ids])
         record_decisions(s, [record(rid, when) for rid, when in imported.items()])
         record_feedback(s, [FeedbackRecord(ids[0], 1.0) for ids in made.values()] + [FeedbackRecord("imported-old", 0.5)])
 
-    cutoff = at(TODAY - timedelta(days=1), 9)  # within yesterday: retention keeps all of yesterday
+    cutoff = at(today - timedelta(days=1), 9)  # within yesterday: retention keeps all of yesterday
     counted = prune(engine, cutoff, dry_run=True)
-    assert (counted.cutoff, counted.days) == (at(TODAY - timedelta(days=1), 0), 2)
+    assert (counted.cutoff, counted.days) == (at(today - timedelta(days=1), 0), 2)
     assert (counted.decisions, counted.outcomes, counted.feedback) == (7, 7, 3)  # 2 days of 3, and the old import
     done = prune(engine, cutoff, batch_size=1)
     assert (done.decisions, done.outcomes, done.feedback, done.days, done.batches) == (7, 7, 3, 2, 1)
@@ -90,16 +97,17 @@ def test_retention_drops_the_days_before_its_cutoff_whole_and_deletes_the_rest_r
             assert set(s.scalars(select(model.request_id))) <= kept
         assert set(s.scalars(select(Decision.request_id))) == kept
     with engine.connect() as conn:
-        assert min(days(conn)) == TODAY - timedelta(days=1)
+        assert min(days(conn)) == today - timedelta(days=1)
 
 
 @pg_only
 def test_a_day_whose_rows_went_to_the_default_partition_is_not_made_and_its_rows_stay_where_they_are(engine):
-    later = TODAY + timedelta(days=DAYS_AHEAD + 2)
+    today = _today()
+    later = today + timedelta(days=DAYS_AHEAD + 2)
     early = new_request_id(at(later))  # a request of a day that had no partition yet
     with Session(engine) as s, s.begin():
         record_decisions(s, [record(early, at(later))])
-    made = ensure_days(engine, TODAY, ahead=DAYS_AHEAD + 3)
+    made = ensure_days(engine, today, ahead=DAYS_AHEAD + 3)
     assert made.blocked == [later]
     assert made.made == [later - timedelta(days=1), later + timedelta(days=1)]
     assert where(engine, "decisions") == {early: "decisions_default"}
@@ -110,12 +118,13 @@ def test_a_day_whose_rows_went_to_the_default_partition_is_not_made_and_its_rows
 
 @pg_only
 def test_migrating_a_store_that_holds_rows_keeps_them_both_ways(db_url):
+    today = _today()
     upgrade(db_url, revision="0011")
     engine = make_engine(db_url)
-    rids = [new_request_id(at(TODAY)), "rg-" + "a" * 32]
+    rids = [new_request_id(at(today)), "rg-" + "a" * 32]
     try:
         with Session(engine) as s, s.begin():
-            record_decisions(s, [record(rid, at(TODAY)) for rid in rids])
+            record_decisions(s, [record(rid, at(today)) for rid in rids])
             record_feedback(s, [FeedbackRecord(rid, 0.25, source="judge") for rid in rids])
 
         def rows() -> dict:
@@ -141,13 +150,14 @@ def test_migrating_a_store_that_holds_rows_keeps_them_both_ways(db_url):
 def test_a_day_s_outcomes_and_scores_need_its_decision_and_go_with_it(engine):
     """The foreign keys join each partition to the same day's decisions: an outcome or a score of no decision is
     refused in a day partition and in the default one, and a decision deleted takes its rows with it."""
+    today = _today()
     from sqlalchemy.exc import IntegrityError
 
     from regret_gateway.store.writes import record_outcomes
 
     kept, gone = new_request_id(), "imported-1"
     with Session(engine) as s, s.begin():
-        record_decisions(s, [record(kept, at(TODAY)), record(gone, at(TODAY))])
+        record_decisions(s, [record(kept, at(today)), record(gone, at(today))])
         record_feedback(s, [FeedbackRecord(kept, 1.0), FeedbackRecord(gone, 1.0)])
     for orphan in (new_request_id(), "imported-2"):
         with pytest.raises(IntegrityError), Session(engine) as s, s.begin():
@@ -160,17 +170,18 @@ def test_a_day_s_outcomes_and_scores_need_its_decision_and_go_with_it(engine):
 
 @pg_only
 def test_db_prune_and_status_say_what_the_day_partitions_did(engine, db_url):
+    today = _today()
     from typer.testing import CliRunner
 
     from regret_gateway.cli import app
 
-    ensure_days(engine, TODAY - timedelta(days=3), ahead=3)
+    ensure_days(engine, today - timedelta(days=3), ahead=3)
     with Session(engine) as s, s.begin():
-        record_decisions(s, [record(new_request_id(at(d)), at(d)) for d in (TODAY - timedelta(days=k) for k in range(4))])
+        record_decisions(s, [record(new_request_id(at(d)), at(d)) for d in (today - timedelta(days=k) for k in range(4))])
     status = CliRunner().invoke(app, ["db", "status", "--url", db_url])
     assert status.exit_code == 0, status.output
     assert (
-        f"day partitions: {DAYS_AHEAD + 4} ({TODAY - timedelta(days=3)} .. {TODAY + timedelta(days=DAYS_AHEAD)})" in status.output
+        f"day partitions: {DAYS_AHEAD + 4} ({today - timedelta(days=3)} .. {today + timedelta(days=DAYS_AHEAD)})" in status.output
     )
     pruned = CliRunner().invoke(app, ["db", "prune", "--url", db_url, "--older-than", "1d", "--score-window", "30d"])
     assert pruned.exit_code == 0, pruned.output
@@ -180,6 +191,7 @@ def test_db_prune_and_status_say_what_the_day_partitions_did(engine, db_url):
 @pg_only
 def test_a_store_that_refuses_the_coming_days_partitions_still_migrates_and_says_so(db_url, monkeypatch, caplog):
     """A gateway whose database user may not create tables starts: its days' rows go to the default partition."""
+    today = _today()
     from sqlalchemy.exc import ProgrammingError
 
     import regret_gateway.store.migrate as migrate
@@ -197,7 +209,7 @@ def test_a_store_that_refuses_the_coming_days_partitions_still_migrates_and_says
             assert partitioned(conn) and days(conn) == []
         rid = new_request_id()
         with Session(engine) as s, s.begin():
-            record_decisions(s, [record(rid, at(TODAY))])
+            record_decisions(s, [record(rid, at(today))])
         assert where(engine, "decisions") == {rid: "decisions_default"}
     finally:
         engine.dispose()

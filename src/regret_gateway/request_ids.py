@@ -10,7 +10,7 @@ those sort before every day and live in the default partition.
 from __future__ import annotations
 
 import secrets
-from datetime import date, datetime, time, timezone
+from datetime import date, datetime, time, timedelta, timezone
 
 PREFIX = "rg-t"
 _MS_DIGITS = 12  # 48 bits of milliseconds: until the year 10889
@@ -25,9 +25,10 @@ def new_request_id(now: datetime | None = None) -> str:
     return f"{PREFIX}{_ms(now or datetime.now(timezone.utc)):0{_MS_DIGITS}x}{secrets.token_hex(10)}"
 
 
-def day_bound(day: date) -> str:
-    """The least id made on ``day`` (UTC): a day's ids are those from its bound up to the next day's."""
-    return f"{PREFIX}{_ms(datetime.combine(day, time(), tzinfo=timezone.utc)):0{_MS_DIGITS}x}"
+def day_bounds(day: date) -> tuple[str, str]:
+    """The ids made on ``day`` (UTC) are those from the first bound up to (not including) the second."""
+    lo, hi = (datetime.combine(d, time(), tzinfo=timezone.utc) for d in (day, day + timedelta(days=1)))
+    return f"{PREFIX}{_ms(lo):0{_MS_DIGITS}x}", f"{PREFIX}{_ms(hi):0{_MS_DIGITS}x}"
 
 
 def made_at(request_id: str) -> datetime | None:

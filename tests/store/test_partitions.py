@@ -12,7 +12,7 @@ from alembic import command
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from regret_gateway.request_ids import day_bound, made_at, new_request_id
+from regret_gateway.request_ids import day_bounds, made_at, new_request_id
 from regret_gateway.store.engine import make_engine
 from regret_gateway.store.migrate import alembic_config, upgrade
 from regret_gateway.store.partitions import DAYS_AHEAD, days, ensure_days, partitioned
@@ -52,8 +52,9 @@ def test_ids_sort_by_the_time_they_were_made_and_a_day_s_ids_lie_between_its_bou
     ids = [new_request_id(m) for m in moments]
     assert ids == sorted(ids) and len(set(ids)) == 4
     assert [made_at(i) for i in ids] == moments
-    assert all(day_bound(today) <= i < day_bound(today + timedelta(days=1)) for i in ids[:3])
-    assert ids[3] >= day_bound(today + timedelta(days=1))
+    lo, hi = day_bounds(today)
+    assert all(lo <= i < hi for i in ids[:3])
+    assert ids[3] >= hi == day_bounds(today + timedelta(days=1))[0]
     assert made_at("rg-" + "f" * 32) is None and made_at("r1") is None  # an earlier version's id, an import's
 
 

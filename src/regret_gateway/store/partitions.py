@@ -18,20 +18,21 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 
 from sqlalchemy import Connection, Engine, text
 
-from regret_gateway.request_ids import day_bound
+from regret_gateway.request_ids import day_bounds
 from regret_gateway.store.locks import advisory_lock
 
 TABLES = ("decisions", "outcomes", "feedback")  # the parent first: the children's foreign keys point at it
 DAYS_AHEAD = 7  # partitions made ahead of today; a week without `db prune` or a gateway start still lands in them
-_DAY = re.compile(r"^decisions_d(\d{8})$")
+_DAY_SUFFIX = "d%Y%m%d"  # a day partition's name is its table's, "_", and this
+_DAY = re.compile(rf"^(?:{'|'.join(TABLES)})_(d\d{{8}})$")
 
 
 def day_partition(table: str, day: date) -> str:
-    return f"{table}_d{day:%Y%m%d}"
+    return f"{table}_{day:{_DAY_SUFFIX}}"
 
 
 def default_partition(table: str) -> str:
@@ -52,7 +53,7 @@ def foreign_keys(suffix: str) -> list[str]:
 
 def is_partition(name: str) -> bool:
     """Whether a table name is one of the store's partitions (not a table of its own)."""
-    return any(name == default_partition(t) or re.fullmatch(rf"{t}_d\d{{8}}", name) for t in TABLES)
+    return name in {default_partition(t) for t in TABLES} or _DAY.match(name) is not None
 
 
 def autogenerate_filter(by_day: bool) -> Callable[..., bool]:
@@ -82,11 +83,11 @@ def days(conn: Connection) -> list[date]:
         text("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass('decisions')")
     ).scalars()  # fmt: skip
     found = [_DAY.match(n) for n in names]
-    return sorted(date(int(m[1][:4]), int(m[1][4:6]), int(m[1][6:])) for m in found if m)
+    return sorted(datetime.strptime(m[1], _DAY_SUFFIX).date() for m in found if m)
 
 
 def _in_default(conn: Connection, day: date) -> bool:
-    lo, hi = day_bound(day), day_bound(day + timedelta(days=1))
+    lo, hi = day_bounds(day)
     return any(
         conn.execute(
             text(f"SELECT 1 FROM {default_partition(t)} WHERE request_id >= :lo AND request_id < :hi LIMIT 1"), {"lo": lo, "hi": hi}
@@ -117,10 +118,10 @@ def ensure_days(engine: Engine, today: date, ahead: int = DAYS_AHEAD) -> Made:
             if _in_default(conn, day):
                 blocked.append(day)
                 continue
-            lo, hi = day_bound(day), day_bound(day + timedelta(days=1))
+            lo, hi = day_bounds(day)
             for t in TABLES:
                 conn.execute(text(f"CREATE TABLE {day_partition(t, day)} PARTITION OF {t} FOR VALUES FROM ('{lo}') TO ('{hi}')"))
-            for sql in foreign_keys(f"d{day:%Y%m%d}"):
+            for sql in foreign_keys(f"{day:{_DAY_SUFFIX}}"):
                 conn.execute(text(sql))
             made.append(day)
     return Made(made, blocked)

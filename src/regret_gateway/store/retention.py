@@ -17,7 +17,7 @@ still finds. Routers' publish history and budget steering's state are small and 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, time, timezone
 from typing import cast
 
@@ -122,12 +122,12 @@ def prune(
             int(session.scalar(select(func.count()).select_from(child).join(rows, rows.c.request_id == child.request_id).where(old)) or 0)
             for child in (Outcome, Feedback)
         )  # fmt: skip
-    by_day = [sum(getattr(d, name) for d in days) for name in ("decisions", "outcomes", "feedback")]
+    total = PruneResult(cutoff, decisions + sum(d.decisions for d in days), outcomes + sum(d.outcomes for d in days),
+                        feedback + sum(d.feedback for d in days), 0, dry_run, len(days))  # fmt: skip
     if dry_run:
-        return PruneResult(cutoff, decisions + by_day[0], outcomes + by_day[1], feedback + by_day[2], 0, dry_run, len(days))
+        return total
     drop_days(engine, days, on_day=None if on_batch is None else lambda rows: on_batch(rows.decisions))
-    batches = _delete_rows(engine, rows, old, batch_size, on_batch) if decisions else 0
-    return PruneResult(cutoff, decisions + by_day[0], outcomes + by_day[1], feedback + by_day[2], batches, dry_run, len(days))
+    return replace(total, batches=_delete_rows(engine, rows, old, batch_size, on_batch) if decisions else 0)
 
 
 def _delete_rows(engine: Engine, rows, old: ColumnElement[bool], batch_size: int, on_batch: Callable[[int], None] | None) -> int:

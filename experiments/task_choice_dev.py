@@ -12,7 +12,8 @@ import sys
 
 import numpy as np
 
-from regret_gateway.causal.ope import LoggedData, select
+from regret_gateway.causal.ope import LoggedData
+from regret_gateway.causal.selection import select
 from regret_gateway.encoders.embedder import Embedder, default_cache_dir
 from regret_gateway.evaluation.loaders import load_benchmark
 from regret_gateway.evaluation.offline import OfflineConfig, make_trial, reference_actions

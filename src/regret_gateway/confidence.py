@@ -1,5 +1,5 @@
 """Is X confidently better than Y: the one home of the tests that decide it, shared by the gate (what a
-tier serves: causal/ope.py ``select``), the regions (policy/regions.py), the budget frontier
+tier serves: causal/selection.py ``select``), the regions (policy/regions.py), the budget frontier
 (retrain/frontier.py) and the trust check (trust.py).
 
 * ``ALPHA``: every such decision is wrong at most this often, over the whole family of comparisons it

@@ -1,4 +1,4 @@
-"""Checksums of the files a router or a published encoder is made of."""
+"""Checksums of the files a router or a published encoder is made of, and files written whole."""
 
 from __future__ import annotations
 
@@ -32,6 +32,23 @@ def new_folder(folder: str | Path) -> Iterator[Path]:
         os.rename(tmp, folder)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+@contextmanager
+def new_file(path: str | Path) -> Iterator[Path]:
+    """A file of this writer's own beside ``path`` to write; renamed onto it when the block ends, removed if the
+    block raises: writers of the same file at once (replays side by side) each write whole and the last rename
+    wins, and no reader sees a half-written or vanished file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f"{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(name)
+        os.replace(name, path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
         raise
 
 

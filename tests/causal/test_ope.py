@@ -64,7 +64,7 @@ def test_bad_propensities_are_refused():
 
 
 def test_select_replaces_the_incumbent_only_with_a_confident_gain():
-    from regret_gateway.causal.ope import select
+    from regret_gateway.causal.selection import select
 
     world = make_world(n=2000, seed=9)
     probs = logging_probabilities(world, "uniform")
@@ -87,7 +87,7 @@ def test_many_challengers_without_a_gain_rarely_replace_the_incumbent():
     """Eight challengers that are no better than the incumbent (every model has the same quality): picking
     the best of them by DR picks the luckiest, so without a multiple-comparison correction the incumbent is
     replaced in about 15% of log sets (measured: 29/200); `select` keeps it in at least 90%."""
-    from regret_gateway.causal.ope import select
+    from regret_gateway.causal.selection import select
 
     n, T, reps, switched = 1000, 4, 60, 0
     for r in range(reps):
@@ -211,7 +211,7 @@ def test_a_kept_tier_says_how_many_rows_its_challengers_gain_would_need():
     """The gate's reason for keeping the incumbent says how many times the held-out rows would confirm the
     best challenger's gain at its size (interval width ~ 1 / sqrt(rows)); nothing where there is no gain
     to confirm."""
-    from regret_gateway.causal.ope import Selection
+    from regret_gateway.causal.selection import Selection
 
     kept = Selection("b", "b", "a", 0.01, (-0.05, 0.07), {})
     assert kept.rows_to_confirm == pytest.approx(36.0)  # the lower end 6 gains below it: 6^2 the rows
@@ -286,7 +286,7 @@ def test_a_gain_confident_alone_is_not_confident_as_the_best_of_ten_challengers(
     challenger -- but whose interval at 0.05 / 10 does not: beside nine decoys (the incumbent's own choices)
     the gate keeps the incumbent. A gate that reads the point estimate, or forgets the Bonferroni share,
     replaces it."""
-    from regret_gateway.causal.ope import select
+    from regret_gateway.causal.selection import select
 
     n, seed = 1500, 9
     rng = np.random.default_rng(seed)
@@ -309,7 +309,7 @@ def test_a_challenger_proven_better_serves_though_a_noisier_one_leads_on_its_poi
     but its gain is not confident; the steady one's is. Testing only the leader keeps the incumbent -- a
     tier stuck on a model 10 points below one its logs prove better; every challenger tested (the same
     Bonferroni share each) serves the steady one."""
-    from regret_gateway.causal.ope import select
+    from regret_gateway.causal.selection import select
     from regret_gateway.confidence import family_alpha
 
     n, seed = 1500, 8
@@ -334,7 +334,7 @@ def _replacements(gain: float, worlds: int, n: int = 1000) -> list[tuple[int, ob
     """In ``worlds`` seeded worlds where a challenger ``c`` is truly ``gain`` better than the incumbent (binary
     quality, ``n`` rows logged half and half): each world's seed, selection that replaced the incumbent and
     logged data (the incumbent's actions all 0, the challenger's all 1)."""
-    from regret_gateway.causal.ope import select
+    from regret_gateway.causal.selection import select
 
     out = []
     for seed in range(worlds):

@@ -24,10 +24,10 @@ def test_db_upgrade_status_export(tmp_path):
     status = runner.invoke(app, ["db", "status", "--url", url])
     assert (
         status.exit_code == 1
-        and "pending migrations: 0001, 0002, 0003, 0004, 0005, 0006, 0007, 0008, 0009, 0010, 0011, 0012" in status.output
+        and "pending migrations: 0001, 0002, 0003, 0004, 0005, 0006, 0007, 0008, 0009, 0010, 0011, 0012, 0013" in status.output
     )
     up = runner.invoke(app, ["db", "upgrade", "--url", url])
-    assert up.exit_code == 0 and "at revision 0012" in up.output
+    assert up.exit_code == 0 and "at revision 0013" in up.output
     engine = make_engine(url)
     recent = datetime.now(timezone.utc) - timedelta(days=1)
     with Session(engine) as s, s.begin():

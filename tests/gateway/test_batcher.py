@@ -198,6 +198,7 @@ def test_under_overload_a_long_text_is_read_from_its_first_tokens_before_it_is_s
 
     import regret_gateway.gateway.batcher as batcher_module
     from regret_gateway.gateway.batcher import CHARS_PER_TOKEN, Overloaded
+    from regret_gateway.truncation import DEFAULT_TRUNCATION, clip_chars
 
     clock = [0.0]
     monkeypatch.setattr(batcher_module, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
@@ -214,19 +215,20 @@ def test_under_overload_a_long_text_is_read_from_its_first_tokens_before_it_is_s
 
     batcher = EmbeddingBatcher(encode, max_tokens=256)
     long_a, long_b, long_c = ("a " * 2000, "b " * 2000, "c " * 2000)
+    short_b = clip_chars(long_b, 64, DEFAULT_TRUNCATION, CHARS_PER_TOKEN)  # its head and tail, as the encoder cuts
 
     async def main():
         await batcher.embed(long_a, budget=0.5)  # the encoder was idle: embedded whole (in time), and timed
         stuck = asyncio.ensure_future(batcher.embed("t-1", budget=0.25))
         await until(lambda: in_flight(batcher, "t-1"))
         cut = asyncio.ensure_future(batcher.embed(long_b, budget=0.25, short_tokens=64))
-        await until(lambda: cut.done() or is_queued(batcher, long_b[: 64 * CHARS_PER_TOKEN]))
+        await until(lambda: cut.done() or is_queued(batcher, short_b))
         assert not cut.done() and batcher.shortened == 1 and batcher.shed == 0
         with pytest.raises(Overloaded):
             await batcher.embed(long_c, budget=0.25)
         release.set()
         await asyncio.gather(stuck, cut)
-        assert seen[-1] == [long_b[: 64 * CHARS_PER_TOKEN]] and batcher.shed == 1
+        assert seen[-1] == [short_b] and batcher.shed == 1
 
     asyncio.run(main())
 

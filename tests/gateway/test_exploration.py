@@ -123,7 +123,7 @@ def test_igw_exploration_costs_less_than_uniform_with_noisy_estimates():
 
 def test_gateway_logs_the_exact_igw_propensity_of_each_choice(trained_learner, encoder):
     """A per-tier artifact with an estimator: the chosen model's logged propensity is the probability it
-    had, and the empirical shares over many draws match those probabilities."""
+    had, every model's probability is logged beside it, and the empirical shares over many draws match them."""
     from regret_gateway.artifacts import RouterArtifact
     from regret_gateway.config import Settings, TierSpec
     from regret_gateway.gateway.decisions import ActiveRouter
@@ -146,6 +146,8 @@ def test_gateway_logs_the_exact_igw_propensity_of_each_choice(trained_learner, e
         for c in choices[:200]:
             assert c.propensity == pytest.approx(expected[MODELS.index(c.model)])
             assert (c.mode == "policy") == (c.model == MODELS[best])
+            # and the whole distribution it was drawn from, which retrain's off-policy weights read
+            assert c.propensities == pytest.approx(dict(zip(MODELS, expected)))
         shares = np.bincount([MODELS.index(c.model) for c in choices], minlength=3) / len(choices)
         assert np.allclose(shares, expected, atol=0.02)
         assert not np.allclose(expected[np.arange(3) != best], 0.15)  # the gaps, not an even split, set the shares

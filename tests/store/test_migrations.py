@@ -47,10 +47,11 @@ def test_status_and_downgrade(db_url):
         "0010",
         "0011",
         "0012",
+        "0013",
     ]
     upgrade(db_url)
     st = status(db_url)
-    assert st["up_to_date"] and st["current"] == st["head"] == "0012" and st["pending"] == []
+    assert st["up_to_date"] and st["current"] == st["head"] == "0013" and st["pending"] == []
     command.downgrade(alembic_config(db_url), "base")
     eng = create_engine(db_url)
     assert set(inspect(eng).get_table_names()) == {"alembic_version"}

@@ -86,3 +86,22 @@ def test_reading_a_window_holds_the_kept_embeddings_not_the_window_s(engine, mon
         tracemalloc.stop()
     assert ts.n_rows == 200 and ts.logged.X.shape == (200, dim)
     assert peak < 4000 * dim * 4 / 2, f"peak {peak / 1e6:.1f} MB while reading a 16 MB window"
+
+
+def test_each_row_carries_the_distribution_its_decision_was_drawn_from(engine):
+    """A decision logged with every model's probability reads back as its row of ``distributions`` (a model it
+    left out: 0; a model the window does not know: dropped); one logged without it reads as NaN."""
+    spread = {"small": 0.9, "large": 0.0975, "gone": 0.0025}
+    records = [DecisionRecord(request_id=rid, tier="gold", lam=1.0, embedding_model="e", embedding=np.ones(2, np.float32),
+                              chosen_model=model, propensity=p, propensities=dist, outcome=OutcomeRecord(rid, cost_usd=1e-4))
+               for rid, model, p, dist in (("a", "small", 0.9, spread), ("b", "large", 0.0975, spread),
+                                           ("c", "small", 0.5, None))]  # fmt: skip
+    with Session(engine) as s, s.begin():
+        record_decisions(s, records)
+        record_feedback(s, [FeedbackRecord(r.request_id, 1.0) for r in records])
+    with Session(engine) as s:
+        ts = training_set(s)
+    names = ts.logged.model_names
+    rows = {rid: dict(zip(names, ts.distributions[i])) for i, rid in enumerate(ts.request_ids)}
+    assert rows["a"] == rows["b"] == {"large": 0.0975, "small": 0.9}
+    assert all(np.isnan(v) for v in rows["c"].values())

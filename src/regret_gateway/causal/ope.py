@@ -27,20 +27,23 @@ never include the rest, and a weight read from them (the squared weights it drew
 the whole block -- its correction then leaves the outcome model's error on the rest uncorrected, and the
 learned candidates, which depart from the loggers exactly where that model is optimistic, were valued 2.6-5.2
 points above their truth on the same rows with intervals that missed it (docs/experiments/platform-replay.md).
-So v_i comes from what the logger favoured at that prompt (``favoured``: its greedy model, or
+So v_i is exact where the gateway logged the whole distribution the row was drawn from (``distributions``:
+1 / mu_s(a | x_i)), else it comes from what the logger favoured at that prompt (``favoured``: its greedy model, or
 :data:`~regret_gateway.data.FAVOURED_UNIFORM` for a uniform draw, or
 :data:`~regret_gateway.data.FAVOURED_UNKNOWN`): 1/p_i where the logged model is a or the draw was uniform
 among the eligible models; 1 / (1 - p_i) where the logger favoured a but drew another (a lower bound of
 its share of a); else the logger's worst case, 1/p_s, p_s the smallest propensity it logged (at most 1/T;
-a logger that never randomised counts as knowing nothing of other models: 1e6). With one logger it is the
+a logger that never randomised counts as knowing nothing of other models: 1e6). Without the distribution, a
+router that explored a contender at 7% on every request counted as knowing it at its floor's 0.25%: its
+exploration barely moved the gate (docs/experiments/platform-replay.md). With one logger it is the
 plain DR above. The estimators share one base (Open Bandit Pipeline's layout): a subclass implements
 :meth:`OffPolicyEstimator._values`, the estimate on each of a batch of row resamples; the point estimate is
 the full sample, the interval the percentile bootstrap over the same resamples for every estimator. Where
 the rows' quality is an LLM judge's score corrected by its estimated error
 (:class:`~regret_gateway.data.TargetErrors`), each resample also redraws that estimate, so the DR interval
 carries its uncertainty. The formulas are :mod:`regret_gateway.causal.stats`'s, shared with the nuisance
-stage. :class:`LoggedData` values a policy and the paired gain of one over another; :func:`select`
-chooses what a tier serves.
+stage. :class:`LoggedData` values a policy and the paired gain of one over another;
+:func:`regret_gateway.causal.selection.select` chooses what a tier serves.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from regret_gateway.causal.stats import bootstrap_counts, dr_term, effective_sample_size
-from regret_gateway.confidence import ALPHA, family_alpha, percentile_interval, selective_interval, z_critical
+from regret_gateway.confidence import ALPHA, percentile_interval
 from regret_gateway.data import FAVOURED_UNIFORM, FAVOURED_UNKNOWN, TargetErrors
 
 Shifts = tuple[np.ndarray, np.ndarray]  # (slope, intercept), each (B, G): TargetErrors.shifts
@@ -201,7 +204,8 @@ class LoggedData:
     resample redraws it); and each row's ``favoured`` (n,): the model its logger favoured at that prompt (its
     greedy choice), :data:`~regret_gateway.data.FAVOURED_UNIFORM` or
     :data:`~regret_gateway.data.FAVOURED_UNKNOWN` (None: unknown everywhere), which tells the loggers'
-    weights (module doc)."""
+    weights (module doc); and each row's whole logging distribution ``distributions`` (n, T) where the gateway
+    logged it (NaN rows: not logged; None: nowhere), which tells them exactly."""
 
     logged: np.ndarray
     quality: np.ndarray
@@ -213,6 +217,7 @@ class LoggedData:
     groups: np.ndarray | None = None
     target_errors: TargetErrors | None = None
     favoured: np.ndarray | None = None
+    distributions: np.ndarray | None = None
     worst: np.ndarray | None = field(default=None, init=False, repr=False)  # (S,) per logger, from strata
     _boot: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # (n_boot, seed) -> counts
 
@@ -239,6 +244,11 @@ class LoggedData:
             if favoured.shape != np.shape(self.logged):
                 raise ValueError(f"`favoured` must have one entry per row ({len(self.logged)}), got shape {favoured.shape}")
             object.__setattr__(self, "favoured", favoured)
+        if self.distributions is not None:
+            spread = np.asarray(self.distributions, dtype=np.float64)
+            if spread.shape != np.shape(self.quality_hat):
+                raise ValueError(f"`distributions` must be (n, T) = {np.shape(self.quality_hat)}, got shape {spread.shape}")
+            object.__setattr__(self, "distributions", spread)
 
     def subset(self, rows: np.ndarray) -> "LoggedData":
         """The rows ``rows`` (their loggers, prompts, judge errors and what their loggers favoured kept)."""
@@ -247,7 +257,8 @@ class LoggedData:
                           strata=None if self.strata is None else self.strata[rows],
                           groups=None if self.groups is None else self.groups[rows],
                           target_errors=None if self.target_errors is None else self.target_errors.subset(rows),
-                          favoured=None if self.favoured is None else self.favoured[rows])  # fmt: skip
+                          favoured=None if self.favoured is None else self.favoured[rows],
+                          distributions=None if self.distributions is None else self.distributions[rows])  # fmt: skip
 
     def bootstrap(self, n_boot: int, seed: int) -> np.ndarray:
         """(n_boot, n) resample counts (:func:`~regret_gateway.causal.stats.bootstrap_counts` over the prompts),
@@ -280,15 +291,23 @@ class LoggedData:
 
     def inverse_propensities(self, actions: np.ndarray) -> np.ndarray | None:
         """(n,) each row's logger's 1 / mu(actions_i | x_i) as its draw tells it (module doc): exact where the
-        logged model is the action or the draw was uniform, a lower bound where the logger favoured the action
-        but drew another, else the logger's worst case. None without loggers."""
+        logged model is the action, the draw was uniform or the whole distribution was logged (the logger's worst
+        case where that gave the action nothing), a lower bound where the logger favoured the action but drew
+        another, else the logger's worst case. None without loggers."""
         if self.strata is None or self.worst is None:
             return None
         p = np.asarray(self.propensity, dtype=np.float64)
+        actions = np.asarray(actions)
         favoured = np.full(len(p), FAVOURED_UNKNOWN) if self.favoured is None else self.favoured
         known = (actions == self.logged) | (favoured == FAVOURED_UNIFORM)
         drawn_elsewhere = (favoured == actions) & ~known
-        return np.where(known, 1.0 / p, np.where(drawn_elsewhere, 1.0 / np.maximum(1.0 - p, 1e-12), self.worst[self.strata]))
+        worst = self.worst[self.strata]
+        out = np.where(known, 1.0 / p, np.where(drawn_elsewhere, 1.0 / np.maximum(1.0 - p, 1e-12), worst))
+        if self.distributions is not None:
+            mu = self.distributions[np.arange(len(p)), actions]
+            logged = ~known & ~np.isnan(mu)
+            out[logged] = np.where(mu[logged] > 0, 1.0 / np.maximum(mu[logged], 1e-12), worst[logged])
+        return out
 
     def value(self, actions: np.ndarray, lam: float, *, n_boot: int = 500, alpha: float = ALPHA, seed: int = 0) -> PolicyValue:
         """DR and SNIPS value (with bootstrap intervals), DR quality and cost, ESS, match rate."""
@@ -323,78 +342,3 @@ class LoggedData:
             a = self.outcomes(actions, lam)[0]
             out[name] = float(a.dr(everything)[0]) - b_point, percentile_interval(a.dr(boot, shifts) - b_draws, alpha)
         return out
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Which candidate serves a tier: of the challengers whose paired gain over the incumbent is confidently
-    above ``required`` (the lower end of its interval), the best by DR value; else the incumbent. ``best``
-    is the challenger whose gain is reported: the served one, or where none is confident the best by DR."""
-
-    served: str
-    incumbent: str
-    best: str
-    gain: float  # DR value of the best candidate minus the incumbent's
-    gain_ci: tuple[float, float]  # a replacement's: given that it passed (select)
-    values: dict[str, PolicyValue]
-    required: float = 0.0  # the margin the lower end of the gain's interval had to clear
-
-    @property
-    def changed(self) -> bool:
-        return self.served != self.incumbent
-
-    @property
-    def rows_to_confirm(self) -> float | None:
-        """About how many times these held-out rows the gate would need to confirm the best challenger's
-        gain, were it to stay this size: an interval's width shrinks as one over the square root of the
-        rows, and its lower end must rise from where it is to above ``required``. None where there is
-        nothing to confirm (the incumbent is the best, the gain was confirmed, or it is not above
-        ``required``)."""
-        if self.best == self.incumbent or self.changed or self.gain <= self.required:
-            return None
-        return ((self.gain - self.gain_ci[0]) / (self.gain - self.required)) ** 2
-
-    def reason(self) -> str:
-        g, (lo, hi) = 100 * self.gain, (100 * self.gain_ci[0], 100 * self.gain_ci[1])
-        if self.best == self.incumbent:
-            return f"{self.incumbent} is the best candidate"
-        verdict = "replaces" if self.changed else "is not confidently better than"
-        text = f"{self.best} {verdict} {self.incumbent}: {g:+.2f} [{lo:+.2f}, {hi:+.2f}] x100"
-        factor = self.rows_to_confirm
-        return text if factor is None else text + f" (a gain this size needs ~{factor:.0f}x these rows to confirm)"
-
-
-def select(
-    data: LoggedData,
-    candidates: dict[str, np.ndarray],
-    incumbent: str,
-    lam: float,
-    *,
-    required: float = 0.0,
-    force: bool = False,
-    n_boot: int = 500,
-    alpha: float = ALPHA,
-    seed: int = 0,
-) -> Selection:
-    """Choose among ``candidates`` (name -> (n,) actions on the held-out rows; ``incumbent`` is one of them).
-
-    Every challenger's paired gain over the incumbent is tested, each at ``alpha / challengers``
-    (Bonferroni: the best of several is the one whose noise flattered it most, and ``alpha`` bounds the
-    chance that any challenger without a real gain passes, however many there are); of those whose
-    interval's lower end exceeds ``required`` (``force``: whose gain is positive at all), the best by DR
-    value replaces the incumbent (testing only the best by DR would keep a wrong incumbent whenever a noisy
-    candidate led while another, proven better, trailed it); else the incumbent stays. A replacement's
-    interval is the one given that it passed (:func:`~regret_gateway.confidence.selective_interval`)."""
-    if incumbent not in candidates:
-        raise ValueError(f"the incumbent {incumbent!r} must be one of the candidates {sorted(candidates)}")
-    values = {name: data.value(a, lam, n_boot=n_boot, alpha=alpha, seed=seed) for name, a in candidates.items()}
-    family = family_alpha(alpha, len(candidates) - 1)
-    ahead = {name: a for name, a in candidates.items() if name != incumbent and values[name].dr > values[incumbent].dr}
-    gains = data.gains(ahead, candidates[incumbent], lam, n_boot=n_boot, alpha=family, seed=seed)
-    passed = [name for name, (gain, ci) in gains.items() if ci[0] > required or (force and gain > 0)]
-    leader = max(values, key=lambda name: (values[name].dr, name == incumbent))
-    best = max(passed, key=lambda name: values[name].dr) if passed else leader
-    gain, ci = gains.get(best, (0.0, (0.0, 0.0)))
-    if passed and ci[0] > required:  # the claim, given that it passed (se from the bootstrap's lower end)
-        ci = selective_interval(gain, (gain - ci[0]) / z_critical(family, two_sided=True), required + gain - ci[0], family)
-    return Selection(best if passed else incumbent, incumbent, best, gain, ci, values, required)

@@ -95,6 +95,12 @@ _BENCH_OFFLINE_CACHE_DIR = typer.Option(
 _BENCH_OFFLINE_MAX_LENGTH = typer.Option(
     256, "--max-length", min=8, help="Tokens of each prompt the router reads (embedder.max_length; longer ones are cut)."
 )
+_BENCH_OFFLINE_TRUNCATION = typer.Option(
+    "head-and-tail",
+    "--truncation",
+    help="How a prompt longer than --max-length is cut (embedder.truncation): head-and-tail (its first quarter of the "
+    "tokens and its last three quarters) | head.",
+)
 _BENCH_OFFLINE_LAYERS = typer.Option(
     None,
     "--layers",
@@ -170,6 +176,7 @@ def bench_offline(
     evaluate_on: str = _BENCH_OFFLINE_EVALUATE_ON,
     cache_dir: Optional[Path] = _BENCH_OFFLINE_CACHE_DIR,
     max_length: int = _BENCH_OFFLINE_MAX_LENGTH,
+    truncation: str = _BENCH_OFFLINE_TRUNCATION,
     layers: Optional[int] = _BENCH_OFFLINE_LAYERS,
     served_cross_fit: bool = _BENCH_OFFLINE_SERVED_CROSS_FIT,
     served_max_rows: int = _BENCH_OFFLINE_SERVED_MAX_ROWS,
@@ -190,8 +197,7 @@ def bench_offline(
 
     started = time.perf_counter()
     try:
-        draws = _draws(log_draws)
-        code = None if context is None else ContextCode(context)
+        draws, code = _draws(log_draws), None if context is None else ContextCode(context)
         bench = load_benchmark(data, format=format, limit=limit, seed=seed)
         _check_traffic(traffic, reads)
         chosen = tuple(method_names()) if methods == "all" else tuple(m.strip() for m in methods.split(",") if m.strip())
@@ -203,18 +209,18 @@ def bench_offline(
             evaluate_on=evaluate_on, served_cross_fit=served_cross_fit, served_max_rows=served_max_rows or None,
             log_draws=draws[0], size_feature=size_feature, context=context,
         )  # fmt: skip
+        emb = Embedder(embedder, device=device, template=PAPER_TEMPLATE if template else None, cache_dir=cache_dir or default_cache_dir(),
+                       max_length=max_length, layers=layers, kind=encoder, static_dims=static_dims, truncation=truncation)  # fmt: skip
     except (ValueError, FileNotFoundError, ImportError) as exc:
         _fail(exc)
     typer.echo(f"{bench.n_samples} prompts, {len(bench.model_names)} models from {data} (dropped: {bench.dropped or 'none'})")
-    emb = Embedder(embedder, device=device, template=PAPER_TEMPLATE if template else None, cache_dir=cache_dir or default_cache_dir(),
-                   max_length=max_length, layers=layers, kind=encoder, static_dims=static_dims)  # fmt: skip
     X, chat = _features(bench, emb, traffic, reads, code, size_feature, seed)
     t_embed = time.perf_counter() - started
     for k in draws:
         begun = time.perf_counter()
         run = run_offline(bench, X, replace(config, log_draws=k), eligible=None if chat is None else chat.eligible)
         run.dataset.update(context=context, size_feature=size_feature, encoder=encoder, static_dims=static_dims, embedding=emb.backend_used,
-                           max_length=max_length, traffic=traffic if chat is None else chat.describe() | {"reads": reads})  # fmt: skip
+                           max_length=max_length, truncation=truncation, traffic=traffic if chat is None else chat.describe() | {"reads": reads})  # fmt: skip
         timing = {"embedding_seconds": t_embed, "total_seconds": time.perf_counter() - begun + t_embed}
         _report_draw(run, timing, out if len(draws) == 1 else out / f"k-{k}", k)
 

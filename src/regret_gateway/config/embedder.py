@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from regret_gateway.config.specs import _Strict
+from regret_gateway.truncation import DEFAULT_TRUNCATION, Truncation
 
 if TYPE_CHECKING:
     from regret_gateway.context import ContextCode, SizeFeature
@@ -38,6 +39,11 @@ class EmbedderSpec(_Strict):
     # also offers the priced router (policy/priced.py). Another embedding id: fresh logs and routers.
     size_feature: bool = False
     max_length: int = Field(default=256, ge=8)
+    # How a text longer than max_length tokens is cut (truncation.py): `head-and-tail` (its first quarter
+    # of them and its last three quarters: a few-shot or retrieval prompt repeats a long template and asks last)
+    # or `head`. Chosen on the replays (docs/experiments/truncation.md). `head-and-tail` is its own embedding id
+    # (+truncation-head-and-tail; `head` keeps the id it had): fresh logs and routers.
+    truncation: Truncation = DEFAULT_TRUNCATION
     # What the router reads of a conversation (gateway/messages.py READS): `last-user` (the last user turn alone;
     # the system prompt is the {app} context field instead), `turns` (the last user turn, then the turns before
     # it, latest first), or `system-and-last-user` (the first system message, then the last user turn: a long
@@ -135,6 +141,8 @@ class EmbedderSpec(_Strict):
             out += f"+layers-{self.layers}"
         if self.reads != "system-and-last-user":
             out += f"+reads-{self.reads}"
+        if self.truncation != "head":
+            out += f"+truncation-{self.truncation}"
         if self.template is not None:
             out += f"+template-{hashlib.sha256(self.template.encode()).hexdigest()[:10]}"
         if (code := self.context_code) is not None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -29,6 +28,8 @@ from regret_gateway.encoders.models import (
     resolve_device,
     resolve_model_path,
 )
+from regret_gateway.files import new_file
+from regret_gateway.truncation import DEFAULT_TRUNCATION, check_truncation, clip_texts, cutter
 
 
 class Embedder:
@@ -46,22 +47,20 @@ class Embedder:
         published: where a deployment's replicas share the static encoder (``<artifacts_dir>/encoders``):
             read before the cache, and the one loaded from the cache is published there.
         quantize: opt-in dynamic int8 quantisation of the ONNX encoder's weights.
-        fuse: serve the fused ONNX graph where the model allows it (attention, layer norms and GELUs fused
-            by ONNX Runtime's transformer optimiser; the same embedding, verified alike); False: the plain
-            export.
-        trace: where torch runs the model (CUDA, or the ONNX export is refused or not wanted), run its
-            TorchScript trace, verified against the eager model (:mod:`regret_gateway.encoders.torchscript`): one
-            C++ call per forward pass instead of Python per op, which under load waits on the GIL for every
-            op; what it says in :attr:`trace_report`. False: the eager model.
+        fuse: serve the fused ONNX graph where the model allows it (ONNX Runtime's transformer optimiser; the
+            same embedding, verified alike); False: the plain export.
+        trace: where torch runs the model, run its TorchScript trace, verified against the eager model
+            (:mod:`regret_gateway.encoders.torchscript`; what it says in :attr:`trace_report`). False: eager.
         batch_size: texts per forward pass.
-        max_length: tokens kept per text (longer texts are truncated).
+        max_length: tokens kept per text (longer texts are cut as ``truncation`` says).
+        truncation: how a longer text is cut (:mod:`regret_gateway.truncation`): ``"head-and-tail"``
+            (default: its first quarter of ``max_length`` tokens and its last three quarters) or ``"head"``.
         layers: transformer layers run (the first N of the model's; None: all). The forward pass costs in
             proportion; the embedding is a different one (its own :attr:`cache_key`, ONNX export and, in
             the gateway, embedding id).
-        template: e.g. :data:`~regret_gateway.context.PAPER_TEMPLATE`; ``{prompt}`` and ``{dataset}`` are filled per text
-            (:func:`render`).
+        template: e.g. :data:`~regret_gateway.context.PAPER_TEMPLATE`; ``{prompt}``, ``{dataset}`` filled per text.
         normalize: L2-normalise each embedding.
-        cache_dir: folder for cached embedding arrays, keyed by (model, template, max_length, texts).
+        cache_dir: folder for cached embedding arrays, keyed by (model, template, max_length, truncation, texts).
         progress: show a progress bar while encoding.
         exported: a published encoder's folder (``regret-gateway export-encoder``): its ONNX graph and
             tokenizer are read with ONNX Runtime and ``tokenizers`` alone, on CPU; it must be the encoder of
@@ -97,7 +96,9 @@ class Embedder:
         exported: str | Path | None = None,
         kind: str = DEFAULT_KIND,
         static_dims: int = DEFAULT_STATIC_DIMS,
+        truncation: str = DEFAULT_TRUNCATION,
     ) -> None:
+        check_truncation(truncation)
         if kind not in KINDS:
             raise ValueError(f"`kind` must be one of {KINDS}, got {kind!r}")
         if kind == "static" and (layers is not None or quantize):
@@ -119,6 +120,7 @@ class Embedder:
         self.device = device
         self.batch_size = batch_size
         self.max_length = max_length
+        self.truncation = truncation
         self.template = template
         self.normalize = normalize
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
@@ -136,6 +138,8 @@ class Embedder:
         self.static_dims = static_dims
         self._static: Any = None  # the StaticEncoder, where kind is static
         self._tokenizer: Any = None
+        self._cutter: Any = None  # the tokenizer's tokenizers.Tokenizer, untruncated: what clip_texts reads
+        self._specials = 0  # special tokens the tokenizer adds to a text (of max_length)
         self._encoder: Any = None
         self._traced: Any = None  # the verified TorchScript trace of _encoder, where torch serves it traced
         self._onnx: Any = None
@@ -166,6 +170,7 @@ class Embedder:
             exported=e.exported,
             kind=e.kind,
             static_dims=e.static_dims,
+            truncation=e.truncation,
             progress=progress,
         )
 
@@ -193,6 +198,7 @@ class Embedder:
 
         try:
             self._tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+            self._cutter, self._specials = cutter(self._tokenizer, self.truncation, self.model)
             config = AutoConfig.from_pretrained(path, local_files_only=True)
         except OSError as exc:
             raise fail(exc) from exc
@@ -267,6 +273,7 @@ class Embedder:
         assert self.exported is not None  # on CPU: checked when the embedder was built
         meta = read_exported(self.exported, model=self.model, layers=self.layers, quantize=self.quantize)
         self._tokenizer = ExportedTokenizer(self.exported / TOKENIZER, meta)
+        self._cutter, self._specials = cutter(self._tokenizer, self.truncation, self.model)
         self._onnx = OnnxEncoder(self.exported / GRAPH, self.threads)
         self._dim, self._device = int(meta["dim"]), "cpu"
         cosine = meta.get("cosine")
@@ -301,6 +308,7 @@ class Embedder:
                     self.model,
                     self.template,
                     self.max_length,
+                    *([f"truncation-{self.truncation}"] if self.truncation != "head" else []),
                     self.normalize,
                     *([f"static-{self.static_dims}"] if self.kind == "static" else []),
                     *(["int8"] if self.quantize else []),
@@ -325,17 +333,8 @@ class Embedder:
                 return np.load(cache_file)
         out = self._encode_uncached(formatted, busy)
         if cache_file is not None:
-            cache_file.parent.mkdir(parents=True, exist_ok=True)
-            # a file of this writer's own, then renamed: processes embedding the same texts at once (replays side
-            # by side) each write whole and the last rename wins, never a half-written or vanished file
-            fd, name = tempfile.mkstemp(prefix=f"{cache_file.stem}.", suffix=".tmp.npy", dir=cache_file.parent)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    np.save(fh, out)
-                os.replace(name, cache_file)
-            except BaseException:
-                Path(name).unlink(missing_ok=True)
-                raise
+            with new_file(cache_file) as tmp:  # processes embedding the same texts at once each write whole
+                np.save(tmp, out)
         return out
 
     def encode_unique(self, texts: Sequence[str], datasets: Sequence[str] | None = None) -> np.ndarray:
@@ -385,7 +384,8 @@ class Embedder:
         from regret_gateway.encoders.onnx_runtime import mean_pool
 
         if self._static is not None:
-            return self._static.embed(texts, self.max_length, self.normalize)
+            return self._static.embed(texts, self.max_length, self.normalize, self.truncation)
+        texts = clip_texts(self._cutter, texts, self.max_length - self._specials, self.truncation)
         batch = dict(self._tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np"))
         if self._onnx is not None:
             session = self._busy_session() if busy and self.busy_threads is not None else self._onnx

@@ -59,6 +59,11 @@ class ExportedTokenizer:
         self._max_length: int | None = None
         self._lock = threading.Lock()  # truncation is the tokenizer's state; the batcher may call from two threads
 
+    @property
+    def backend_tokenizer(self) -> Any:
+        """The ``tokenizers`` tokenizer itself (as a transformers fast tokenizer's): the embedder's cut reads a copy."""
+        return self._tok
+
     def __call__(self, texts: Sequence[str], *, padding: bool = True, truncation: bool = True, max_length: int,
                  return_tensors: str = "np") -> dict[str, np.ndarray]:  # fmt: skip
         if not (padding and truncation and return_tensors == "np"):

@@ -11,8 +11,9 @@ checks before it serves one::
     <folder>/encoder.json       format, kind "static", the source (model, dims, distillation version, torch),
                                 the [UNK] id, sha256 of the three files above
 
-A text is tokenized without special tokens; its first ``max_length`` tokens are read (of at most
-:data:`CHARS_PER_TOKEN` x ``max_length`` characters, so a huge prompt costs no more than a long one);
+A text is tokenized without special tokens; at most ``max_length`` tokens are read, cut as
+``truncation`` says (:mod:`regret_gateway.truncation`: the head, or the head and the tail; of at most
+:data:`~regret_gateway.truncation.CHARS_PER_TOKEN` characters per kept token, so a huge prompt costs no more than a long one);
 [UNK] tokens carry nothing and are skipped; a text with no known token embeds as zeros.
 """
 
@@ -26,6 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from regret_gateway.files import file_matches, new_folder, sha256_file
+from regret_gateway.truncation import DEFAULT_TRUNCATION, clip_chars, clip_ids
 
 FORMAT = 1
 KIND = "static"
@@ -34,9 +36,6 @@ VECTORS = "model.safetensors"
 TOKENIZER = "tokenizer.json"
 CONFIG = "config.json"
 FILES = (VECTORS, TOKENIZER, CONFIG)
-# characters read per token of max_length: 256 MiniLM tokens of the shared datasets' prompts span at most 1,623
-# characters, so 8 x 256 never cuts one of them, and tokenising a ~5,000-character prompt costs half as much
-CHARS_PER_TOKEN = 8
 _TENSOR = "embeddings"
 
 
@@ -87,18 +86,19 @@ class StaticEncoder:
         self._unk = meta.get("unk_id")
         self.dim = int(self.vectors.shape[1])
 
-    def token_ids(self, texts: Sequence[str], max_length: int) -> list[np.ndarray]:
-        """Each text's first ``max_length`` token ids, [UNK] left out."""
-        cut = CHARS_PER_TOKEN * max_length
-        encodings = self._tok.encode_batch([t[:cut] for t in texts], add_special_tokens=False)
+    def token_ids(self, texts: Sequence[str], max_length: int, truncation: str = DEFAULT_TRUNCATION) -> list[np.ndarray]:
+        """Each text's token ids as it is read (at most ``max_length``, cut as ``truncation`` says), [UNK] left out."""
+        clipped = [clip_chars(t, max_length, truncation) for t in texts]
         out = []
-        for e in encodings:
-            ids = np.asarray(e.ids[:max_length], dtype=np.int64)
+        for e in self._tok.encode_batch(clipped, add_special_tokens=False):
+            ids = clip_ids(e.ids, max_length, truncation)
             out.append(ids[ids != self._unk] if self._unk is not None else ids)
         return out
 
-    def embed(self, texts: Sequence[str], max_length: int, normalize: bool = True) -> np.ndarray:
-        ids = self.token_ids(texts, max_length)
+    def embed(
+        self, texts: Sequence[str], max_length: int, normalize: bool = True, truncation: str = DEFAULT_TRUNCATION
+    ) -> np.ndarray:
+        ids = self.token_ids(texts, max_length, truncation)
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
         full = [i for i, row in enumerate(ids) if row.size]
         if full:
@@ -134,7 +134,7 @@ def write_static(folder: str | Path, *, vectors: np.ndarray, tokenizer: Any, sou
         published = StaticEncoder(tmp, meta)
         for text in check:
             want = [i for i in tokenizer(text, add_special_tokens=False)["input_ids"][:64] if i != meta["unk_id"]]
-            if published.token_ids([text], 64)[0].tolist() != want:
+            if published.token_ids([text], 64, "head")[0].tolist() != want:
                 raise StaticError(f"the published tokenizer's ids differ from transformers' on {text[:40]!r}")
         meta["files"] = {name: sha256_file(tmp / name) for name in FILES}
         (tmp / META).write_text(json.dumps(meta, indent=2))

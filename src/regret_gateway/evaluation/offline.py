@@ -265,7 +265,7 @@ def served_actions(
     code and defaults (:func:`regret_gateway.retrain.fits.out_of_fold_fits` and :func:`~regret_gateway.retrain.gate.evaluate`:
     the production learner fitted once per fold -- five, or two past 60,000 rows, unless ``folds`` says --, every candidate -- RM-Interval, R&C, RM-Cluster
     and the best constant model -- valued on every logged row out of fold, the gate of
-    :func:`regret_gateway.causal.ope.select`), and the :class:`~regret_gateway.servable.Candidate` each tier serves (a
+    :func:`regret_gateway.causal.selection.select`), and the :class:`~regret_gateway.servable.Candidate` each tier serves (a
     safe default -- ``constant``, or ``regions``: that constant except in the regions the logs prove -- or a
     learned router). No tier serves anything yet, so each gate's incumbent is the best constant.
     ``cross_fitted=False``: one fit, as ``retrain --no-cross-fit``. ``size``: the size feature the rows carry

@@ -52,6 +52,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from regret_gateway.truncation import DEFAULT_TRUNCATION, clip_chars
+
 CHARS_PER_TOKEN = 4  # a rough count of a text's tokens before it is tokenised (English prose and code)
 OVERHEAD_UNITS = 32  # a forward pass's fixed cost, in token-rows
 RATE_WEIGHT = 0.3  # weight of the newest batch in the moving average of seconds per unit
@@ -75,6 +77,7 @@ class EmbeddingBatcher:
         max_tokens: int = 256,
         encode_busy: Callable[[Sequence[str]], np.ndarray] | None = None,
         inline: Callable[[], bool] | None = None,
+        truncation: str = DEFAULT_TRUNCATION,
     ):
         if max_batch < 1:
             raise ValueError("`max_batch` must be >= 1")
@@ -88,6 +91,7 @@ class EmbeddingBatcher:
         self.max_batch = max_batch
         self.cache_size = cache_size
         self.max_tokens = max_tokens
+        self.truncation = truncation  # how a text shortened under overload is cut (truncation.py)
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
         # (key, text, estimated tokens, deadline: when its first caller stops waiting, when its row was predicted
         # to come back, when it was queued) queued for the next batch
@@ -189,7 +193,7 @@ class EmbeddingBatcher:
         if key not in self._waiters and budget is not None and not idle:
             wait, slack = self._predict(tokens, budget)
             if slack < self._margin_s:
-                short = text[: short_tokens * CHARS_PER_TOKEN] if short_tokens else text
+                short = clip_chars(text, short_tokens, self.truncation, CHARS_PER_TOKEN) if short_tokens else text
                 cut = self._predict(self.tokens(short), budget) if len(short) < len(text) else (wait, slack)
                 if cut[1] < self._margin_s:
                     self.shed += 1

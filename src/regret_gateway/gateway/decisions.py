@@ -38,6 +38,9 @@ class Choice:
     router_version: str | None
     scores: dict[str, float] | None = None
     greedy: str | None = None  # the router's choice before exploration (None: no router chose)
+    # every model's probability under the distribution drawn from (its non-zero entries; None: the uniform cold
+    # start or one model): what retrain's off-policy weights read of this logger at this request (causal/ope.py)
+    propensities: dict[str, float] | None = None
 
 
 def fallback_model(settings: Settings, tier: str, allowed: np.ndarray | None = None) -> str:
@@ -195,7 +198,8 @@ class ActiveRouter:
         if artifact is None:
             mode = "cold_start"
         greedy = models[best] if artifact is not None else None
-        return Choice(models[t], float(p[t]), mode, getattr(artifact, "version", None), scores, greedy)
+        spread = {models[i]: float(p[i]) for i in np.flatnonzero(p > 0)} if p[t] < 1.0 else None
+        return Choice(models[t], float(p[t]), mode, getattr(artifact, "version", None), scores, greedy, spread)
 
     def permitted(self, artifact: RouterArtifact | None, X: np.ndarray, tier: str, *, position: float | None = None,
                   ladder: Ladder | None = None, cheapest: str | None = None,

@@ -117,6 +117,7 @@ def decision_record(gw: Gateway, request_id: str, tier: str, team: str | None, c
             session_turn=session_turn,
             app=app,
             greedy_model=choice.greedy,
+            propensities=choice.propensities,
         )
     except (ValueError, TypeError) as exc:
         log.error("regret-gateway: decision %s cannot be logged (%s); tier %s falls back", request_id, exc, tier)

@@ -126,6 +126,7 @@ class Gateway:
             self._embed,
             cache_size=settings.embedder.cache_size,
             max_tokens=settings.embedder.max_length,
+            truncation=settings.embedder.truncation,
             encode_busy=partial(self._embed, busy=True),
             # the static encoder, once loaded, embeds on the loop: ~0.1-3 ms a prompt, less than a thread's hops
             inline=lambda: self._embedder_ready and self._own_embedder and settings.embedder.kind == "static",

@@ -10,7 +10,8 @@ from regret_gateway.retrain.options import RetrainOptions, RetrainRefused
 
 
 def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOptions, *, first: bool = False,
-               loggers: np.ndarray | None = None, favoured: np.ndarray | None = None) -> dict:  # fmt: skip
+               loggers: np.ndarray | None = None, favoured: np.ndarray | None = None,
+               distributions: np.ndarray | None = None) -> dict:  # fmt: skip
     """Diagnostics of the training logs; raises :class:`RetrainRefused` when they cannot support a router.
     A model's effective sample size is that of the weights its value rests on: with each row's logger
     (``loggers``, and what it ``favoured`` at each row: :class:`~regret_gateway.trainset.window.TrainingSet`)
@@ -63,6 +64,7 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
         logged = logged.subset(kept)
         loggers = None if loggers is None else np.asarray(loggers)[kept]
         favoured = None if favoured is None else np.asarray(favoured)[kept]
+        distributions = None if distributions is None or not len(distributions) else np.asarray(distributions)[kept]
     p = logged.propensity
     assert p is not None
     if np.all(p >= 1.0 - 1e-12):
@@ -71,7 +73,7 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
             "other model cannot be estimated without bias. Set epsilon > 0 on the tiers (a tier at epsilon 0 "
             "serves one model, its fallback under `cold_start: fallback`) and log more."
         )
-    weights = _weights(logged, loggers, favoured)
+    weights = _weights(logged, loggers, favoured, distributions)
     ess = {m: effective_sample_size(weights[logged.action == t, t]) for t, m in enumerate(logged.model_names)}
     low = [f"{m} ({v:.1f})" for m, v in ess.items() if v < opts.min_ess_per_model]
     if low:
@@ -83,17 +85,20 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
     return {**info, "propensity": how, "min_propensity": float(p.min()), "ess_per_model": ess}
 
 
-def _weights(logged: LoggedFeedback, loggers: np.ndarray | None, favoured: np.ndarray | None) -> np.ndarray:
+def _weights(logged: LoggedFeedback, loggers: np.ndarray | None, favoured: np.ndarray | None,
+             distributions: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """(n, T) each row's weight in each model's value (:func:`check_data`)."""
     from regret_gateway.causal.ope import LoggedData
     from regret_gateway.causal.pooling import pooled_weights
 
     n, T = logged.n_samples, len(logged.model_names)
     if loggers is None or favoured is None or len(loggers) != n or len(favoured) != n:
-        favoured = None  # what the loggers favoured is not known: each logger's worst case stands for it
+        favoured = distributions = None  # what the loggers favoured is not known: each logger's worst case stands for it
+    if distributions is not None and np.shape(distributions) != (n, T):
+        distributions = None
     zeros = np.zeros((n, T))
     data = LoggedData(logged.action, logged.quality, logged.cost, np.asarray(logged.propensity), zeros, zeros,
-                      strata=loggers, favoured=favoured)  # fmt: skip
+                      strata=loggers, favoured=favoured, distributions=distributions)  # fmt: skip
     return pooled_weights(data)
 
 

@@ -156,9 +156,11 @@ class HeldOutRows:
     data: LoggedData
 
 
-def held_out_rows(fits: OutOfFoldFits, loggers: np.ndarray | None, favoured: np.ndarray | None = None) -> HeldOutRows:
-    """The held-out rows of ``fits`` with ``loggers`` (n,) naming each row's logging policy (or None) and
-    ``favoured`` (n,) what it favoured at each row's prompt (the loggers' weights read it: causal/ope.py)."""
+def held_out_rows(fits: OutOfFoldFits, loggers: np.ndarray | None, favoured: np.ndarray | None = None,
+                  distributions: np.ndarray | None = None) -> HeldOutRows:  # fmt: skip
+    """The held-out rows of ``fits`` with ``loggers`` (n,) naming each row's logging policy (or None),
+    ``favoured`` (n,) what it favoured at each row's prompt and ``distributions`` (n, T) its logged distribution
+    there (NaN: not logged): the loggers' weights read them (causal/ope.py)."""
     held = [learner.nuisance_.held_out(fits.logged.subset(f)) for learner, f in zip(fits.learners, fits.folds)]
     order = fits.order
     hold = fits.logged.subset(order)
@@ -167,5 +169,6 @@ def held_out_rows(fits: OutOfFoldFits, loggers: np.ndarray | None, favoured: np.
     strata = None if loggers is None else np.asarray(loggers)[order]
     groups = np.unique(fits.groups[order], return_inverse=True)[1].reshape(-1)
     data = LoggedData(hold.action, hold.quality_target, hold.cost, p_hold, q_hat, c_hat, strata=strata, groups=groups,
-                      target_errors=hold.target_errors, favoured=None if favoured is None else np.asarray(favoured)[order])  # fmt: skip
+                      target_errors=hold.target_errors, favoured=None if favoured is None else np.asarray(favoured)[order],
+                      distributions=None if distributions is None or not len(distributions) else np.asarray(distributions)[order])  # fmt: skip
     return HeldOutRows(held, hold, data)

@@ -4,7 +4,7 @@
   the regions of prompt space whose out-of-fold DR scores prove another model better there.
 * The choice (:func:`evaluate`): per tier, the learned candidates (:func:`learned_candidates`:
   RM-Interval, RM-Cluster, R&C), the safe default and what the tier serves now (the incumbent, passed in by
-  tier name), each valued on the held-out rows; :func:`regret_gateway.causal.ope.select` keeps the incumbent
+  tier name), each valued on the held-out rows; :func:`regret_gateway.causal.selection.select` keeps the incumbent
   unless a candidate's gain is confident. The incumbent is the tier's active learned router if it has one,
   else the safe default (re-derived every retrain: it departs from the constant only where the logs prove it).
 * Where exploration spends (:func:`contenders`): per tier, the models the logs could not yet show to be
@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from regret_gateway.causal.estimators import CounterfactualScores
-from regret_gateway.causal.ope import N_BOOT, LoggedData, PolicyValue, Selection, select
+from regret_gateway.causal.ope import N_BOOT, LoggedData, PolicyValue
 from regret_gateway.causal.pooling import pooled_scores
+from regret_gateway.causal.selection import Selection, select
 from regret_gateway.confidence import ALPHA, family_alpha
 from regret_gateway.context import ContextCode, SizeFeature
 from regret_gateway.data import LoggedFeedback
@@ -283,7 +284,7 @@ def evaluate(
     populations: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[list[TierEvaluation], PublishedRouter]:
     """Per tier: every candidate's DR/SNIPS value on the held-out folds' rows (every row when cross-fitted)
-    and the choice of what to serve (:func:`regret_gateway.causal.ope.select`). A learned candidate's choice on
+    and the choice of what to serve (:func:`regret_gateway.causal.selection.select`). A learned candidate's choice on
     fold k and the outcome models' predictions there come from ``fits.learners[k]``; the best constant
     model is chosen on the DR scores of every row -- out of fold where cross-fitted, else the held-out
     fold's and the fit's own -- (the most data for the fixed choice; that the evaluation rows chose it

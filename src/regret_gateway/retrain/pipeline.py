@@ -64,8 +64,8 @@ def retrain(
     try:
         if len(settings.models) < 2:
             raise RetrainRefused("`models` must list at least 2 models")
-        data_info = {**check_data(ts.logged, ts.skipped, opts, first=active_id is None,
-                                loggers=ts.logger_codes(), favoured=ts.favoured), "rows_by_source": ts.rows_by_source(),
+        data_info = {**check_data(ts.logged, ts.skipped, opts, first=active_id is None, loggers=ts.logger_codes(),
+                                  favoured=ts.favoured, distributions=ts.distributions), "rows_by_source": ts.rows_by_source(),
                      "feedback_spend_usd": ts.spend_by_source, "sampled_from": ts.sampled_from,
                      "judge": judge_calibration(ts), "trust": trust}  # fmt: skip
     except RetrainRefused as exc:
@@ -81,7 +81,7 @@ def retrain(
     fits = out_of_fold_fits(logged, [spec.lam for _, spec in tiers], folds=k, every=opts.cross_fit, seed=opts.seed,
                             on_fit=fitting, precision=opts.precision, executor=executor_named(opts.executor))  # fmt: skip
     loggers = ts.logger_codes()  # each row's logging policy (tier and router version), as the estimators number them
-    held = held_out_rows(fits, loggers, ts.favoured)
+    held = held_out_rows(fits, loggers, ts.favoured, ts.distributions)
     data_info["evaluation"] = (
         f"cross-fitted, {k} folds: every row held out once" if opts.cross_fit else f"1/{k} of the rows held out"
     )

@@ -56,12 +56,13 @@ class Served:
 def value_alternatives(
     model_names: tuple[str, ...], logged: np.ndarray, quality: np.ndarray, cost: np.ndarray, propensity: np.ndarray,
     *, strata: np.ndarray | None = None, groups: np.ndarray | None = None, favoured: np.ndarray | None = None,
-    n_boot: int = N_BOOT, alpha: float = ALPHA, seed: int = 0, min_ess: float = MIN_ESS,
+    distributions: np.ndarray | None = None, n_boot: int = N_BOOT, alpha: float = ALPHA, seed: int = 0, min_ess: float = MIN_ESS,
 ) -> tuple[Served, list[Alternative]]:  # fmt: skip
     """The served rows (``logged`` (n,) model indices, their ``quality``, ``cost`` and ``propensity``) and
     every model of ``model_names`` as a fixed alternative on them (module doc). ``strata``: each row's
     logger; ``groups``: each row's prompt (rows of one prompt are resampled together); ``favoured``: what
-    each row's logger favoured there (:class:`~regret_gateway.causal.ope.LoggedData`)."""
+    each row's logger favoured there, ``distributions`` its logged distribution there
+    (:class:`~regret_gateway.causal.ope.LoggedData`)."""
     logged = np.asarray(logged, dtype=np.int64)
     quality, cost = np.asarray(quality, dtype=np.float64), np.asarray(cost, dtype=np.float64)
     n, T = len(logged), len(model_names)
@@ -69,7 +70,7 @@ def value_alternatives(
     q_mean = np.where(counts > 0, np.bincount(logged, quality, minlength=T) / np.maximum(counts, 1), quality.mean())
     c_mean = np.where(counts > 0, np.bincount(logged, cost, minlength=T) / np.maximum(counts, 1), cost.mean())
     data = LoggedData(logged, quality, cost, propensity, np.tile(q_mean, (n, 1)), np.tile(c_mean, (n, 1)),
-                      strata=strata, groups=groups, favoured=favoured)  # fmt: skip
+                      strata=strata, groups=groups, favoured=favoured, distributions=distributions)  # fmt: skip
     boot = data.bootstrap(n_boot, seed)
     everything = np.ones((1, n))
     served_q, served_c = boot @ quality / boot.sum(1), boot @ cost / boot.sum(1)

@@ -1,9 +1,11 @@
 """Who logged each row of a training set: its logging policy (:class:`Logger`: a tier under a router version,
 the cold start, or the historical policy of imported rows) and what that policy favoured at the row's prompt
-(:func:`favoured_of`) -- what the off-policy estimators weight each logger by (causal/ope.py)."""
+(:func:`favoured_of`) or, where the gateway logged it, its whole distribution there (:func:`distributions_of`) --
+what the off-policy estimators weight each logger by (causal/ope.py)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -48,4 +50,19 @@ def favoured_of(modes: Sequence[str], greedy: Sequence[str | None], models: Sequ
             out[i] = index[g]
         elif p is not None and p >= 1.0 and m in index:
             out[i] = index[m]
+    return out
+
+
+def distributions_of(texts: Sequence[str | None], index: dict[str, int]) -> np.ndarray:
+    """(n, T) each row's logging distribution over the models of ``index`` as the gateway logged it (the
+    decisions' ``propensities``, JSON text: the non-zero entries; a model it lacks had probability 0), NaN in
+    every column of a row that has none (the uniform cold start, one model, imported or older logs)."""
+    out = np.full((len(texts), len(index)), np.nan)
+    for i, text in enumerate(texts):
+        spread = json.loads(text) if text else None
+        if isinstance(spread, dict):
+            out[i] = 0.0
+            for model, p in spread.items():
+                if model in index:
+                    out[i, index[model]] = float(p)
     return out

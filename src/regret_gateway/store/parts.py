@@ -29,7 +29,7 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from regret_gateway.store.rows import EMBEDDING_DROPPED, READ_CHUNK, DecisionRow, ScoreRow, WindowRows, naive_utc
+from regret_gateway.store.rows import EMBEDDING_DROPPED, READ_CHUNK, DecisionRow, ScoreRow, WindowRows, as_text, naive_utc
 from regret_gateway.store.schema import Decision, Feedback, Outcome, embedded
 
 DECISIONS, FEEDBACK, EMBEDDINGS = "decisions", "feedback", "embeddings"
@@ -37,7 +37,7 @@ KINDS = (DECISIONS, FEEDBACK, EMBEDDINGS)
 # The decision columns a part holds, then the outcome's (None where the request has none).
 DECISION_COLUMNS = ("request_id", "created_at", "team", "tier", "lam", "router_version", "embedding_model",
                     "embedding_dim", "chosen_model", "propensity", "mode", "mock", "session_turn", "app",
-                    "greedy_model")  # fmt: skip
+                    "greedy_model", "propensities")  # fmt: skip
 OUTCOME_COLUMNS = ("cost_usd", "status", "answered_model")
 FEEDBACK_COLUMNS = ("request_id", "source", "score", "cost_usd", "updated_at")
 # then ``embedded``: whether the request still held its embedding when the score was exported (False: dropped,
@@ -132,7 +132,8 @@ def export_days(session: Session, url: str, *, until: datetime | None = None, da
     decisions = scores = 0
     for day in days:
         a, b = _day_start(day), _day_start(day + timedelta(days=1))
-        columns = [getattr(Decision, c) for c in DECISION_COLUMNS] + [getattr(Outcome, c) for c in OUTCOME_COLUMNS]
+        columns = [as_text(Decision.propensities) if c == "propensities" else getattr(Decision, c) for c in DECISION_COLUMNS]
+        columns += [getattr(Outcome, c) for c in OUTCOME_COLUMNS]
         q = (select(*columns).select_from(Decision).outerjoin(Outcome, Outcome.request_id == Decision.request_id)
              .where(Decision.created_at >= a, Decision.created_at < b).order_by(Decision.created_at, Decision.request_id))  # fmt: skip
         decisions += _write(pa, fs, f"{root}/{DECISIONS}", day, schema_of(DECISIONS), session, q, (1,))

@@ -187,6 +187,9 @@ class DecisionRecord:
     session_turn: str | None = None  # first | kept | rerouted (schema.SESSION_TURNS); None: not a conversation's turn
     app: str | None = None  # the app the request came from (gateway/messages.py app_key); None: no system prompt
     greedy_model: str | None = None  # the router's choice before exploration; None: no router chose
+    # every model's probability at this request under the distribution drawn from (non-zero entries); None: not
+    # logged (the uniform cold start, one model, imported or older logs)
+    propensities: dict[str, float] | None = None
 
     def __post_init__(self) -> None:
         rid = self.request_id
@@ -204,6 +207,15 @@ class DecisionRecord:
                 rid,
                 f"`propensity` must be in (0, 1], got {self.propensity!r} (only imported logs may lack it)",
             )
+        if self.propensities is not None:
+            spread = self.propensities
+            _require(isinstance(spread, dict) and all(_finite_number(v) and 0 < float(v) <= 1 for v in spread.values()), rid,
+                     f"`propensities` must map models to probabilities in (0, 1], got {spread!r}")  # fmt: skip
+            _require(abs(sum(float(v) for v in spread.values()) - 1.0) < 1e-6, rid, "`propensities` must sum to 1")
+            _require(self.chosen_model in spread and abs(float(spread[self.chosen_model]) - float(self.propensity or 0)) < 1e-9,
+                     rid, "`propensities` must give the chosen model its `propensity`")  # fmt: skip
+            # six significant digits (the chosen model's exact one is ``propensity``): ~25 bytes a model, not ~40
+            object.__setattr__(self, "propensities", {str(k): float(f"{float(v):.6g}") for k, v in spread.items()})
         emb = np.asarray(self.embedding, dtype=np.float32)
         _require(emb.ndim == 1 and emb.size > 0, rid, f"`embedding` must be a non-empty 1-d vector, got shape {emb.shape}")
         _require(bool(np.isfinite(emb).all()), rid, "`embedding` must be finite")
@@ -237,6 +249,7 @@ class DecisionRecord:
             "session_turn": self.session_turn,
             "app": self.app,
             "greedy_model": self.greedy_model,
+            "propensities": self.propensities,
         }
 
     # The spill file is JSON lines: one record per line, embedding as base64 float32.

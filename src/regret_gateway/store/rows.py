@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import NamedTuple, Protocol
 
 import numpy as np
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import Text, and_, case, cast, func, select
 from sqlalchemy.orm import Session
 
 from regret_gateway.store.schema import Decision, Feedback, Outcome, embedded
@@ -60,6 +60,7 @@ class DecisionRow(NamedTuple):
     session_turn: str | None
     greedy_model: str | None
     app: str | None
+    propensities: str | None  # JSON text: every model's probability where the decision was drawn (None, 'null': not logged)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,7 @@ class StoreRows:
                    Decision.embedding_model, Decision.embedding_dim, Decision.chosen_model, Decision.propensity,
                    Decision.mode, Decision.router_version, Outcome.cost_usd,
                    func.coalesce(outcome_reason(), dropped).label("reason"), Decision.session_turn,
-                   Decision.greedy_model, Decision.app)
+                   Decision.greedy_model, Decision.app, as_text(Decision.propensities))
             .select_from(Decision)
             .join(ids := select(Feedback.request_id).distinct().subquery(), ids.c.request_id == Decision.request_id)
             .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
@@ -164,6 +165,11 @@ def outcome_reason():
         (and_(Outcome.answered_model.is_not(None), Outcome.answered_model != Decision.chosen_model), "answered_by_other"),
         else_=None,
     )
+
+
+def as_text(column):
+    """A JSON column read as its text (SQLite's and PostgreSQL's alike): one string a row, parsed where it is used."""
+    return cast(column, Text).label(column.key)
 
 
 def naive_utc(ts: datetime) -> datetime:

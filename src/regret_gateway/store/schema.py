@@ -109,6 +109,9 @@ class Decision(Base):
     session_turn: Mapped[str | None] = mapped_column(String(8))  # SESSION_TURNS; None: not a turn of a conversation
     app: Mapped[str | None] = mapped_column(String(16))  # the app (keyed hash of the system prompt); None: none
     greedy_model: Mapped[str | None] = mapped_column(String(256))  # the router's choice before exploration (None: no router)
+    # every model's probability under the distribution drawn from (non-zero entries); None: not logged (the
+    # uniform cold start, one model, imported or older logs): retrain's off-policy weights read it (causal/ope.py)
+    propensities: Mapped[dict | None] = mapped_column(JSON)
 
 
 class Outcome(Base):

@@ -114,8 +114,18 @@ def _insert_new(session: Session, table, records: Sequence) -> int:
     new = [r for rid, r in first.items() if rid not in present]
     insert = _insert(session)
     for chunk in chunks(new, _ROW_CHUNK):
-        session.execute(insert(table).on_conflict_do_nothing(index_elements=["request_id"]), [r.row() for r in chunk])
+        rows = [r.row() for r in chunk]
+        keep = _set_columns(rows, list(rows[0]))
+        session.execute(
+            insert(table).on_conflict_do_nothing(index_elements=["request_id"]), [{c: r[c] for c in keep} for r in rows]
+        )
     return len(new)
+
+
+def _set_columns(rows: Sequence[dict], columns: Sequence[str]) -> list[str]:
+    """The ``columns`` some row sets (not None): a column no row of the batch sets is left to the table's NULL, so a
+    store at an older revision, which lacks a newer column, takes records that do not use it (``bench prune``'s)."""
+    return [c for c in columns if any(r.get(c) is not None for r in rows)]
 
 
 def _copy(session: Session, table: str, columns: str, data: bytes) -> None:
@@ -140,9 +150,10 @@ def _copy_new(session: Session, table, records: Sequence) -> int:
     DO NOTHING, which keeps what the table holds."""
     if not records:
         return 0
-    columns = [c.name for c in table.__table__.columns]
+    dicts = [r.row() for r in records]
+    columns = _set_columns(dicts, [c.name for c in table.__table__.columns])
     names, name = ", ".join(columns), table.__tablename__
-    rows = pg_copy.encode(table.__table__, columns, (r.row() for r in records))
+    rows = pg_copy.encode(table.__table__, columns, dicts)
     try:
         with session.begin_nested():
             _copy(session, name, names, rows)

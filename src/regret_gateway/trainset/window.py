@@ -26,7 +26,7 @@ from regret_gateway.judge.calibration import (
     errors_from_pairs,
 )
 from regret_gateway.sampling import sample_rows
-from regret_gateway.store.loggers import Logger, favoured_of, loggers_of
+from regret_gateway.store.loggers import Logger, distributions_of, favoured_of, loggers_of
 from regret_gateway.store.queries import source_rank
 from regret_gateway.store.rows import EMBEDDING_DROPPED, OUTCOME_REASONS, RowSource, ScoreRow, StoreRows
 from regret_gateway.tables import write_columns
@@ -75,6 +75,9 @@ class TrainingSet:
     # (n,) what each row's logger favoured at its prompt (:func:`favoured_of`): the off-policy weights read it
     favoured: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     apps: tuple[str | None, ...] = ()  # (n,) the app each row's request came from (None: no system prompt)
+    # (n, T) each row's logging distribution over the models where the gateway logged it, NaN where not
+    # (:func:`distributions_of`): the off-policy weights read it before ``favoured``
+    distributions: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
     @property
     def n_rows(self) -> int:
@@ -179,7 +182,7 @@ def training_set(
         loggers=loggers_of(tiers, versions, modes), sampled_from=sampled_from, judge_errors=errors,
         judge_self_agreement=agreement, judge_corrected=corrected, team_checks=checks,
         favoured=favoured_of(modes, [c.greedy_model for c in kept], models, [c.propensity for c in kept], index),
-        apps=tuple(c.app for c in kept),
+        apps=tuple(c.app for c in kept), distributions=distributions_of([c.propensities for c in kept], index),
     )  # fmt: skip
 
 

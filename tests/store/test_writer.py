@@ -283,3 +283,24 @@ def test_a_spill_file_with_a_nul_record_is_replayed_at_start(engine, tmp_path):
     with Session(engine) as s:
         assert s.get(Decision, records[2].request_id).prompt_text == "spilled \ufffd text"
     assert not list(spill.glob("spill-*"))
+
+
+def test_a_decision_s_whole_distribution_survives_its_outcome_and_the_spill_file():
+    """The hook adds an outcome to a logged decision (dataclasses.replace) and the writer may spill it as JSON:
+    every model's probability, stored to six digits, still gives the chosen model its exact propensity."""
+    import dataclasses
+
+    import numpy as np
+
+    from regret_gateway.store.records import DecisionRecord, OutcomeRecord, StoreInputError, record_from_json
+
+    p = 1.0 / 3.0
+    spread = {"small": p, "large": 1.0 - p - 0.0025, "rare": 0.0025}
+    first = DecisionRecord(request_id="d", tier="gold", lam=1.0, embedding_model="e", embedding=np.ones(2, np.float32),
+                           chosen_model="small", propensity=p, propensities=spread)  # fmt: skip
+    again = dataclasses.replace(first, outcome=OutcomeRecord("d", cost_usd=1e-4))
+    back = record_from_json(again.to_json())
+    assert back.propensities == again.propensities == {"small": 0.333333, "large": 0.664167, "rare": 0.0025}
+    assert back.propensity == p
+    with pytest.raises(StoreInputError, match="propensities"):
+        dataclasses.replace(first, propensities={"small": 0.5, "large": 0.5})

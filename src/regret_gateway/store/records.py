@@ -211,9 +211,10 @@ class DecisionRecord:
             spread = self.propensities
             _require(isinstance(spread, dict) and all(_finite_number(v) and 0 < float(v) <= 1 for v in spread.values()), rid,
                      f"`propensities` must map models to probabilities in (0, 1], got {spread!r}")  # fmt: skip
-            _require(abs(sum(float(v) for v in spread.values()) - 1.0) < 1e-6, rid, "`propensities` must sum to 1")
-            _require(self.chosen_model in spread and abs(float(spread[self.chosen_model]) - float(self.propensity or 0)) < 1e-9,
-                     rid, "`propensities` must give the chosen model its `propensity`")  # fmt: skip
+            # to the six significant digits it is stored with (below)
+            _require(abs(sum(float(v) for v in spread.values()) - 1.0) < 1e-4, rid, "`propensities` must sum to 1")
+            _require(self.chosen_model in spread and math.isclose(float(spread[self.chosen_model]), float(self.propensity or 0),
+                     rel_tol=1e-5), rid, "`propensities` must give the chosen model its `propensity`")  # fmt: skip
             # six significant digits (the chosen model's exact one is ``propensity``): ~25 bytes a model, not ~40
             object.__setattr__(self, "propensities", {str(k): float(f"{float(v):.6g}") for k, v in spread.items()})
         emb = np.asarray(self.embedding, dtype=np.float32)

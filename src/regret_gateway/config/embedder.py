@@ -51,9 +51,10 @@ class EmbedderSpec(_Strict):
     # (docs/experiments/chat-traffic.md). Each is its own embedding id (`last-user`: +reads-last-user; the
     # system prompt and last user turn keep the id they had before `reads` existed): fresh logs and routers.
     reads: Literal["last-user", "turns", "system-and-last-user"] = "last-user"
-    # Under overload (a request's embedding predicted to wait past route_timeout_s) the router reads only the
-    # first N tokens (about 4 characters each) where that fits the budget, before it sheds the request to its
-    # fallback. None: shed at once. Chosen on the dev slices (docs/experiments/gateway-overhead.md).
+    # Under overload (a request's embedding predicted to wait past route_timeout_s) the router reads only N of
+    # its tokens (about 4 characters each; head and tail, as `truncation` cuts) where that fits the budget,
+    # before it sheds the request to its fallback. None: shed at once. Chosen on the dev slices
+    # (docs/experiments/gateway-overhead.md).
     overload_max_length: int | None = Field(default=64, ge=8)
     # Transformer layers the embedder runs: the first N of the model's (None: all). The forward pass costs in
     # proportion; it is another embedding (its own embedding_id: fresh logs and routers), and what it does to

@@ -19,7 +19,8 @@ of the batch in flight, the queued batches ahead of it and its own, each with on
 queued text has a deadline (when its caller's ``budget`` runs out); a new text is queued only if its row
 would come back before its own deadline and before those of the texts already in the batch it would join
 (a longer batch delays them too), with a margin learnt from how late queued rows came back (the 95th
-percentile of the prediction's error). One that would not is first cut to its first ~``short_tokens`` tokens
+percentile of the prediction's error). One that would not is first cut to ~``short_tokens`` of its tokens (its
+head and tail under ``truncation``)
 if that fits (the router reads less of it, at a small cost in routing quality,
 docs/experiments/gateway-overhead.md); if not, it is not queued: :class:`Overloaded` is raised at once,
 and the request goes to its fallback without waiting (cheap, never slow). A text that finds the encoder

@@ -22,7 +22,7 @@ for the tier's lambda plus epsilon exploration, keep a later turn of a conversat
 switch pays for its lost cache (``gateway/sessions.py``), rewrite ``data["model"]``. Any
 error or timeout there sends the request to the tier's fallback model (mode ``fallback``, counted): the
 router never fails a request. Under overload a request whose embedding is predicted to wait longer than
-``route_timeout_s`` is embedded from its first ``embedder.overload_max_length`` tokens if that fits the
+``route_timeout_s`` is embedded from ``embedder.overload_max_length`` of its tokens (head and tail) if that fits the
 budget, else not at all: it goes to its fallback at once (counted as ``shed``). The decision's key is the gateway's own id (``rg-t<time><random>``, :mod:`regret_gateway.request_ids`), returned to the
 client as the ``x-regret-request-id`` header. The decision goes to the store's batched writer at once; with
 the outcome the client received it is submitted again (LiteLLM's ``response_cost``, tokens, latency,

@@ -39,11 +39,12 @@ def _store(engine, days: int = 4, per_day: int = 60, seed: int = 0) -> None:
         decisions.append(DecisionRecord(
             rid, ("eco", "pro")[i % 2], (100.0, 1.0)[i % 2], "other" if kind == 5 else "emb",
             rng.normal(size=4).astype(np.float32), "z" if kind == 6 else model,
-            None if kind == 7 else float(rng.uniform(0.1, 1.0)),
+            None if kind == 7 else (p := float(rng.uniform(0.1, 1.0))),
             mode="fallback" if kind == 8 else "imported" if kind == 7 else "policy" if i % 5 else "exploration",
             team=team, router_version=None if i < per_day else "v1", created_at=at, outcome=outcome,
             mock=kind == 9, session_turn="kept" if kind == 10 else "first" if kind == 11 else None,
             app=("app1", "app2", None)[i % 3], greedy_model=MODELS[(i + 1) % 3] if i >= per_day else None,
+            propensities={model: p, "b" if model != "b" else "c": 1.0 - p} if i >= per_day and kind < 6 and p < 1 else None,
         ))  # fmt: skip
         if kind != 12:  # unscored
             scores.append(FeedbackRecord(rid, float(rng.uniform()), created_at=at + timedelta(minutes=5)))
@@ -64,6 +65,7 @@ def _same(a, b) -> None:
     assert a.embedding_model == b.embedding_model and a.sampled_from == b.sampled_from
     np.testing.assert_array_equal(a.created_at, b.created_at)
     np.testing.assert_array_equal(a.favoured, b.favoured)
+    np.testing.assert_array_equal(a.distributions, b.distributions)  # NaN rows alike
     assert a.team_checks == b.team_checks and a.judge_corrected == b.judge_corrected
     assert a.judge_errors.keys() == b.judge_errors.keys() and a.judge_self_agreement == b.judge_self_agreement
     assert a.spend_by_source == pytest.approx(b.spend_by_source)
@@ -188,3 +190,20 @@ def test_db_export_into_a_folder_writes_day_parts_and_retrain_reads_them(tmp_pat
         return [line.split(" ", 2)[-1] for line in result.stdout.splitlines() if "report:" not in line]
 
     assert said(from_store) == said(from_parts)
+
+
+def test_a_day_exported_before_decisions_carried_their_distribution_still_reads(engine, tmp_path):
+    """A part written before the ``propensities`` column existed reads as rows without one (NaN), beside a day
+    that has it."""
+    import pyarrow.parquet as pq
+
+    _store(engine, days=3)
+    url = str(tmp_path / "parts")
+    with Session(engine) as s:
+        export_days(s, url, until=T0 + timedelta(days=4))
+    old = tmp_path / "parts" / "decisions" / "2026-11-02.parquet"
+    pq.write_table(pq.read_table(old).drop_columns(["propensities"]), old)
+    ts = training_set(PartsRows(url), model_names=MODELS)
+    day = ts.created_at.astype("datetime64[D]").astype(str)
+    assert np.isnan(ts.distributions[day == "2026-11-02"]).all()
+    assert not np.isnan(ts.distributions[day == "2026-11-03"]).all()  # the later day's are read

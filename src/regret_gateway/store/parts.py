@@ -245,7 +245,8 @@ class PartsRows:
             if value is not None:
                 where.append(cond)
                 params.append(value)
-        db, decisions = self._db, f"read_parquet(?) WHERE {' AND '.join(where)}"
+        # by name: a day exported before a column existed (``propensities``) reads NULL there
+        db, decisions = self._db, f"read_parquet(?, union_by_name = true) WHERE {' AND '.join(where)}"
         if feedback_files:
             db.execute("CREATE OR REPLACE TEMP TABLE f AS SELECT request_id, source, score, cost_usd, embedded FROM read_parquet(?) "
                        "QUALIFY row_number() OVER (PARTITION BY request_id, source ORDER BY updated_at DESC) = 1",
@@ -261,7 +262,9 @@ class PartsRows:
                               "AND request_id NOT IN (SELECT request_id FROM f) GROUP BY reason", params).fetchall()  # fmt: skip
         scores = _rows(db.execute("SELECT f.request_id, f.source, f.score, f.cost_usd, d.team, coalesce(d.answered_model, "
                                   "d.chosen_model), d.app FROM f JOIN d USING (request_id)"), ScoreRow)  # fmt: skip
-        scored = _rows(db.execute(f"SELECT {', '.join(DecisionRow._fields)} FROM d"), DecisionRow)
+        have = {row[0] for row in db.execute("DESCRIBE d").fetchall()}
+        fields = [f if f in have else f"NULL AS {f}" for f in DecisionRow._fields]  # every day older than a column
+        scored = _rows(db.execute(f"SELECT {', '.join(fields)} FROM d"), DecisionRow)
         db.execute("DROP TABLE d; DROP TABLE f")
         return WindowRows(scores, scored, {r: int(n) for r, n in unscored})
 

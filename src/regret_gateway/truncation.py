@@ -87,9 +87,9 @@ def cutter(tokenizer: Any, truncation: str, model: str) -> tuple[Any, int]:
     """(what :func:`clip_texts` reads, the special tokens the tokenizer adds to a text) for a transformers fast
     tokenizer or an exported one (their ``backend_tokenizer``): a copy of its ``tokenizers`` form without
     truncation or padding; (None, 0) under ``head``, which the tokenizer's own truncation reads."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
     if truncation == "head":
         return None, 0
+    backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         raise ValueError(f"truncation {truncation!r} needs a fast tokenizer; {model!r} has none (use `head`)")
     from tokenizers import Tokenizer

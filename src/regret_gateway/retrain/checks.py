@@ -64,7 +64,7 @@ def check_data(logged: LoggedFeedback | None, skipped: dict, opts: RetrainOption
         logged = logged.subset(kept)
         loggers = None if loggers is None else np.asarray(loggers)[kept]
         favoured = None if favoured is None else np.asarray(favoured)[kept]
-        distributions = None if distributions is None or not len(distributions) else np.asarray(distributions)[kept]
+        distributions = None if distributions is None else np.asarray(distributions)[kept]
     p = logged.propensity
     assert p is not None
     if np.all(p >= 1.0 - 1e-12):

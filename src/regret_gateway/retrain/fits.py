@@ -170,5 +170,5 @@ def held_out_rows(fits: OutOfFoldFits, loggers: np.ndarray | None, favoured: np.
     groups = np.unique(fits.groups[order], return_inverse=True)[1].reshape(-1)
     data = LoggedData(hold.action, hold.quality_target, hold.cost, p_hold, q_hat, c_hat, strata=strata, groups=groups,
                       target_errors=hold.target_errors, favoured=None if favoured is None else np.asarray(favoured)[order],
-                      distributions=None if distributions is None or not len(distributions) else np.asarray(distributions)[order])  # fmt: skip
+                      distributions=None if distributions is None else np.asarray(distributions)[order])  # fmt: skip
     return HeldOutRows(held, hold, data)

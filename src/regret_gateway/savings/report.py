@@ -138,7 +138,7 @@ def savings_report(
                 served, alternatives = value_alternatives(
                     part.model_names, part.action, part.quality if part.target is None else part.target, part.cost,
                     logged.propensity[rows], strata=codes[rows], groups=prompt_groups(part.X), favoured=ts.favoured[rows],
-                    distributions=ts.distributions[rows] if len(ts.distributions) else None,
+                    distributions=ts.distributions[rows],
                     n_boot=n_boot, seed=seed,
                 )  # fmt: skip
         days = sorted(u["days"])
